@@ -1,0 +1,259 @@
+"""Graph nodes that call a model: `lead_agent` and `subagents`.
+
+One LLM call per agent step. Both nodes return partial updates built by
+`merge_agent_response_to_state`. Parallel delegation: every subagent invocation that needs a
+step runs concurrently inside one `subagents` node (asyncio), so their model calls overlap
+while their tool rounds still go through the shared tool node, where permissions apply.
+A subagent failure becomes that call's error result; its siblings still answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from ..agents.llm import LLMResponse
+from ..agents.prompts import PLAN_ID, lead_messages, subagent_messages
+from ..agents.spec import AgentSpec
+from ..errors import ArtifactFlowError, LLMError
+from ..tools.base import Permission
+from .context import RunContext
+from .state import LEAD, AgentState, merge_agent_response_to_state
+
+HELD = "lead~held"  # lead tool results waiting for the round's subagents to finish
+
+
+class Emitter:
+    """Sends node events to the controller through LangGraph's custom stream."""
+
+    def __init__(self, runtime: Runtime[RunContext], agent: str, invocation: str) -> None:
+        self._write = runtime.stream_writer
+        self.agent = agent
+        self.invocation = invocation
+
+    def __call__(self, type_: str, **data: Any) -> None:
+        self._write(
+            {"type": type_, "agent": self.agent, "data": {"invocation": self.invocation, **data}}
+        )
+
+
+def close_lead_round(state: AgentState) -> list[dict[str, Any]]:
+    """Once every subagent of the lead's last round answered, build that round's tool
+    messages in call order: held tool results plus each subagent's answer."""
+    invocations = state.get("subagent_pending") or {}
+    if not invocations:
+        return []
+    memories = state.get("agent_memories") or {}
+    lead_memory = memories.get(LEAD, [])
+    held = {m["tool_call_id"]: m for m in memories.get(HELD, [])}
+    by_call = {rec["tool_call_id"]: rec for rec in invocations.values()}
+    last = next((m for m in reversed(lead_memory) if m.get("role") == "assistant"), None)
+    messages: list[dict[str, Any]] = []
+    for call in (last or {}).get("tool_calls", []):
+        call_id = call["id"]
+        if call_id in held:
+            messages.append(held[call_id])
+        elif call_id in by_call:
+            rec = by_call[call_id]
+            if rec.get("status") == "done":
+                text = rec.get("result") or "(the subagent returned no text)"
+            else:
+                text = f"ERROR: subagent '{rec['agent']}' failed: {rec.get('error')}"
+                if rec.get("result"):
+                    text += f"\nPartial answer: {rec['result']}"
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
+    return messages
+
+
+async def _approval_flags(
+    context: RunContext, calls: list[dict[str, Any]]
+) -> dict[str, bool]:
+    svc = context.services
+    confirm = [c for c in calls if svc.tools.permission(c["name"]) is Permission.CONFIRM and c["name"] in svc.tools]
+    if not confirm:
+        return {}
+    allowed = await svc.store.always_allowed(context.conversation_id)
+    return {c["id"]: c["name"] not in allowed for c in confirm}
+
+
+def _unique_ids(calls: list[dict[str, Any]], taken: set[str], suffix: str) -> list[dict[str, Any]]:
+    """Providers may reuse ids like `call_0`; ids must be unique within a round."""
+    out = []
+    for call in calls:
+        call_id = call["id"]
+        while call_id in taken:
+            call_id = f"{call_id}_{suffix}"
+        taken.add(call_id)
+        out.append({**call, "id": call_id})
+    return out
+
+
+async def _llm_step(
+    context: RunContext,
+    spec: AgentSpec,
+    messages: list[dict[str, Any]],
+    emit: Emitter,
+) -> LLMResponse:
+    svc = context.services
+    model = svc.models.resolve(spec.model)
+    tools = svc.tools.specs(spec.tools)
+
+    def on_delta(text: str) -> None:
+        emit("llm_chunk", delta=text)
+
+    response = await svc.llm.complete(model, messages, tools or None, on_delta, agent=spec.name)
+    emit(
+        "llm_complete",
+        content=response.content,
+        tool_calls=response.tool_calls,
+        model=response.model,
+        usage={
+            "prompt_tokens": response.prompt_tokens,
+            "completion_tokens": response.completion_tokens,
+        },
+        duration_ms=round(response.duration_ms, 2),
+        attempts=response.attempts,
+    )
+    return response
+
+
+def _llm_metric(spec: AgentSpec, invocation: str, response: LLMResponse) -> dict[str, Any]:
+    return {
+        "kind": "llm",
+        "agent": spec.name,
+        "invocation": invocation,
+        "model": response.model,
+        "prompt_tokens": response.prompt_tokens,
+        "completion_tokens": response.completion_tokens,
+        "duration_ms": round(response.duration_ms, 2),
+        "attempts": response.attempts,
+    }
+
+
+async def lead_agent(state: AgentState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    context = runtime.context
+    svc = context.services
+    spec = svc.lead
+    emit = Emitter(runtime, spec.name, LEAD)
+    memories = state.get("agent_memories") or {}
+    memory = list(memories.get(LEAD, []))
+    closing = close_lead_round(state)
+    memory += closing
+    # Results of earlier rounds are in the checkpoint now; the ledger has done its job.
+    await svc.store.ledger_clear(context.message_id)
+    artifacts = None
+    if svc.extras.get("artifacts_enabled", True):
+        artifacts = await svc.store.list_artifacts(context.conversation_id)
+    messages = lead_messages(
+        spec,
+        task=state.get("current_task", ""),
+        history=state.get("conversation_history") or [],
+        memory=memory,
+        subagents=svc.subagents_for(spec),
+        artifacts=artifacts,
+    )
+    emit("agent_start", round=state.get("lead_rounds", 0) + 1)
+    response = await _llm_step(context, spec, messages, emit)
+    calls = _unique_ids(response.tool_calls, set(), "dup")
+    update = merge_agent_response_to_state(
+        agent=spec.name,
+        invocation=LEAD,
+        content=response.content,
+        tool_calls=calls,
+        needs_approval=await _approval_flags(context, calls),
+        metrics=[_llm_metric(spec, LEAD, response)],
+        rounds_used=state.get("lead_rounds", 0),
+        max_tool_rounds=spec.max_tool_rounds,
+    )
+    if closing:
+        update["agent_memories"] = {LEAD: closing + update["agent_memories"][LEAD], HELD: None}
+        update["subagent_pending"] = None
+    emit(
+        "agent_complete",
+        content=response.content,
+        tool_calls=len(calls),
+        outcome=update.get("outcome"),
+    )
+    return update
+
+
+async def _subagent_step(
+    context: RunContext,
+    runtime: Runtime[RunContext],
+    invocation: str,
+    record: dict[str, Any],
+    memory: list[dict[str, Any]],
+    plan: dict[str, Any] | None,
+    taken: set[str],
+) -> dict[str, Any]:
+    svc = context.services
+    spec = svc.agents[record["agent"]]
+    emit = Emitter(runtime, spec.name, invocation)
+    rounds = int(record.get("rounds", 0))
+    if rounds == 0 and not memory:
+        emit("subagent_start", instruction=record["instruction"], tool_call_id=record["tool_call_id"])
+    emit("agent_start", round=rounds + 1)
+    messages = subagent_messages(spec, instruction=record["instruction"], plan=plan, memory=memory)
+    try:
+        response = await _llm_step(context, spec, messages, emit)
+    except (LLMError, ArtifactFlowError) as exc:
+        emit("agent_complete", content="", tool_calls=0, outcome="failed", error=str(exc))
+        emit("subagent_complete", status="failed", error=str(exc), tool_call_id=record["tool_call_id"])
+        return {"subagent_pending": {invocation: {"status": "failed", "error": str(exc)}}}
+    calls = _unique_ids(response.tool_calls, taken, invocation.rsplit(":", 1)[-1])
+    update = merge_agent_response_to_state(
+        agent=spec.name,
+        invocation=invocation,
+        content=response.content,
+        tool_calls=calls,
+        needs_approval=await _approval_flags(context, calls),
+        metrics=[_llm_metric(spec, invocation, response)],
+        rounds_used=rounds,
+        max_tool_rounds=spec.max_tool_rounds,
+    )
+    status = update.get("subagent_pending", {}).get(invocation, {}).get("status")
+    emit("agent_complete", content=response.content, tool_calls=len(calls), outcome=status)
+    if status in ("done", "failed"):
+        emit(
+            "subagent_complete",
+            status=status,
+            result=update["subagent_pending"][invocation].get("result"),
+            error=update["subagent_pending"][invocation].get("error"),
+            tool_call_id=record["tool_call_id"],
+        )
+    return update
+
+
+async def subagents(state: AgentState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    context = runtime.context
+    svc = context.services
+    invocations = state.get("subagent_pending") or {}
+    running = [(k, v) for k, v in invocations.items() if v.get("status") == "running"]
+    running.sort(key=lambda kv: kv[1].get("order", 0))
+    memories = state.get("agent_memories") or {}
+    await svc.store.ledger_clear(context.message_id)
+    plan = await svc.store.get_artifact(context.conversation_id, PLAN_ID)
+    taken: set[str] = set()
+    updates = await asyncio.gather(
+        *(
+            _subagent_step(context, runtime, key, rec, list(memories.get(key, [])), plan, taken)
+            for key, rec in running
+        )
+    )
+    merged: dict[str, Any] = {
+        "agent_memories": {},
+        "subagent_pending": {},
+        "execution_metrics": [],
+        "phase": "subagent_executing",
+    }
+    calls: list[dict[str, Any]] = []
+    for update in updates:
+        merged["agent_memories"].update(update.get("agent_memories", {}))
+        merged["subagent_pending"].update(update.get("subagent_pending", {}))
+        merged["execution_metrics"] += update.get("execution_metrics", [])
+        calls += update.get("pending_tool_calls") or []
+    if calls:
+        merged["pending_tool_calls"] = calls
+    return merged

@@ -1,0 +1,62 @@
+"""The process's one checkpoint saver: SQLite (own file, WAL) or PostgreSQL.
+
+Checkpoints matter only while a run is in flight or paused; once a message finishes, the
+event log holds the record and its thread's checkpoints are deleted (see `ExecutionController`
+and `artifactflow gc`).
+"""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+
+class CheckpointStore:
+    """Owns the saver and whatever connection it needs; one per process."""
+
+    def __init__(self, saver: BaseCheckpointSaver, stack: AsyncExitStack, path: Path | None) -> None:
+        self.saver = saver
+        self._stack = stack
+        self.path = path
+
+    @classmethod
+    async def open_sqlite(cls, path: Path) -> CheckpointStore:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        stack = AsyncExitStack()
+        conn = await stack.enter_async_context(aiosqlite.connect(str(path)))
+        await conn.execute("PRAGMA journal_mode=WAL")
+        await conn.execute("PRAGMA busy_timeout=30000")
+        await conn.execute("PRAGMA synchronous=NORMAL")
+        saver = AsyncSqliteSaver(conn)
+        await saver.setup()
+        return cls(saver, stack, path)
+
+    @classmethod
+    async def open_postgres(cls, url: str) -> CheckpointStore:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+        stack = AsyncExitStack()
+        plain = url.replace("postgresql+asyncpg://", "postgresql://", 1)
+        saver = await stack.enter_async_context(AsyncPostgresSaver.from_conn_string(plain))
+        await saver.setup()
+        return cls(saver, stack, None)
+
+    async def delete_thread(self, thread_id: str) -> None:
+        await self.saver.adelete_thread(thread_id)
+
+    async def has_checkpoint(self, thread_id: str) -> bool:
+        config: Any = {"configurable": {"thread_id": thread_id}}
+        return await self.saver.aget_tuple(config) is not None
+
+    async def wal_checkpoint(self) -> None:
+        """Fold the WAL into the main file (so file sizes measure what is stored)."""
+        if isinstance(self.saver, AsyncSqliteSaver):
+            await self.saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    async def close(self) -> None:
+        await self._stack.aclose()

@@ -1,0 +1,128 @@
+"""Conversations as message trees.
+
+Each message has a `parent_id`; a conversation's `active_message_id` is the tip of the branch
+the user is on. A new message without a parent continues the active branch; with an explicit
+parent it forks (the old branch stays intact); with `parent_id=None` explicitly it starts a new
+root. The lead sees only the path root → parent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import NotFoundError, UserError
+from .store.repository import AppStore
+
+
+class _Active:
+    def __repr__(self) -> str:
+        return "ACTIVE_BRANCH"
+
+
+ACTIVE_BRANCH: Any = _Active()  # default parent: continue the active branch
+
+
+class ConversationManager:
+    def __init__(self, store: AppStore) -> None:
+        self.store = store
+
+    async def start_conversation(
+        self, conversation_id: str | None = None, *, user_id: str | None = None, title: str | None = None
+    ) -> dict[str, Any]:
+        if conversation_id and await self.store.get_conversation(conversation_id):
+            raise UserError(f"conversation {conversation_id} already exists")
+        return await self.store.create_conversation(conversation_id, user_id=user_id, title=title)
+
+    async def get(self, conversation_id: str, *, user_id: str | None = None) -> dict[str, Any]:
+        conversation = await self.store.get_conversation(conversation_id)
+        if conversation is None or (user_id is not None and conversation["user_id"] != user_id):
+            raise NotFoundError(f"conversation {conversation_id} not found")
+        return conversation
+
+    async def resolve_parent(self, conversation: dict[str, Any], parent_id: Any) -> str | None:
+        if parent_id is ACTIVE_BRANCH:
+            return conversation["active_message_id"]
+        if parent_id is None:
+            return None
+        parent = await self.store.get_message(parent_id)
+        if parent is None or parent["conversation_id"] != conversation["id"]:
+            raise NotFoundError(
+                f"parent message {parent_id} is not in conversation {conversation['id']}"
+            )
+        return parent_id
+
+    async def add_message(
+        self, conversation_id: str, content: str, *, parent_id: Any = ACTIVE_BRANCH, **fields: Any
+    ) -> dict[str, Any]:
+        conversation = await self.get(conversation_id)
+        parent = await self.resolve_parent(conversation, parent_id)
+        message = await self.store.add_message(
+            conversation_id=conversation_id, content=content, parent_id=parent, **fields
+        )
+        await self.store.touch_conversation(
+            conversation_id, active_message_id=message["id"], title=content.strip()[:80] or None
+        )
+        return message
+
+    async def path_to(self, message_id: str | None) -> list[dict[str, Any]]:
+        """Messages from the root to `message_id`, inclusive."""
+        path: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        current = message_id
+        while current is not None and current not in seen:
+            seen.add(current)
+            message = await self.store.get_message(current)
+            if message is None:
+                break
+            path.append(message)
+            current = message["parent_id"]
+        return list(reversed(path))
+
+    async def format_conversation_history(self, message_id: str | None) -> list[dict[str, Any]]:
+        """Chat turns for the path root → `message_id` (user text and the final answers)."""
+        turns: list[dict[str, Any]] = []
+        for message in await self.path_to(message_id):
+            turns.append({"role": "user", "content": message["content"]})
+            if message.get("response"):
+                turns.append({"role": "assistant", "content": message["response"]})
+            else:
+                turns.append(
+                    {"role": "assistant", "content": f"(no answer: the run ended {message['status']})"}
+                )
+        return turns
+
+    async def get_active_branch(self, conversation_id: str) -> list[dict[str, Any]]:
+        conversation = await self.get(conversation_id)
+        return await self.path_to(conversation["active_message_id"])
+
+    async def list_conversations(
+        self, *, user_id: str | None = None, limit: int = 20, offset: int = 0
+    ) -> list[dict[str, Any]]:
+        return await self.store.list_conversations(user_id=user_id, limit=limit, offset=offset)
+
+    async def tree(self, conversation_id: str) -> dict[str, Any]:
+        """The conversation with its messages, children lists and the active path marked."""
+        conversation = await self.get(conversation_id)
+        messages = await self.store.list_messages(conversation_id)
+        active = {m["id"] for m in await self.path_to(conversation["active_message_id"])}
+        children: dict[str | None, list[str]] = {}
+        for message in messages:
+            children.setdefault(message["parent_id"], []).append(message["id"])
+        nodes = [
+            {
+                "id": m["id"],
+                "parent_id": m["parent_id"],
+                "content": m["content"],
+                "response": m["response"],
+                "status": m["status"],
+                "created_at": m["created_at"],
+                "children": children.get(m["id"], []),
+                "active": m["id"] in active,
+            }
+            for m in messages
+        ]
+        return {**conversation, "messages": nodes, "roots": children.get(None, [])}
+
+    async def delete(self, conversation_id: str) -> list[str]:
+        await self.get(conversation_id)
+        return await self.store.delete_conversation(conversation_id)

@@ -1,0 +1,82 @@
+"""Assemble the process-wide services from settings: agents, models, tools, stores."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..agents.llm import LLMClient
+from ..agents.models import ModelRegistry
+from ..agents.spec import load_agents
+from ..errors import ConfigError
+from ..settings import Settings, load_settings, packaged_config_dir
+from ..tools.registry import ToolRegistry
+from .checkpoints import CheckpointStore
+from .context import Services
+from .store.repository import AppStore
+
+
+def builtin_tools() -> list[Any]:
+    from ..tools.builtin.artifacts import ARTIFACT_TOOLS
+    from ..tools.builtin.subagent import call_subagent
+    from ..tools.builtin.web_tools import WEB_TOOLS
+
+    return [call_subagent, *ARTIFACT_TOOLS, *WEB_TOOLS]
+
+
+def build_registry(settings: Settings, extra_tools: list[Any] | None = None) -> ToolRegistry:
+    registry = ToolRegistry(builtin_tools())
+    for item in extra_tools or ():
+        registry.register(item, replace=True)
+    registry.load_plugins(settings.plugins, settings.config_dir)
+    unknown = [name for name in settings.permissions if name not in registry]
+    if unknown:
+        raise ConfigError(
+            f"{settings.config_dir / 'artifactflow.yaml'}: field 'permissions': unknown tool(s) "
+            f"{', '.join(unknown)}; known tools: {', '.join(registry.names())}"
+        )
+    registry.set_permissions(settings.permissions)
+    return registry
+
+
+def load_agent_specs(settings: Settings, registry: ToolRegistry) -> dict[str, Any]:
+    folder = settings.config_dir / "agents"
+    if not folder.is_dir():
+        folder = packaged_config_dir() / "agents"
+    agents = load_agents(folder)
+    for spec in agents.values():
+        missing = [t for t in spec.tools if t not in registry]
+        if missing:
+            raise ConfigError(
+                f"{spec.source}: field 'tools': unknown tool(s) {', '.join(missing)}; "
+                f"available: {', '.join(registry.names())}"
+            )
+    return agents
+
+
+async def open_engine(
+    settings: Settings | None = None, *, extra_tools: list[Any] | None = None, **overrides: Any
+) -> tuple[Services, CheckpointStore]:
+    settings = settings or load_settings(**overrides)
+    registry = build_registry(settings, extra_tools)
+    agents = load_agent_specs(settings, registry)
+    models = ModelRegistry.from_file(settings.config_dir / "models.yaml", default_model=settings.model)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    url = settings.database_url
+    store = await AppStore.open(url, sqlite_path=settings.app_db_path)
+    try:
+        if url and url.startswith(("postgres", "postgresql")):
+            checkpoints = await CheckpointStore.open_postgres(url)
+        else:
+            checkpoints = await CheckpointStore.open_sqlite(settings.checkpoint_db_path)
+    except Exception:
+        await store.close()
+        raise
+    services = Services(
+        settings=settings,
+        agents=agents,
+        models=models,
+        tools=registry,
+        llm=LLMClient(settings.llm),
+        store=store,
+    )
+    return services, checkpoints

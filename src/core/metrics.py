@@ -1,0 +1,49 @@
+"""Aggregate per-call metric records (kept in state) into the figures stored on a message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def summarize(records: list[dict[str, Any]], wall_ms: float) -> dict[str, Any]:
+    by_agent: dict[str, dict[str, Any]] = {}
+    llm_ms = tool_ms = 0.0
+    prompt = completion = 0
+    tool_ok = tool_failed = llm_calls = 0
+    for rec in records:
+        if rec.get("kind") == "llm":
+            llm_calls += 1
+            llm_ms += rec.get("duration_ms", 0.0)
+            prompt += rec.get("prompt_tokens", 0)
+            completion += rec.get("completion_tokens", 0)
+            agent = by_agent.setdefault(rec["agent"], {})
+            model = agent.setdefault(
+                rec.get("model") or "?",
+                {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "duration_ms": 0.0},
+            )
+            model["calls"] += 1
+            model["prompt_tokens"] += rec.get("prompt_tokens", 0)
+            model["completion_tokens"] += rec.get("completion_tokens", 0)
+            model["duration_ms"] = round(model["duration_ms"] + rec.get("duration_ms", 0.0), 2)
+        elif rec.get("kind") == "tool":
+            tool_ms += rec.get("duration_ms", 0.0)
+            if rec.get("success"):
+                tool_ok += 1
+            else:
+                tool_failed += 1
+    return {
+        "wall_ms": round(wall_ms, 2),
+        "llm_calls": llm_calls,
+        "llm_ms": round(llm_ms, 2),
+        "tool_calls": tool_ok + tool_failed,
+        "tool_ms": round(tool_ms, 2),
+        "tool_success": tool_ok,
+        "tool_failed": tool_failed,
+        "tokens": {
+            "prompt": prompt,
+            "completion": completion,
+            "total": prompt + completion,
+        },
+        "by_agent": by_agent,
+        "calls": records,
+    }

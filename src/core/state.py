@@ -1,0 +1,224 @@
+"""The graph state and the one function that turns an agent response into a state update.
+
+Storage discipline (see DESIGN "State"): the SQLite saver rewrites every plain channel in
+every checkpoint, so plain channels hold only small, bounded values (phase, the current
+round's calls, invocation records). Everything that grows — agent memories, metrics — lives in
+`DeltaChannel`s, which store each write once. The conversation history and the task are also
+delta channels: written once at the start, never copied into later checkpoints.
+
+All values are plain data (dicts, lists, str, numbers) so checkpoints deserialize strictly.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Sequence
+from typing import Annotated, Any, TypedDict
+
+from langgraph.channels.delta import DeltaChannel
+
+LEAD = "lead"  # invocation id of the lead agent
+CALL_SUBAGENT = "call_subagent"
+# Snapshots copy a delta channel's whole value; we keep them rare because completed threads'
+# checkpoints are deleted anyway and replay of a few hundred writes is cheap.
+_SNAPSHOT_EVERY = 100_000
+
+
+class ExecutionPhase(str, enum.Enum):
+    LEAD_EXECUTING = "lead_executing"
+    SUBAGENT_EXECUTING = "subagent_executing"
+    TOOL_EXECUTING = "tool_executing"
+    WAITING_PERMISSION = "waiting_permission"
+    COMPLETED = "completed"
+
+
+# --- reducers (deterministic and batching-invariant: they fold writes in order) ----------
+
+
+def _replace(current: Any, writes: Sequence[Any]) -> Any:
+    return writes[-1] if writes else current
+
+
+def _append(current: list[Any], writes: Sequence[list[Any]]) -> list[Any]:
+    out = list(current)
+    for batch in writes:
+        out.extend(batch)
+    return out
+
+
+def _memories(current: dict[str, list[Any]], writes: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Writes are `{invocation_id: [messages]}` appends or `{invocation_id: None}` resets."""
+    out = dict(current)
+    for write in writes:
+        for key, messages in write.items():
+            if messages is None:
+                out.pop(key, None)
+            else:
+                out[key] = [*out.get(key, ()), *messages]
+    return out
+
+
+def _pending_calls(current: list[dict[str, Any]], writes: Sequence[Any]) -> list[dict[str, Any]]:
+    """Concurrent subagent steps add calls; the tool node clears them with `None`."""
+    out = list(current)
+    for write in writes:
+        if write is None:
+            out = []
+        else:
+            out.extend(write)
+    return out
+
+
+def _invocations(current: dict[str, dict[str, Any]], writes: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """Subagent invocation records, merged by id; `None` clears them all."""
+    out = dict(current)
+    for write in writes:
+        if write is None:
+            out = {}
+            continue
+        for key, record in write.items():
+            out[key] = {**out.get(key, {}), **record}
+    return out
+
+
+class AgentState(TypedDict, total=False):
+    current_task: Annotated[str, DeltaChannel(_replace, str, snapshot_frequency=_SNAPSHOT_EVERY)]
+    session_id: str
+    thread_id: str
+    user_message_id: str
+    conversation_history: Annotated[
+        list[dict[str, Any]], DeltaChannel(_replace, list, snapshot_frequency=_SNAPSHOT_EVERY)
+    ]
+    phase: str
+    current_agent: str
+    # invocation id -> {agent, instruction, tool_call_id, status, rounds, result, error}
+    subagent_pending: Annotated[dict[str, dict[str, Any]], _invocations]
+    # this round's calls: {id, name, arguments, agent, invocation, needs_approval}
+    pending_tool_calls: Annotated[list[dict[str, Any]], _pending_calls]
+    # invocation id -> OpenAI-format messages (assistant turns and tool results)
+    agent_memories: Annotated[
+        dict[str, list[dict[str, Any]]],
+        DeltaChannel(_memories, dict, snapshot_frequency=_SNAPSHOT_EVERY),
+    ]
+    compression_level: int
+    lead_rounds: int
+    graph_response: str | None
+    outcome: str | None
+    execution_metrics: Annotated[
+        list[dict[str, Any]], DeltaChannel(_append, list, snapshot_frequency=_SNAPSHOT_EVERY)
+    ]
+
+
+def create_initial_state(
+    task: str,
+    *,
+    session_id: str,
+    thread_id: str,
+    user_message_id: str,
+    conversation_history: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    return {
+        "current_task": task,
+        "session_id": session_id,
+        "thread_id": thread_id,
+        "user_message_id": user_message_id,
+        "conversation_history": list(conversation_history or []),
+        "phase": ExecutionPhase.LEAD_EXECUTING.value,
+        "current_agent": "lead_agent",
+        "subagent_pending": None,
+        "pending_tool_calls": None,
+        "agent_memories": {},
+        "compression_level": 0,
+        "lead_rounds": 0,
+        "graph_response": None,
+        "outcome": None,
+        "execution_metrics": [],
+    }
+
+
+def assistant_message(content: str, tool_calls: list[dict[str, Any]]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content or None}
+    if tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["name"], "arguments": call["arguments"] or "{}"},
+            }
+            for call in tool_calls
+        ]
+    return message
+
+
+def merge_agent_response_to_state(
+    *,
+    agent: str,
+    invocation: str,
+    content: str,
+    tool_calls: list[dict[str, Any]],
+    needs_approval: dict[str, bool] | None = None,
+    metrics: list[dict[str, Any]] | None = None,
+    rounds_used: int = 0,
+    max_tool_rounds: int | None = None,
+) -> dict[str, Any]:
+    """Agent response → partial state update with the next phase.
+
+    Tool calls → TOOL_EXECUTING (every call of the response, in order). No call → COMPLETED
+    for the lead; a subagent is marked done and its answer becomes the result of the lead's
+    `call_subagent`. An agent that wants another round after `max_tool_rounds` is stopped
+    with an explicit outcome rather than nudged.
+    """
+    approvals = needs_approval or {}
+    update: dict[str, Any] = {
+        "agent_memories": {invocation: [assistant_message(content, tool_calls)]},
+        "current_agent": agent,
+    }
+    if metrics:
+        update["execution_metrics"] = metrics
+    is_lead = invocation == LEAD
+    over_limit = bool(tool_calls) and max_tool_rounds is not None and rounds_used >= max_tool_rounds
+    if over_limit:
+        message = f"{agent} reached max_tool_rounds ({max_tool_rounds}) without a final answer"
+        # The unanswered calls are dropped from memory so a later message's history stays valid.
+        update["agent_memories"] = {invocation: [assistant_message(content, [])]}
+        if is_lead:
+            update.update(
+                phase=ExecutionPhase.COMPLETED.value,
+                graph_response=content or message,
+                outcome="max_tool_rounds",
+            )
+        else:
+            update["subagent_pending"] = {
+                invocation: {"status": "failed", "error": message, "result": content}
+            }
+        return update
+    if tool_calls:
+        update["pending_tool_calls"] = [
+            {
+                "id": call["id"],
+                "name": call["name"],
+                "arguments": call["arguments"],
+                "agent": agent,
+                "invocation": invocation,
+                "needs_approval": bool(approvals.get(call["id"], False)),
+            }
+            for call in tool_calls
+        ]
+        update["phase"] = ExecutionPhase.TOOL_EXECUTING.value
+        if is_lead:
+            update["lead_rounds"] = rounds_used + 1
+        else:
+            update["subagent_pending"] = {invocation: {"rounds": rounds_used + 1, "status": "tools"}}
+        return update
+    if is_lead:
+        update.update(
+            phase=ExecutionPhase.COMPLETED.value, graph_response=content, outcome="completed"
+        )
+    else:
+        update["subagent_pending"] = {invocation: {"status": "done", "result": content}}
+    return update
+
+
+def new_invocation_id(agent: str) -> str:
+    return f"{agent}:{uuid.uuid4().hex[:8]}"

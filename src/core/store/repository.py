@@ -1,0 +1,620 @@
+"""The app store: one async repository, two backends (SQLite default, PostgreSQL by URL).
+
+Every write that decides who may run something (claiming a paused message, optimistic artifact
+updates) is a single conditional UPDATE whose row count says who won, so it is correct across
+processes on both backends without advisory locks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import time
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event as sa_event
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from ...errors import ArtifactConflictError, ConfigError
+from . import schema as t
+
+FINAL_STATUSES = ("completed", "failed", "cancelled")
+
+
+def normalize_database_url(url: str) -> str:
+    """Accept plain `postgresql://` / `sqlite:///` URLs and pick the async drivers."""
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://") :]
+    if url.startswith("postgresql://"):
+        return "postgresql+asyncpg://" + url[len("postgresql://") :]
+    if url.startswith("sqlite:///"):
+        return "sqlite+aiosqlite:///" + url[len("sqlite:///") :]
+    if url.startswith(("postgresql+asyncpg://", "sqlite+aiosqlite://")):
+        return url
+    raise ConfigError(
+        f"unsupported database URL {url.split('://')[0]}://…; use postgresql://user@host:port/db "
+        "or sqlite:///path/to/file.db"
+    )
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _loads(value: str | None) -> Any:
+    return None if value is None else json.loads(value)
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class AppStore:
+    """Conversations, messages, events, artifacts, approvals and the tool-execution ledger."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.is_sqlite = engine.dialect.name == "sqlite"
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    @classmethod
+    async def open(cls, url: str | None = None, *, sqlite_path: Path | None = None) -> AppStore:
+        if url:
+            engine = create_async_engine(normalize_database_url(url), pool_pre_ping=True)
+        else:
+            assert sqlite_path is not None
+            sqlite_path.parent.mkdir(parents=True, exist_ok=True)
+            engine = create_async_engine(f"sqlite+aiosqlite:///{sqlite_path}")
+
+            @sa_event.listens_for(engine.sync_engine, "connect")
+            def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+                cursor = dbapi_conn.cursor()
+                cursor.execute("PRAGMA journal_mode=WAL")
+                cursor.execute("PRAGMA busy_timeout=30000")
+                cursor.execute("PRAGMA synchronous=NORMAL")
+                cursor.execute("PRAGMA foreign_keys=ON")
+                cursor.close()
+
+        store = cls(engine)
+        await store.migrate()
+        return store
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    async def migrate(self) -> None:
+        """Create missing tables and record the schema version (idempotent, concurrent-safe)."""
+        async with self.engine.begin() as conn:
+            await conn.run_sync(t.metadata.create_all)
+            row = (await conn.execute(sa.select(t.meta.c.value).where(t.meta.c.key == "schema"))).first()
+            if row is None:
+                try:
+                    async with conn.begin_nested():
+                        await conn.execute(
+                            t.meta.insert().values(key="schema", value=str(t.SCHEMA_VERSION))
+                        )
+                except sa.exc.IntegrityError:
+                    pass
+            elif int(row[0]) > t.SCHEMA_VERSION:
+                raise ConfigError(
+                    f"the database schema is version {row[0]}, newer than this artifactflow "
+                    f"({t.SCHEMA_VERSION}); upgrade artifactflow"
+                )
+
+    async def schema_version(self) -> int:
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(sa.select(t.meta.c.value).where(t.meta.c.key == "schema"))).first()
+        return int(row[0]) if row else 0
+
+    # --- users and tokens ------------------------------------------------------------------
+
+    async def create_token(self, user_name: str) -> tuple[str, str]:
+        """Create (or reuse) the user and a new bearer token; returns (user_id, token)."""
+        token = "af_" + secrets.token_urlsafe(32)
+        now = time.time()
+        async with self.engine.begin() as conn:
+            row = (await conn.execute(sa.select(t.users.c.id).where(t.users.c.name == user_name))).first()
+            if row is None:
+                user_id = uuid.uuid4().hex
+                await conn.execute(t.users.insert().values(id=user_id, name=user_name, created_at=now))
+            else:
+                user_id = row[0]
+            await conn.execute(
+                t.tokens.insert().values(
+                    id=uuid.uuid4().hex, user_id=user_id, token_hash=hash_token(token), created_at=now
+                )
+            )
+        return user_id, token
+
+    async def user_for_token(self, token: str) -> str | None:
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(t.tokens.c.user_id).where(t.tokens.c.token_hash == hash_token(token))
+                )
+            ).first()
+        return row[0] if row else None
+
+    # --- conversations ---------------------------------------------------------------------
+
+    async def create_conversation(
+        self, conversation_id: str | None = None, *, user_id: str | None = None, title: str | None = None
+    ) -> dict[str, Any]:
+        now = time.time()
+        record = {
+            "id": conversation_id or uuid.uuid4().hex,
+            "user_id": user_id,
+            "title": title,
+            "active_message_id": None,
+            "created_at": now,
+            "updated_at": now,
+        }
+        async with self.engine.begin() as conn:
+            await conn.execute(t.conversations.insert().values(**record))
+        return record
+
+    async def get_conversation(self, conversation_id: str) -> dict[str, Any] | None:
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(sa.select(t.conversations).where(t.conversations.c.id == conversation_id))
+            ).mappings().first()
+        return dict(row) if row else None
+
+    async def list_conversations(
+        self, *, user_id: str | None = None, limit: int = 20, offset: int = 0, any_user: bool = True
+    ) -> list[dict[str, Any]]:
+        query = sa.select(t.conversations).order_by(
+            t.conversations.c.updated_at.desc(), t.conversations.c.id
+        )
+        if not any_user or user_id is not None:
+            query = query.where(t.conversations.c.user_id == user_id)
+        query = query.limit(limit).offset(offset)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).mappings().all()
+        return [dict(r) for r in rows]
+
+    async def count_conversations(self, *, user_id: str | None = None) -> int:
+        query = sa.select(sa.func.count()).select_from(t.conversations)
+        if user_id is not None:
+            query = query.where(t.conversations.c.user_id == user_id)
+        async with self.engine.connect() as conn:
+            return int((await conn.execute(query)).scalar_one())
+
+    async def touch_conversation(
+        self, conversation_id: str, *, active_message_id: str | None = None, title: str | None = None
+    ) -> None:
+        values: dict[str, Any] = {"updated_at": time.time()}
+        if active_message_id is not None:
+            values["active_message_id"] = active_message_id
+        async with self.engine.begin() as conn:
+            if title is not None:
+                await conn.execute(
+                    t.conversations.update()
+                    .where(t.conversations.c.id == conversation_id, t.conversations.c.title.is_(None))
+                    .values(title=title)
+                )
+            await conn.execute(
+                t.conversations.update().where(t.conversations.c.id == conversation_id).values(**values)
+            )
+
+    async def delete_conversation(self, conversation_id: str) -> list[str]:
+        """Delete a conversation and everything in it; returns its thread ids."""
+        async with self.engine.begin() as conn:
+            rows = (
+                await conn.execute(
+                    sa.select(t.messages.c.id, t.messages.c.thread_id).where(
+                        t.messages.c.conversation_id == conversation_id
+                    )
+                )
+            ).all()
+            message_ids = [r[0] for r in rows]
+            if message_ids:
+                await conn.execute(t.events.delete().where(t.events.c.message_id.in_(message_ids)))
+                await conn.execute(
+                    t.tool_executions.delete().where(t.tool_executions.c.message_id.in_(message_ids))
+                )
+            for table in (t.artifact_versions, t.artifacts, t.approvals):
+                await conn.execute(table.delete().where(table.c.conversation_id == conversation_id))
+            await conn.execute(t.messages.delete().where(t.messages.c.conversation_id == conversation_id))
+            await conn.execute(t.conversations.delete().where(t.conversations.c.id == conversation_id))
+        return [r[1] for r in rows]
+
+    # --- messages --------------------------------------------------------------------------
+
+    async def add_message(
+        self,
+        *,
+        conversation_id: str,
+        content: str,
+        parent_id: str | None,
+        message_id: str | None = None,
+        thread_id: str | None = None,
+        status: str = "running",
+        run_token: str | None = None,
+        lease_expires_at: float | None = None,
+    ) -> dict[str, Any]:
+        now = time.time()
+        message_id = message_id or uuid.uuid4().hex
+        record = {
+            "id": message_id,
+            "conversation_id": conversation_id,
+            "parent_id": parent_id,
+            "thread_id": thread_id or f"thread-{message_id}",
+            "content": content,
+            "response": None,
+            "status": status,
+            "outcome": None,
+            "error": None,
+            "waiting_for": None,
+            "metrics": None,
+            "run_token": run_token,
+            "lease_expires_at": lease_expires_at,
+            "checkpoints_deleted": False,
+            "created_at": now,
+            "updated_at": now,
+        }
+        async with self.engine.begin() as conn:
+            await conn.execute(t.messages.insert().values(**record))
+        return record
+
+    @staticmethod
+    def _message(row: Any) -> dict[str, Any]:
+        record = dict(row)
+        record["waiting_for"] = _loads(record.get("waiting_for"))
+        record["metrics"] = _loads(record.get("metrics"))
+        return record
+
+    async def get_message(self, message_id: str) -> dict[str, Any] | None:
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(sa.select(t.messages).where(t.messages.c.id == message_id))
+            ).mappings().first()
+        return self._message(row) if row else None
+
+    async def list_messages(self, conversation_id: str) -> list[dict[str, Any]]:
+        async with self.engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    sa.select(t.messages)
+                    .where(t.messages.c.conversation_id == conversation_id)
+                    .order_by(t.messages.c.created_at, t.messages.c.id)
+                )
+            ).mappings().all()
+        return [self._message(r) for r in rows]
+
+    async def messages_with_status(self, statuses: Iterable[str]) -> list[dict[str, Any]]:
+        async with self.engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    sa.select(t.messages)
+                    .where(t.messages.c.status.in_(list(statuses)))
+                    .order_by(t.messages.c.created_at)
+                )
+            ).mappings().all()
+        return [self._message(r) for r in rows]
+
+    async def update_message(self, message_id: str, *, run_token: str | None = None, **fields: Any) -> bool:
+        """Update fields; with `run_token`, only while that run still owns the message."""
+        values = dict(fields)
+        for key in ("waiting_for", "metrics"):
+            if key in values and values[key] is not None:
+                values[key] = _dumps(values[key])
+        values["updated_at"] = time.time()
+        query = t.messages.update().where(t.messages.c.id == message_id)
+        if run_token is not None:
+            query = query.where(t.messages.c.run_token == run_token)
+        async with self.engine.begin() as conn:
+            result = await conn.execute(query.values(**values))
+        return result.rowcount == 1
+
+    async def claim_message(
+        self,
+        message_id: str,
+        *,
+        expected_status: str,
+        run_token: str,
+        lease_expires_at: float,
+        expected_run_token: str | None = None,
+        stale_before: float | None = None,
+    ) -> bool:
+        """Atomically move a message to `running` under a new run token. One caller wins."""
+        query = t.messages.update().where(
+            t.messages.c.id == message_id, t.messages.c.status == expected_status
+        )
+        if expected_run_token is not None:
+            query = query.where(t.messages.c.run_token == expected_run_token)
+        if stale_before is not None:
+            query = query.where(
+                sa.or_(
+                    t.messages.c.lease_expires_at.is_(None),
+                    t.messages.c.lease_expires_at < stale_before,
+                )
+            )
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                query.values(
+                    status="running",
+                    run_token=run_token,
+                    lease_expires_at=lease_expires_at,
+                    updated_at=time.time(),
+                )
+            )
+        return result.rowcount == 1
+
+    # --- events ----------------------------------------------------------------------------
+
+    async def append_event(self, message_id: str, event: dict[str, Any]) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                t.events.insert().values(
+                    message_id=message_id,
+                    event_id=event["event_id"],
+                    type=event["type"],
+                    agent=event.get("agent"),
+                    timestamp=event["timestamp"],
+                    data=_dumps(event.get("data") or {}),
+                )
+            )
+
+    async def events(self, message_id: str, after_event_id: int | None = None) -> list[dict[str, Any]]:
+        query = sa.select(t.events).where(t.events.c.message_id == message_id)
+        if after_event_id is not None:
+            query = query.where(t.events.c.event_id > after_event_id)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query.order_by(t.events.c.event_id))).mappings().all()
+        out = []
+        for row in rows:
+            record = dict(row)
+            record["data"] = _loads(record["data"])
+            out.append(record)
+        return out
+
+    async def last_event_id(self, message_id: str) -> int:
+        async with self.engine.connect() as conn:
+            value = (
+                await conn.execute(
+                    sa.select(sa.func.max(t.events.c.event_id)).where(t.events.c.message_id == message_id)
+                )
+            ).scalar_one()
+        return int(value or 0)
+
+    # --- approvals -------------------------------------------------------------------------
+
+    async def allow_always(self, conversation_id: str, tool_names: Iterable[str]) -> None:
+        existing = await self.always_allowed(conversation_id)
+        fresh = [n for n in set(tool_names) if n not in existing]
+        if not fresh:
+            return
+        async with self.engine.begin() as conn:
+            for name in fresh:
+                try:
+                    async with conn.begin_nested():
+                        await conn.execute(
+                            t.approvals.insert().values(
+                                conversation_id=conversation_id, tool_name=name, created_at=time.time()
+                            )
+                        )
+                except sa.exc.IntegrityError:
+                    pass
+
+    async def always_allowed(self, conversation_id: str) -> set[str]:
+        async with self.engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    sa.select(t.approvals.c.tool_name).where(
+                        t.approvals.c.conversation_id == conversation_id
+                    )
+                )
+            ).all()
+        return {r[0] for r in rows}
+
+    # --- tool-execution ledger (exactly-once across crashes) --------------------------------
+
+    async def ledger_get(self, message_id: str, tool_call_id: str) -> dict[str, Any] | None:
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(t.tool_executions).where(
+                        t.tool_executions.c.message_id == message_id,
+                        t.tool_executions.c.tool_call_id == tool_call_id,
+                    )
+                )
+            ).mappings().first()
+        if row is None:
+            return None
+        record = dict(row)
+        record["result"] = _loads(record["result"])
+        return record
+
+    async def ledger_start(self, message_id: str, tool_call_id: str) -> bool:
+        """Record that a call is about to run. False if it was already started."""
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(
+                    t.tool_executions.insert().values(
+                        message_id=message_id,
+                        tool_call_id=tool_call_id,
+                        status="started",
+                        result=None,
+                        updated_at=time.time(),
+                    )
+                )
+        except sa.exc.IntegrityError:
+            return False
+        return True
+
+    async def ledger_finish(self, message_id: str, tool_call_id: str, result: dict[str, Any]) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                t.tool_executions.update()
+                .where(
+                    t.tool_executions.c.message_id == message_id,
+                    t.tool_executions.c.tool_call_id == tool_call_id,
+                )
+                .values(status="finished", result=_dumps(result), updated_at=time.time())
+            )
+
+    async def ledger_clear(self, message_id: str) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(t.tool_executions.delete().where(t.tool_executions.c.message_id == message_id))
+
+    # --- artifacts -------------------------------------------------------------------------
+
+    async def get_artifact(self, conversation_id: str, artifact_id: str) -> dict[str, Any] | None:
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(t.artifacts).where(
+                        t.artifacts.c.conversation_id == conversation_id,
+                        t.artifacts.c.artifact_id == artifact_id,
+                    )
+                )
+            ).mappings().first()
+        return dict(row) if row else None
+
+    async def list_artifacts(self, conversation_id: str) -> list[dict[str, Any]]:
+        async with self.engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    sa.select(t.artifacts)
+                    .where(t.artifacts.c.conversation_id == conversation_id)
+                    .order_by(t.artifacts.c.created_at, t.artifacts.c.artifact_id)
+                )
+            ).mappings().all()
+        return [dict(r) for r in rows]
+
+    async def artifact_versions(self, conversation_id: str, artifact_id: str) -> list[dict[str, Any]]:
+        async with self.engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    sa.select(t.artifact_versions)
+                    .where(
+                        t.artifact_versions.c.conversation_id == conversation_id,
+                        t.artifact_versions.c.artifact_id == artifact_id,
+                    )
+                    .order_by(t.artifact_versions.c.version)
+                )
+            ).mappings().all()
+        return [dict(r) for r in rows]
+
+    async def get_artifact_version(
+        self, conversation_id: str, artifact_id: str, version: int
+    ) -> dict[str, Any] | None:
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(t.artifact_versions).where(
+                        t.artifact_versions.c.conversation_id == conversation_id,
+                        t.artifact_versions.c.artifact_id == artifact_id,
+                        t.artifact_versions.c.version == version,
+                    )
+                )
+            ).mappings().first()
+        return dict(row) if row else None
+
+    async def create_artifact(
+        self,
+        conversation_id: str,
+        artifact_id: str,
+        *,
+        title: str,
+        content: str,
+        content_type: str,
+        agent: str | None = None,
+        message_id: str | None = None,
+    ) -> dict[str, Any]:
+        now = time.time()
+        record = {
+            "conversation_id": conversation_id,
+            "artifact_id": artifact_id,
+            "title": title,
+            "content_type": content_type,
+            "content": content,
+            "version": 1,
+            "created_at": now,
+            "updated_at": now,
+        }
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(t.artifacts.insert().values(**record))
+                await conn.execute(
+                    t.artifact_versions.insert().values(
+                        conversation_id=conversation_id,
+                        artifact_id=artifact_id,
+                        version=1,
+                        title=title,
+                        content=content,
+                        change="create",
+                        agent=agent,
+                        message_id=message_id,
+                        created_at=now,
+                    )
+                )
+        except sa.exc.IntegrityError:
+            raise ArtifactConflictError(
+                f"artifact '{artifact_id}' already exists in this conversation; use "
+                "update_artifact or rewrite_artifact"
+            ) from None
+        return record
+
+    async def write_artifact_version(
+        self,
+        conversation_id: str,
+        artifact_id: str,
+        *,
+        expected_version: int,
+        content: str,
+        change: str,
+        title: str | None = None,
+        agent: str | None = None,
+        message_id: str | None = None,
+    ) -> int:
+        """Write a new version if the artifact is still at `expected_version` (optimistic lock)."""
+        now = time.time()
+        new_version = expected_version + 1
+        values: dict[str, Any] = {"content": content, "version": new_version, "updated_at": now}
+        if title is not None:
+            values["title"] = title
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                t.artifacts.update()
+                .where(
+                    t.artifacts.c.conversation_id == conversation_id,
+                    t.artifacts.c.artifact_id == artifact_id,
+                    t.artifacts.c.version == expected_version,
+                )
+                .values(**values)
+            )
+            if result.rowcount != 1:
+                raise ArtifactConflictError(
+                    f"artifact '{artifact_id}' was changed by another writer (expected version "
+                    f"{expected_version}); read it again and retry"
+                )
+            current_title = (
+                await conn.execute(
+                    sa.select(t.artifacts.c.title).where(
+                        t.artifacts.c.conversation_id == conversation_id,
+                        t.artifacts.c.artifact_id == artifact_id,
+                    )
+                )
+            ).scalar_one()
+            await conn.execute(
+                t.artifact_versions.insert().values(
+                    conversation_id=conversation_id,
+                    artifact_id=artifact_id,
+                    version=new_version,
+                    title=current_title,
+                    content=content,
+                    change=change,
+                    agent=agent,
+                    message_id=message_id,
+                    created_at=now,
+                )
+            )
+        return new_version

@@ -1,0 +1,131 @@
+"""App-store tables (SQLAlchemy Core), shared by the SQLite and PostgreSQL backends.
+
+JSON payloads are stored as text so both backends behave the same. `SCHEMA_VERSION` is
+written to `meta`; `migrate()` in the repository brings older databases forward.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+SCHEMA_VERSION = 1
+
+metadata = sa.MetaData()
+
+meta = sa.Table(
+    "af_meta",
+    metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
+
+users = sa.Table(
+    "af_users",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False, unique=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+tokens = sa.Table(
+    "af_tokens",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("user_id", sa.String(64), sa.ForeignKey("af_users.id"), nullable=False),
+    sa.Column("token_hash", sa.String(128), nullable=False, unique=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+conversations = sa.Table(
+    "af_conversations",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("user_id", sa.String(64), nullable=True, index=True),
+    sa.Column("title", sa.Text, nullable=True),
+    sa.Column("active_message_id", sa.String(64), nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False, index=True),
+)
+
+messages = sa.Table(
+    "af_messages",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column(
+        "conversation_id",
+        sa.String(64),
+        sa.ForeignKey("af_conversations.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    sa.Column("parent_id", sa.String(64), nullable=True),
+    sa.Column("thread_id", sa.String(64), nullable=False, unique=True),
+    sa.Column("content", sa.Text, nullable=False),
+    sa.Column("response", sa.Text, nullable=True),
+    sa.Column("status", sa.String(16), nullable=False, index=True),
+    sa.Column("outcome", sa.String(32), nullable=True),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("waiting_for", sa.Text, nullable=True),  # JSON: interrupt id + pending calls
+    sa.Column("metrics", sa.Text, nullable=True),  # JSON
+    sa.Column("run_token", sa.String(64), nullable=True),
+    sa.Column("lease_expires_at", sa.Float, nullable=True),
+    sa.Column("checkpoints_deleted", sa.Boolean, nullable=False, default=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+events = sa.Table(
+    "af_events",
+    metadata,
+    sa.Column("message_id", sa.String(64), primary_key=True),
+    sa.Column("event_id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("type", sa.String(32), nullable=False),
+    sa.Column("agent", sa.String(100), nullable=True),
+    sa.Column("timestamp", sa.Float, nullable=False),
+    sa.Column("data", sa.Text, nullable=False),
+)
+
+artifacts = sa.Table(
+    "af_artifacts",
+    metadata,
+    sa.Column("conversation_id", sa.String(64), primary_key=True),
+    sa.Column("artifact_id", sa.String(128), primary_key=True),
+    sa.Column("title", sa.Text, nullable=False),
+    sa.Column("content_type", sa.String(100), nullable=False),
+    sa.Column("content", sa.Text, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+artifact_versions = sa.Table(
+    "af_artifact_versions",
+    metadata,
+    sa.Column("conversation_id", sa.String(64), primary_key=True),
+    sa.Column("artifact_id", sa.String(128), primary_key=True),
+    sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("title", sa.Text, nullable=False),
+    sa.Column("content", sa.Text, nullable=False),
+    sa.Column("change", sa.String(32), nullable=False),
+    sa.Column("agent", sa.String(100), nullable=True),
+    sa.Column("message_id", sa.String(64), nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+approvals = sa.Table(
+    "af_approvals",
+    metadata,
+    sa.Column("conversation_id", sa.String(64), primary_key=True),
+    sa.Column("tool_name", sa.String(200), primary_key=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+tool_executions = sa.Table(
+    "af_tool_executions",
+    metadata,
+    sa.Column("message_id", sa.String(64), primary_key=True),
+    sa.Column("tool_call_id", sa.String(200), primary_key=True),
+    sa.Column("status", sa.String(16), nullable=False),  # started | finished
+    sa.Column("result", sa.Text, nullable=True),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)

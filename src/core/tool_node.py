@@ -1,0 +1,243 @@
+"""The shared tool-execution node.
+
+Order matters because LangGraph re-runs this node from its first line on resume:
+
+1. Compute the round's CONFIRM calls (decided when the agent answered, so a re-run sees the
+   same set) and, if any, `interrupt()` once with all of them. Nothing before this point has a
+   side effect or emits an event.
+2. Run the approved calls concurrently; results come back in call order.
+3. A ledger in the app store makes each call run at most once even if the process dies
+   between running a tool and saving the checkpoint: a finished call's stored result is
+   reused; a call that started but never finished is reported as interrupted, not re-run.
+
+`call_subagent` is handled here too: a valid call starts a subagent invocation whose answer
+becomes this call's result later; an invalid one is a tool error listing the valid names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from langgraph.runtime import Runtime
+from langgraph.types import interrupt
+
+from ..agents.spec import AgentSpec
+from ..tools.base import ToolResult
+from ..tools.context import ToolContext
+from ..tools.registry import parse_arguments, run_tool_call
+from .agent_nodes import HELD, Emitter
+from .context import RunContext
+from .state import CALL_SUBAGENT, LEAD, AgentState, ExecutionPhase, new_invocation_id
+
+TRUNCATION_MARKER = "\n\n[... truncated: showing {shown} of {total} characters]"
+
+
+def permission_payload(calls: list[dict[str, Any]]) -> dict[str, Any]:
+    pending = []
+    for call in calls:
+        args, error = parse_arguments(call["arguments"])
+        pending.append(
+            {
+                "tool_call_id": call["id"],
+                "tool": call["name"],
+                "arguments": args if error is None else call["arguments"],
+                "agent": call["agent"],
+                "invocation": call["invocation"],
+            }
+        )
+    return {"kind": "permission", "calls": pending}
+
+
+def model_text(result: ToolResult, limit: int) -> tuple[str, bool]:
+    text = result.model_text()
+    if len(text) <= limit:
+        return text, False
+    return text[:limit] + TRUNCATION_MARKER.format(shown=limit, total=len(text)), True
+
+
+def _decision_for(decisions: Any, call_id: str) -> dict[str, Any]:
+    """Fail closed: anything but a well-formed approval is a denial."""
+    if isinstance(decisions, dict):
+        decision = decisions.get(call_id)
+        if isinstance(decision, dict) and decision.get("action") in ("approve", "edit", "always"):
+            return decision
+        if isinstance(decision, dict) and decision.get("action") == "deny":
+            return decision
+    return {"action": "deny", "reason": "no valid decision was given"}
+
+
+def _subagent_call(
+    context: RunContext, call: dict[str, Any], order: int
+) -> tuple[ToolResult | None, dict[str, Any] | None]:
+    svc = context.services
+    lead: AgentSpec = svc.lead
+    valid = [a.name for a in svc.subagents_for(lead)]
+    if call["invocation"] != LEAD:
+        return ToolResult.fail("only the lead agent can call subagents"), None
+    args, error = parse_arguments(call["arguments"])
+    if error is not None or args is None:
+        return ToolResult.fail(error or "invalid arguments"), None
+    name = args.get("agent_name")
+    instruction = args.get("instruction")
+    if not isinstance(name, str) or name not in valid:
+        return (
+            ToolResult.fail(
+                f"unknown subagent {name!r}. Valid subagents: {', '.join(valid) or 'none'}"
+            ),
+            None,
+        )
+    if not isinstance(instruction, str) or not instruction.strip():
+        return ToolResult.fail("call_subagent needs a non-empty 'instruction'"), None
+    invocation = new_invocation_id(name)
+    record = {
+        "agent": name,
+        "instruction": instruction,
+        "tool_call_id": call["id"],
+        "status": "running",
+        "rounds": 0,
+        "order": order,
+    }
+    return None, {invocation: record}
+
+
+async def _run_one(
+    context: RunContext,
+    runtime: Runtime[RunContext],
+    call: dict[str, Any],
+    decision: dict[str, Any] | None,
+) -> tuple[ToolResult, float, dict[str, Any] | None]:
+    svc = context.services
+    emit = Emitter(runtime, call["agent"], call["invocation"])
+    arguments: Any = call["arguments"]
+    note = None
+    if decision is not None:
+        if decision["action"] == "deny":
+            reason = decision.get("reason")
+            text = "the user denied this tool call" + (f": {reason}" if reason else "")
+            result = ToolResult.fail(text, denied=True)
+            emit("tool_complete", tool_call_id=call["id"], tool=call["name"], success=False,
+                 result=result.to_dict(), duration_ms=0.0, denied=True)
+            return result, 0.0, None
+        if decision["action"] == "edit":
+            arguments = decision.get("arguments") or {}
+            note = arguments
+    parsed, _ = parse_arguments(arguments)
+    emit("tool_start", tool_call_id=call["id"], tool=call["name"],
+         arguments=parsed if parsed is not None else arguments, edited=note is not None)
+    ledger_key = f"{call['invocation']}/{call['id']}"
+    record = await svc.store.ledger_get(context.message_id, ledger_key)
+    if record is not None and record["status"] == "finished":
+        result = ToolResult.from_dict(record["result"])
+        duration = 0.0
+    elif record is not None or not await svc.store.ledger_start(context.message_id, ledger_key):
+        result = ToolResult.fail(
+            "this tool call was interrupted by a process failure while running; it was not "
+            "re-run, to avoid running it twice. Check its effect before retrying.",
+            interrupted=True,
+        )
+        duration = 0.0
+    else:
+        tool_context = ToolContext(
+            conversation_id=context.conversation_id,
+            message_id=context.message_id,
+            agent=call["agent"],
+            tool_call_id=call["id"],
+            services={"store": svc.store, "settings": svc.settings, **svc.extras},
+            emit=lambda type_, data: emit(type_, **data),
+        )
+        agent = svc.agents.get(call["agent"])
+        result, duration = await run_tool_call(
+            svc.tools,
+            call["name"],
+            arguments,
+            tool_context,
+            default_timeout=svc.settings.tools.timeout,
+            allowed=agent.tools if agent else None,
+        )
+        if note is not None:
+            result.metadata["edited_arguments"] = note
+        await svc.store.ledger_finish(context.message_id, ledger_key, result.to_dict())
+    emit("tool_complete", tool_call_id=call["id"], tool=call["name"], success=result.success,
+         result=result.to_dict(), duration_ms=round(duration, 2))
+    return result, duration, {
+        "kind": "tool",
+        "agent": call["agent"],
+        "invocation": call["invocation"],
+        "tool": call["name"],
+        "success": result.success,
+        "duration_ms": round(duration, 2),
+    }
+
+
+async def tool_execution(state: AgentState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    context = runtime.context
+    svc = context.services
+    calls: list[dict[str, Any]] = list(state.get("pending_tool_calls") or [])
+    to_confirm = [c for c in calls if c.get("needs_approval")]
+    decisions: Any = {}
+    if to_confirm:
+        decisions = interrupt(permission_payload(to_confirm))
+    # --- nothing above this line may have a side effect -----------------------------------
+    invocations = dict(state.get("subagent_pending") or {})
+    new_invocations: dict[str, Any] = {}
+    immediate: dict[str, ToolResult] = {}
+    deferred: set[str] = set()
+    order = len(invocations)
+    runnable: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+    for call in calls:
+        if call["name"] == CALL_SUBAGENT:
+            error, record = _subagent_call(context, call, order)
+            order += 1
+            if record is not None:
+                new_invocations.update(record)
+                deferred.add(call["id"])
+            else:
+                assert error is not None
+                immediate[call["id"]] = error
+                Emitter(runtime, call["agent"], call["invocation"])(
+                    "tool_complete", tool_call_id=call["id"], tool=call["name"], success=False,
+                    result=error.to_dict(), duration_ms=0.0,
+                )
+            continue
+        decision = _decision_for(decisions, call["id"]) if call.get("needs_approval") else None
+        runnable.append((call, decision))
+
+    outcomes = await asyncio.gather(*(_run_one(context, runtime, c, d) for c, d in runnable))
+    results = dict(immediate)
+    metrics: list[dict[str, Any]] = []
+    for (call, _), (result, _, metric) in zip(runnable, outcomes, strict=True):
+        results[call["id"]] = result
+        if metric is not None:
+            metrics.append(metric)
+
+    memories: dict[str, list[dict[str, Any]]] = {}
+    limit_default = svc.settings.tools.max_result_chars
+    for call in calls:
+        if call["id"] in deferred:
+            continue
+        tool = svc.tools.get(call["name"])
+        limit = (tool.max_result_chars if tool and tool.max_result_chars else limit_default)
+        text, _ = model_text(results[call["id"]], limit)
+        target = call["invocation"]
+        if target == LEAD and deferred:
+            target = HELD
+        memories.setdefault(target, []).append(
+            {"role": "tool", "tool_call_id": call["id"], "content": text}
+        )
+
+    update: dict[str, Any] = {"pending_tool_calls": None, "agent_memories": memories}
+    if metrics:
+        update["execution_metrics"] = metrics
+    touched = {c["invocation"] for c in calls if c["invocation"] != LEAD}
+    status_updates = {
+        inv: {"status": "running"} for inv in touched if invocations.get(inv, {}).get("status") == "tools"
+    }
+    status_updates.update(new_invocations)
+    if status_updates:
+        update["subagent_pending"] = status_updates
+    lead_waits = any(c["invocation"] == LEAD for c in calls) and not deferred
+    update["phase"] = (
+        ExecutionPhase.LEAD_EXECUTING.value if lead_waits else ExecutionPhase.SUBAGENT_EXECUTING.value
+    )
+    return update

@@ -1,0 +1,60 @@
+"""The exception tree.
+
+One base class; `UserError` for mistakes by whoever configures or calls the library (bad
+config, bad arguments); run errors carry the ids they concern. LangGraph's own control-flow
+signals (`GraphInterrupt`) are deliberately not part of this tree.
+"""
+
+from __future__ import annotations
+
+
+class ArtifactFlowError(Exception):
+    """Base class of every error raised by artifactflow."""
+
+
+class UserError(ArtifactFlowError):
+    """A mistake by the developer or operator: fix the call or the configuration."""
+
+
+class ConfigError(UserError):
+    """Settings, agent files, model profiles or plugins are invalid."""
+
+
+class MissingCredentialsError(ConfigError):
+    """No endpoint or API key is configured for a model that is needed."""
+
+
+class NotFoundError(ArtifactFlowError):
+    """A conversation, message or artifact does not exist (or is not yours)."""
+
+
+class InvalidResumeError(UserError):
+    """Resume data does not answer the pending tool calls correctly; nothing was run."""
+
+    def __init__(self, message: str, *, message_id: str | None = None) -> None:
+        super().__init__(message)
+        self.message_id = message_id
+
+
+class ResumeConflictError(ArtifactFlowError):
+    """The pause was already answered, or the thread is already running.
+
+    Raised to the loser of two concurrent resumes; the HTTP layer maps it to 409.
+    """
+
+    def __init__(self, message: str, *, message_id: str | None = None) -> None:
+        super().__init__(message)
+        self.message_id = message_id
+
+
+class ArtifactConflictError(ArtifactFlowError):
+    """Optimistic locking failed: someone else changed the artifact first."""
+
+
+class LLMError(ArtifactFlowError):
+    """The model provider failed after retries, or answered something unusable."""
+
+    def __init__(self, message: str, *, agent: str | None = None, retryable: bool = False):
+        super().__init__(message)
+        self.agent = agent
+        self.retryable = retryable

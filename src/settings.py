@@ -1,0 +1,180 @@
+"""Settings: `config/artifactflow.yaml`, overridden by `ARTIFACTFLOW_*` environment variables.
+
+The config folder is `ARTIFACTFLOW_CONFIG_DIR` (default `./config`); when that folder does not
+exist the packaged defaults are used, so the CLI works outside a checkout. Environment beats
+the YAML file (`ARTIFACTFLOW_WEB__ALLOW_PRIVATE_NETWORKS=true` sets `web.allow_private_networks`),
+and explicit keyword overrides from Python beat both.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from .errors import ConfigError
+from .tools.base import Permission
+
+PACKAGED_CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
+
+
+def packaged_config_dir() -> Path:
+    """Where the default config lives: the repo's `config/` or the installed copy."""
+    try:
+        from . import default_config  # installed mapping of config/
+
+        return Path(default_config.__file__).resolve().parent
+    except ImportError:  # pragma: no cover - running from a bare source tree
+        return PACKAGED_CONFIG_DIR
+
+
+class LLMSettings(BaseModel):
+    max_retries: int = Field(3, ge=0, le=10)
+    backoff_base: float = Field(0.5, ge=0)
+    backoff_max: float = Field(8.0, ge=0)
+    timeout: float = Field(120.0, gt=0)
+    temperature: float | None = None
+
+
+class ToolSettings(BaseModel):
+    timeout: float = Field(60.0, gt=0)
+    max_result_chars: int = Field(20_000, gt=100)
+
+
+class CheckpointSettings(BaseModel):
+    keep_completed: bool = False
+    retention_hours: float = Field(24.0, ge=0)
+
+
+class SearchSettings(BaseModel):
+    provider: str | None = None
+    searxng_url: str | None = None
+    brave_api_key_env: str = "BRAVE_API_KEY"
+    tavily_api_key_env: str = "TAVILY_API_KEY"
+
+
+class WebSettings(BaseModel):
+    allow_private_networks: bool = False
+    fetch_timeout: float = 20.0
+    search: SearchSettings = SearchSettings()
+
+
+class RunSettings(BaseModel):
+    recursion_limit: int = Field(400, ge=10)
+    max_concurrent_runs: int = Field(4, ge=1)
+    lease_seconds: float = Field(30.0, gt=1)
+
+
+class AuthSettings(BaseModel):
+    enabled: bool | None = None  # None: on unless the server binds to loopback
+
+
+class ServerSettings(BaseModel):
+    max_request_bytes: int = 1_000_000
+    heartbeat_seconds: float = 15.0
+
+
+class Settings(BaseSettings):
+    """Everything configurable. Nested sections mirror the YAML file."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="ARTIFACTFLOW_", env_nested_delimiter="__", extra="ignore"
+    )
+
+    config_dir: Path = Path("config")
+    data_dir: Path = Path("data")
+    model: str | None = None
+    database_url: str | None = None
+    plugins: list[str] = []
+    permissions: dict[str, Permission] = {}
+    llm: LLMSettings = LLMSettings()
+    tools: ToolSettings = ToolSettings()
+    checkpoints: CheckpointSettings = CheckpointSettings()
+    web: WebSettings = WebSettings()
+    run: RunSettings = RunSettings()
+    auth: AuthSettings = AuthSettings()
+    server: ServerSettings = ServerSettings()
+
+    @field_validator("permissions", mode="before")
+    @classmethod
+    def _parse_permissions(cls, value: Any) -> Any:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise ValueError("permissions must map tool names to 'auto' or 'confirm'")
+        return {str(k): Permission.parse(v) for k, v in value.items()}
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The YAML file arrives as init kwargs; the environment must win over it.
+        return (env_settings, init_settings)
+
+    @property
+    def app_db_path(self) -> Path:
+        return self.data_dir / "artifactflow.db"
+
+    @property
+    def checkpoint_db_path(self) -> Path:
+        return self.data_dir / "checkpoints.db"
+
+
+def resolve_config_dir(explicit: str | Path | None = None, env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    raw = explicit or env.get("ARTIFACTFLOW_CONFIG_DIR") or "config"
+    path = Path(raw).expanduser()
+    if path.is_dir():
+        return path.resolve()
+    if explicit or env.get("ARTIFACTFLOW_CONFIG_DIR"):
+        raise ConfigError(f"config folder {path} does not exist (ARTIFACTFLOW_CONFIG_DIR)")
+    return packaged_config_dir()
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def load_settings(
+    config_dir: str | Path | None = None,
+    data_dir: str | Path | None = None,
+    **overrides: Any,
+) -> Settings:
+    """Build settings from the config folder, the environment and explicit overrides."""
+    folder = resolve_config_dir(config_dir)
+    yaml_path = folder / "artifactflow.yaml"
+    data = _read_yaml(yaml_path)
+    data.pop("config_dir", None)
+    try:
+        settings = Settings(**data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(f"{yaml_path}: field '{where}': {err['msg']}") from None
+    updates: dict[str, Any] = {"config_dir": folder}
+    if data_dir is not None:
+        updates["data_dir"] = Path(data_dir)
+    for key, value in overrides.items():
+        if value is not None:
+            updates[key] = value
+    settings = settings.model_copy(update=updates)
+    settings.data_dir = Path(settings.data_dir).expanduser().resolve()
+    return settings

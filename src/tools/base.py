@@ -1,0 +1,108 @@
+"""Tool primitives: the result type, permission levels and the tool object.
+
+A tool's failure is data for the model, not a crash: every path through a tool ends in a
+`ToolResult`, and the tool node turns it into the text the model sees.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+from pydantic import BaseModel
+
+
+class Permission(str, enum.Enum):
+    """Whether a tool runs at once (AUTO) or only after a person approves it (CONFIRM)."""
+
+    AUTO = "auto"
+    CONFIRM = "confirm"
+
+    @classmethod
+    def parse(cls, value: "str | Permission") -> "Permission":
+        if isinstance(value, Permission):
+            return value
+        try:
+            return cls(str(value).strip().lower())
+        except ValueError:
+            raise ValueError(
+                f"unknown permission level {value!r}; use 'auto' or 'confirm'"
+            ) from None
+
+
+@dataclass
+class ToolResult:
+    """Outcome of one tool call. `data` must be JSON-serialisable."""
+
+    success: bool
+    data: Any = None
+    error: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "success": self.success,
+            "data": self.data,
+            "error": self.error,
+            "metadata": dict(self.metadata),
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> "ToolResult":
+        return cls(
+            success=bool(raw.get("success")),
+            data=raw.get("data"),
+            error=raw.get("error"),
+            metadata=dict(raw.get("metadata") or {}),
+        )
+
+    @classmethod
+    def fail(cls, error: str, **metadata: Any) -> "ToolResult":
+        return cls(success=False, error=error, metadata=metadata)
+
+    def model_text(self) -> str:
+        """The text the model sees for this result (before the size cap)."""
+        if not self.success:
+            return f"ERROR: {self.error or 'tool failed'}"
+        if isinstance(self.data, str):
+            return self.data
+        return json.dumps(self.data, ensure_ascii=False, default=str)
+
+
+ToolFunc = Callable[..., Any] | Callable[..., Awaitable[Any]]
+
+
+@dataclass
+class Tool:
+    """A callable the model may invoke, with its argument model and permission level.
+
+    `invoke` receives validated arguments as a dict plus, when the function asks for it, the
+    per-call `ToolContext` (conversation id, store, settings).
+    """
+
+    name: str
+    description: str
+    args_model: type[BaseModel]
+    func: ToolFunc
+    permission: Permission = Permission.AUTO
+    timeout: float | None = None
+    is_async: bool = True
+    context_param: str | None = None
+    max_result_chars: int | None = None
+
+    def json_schema(self) -> dict[str, Any]:
+        schema = self.args_model.model_json_schema()
+        schema.pop("title", None)
+        return schema
+
+    def openai_spec(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.json_schema(),
+            },
+        }
