@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -43,6 +44,7 @@ from .runs import RunHandle
 from .state import create_initial_state
 
 POLL_SECONDS = 0.25
+log = logging.getLogger("artifactflow")
 
 
 @dataclass
@@ -74,10 +76,14 @@ class ExecutionController:
     # --- construction ------------------------------------------------------------------------
 
     @classmethod
-    async def open(cls, settings: Any = None, **overrides: Any) -> ExecutionController:
+    async def open(
+        cls, settings: Any = None, *, extra_tools: list[Any] | None = None, **overrides: Any
+    ) -> ExecutionController:
+        """Build everything from settings (default: `load_settings()`); `extra_tools` are
+        registered next to the built-ins and plugins."""
         from .engine import open_engine
 
-        services, checkpoints = await open_engine(settings, **overrides)
+        services, checkpoints = await open_engine(settings, extra_tools=extra_tools, **overrides)
         return cls(services, checkpoints)
 
     async def __aenter__(self) -> ExecutionController:
@@ -442,6 +448,8 @@ class ExecutionController:
             await emit("cancelled", None, {"partial_response": text, "reason": "cancelled by request"})
             await self._cleanup_checkpoints(message)
         except Exception as exc:  # the run failed: record it, never crash the process
+            if not isinstance(exc, ArtifactFlowError):
+                log.exception("run %s failed", message["id"])
             kind = "llm" if isinstance(exc, LLMError) else type(exc).__name__
             text = str(exc) if isinstance(exc, ArtifactFlowError) else f"{type(exc).__name__}: {exc}"
             await self.store.update_message(

@@ -59,26 +59,22 @@ def _memories(current: dict[str, list[Any]], writes: Sequence[dict[str, Any]]) -
     return out
 
 
-def _pending_calls(current: list[dict[str, Any]], writes: Sequence[Any]) -> list[dict[str, Any]]:
+def _pending_calls(current: list[dict[str, Any]] | None, write: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
     """Concurrent subagent steps add calls; the tool node clears them with `None`."""
-    out = list(current)
-    for write in writes:
-        if write is None:
-            out = []
-        else:
-            out.extend(write)
-    return out
+    if write is None:
+        return []
+    return [*(current or []), *write]
 
 
-def _invocations(current: dict[str, dict[str, Any]], writes: Sequence[Any]) -> dict[str, dict[str, Any]]:
+def _invocations(
+    current: dict[str, dict[str, Any]] | None, write: dict[str, dict[str, Any]] | None
+) -> dict[str, dict[str, Any]]:
     """Subagent invocation records, merged by id; `None` clears them all."""
-    out = dict(current)
-    for write in writes:
-        if write is None:
-            out = {}
-            continue
-        for key, record in write.items():
-            out[key] = {**out.get(key, {}), **record}
+    if write is None:
+        return {}
+    out = dict(current or {})
+    for key, record in write.items():
+        out[key] = {**out.get(key, {}), **record}
     return out
 
 

@@ -1,0 +1,95 @@
+"""Shared fixtures: a scripted OpenAI-compatible server and controllers on temp folders.
+
+Every test gets its own config folder (agents written by the test) and data folder, and talks
+to the scripted server over real HTTP with the real `openai` client.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from scripted_llm import ScriptedLLM  # noqa: E402
+
+from artifactflow import ExecutionController, load_settings  # noqa: E402
+
+
+@pytest.fixture
+def llm() -> Iterator[ScriptedLLM]:
+    with ScriptedLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def llm_env(llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch) -> ScriptedLLM:
+    monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    for name in list(__import__("os").environ):
+        if name.startswith("ARTIFACTFLOW_"):
+            monkeypatch.delenv(name, raising=False)
+    return llm
+
+
+def write_agent(folder: Path, name: str, *, role: str = "subagent", tools: list[str] | None = None,
+                prompt: str | None = None, max_tool_rounds: int = 10, description: str = "",
+                extra: str = "") -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    tool_list = ", ".join(tools or [])
+    body = prompt or f"You are {name}."
+    (folder / f"{name}.md").write_text(
+        f"---\nname: {name}\ndescription: {description or name}\nrole: {role}\n"
+        f"tools: [{tool_list}]\nmax_tool_rounds: {max_tool_rounds}\n{extra}---\n{body}\n",
+        encoding="utf-8",
+    )
+
+
+def make_config(
+    root: Path,
+    *,
+    lead_tools: list[str] | None = None,
+    subagents: dict[str, list[str]] | None = None,
+    max_tool_rounds: int = 10,
+    yaml_text: str = "",
+    plugin_files: dict[str, str] | None = None,
+) -> Path:
+    config = root / "config"
+    agents = config / "agents"
+    write_agent(agents, "lead_agent", role="lead", tools=lead_tools or [],
+                prompt="You are the lead agent.", max_tool_rounds=max_tool_rounds)
+    for name, tools in (subagents or {}).items():
+        write_agent(agents, name, tools=tools, description=f"{name} does research",
+                    prompt=f"You are {name}, a subagent.")
+    base = "llm:\n  max_retries: 2\n  backoff_base: 0.01\n  backoff_max: 0.05\n"
+    (config / "artifactflow.yaml").write_text(base + textwrap.dedent(yaml_text), encoding="utf-8")
+    for filename, source in (plugin_files or {}).items():
+        (config / filename).write_text(textwrap.dedent(source), encoding="utf-8")
+    return config
+
+
+ControllerFactory = Callable[..., Any]
+
+
+@pytest_asyncio.fixture
+async def make_controller(tmp_path: Path, llm_env: ScriptedLLM) -> AsyncIterator[ControllerFactory]:
+    opened: list[ExecutionController] = []
+
+    async def factory(config_dir: Path | None = None, data_dir: Path | None = None,
+                      extra_tools: list[Any] | None = None, **config_kwargs: Any) -> ExecutionController:
+        if config_dir is None:
+            config_dir = make_config(tmp_path, **config_kwargs)
+        settings = load_settings(config_dir, data_dir or tmp_path / "data")
+        controller = await ExecutionController.open(settings, extra_tools=extra_tools)
+        opened.append(controller)
+        return controller
+
+    yield factory
+    for controller in opened:
+        await controller.aclose()
