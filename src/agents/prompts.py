@@ -47,7 +47,7 @@ def lead_messages(
     spec: AgentSpec,
     *,
     task: str,
-    history: list[dict[str, Any]],
+    history: list[list[str]],
     memory: list[dict[str, Any]],
     subagents: list[AgentSpec],
     artifacts: list[dict[str, Any]] | None,
@@ -59,7 +59,7 @@ def lead_messages(
         sections.append(artifact_inventory(artifacts))
     system = "\n\n".join(s for s in sections if s)
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
-    messages += [{"role": m["role"], "content": m["content"]} for m in history]
+    messages += [{"role": role, "content": content} for role, content in history]
     messages.append({"role": "user", "content": task})
     messages += memory
     return messages

@@ -58,5 +58,11 @@ class CheckpointStore:
         if isinstance(self.saver, AsyncSqliteSaver):
             await self.saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
+    async def vacuum(self) -> None:
+        """Give freed pages back to the file system (SQLite only; cheap on small files)."""
+        if isinstance(self.saver, AsyncSqliteSaver):
+            await self.saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            await self.saver.conn.execute("VACUUM")
+
     async def close(self) -> None:
         await self._stack.aclose()

@@ -279,6 +279,47 @@ class ExecutionController:
             with contextlib.suppress(BaseException):
                 await asyncio.shield(handle.task)
 
+    async def gc(self, retention_hours: float | None = None, *, dry_run: bool = False) -> dict[str, Any]:
+        """Delete checkpoints no run needs any more.
+
+        Finished messages (completed, failed, cancelled) lose theirs at once; paused or
+        orphaned-running messages idle for longer than the retention window are abandoned:
+        their checkpoints go and they are marked failed. Returns what was (or would be) done.
+        """
+        hours = self.services.settings.checkpoints.retention_hours if retention_hours is None else retention_hours
+        cutoff = time.time() - hours * 3600
+        finished, abandoned = [], []
+        for message in await self.store.messages_with_status(["completed", "failed", "cancelled"]):
+            if not message["checkpoints_deleted"]:
+                finished.append(message)
+        for message in await self.store.messages_with_status(["waiting", "running"]):
+            if message["id"] in self._runs or message["updated_at"] >= cutoff:
+                continue
+            if message["status"] == "running" and not self._lease_expired(message):
+                continue
+            abandoned.append(message)
+        if not dry_run:
+            for message in finished:
+                await self.checkpoints.delete_thread(message["thread_id"])
+                await self.store.update_message(message["id"], checkpoints_deleted=True)
+            for message in abandoned:
+                await self.checkpoints.delete_thread(message["thread_id"])
+                await self.store.update_message(
+                    message["id"],
+                    status="failed",
+                    error=f"abandoned: no activity for more than {hours:g} h (removed by gc)",
+                    waiting_for=None,
+                    checkpoints_deleted=True,
+                )
+                await self._append(message, "error", None, {"message": "abandoned; checkpoints removed by gc", "kind": "abandoned"})
+            await self.store.ledger_clear_finished()
+            await self.checkpoints.vacuum()
+        return {
+            "finished": [m["id"] for m in finished],
+            "abandoned": [m["id"] for m in abandoned],
+            "dry_run": dry_run,
+        }
+
     async def pending(self) -> list[dict[str, Any]]:
         return await self.store.messages_with_status(["waiting"])
 

@@ -84,7 +84,7 @@ class AgentState(TypedDict, total=False):
     thread_id: str
     user_message_id: str
     conversation_history: Annotated[
-        list[dict[str, Any]], DeltaChannel(_replace, list, snapshot_frequency=_SNAPSHOT_EVERY)
+        list[list[str]], DeltaChannel(_replace, list, snapshot_frequency=_SNAPSHOT_EVERY)
     ]
     phase: str
     current_agent: str
@@ -114,12 +114,15 @@ def create_initial_state(
     user_message_id: str,
     conversation_history: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    # Stored as [role, content] pairs: LangGraph's DeltaChannel turns lists of role/content
+    # dicts into LangChain message objects, which are not plain data.
+    turns = [[m["role"], m["content"]] for m in conversation_history or []]
     return {
         "current_task": task,
         "session_id": session_id,
         "thread_id": thread_id,
         "user_message_id": user_message_id,
-        "conversation_history": list(conversation_history or []),
+        "conversation_history": turns,
         "phase": ExecutionPhase.LEAD_EXECUTING.value,
         "current_agent": "lead_agent",
         "subagent_pending": None,

@@ -464,6 +464,12 @@ class AppStore:
         async with self.engine.begin() as conn:
             await conn.execute(t.tool_executions.delete().where(t.tool_executions.c.message_id == message_id))
 
+    async def ledger_clear_finished(self) -> None:
+        """Drop ledger rows of messages that can no longer resume."""
+        finished = sa.select(t.messages.c.id).where(t.messages.c.status.in_(FINAL_STATUSES))
+        async with self.engine.begin() as conn:
+            await conn.execute(t.tool_executions.delete().where(t.tool_executions.c.message_id.in_(finished)))
+
     # --- artifacts -------------------------------------------------------------------------
 
     async def get_artifact(self, conversation_id: str, artifact_id: str) -> dict[str, Any] | None:

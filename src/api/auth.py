@@ -1,0 +1,92 @@
+"""Bearer-token auth and resource ownership.
+
+Tokens come from `AppStore.create_token(name)` (`artifactflow token create NAME`); the store
+keeps only their hashes. Every conversation belongs to the user whose token created it, and
+every endpoint that names a conversation, message or artifact checks that: another user's
+resources answer 404 exactly like missing ones, so ids cannot be probed.
+
+Auth is on when `auth.enabled` is true, off when false, and when unset (None) on unless the
+server binds to a loopback address. With auth off the user is `None` and sees everything.
+`EventSource` cannot send headers, so the stream endpoint also takes `?access_token=`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+from fastapi import Depends, Query, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from ..errors import NotFoundError
+from .errors import ApiError
+
+bearer = HTTPBearer(auto_error=False, description="A token from `artifactflow token create NAME`")
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def auth_enabled(setting: bool | None, host: str) -> bool:
+    return setting if setting is not None else not is_loopback(host)
+
+
+async def _user_for(request: Request, token: str | None) -> str | None:
+    if not request.app.state.auth_enabled:
+        return None
+    if not token:
+        raise ApiError(
+            401,
+            "unauthorized",
+            "missing bearer token: send 'Authorization: Bearer <token>' "
+            "(create one with `artifactflow token create NAME`)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    user_id = await request.app.state.controller.store.user_for_token(token)
+    if user_id is None:
+        raise ApiError(
+            401, "unauthorized", "invalid or revoked token", headers={"WWW-Authenticate": "Bearer"}
+        )
+    return user_id
+
+
+async def current_user(
+    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)
+) -> str | None:
+    """The caller's user id (None when auth is off)."""
+    return await _user_for(request, credentials.credentials if credentials else None)
+
+
+async def stream_user(
+    request: Request,
+    credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
+    access_token: str | None = Query(
+        None, description="The bearer token, for clients that cannot send headers (EventSource)"
+    ),
+) -> str | None:
+    token = credentials.credentials if credentials else access_token
+    return await _user_for(request, token)
+
+
+# --- ownership ---------------------------------------------------------------------------------
+
+
+async def owned_conversation(controller: Any, conversation_id: str, user_id: str | None) -> dict[str, Any]:
+    return await controller.conversations.get(conversation_id, user_id=user_id)
+
+
+async def owned_message(controller: Any, message_id: str, user_id: str | None) -> dict[str, Any]:
+    message = await controller.store.get_message(message_id)
+    if message is not None and user_id is not None:
+        conversation = await controller.store.get_conversation(message["conversation_id"])
+        if conversation is None or conversation["user_id"] != user_id:
+            message = None
+    if message is None:
+        raise NotFoundError(f"message {message_id} not found")
+    return message

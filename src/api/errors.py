@@ -1,0 +1,153 @@
+"""Every error leaves the server as `{"error": {"code": ..., "message": ...}}`.
+
+The code is stable (clients branch on it), the message is for people. Library errors map to
+HTTP statuses by class; validation errors name the offending field; anything unexpected is
+logged with its traceback and answered with a bare `internal_error` — never a stack trace.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..errors import (
+    ArtifactConflictError,
+    ArtifactFlowError,
+    ConfigError,
+    InvalidResumeError,
+    LLMError,
+    MissingCredentialsError,
+    NotFoundError,
+    ResumeConflictError,
+    UserError,
+)
+
+log = logging.getLogger("artifactflow.api")
+
+
+class ApiError(Exception):
+    """An error the API raises itself, with its HTTP status and stable code."""
+
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers
+
+
+# Most specific first: the first matching class wins.
+LIBRARY_ERRORS: list[tuple[type[ArtifactFlowError], int, str]] = [
+    (NotFoundError, 404, "not_found"),
+    (ResumeConflictError, 409, "conflict"),
+    (ArtifactConflictError, 409, "conflict"),
+    (InvalidResumeError, 422, "invalid_resume"),
+    (MissingCredentialsError, 503, "model_not_configured"),
+    (ConfigError, 500, "config_error"),
+    (UserError, 400, "bad_request"),
+    (LLMError, 502, "llm_error"),
+]
+
+HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "validation_error",
+    429: "too_many_runs",
+    503: "unavailable",
+}
+
+
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"code": code, "message": message}}, status_code=status, headers=headers
+    )
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "request"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return "invalid request: " + "; ".join(parts)
+
+
+async def _api_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return error_response(exc.status, exc.code, exc.message, exc.headers)
+
+
+async def _library_error(request: Request, exc: Exception) -> JSONResponse:
+    for cls, status, code in LIBRARY_ERRORS:
+        if isinstance(exc, cls):
+            if status >= 500:
+                log.error("%s %s: %s", request.method, request.url.path, exc)
+            return error_response(status, code, str(exc))
+    log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal_error", "internal server error; see the server log")
+
+
+async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    return error_response(422, "validation_error", _validation_message(exc))
+
+
+async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = HTTP_CODES.get(exc.status_code, "http_error")
+    detail: Any = exc.detail
+    message = detail if isinstance(detail, str) else str(detail)
+    return error_response(exc.status_code, code, message, getattr(exc, "headers", None))
+
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(ArtifactFlowError, _library_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+
+
+class CatchAllMiddleware:
+    """Last line of defence: an exception no handler took becomes a logged 500 JSON body.
+
+    A pure ASGI middleware (not an `Exception` handler, which Starlette re-raises after
+    answering), so the server and in-process test clients see a normal response.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Any) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:
+            log.error("unhandled error in %s %s", scope.get("method"), scope.get("path"), exc_info=exc)
+            if not started:
+                response = error_response(
+                    500, "internal_error", "internal server error; see the server log"
+                )
+                await response(scope, receive, send)

@@ -1,0 +1,105 @@
+"""Request-size and concurrent-run limits.
+
+Runs beyond `run.max_concurrent_runs` are refused with 429 and `Retry-After`, not queued: a
+queued run would hold a 202 whose stream stays silent for an unknown time, and a client is
+better placed to retry (or tell its user) than the server is to guess. The count is of runs
+in flight in this process (new messages and resumes); check-and-start happens under one lock,
+so two racing requests cannot both take the last slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from .errors import ApiError, error_response
+
+RETRY_AFTER_SECONDS = 2
+
+
+def active_runs(controller: Any) -> int:
+    """Runs in flight in this process."""
+    public = getattr(controller, "active_run_count", None)
+    if callable(public):
+        return int(public())
+    return sum(1 for handle in controller._runs.values() if not handle.done)
+
+
+class RunLimiter:
+    def __init__(self, max_runs: int) -> None:
+        self.max_runs = max_runs
+        self._lock = asyncio.Lock()
+
+    @asynccontextmanager
+    async def slot(self, controller: Any) -> AsyncIterator[None]:
+        """Hold the lock while the caller starts a run; refuse when the limit is reached."""
+        async with self._lock:
+            running = active_runs(controller)
+            if running >= self.max_runs:
+                raise ApiError(
+                    429,
+                    "too_many_runs",
+                    f"{running} runs are in progress (limit run.max_concurrent_runs = "
+                    f"{self.max_runs}); retry in a few seconds",
+                    headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+                )
+            yield
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class BodyLimitMiddleware:
+    """413 for request bodies over `max_bytes`: by Content-Length up front, or while reading a
+    body sent without one."""
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def _refuse(self) -> Any:
+        return error_response(
+            413,
+            "payload_too_large",
+            f"request body exceeds server.max_request_bytes ({self.max_bytes} bytes)",
+        )
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    too_big = int(value) > self.max_bytes
+                except ValueError:
+                    too_big = False
+                if too_big:
+                    await self._refuse()(scope, receive, send)
+                    return
+        seen = 0
+        started = False
+
+        async def counting_receive() -> Any:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise _TooLarge
+            return message
+
+        async def tracking_send(message: Any) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except _TooLarge:
+            if not started:
+                await self._refuse()(scope, receive, send)

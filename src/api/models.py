@@ -1,0 +1,201 @@
+"""Wire formats of the HTTP API: pydantic request and response models.
+
+Responses that mirror store records are declared field by field, so the OpenAPI schema says
+what a client gets (and schemathesis can check it); `extra="allow"` keeps new store fields from
+breaking older servers' clients.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..core.events import Event
+
+MessageStatus = Literal["running", "waiting", "completed", "failed", "cancelled"]
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="Stable machine-readable code, e.g. not_found, conflict")
+    message: str = Field(description="What happened and how to fix it")
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+# --- chat --------------------------------------------------------------------------------------
+
+
+class ChatRequest(BaseModel):
+    """A new user message. Leave `parent_message_id` out to continue the active branch; set it
+    to a message id to fork after that message, or to `null` to start a new root."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str = Field(min_length=1, description="The user's message")
+    conversation_id: str | None = Field(
+        None, description="Continue this conversation; omitted: a new one (or the parent's)"
+    )
+    parent_message_id: str | None = Field(
+        None, description="Omitted: the active branch; a message id: fork; null: new root"
+    )
+
+    @field_validator("content")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("content must not be blank")
+        return value
+
+
+class ChatAccepted(BaseModel):
+    conversation_id: str
+    message_id: str
+    thread_id: str
+    stream_url: str = Field(description="GET this for the run's server-sent events")
+
+
+class ResumeRequest(BaseModel):
+    """Answers to a paused message's pending tool calls (see `artifactflow.core.permissions`):
+    `"approve" | "deny" | "always"` for all calls, or `{tool_call_id: {"action": "approve" |
+    "deny" | "edit" | "always", "reason": "...", "arguments": {...}}}`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decisions: str | dict[str, Any] = Field(description="One decision for all calls, or one per call id")
+
+
+class ResumeAccepted(BaseModel):
+    message_id: str
+    stream_url: str
+
+
+class CancelResult(BaseModel):
+    message_id: str
+    cancelled: bool = Field(description="False when the message was not running or paused here")
+    status: str
+
+
+# --- messages and events -----------------------------------------------------------------------
+
+
+class MessageInfo(_Open):
+    id: str
+    conversation_id: str
+    parent_id: str | None = None
+    thread_id: str
+    content: str
+    status: str
+    response: str | None = None
+    outcome: str | None = None
+    error: str | None = None
+    waiting_for: dict[str, Any] | None = Field(
+        None, description="While paused: the interrupt id and the pending tool calls"
+    )
+    metrics: dict[str, Any] | None = None
+    created_at: float
+    updated_at: float
+
+
+class EventList(BaseModel):
+    message_id: str
+    events: list[Event]
+
+
+# --- conversations -----------------------------------------------------------------------------
+
+
+class ConversationInfo(_Open):
+    id: str
+    title: str | None = None
+    active_message_id: str | None = None
+    created_at: float
+    updated_at: float
+
+
+class ConversationPage(BaseModel):
+    items: list[ConversationInfo]
+    total: int
+    limit: int
+    offset: int
+
+
+class TreeNode(_Open):
+    id: str
+    parent_id: str | None = None
+    content: str
+    response: str | None = None
+    status: str
+    created_at: float
+    children: list[str]
+    active: bool
+
+
+class ConversationTree(ConversationInfo):
+    messages: list[TreeNode]
+    roots: list[str]
+
+
+# --- artifacts ---------------------------------------------------------------------------------
+
+
+class ArtifactSummary(_Open):
+    artifact_id: str
+    title: str
+    content_type: str
+    version: int = Field(description="The current version")
+    size: int = Field(description="Characters of the current content")
+    created_at: float
+    updated_at: float
+
+
+class ArtifactList(BaseModel):
+    conversation_id: str
+    artifacts: list[ArtifactSummary]
+
+
+class ArtifactDetail(_Open):
+    artifact_id: str
+    conversation_id: str
+    title: str
+    content_type: str
+    content: str
+    version: int = Field(description="The version shown")
+    current_version: int
+    size: int
+    created_at: float
+    updated_at: float = Field(description="When the version shown was written")
+    change: str | None = None
+    agent: str | None = None
+    message_id: str | None = None
+
+
+class ArtifactVersion(_Open):
+    version: int
+    title: str | None = None
+    change: str | None = None
+    agent: str | None = None
+    message_id: str | None = None
+    size: int
+    created_at: float
+
+
+class ArtifactVersions(BaseModel):
+    artifact_id: str
+    versions: list[ArtifactVersion]
+
+
+class ArtifactDiff(BaseModel):
+    artifact_id: str
+    from_version: int
+    to_version: int
+    diff: str = Field(description="Unified diff from `from_version` to `to_version`")

@@ -1,0 +1,351 @@
+"""Permission interrupts and durable resume: a CONFIRM tool with a real side effect."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import make_config
+from scripted_llm import Call, Delay, Text, ToolCalls
+
+from artifactflow import (
+    ExecutionController,
+    InvalidResumeError,
+    ResumeConflictError,
+    load_settings,
+)
+
+PLUGIN = '''
+import os
+from pathlib import Path
+from artifactflow import tool
+
+@tool(permission="confirm")
+def append_line(text: str) -> str:
+    """Append one line to the journal file."""
+    path = Path(os.environ["AF_JOURNAL"])
+    with path.open("a", encoding="utf-8") as f:
+        f.write(text + "\\n")
+    return f"appended {text!r}"
+
+@tool
+def note(text: str) -> str:
+    """An AUTO tool that also writes (to prove nothing runs before the decisions)."""
+    path = Path(os.environ["AF_JOURNAL"] + ".auto")
+    with path.open("a", encoding="utf-8") as f:
+        f.write(text + "\\n")
+    return "noted"
+'''
+
+
+@pytest.fixture
+def journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "journal.txt"
+    monkeypatch.setenv("AF_JOURNAL", str(path))
+    return path
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    return make_config(
+        tmp_path,
+        lead_tools=["append_line", "note"],
+        yaml_text="plugins: [journal_tools]\n",
+        plugin_files={"journal_tools.py": PLUGIN},
+    )
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def tool_messages(request: dict) -> list[dict]:
+    return [m for m in request["messages"] if m["role"] == "tool"]
+
+
+async def pause(controller: ExecutionController, llm, calls, conversation_id=None):
+    llm.script(ToolCalls(calls))
+    events = [e async for e in controller.stream_execute("write", conversation_id)]
+    assert events[-1].type == "permission_request", [e.type for e in events]
+    return events
+
+
+async def test_deny_runs_nothing_and_model_sees_reason(make_controller, config, llm, journal):
+    controller = await make_controller(config_dir=config)
+    events = await pause(controller, llm, [Call("append_line", {"text": "x"}, id="c1")])
+    request = events[-1]
+    assert request.data["calls"][0]["tool"] == "append_line"
+    assert request.data["calls"][0]["arguments"] == {"text": "x"}
+    message = await controller.store.get_message(request.message_id)
+    assert message["status"] == "waiting" and message["waiting_for"]["calls"][0]["tool_call_id"] == "c1"
+    llm.script(Text("ok, not writing"))
+    resumed = [
+        e
+        async for e in controller.resume(
+            request.message_id, {"decisions": {"c1": {"action": "deny", "reason": "not today"}}}
+        )
+    ]
+    assert resumed[0].type == "permission_result"
+    assert resumed[-1].type == "complete"
+    assert lines(journal) == []
+    seen = tool_messages(llm.requests[-1])[0]["content"]
+    assert "denied" in seen and "not today" in seen
+
+
+async def test_approve_runs_exactly_once(make_controller, config, llm, journal):
+    controller = await make_controller(config_dir=config)
+    events = await pause(controller, llm, [Call("append_line", {"text": "hello"}, id="c1")])
+    llm.script(Text("done"))
+    result = await controller.execute_resume(events[-1].message_id, {"decisions": "approve"})
+    assert result.status == "completed"
+    assert lines(journal) == ["hello"]
+    assert tool_messages(llm.requests[-1])[0]["content"] == "appended 'hello'"
+
+
+async def test_edit_uses_new_arguments(make_controller, config, llm, journal):
+    controller = await make_controller(config_dir=config)
+    events = await pause(controller, llm, [Call("append_line", {"text": "draft"}, id="c1")])
+    llm.script(Text("done"))
+    decisions = {"c1": {"action": "edit", "arguments": {"text": "edited"}}}
+    result = await controller.execute_resume(events[-1].message_id, {"decisions": decisions})
+    assert result.status == "completed"
+    assert lines(journal) == ["edited"]
+
+
+async def test_invalid_edit_rejected_nothing_runs_still_resumable(make_controller, config, llm, journal):
+    controller = await make_controller(config_dir=config)
+    events = await pause(controller, llm, [Call("append_line", {"text": "draft"}, id="c1")])
+    mid = events[-1].message_id
+    bad = [
+        {"decisions": {"c1": {"action": "edit", "arguments": {"wrong": 1}}}},
+        {"decisions": {}},
+        {"decisions": {"c1": "approve", "zzz": "approve"}},
+        {"decisions": "maybe"},
+        {"nope": 1},
+        {"decisions": {"c1": {"action": "launch"}}},
+        "approve",
+    ]
+    for data in bad:
+        with pytest.raises(InvalidResumeError):
+            await controller.execute_resume(mid, data)
+        message = await controller.store.get_message(mid)
+        assert message["status"] == "waiting"
+    assert lines(journal) == []
+    llm.script(Text("done"))
+    result = await controller.execute_resume(mid, {"decisions": {"c1": "approve"}})
+    assert result.status == "completed" and lines(journal) == ["draft"]
+
+
+async def test_always_allow_remembered_for_conversation(make_controller, config, llm, journal):
+    controller = await make_controller(config_dir=config)
+    events = await pause(controller, llm, [Call("append_line", {"text": "one"}, id="c1")])
+    llm.script(Text("done"))
+    await controller.execute_resume(events[-1].message_id, {"decisions": {"c1": {"action": "always"}}})
+    conversation = events[-1].conversation_id
+    # next message in the same conversation: runs without asking, even from a new controller
+    await controller.aclose()
+    second = await ExecutionController.open(load_settings(config, controller.services.settings.data_dir))
+    try:
+        llm.script(ToolCalls([Call("append_line", {"text": "two"})]), Text("done again"))
+        result = await second.execute("again", conversation)
+        assert result.status == "completed"
+        assert not any(e.type == "permission_request" for e in result.events)
+        assert lines(journal) == ["one", "two"]
+        # another conversation still asks
+        llm.script(ToolCalls([Call("append_line", {"text": "three"})]))
+        other = await second.execute("elsewhere")
+        assert other.status == "waiting"
+    finally:
+        await second.aclose()
+
+
+async def test_one_pause_for_mixed_round_nothing_runs_before(make_controller, config, llm, journal):
+    controller = await make_controller(config_dir=config)
+    calls = [
+        Call("note", {"text": "auto"}, id="a1"),
+        Call("append_line", {"text": "first"}, id="c1"),
+        Call("append_line", {"text": "second"}, id="c2"),
+    ]
+    events = await pause(controller, llm, calls)
+    assert [e.type for e in events].count("permission_request") == 1
+    pending = events[-1].data["calls"]
+    assert [c["tool_call_id"] for c in pending] == ["c1", "c2"]
+    assert not any(e.type == "tool_start" for e in events)
+    assert lines(journal) == [] and not Path(str(journal) + ".auto").exists()
+    llm.script(Text("done"))
+    decisions = {"c1": "approve", "c2": {"action": "deny", "reason": "one is enough"}}
+    result = await controller.execute_resume(events[-1].message_id, {"decisions": decisions})
+    assert result.status == "completed"
+    assert lines(journal) == ["first"]
+    assert lines(Path(str(journal) + ".auto")) == ["auto"]
+    results = tool_messages(llm.requests[-1])
+    assert [m["tool_call_id"] for m in results] == ["a1", "c1", "c2"]
+    assert "one is enough" in results[2]["content"]
+
+
+async def test_second_pause_later_in_same_run_and_ids_have_no_gaps(make_controller, config, llm, journal):
+    controller = await make_controller(config_dir=config)
+    events = await pause(controller, llm, [Call("append_line", {"text": "1"}, id="c1")])
+    mid = events[-1].message_id
+    llm.script(ToolCalls([Call("append_line", {"text": "2"}, id="c2")]))
+    second = [e async for e in controller.resume(mid, {"decisions": "approve"})]
+    assert second[-1].type == "permission_request"
+    assert second[-1].data["calls"][0]["tool_call_id"] == "c2"
+    llm.script(Text("all done"))
+    third = [e async for e in controller.resume(mid, {"decisions": "approve"})]
+    assert third[-1].type == "complete"
+    assert lines(journal) == ["1", "2"]
+    stored = [e.event_id for e in await controller.events(mid)]
+    assert stored == list(range(1, len(stored) + 1))
+    live = [e.event_id for e in events + second + third if e.type != "llm_chunk"]
+    assert live == stored
+    types = [e.type for e in await controller.events(mid)]
+    assert types.count("permission_request") == 2 and types.count("permission_result") == 2
+    assert types.count("tool_start") == 2
+
+
+async def test_two_concurrent_resumes_one_runs_one_conflicts(make_controller, config, llm, journal):
+    controller = await make_controller(config_dir=config)
+    events = await pause(controller, llm, [Call("append_line", {"text": "once"}, id="c1")])
+    mid = events[-1].message_id
+    other = await ExecutionController.open(
+        load_settings(controller.services.settings.config_dir, controller.services.settings.data_dir)
+    )
+    llm.script(Delay(0.3, Text("done")))
+    try:
+        outcomes = await asyncio.gather(
+            controller.execute_resume(mid, {"decisions": "approve"}),
+            other.execute_resume(mid, {"decisions": "approve"}),
+            return_exceptions=True,
+        )
+        conflicts = [o for o in outcomes if isinstance(o, ResumeConflictError)]
+        done = [o for o in outcomes if not isinstance(o, BaseException)]
+        assert len(conflicts) == 1 and len(done) == 1, outcomes
+        assert done[0].status == "completed"
+        assert lines(journal) == ["once"]
+        with pytest.raises(ResumeConflictError):
+            await controller.execute_resume(mid, {"decisions": "approve"})
+    finally:
+        await other.aclose()
+
+
+RESUMER = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from artifactflow import ExecutionController, load_settings
+
+    async def main():
+        config, data, mid, mode = sys.argv[1:5]
+        controller = await ExecutionController.open(load_settings(config, data))
+        try:
+            if mode == "resume":
+                result = await controller.execute_resume(mid, {"decisions": "approve"})
+            else:
+                events = [e async for e in controller.stream_execute(message_id=mid, resume_data={"decisions": "approve"})]
+                result = await controller._result(events, message_id=mid)
+            print(json.dumps({"status": result.status, "response": result.response}))
+        finally:
+            await controller.aclose()
+
+    asyncio.run(main())
+    """
+)
+
+
+def run_resumer(config: Path, data: Path, mid: str, mode: str = "resume") -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", RESUMER, str(config), str(data), mid, mode],
+        capture_output=True, text=True, timeout=60, env=dict(os.environ),
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+async def test_resume_from_new_process(make_controller, config, llm, journal, tmp_path):
+    controller = await make_controller(config_dir=config)
+    events = await pause(controller, llm, [Call("append_line", {"text": "remote"}, id="c1")])
+    llm.script(Text("resumed elsewhere"))
+    result = await asyncio.to_thread(
+        run_resumer, config, controller.services.settings.data_dir, events[-1].message_id
+    )
+    assert result == {"status": "completed", "response": "resumed elsewhere"}
+    assert lines(journal) == ["remote"]
+
+
+PAUSER = textwrap.dedent(
+    """
+    import asyncio, os, sys
+    from artifactflow import ExecutionController, load_settings
+
+    async def main():
+        config, data = sys.argv[1:3]
+        controller = await ExecutionController.open(load_settings(config, data))
+        async for event in controller.stream_execute("write"):
+            if event.type == "permission_request":
+                print(event.message_id, flush=True)
+                os._exit(9)  # die without any cleanup, as if killed
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_process_killed_after_pause_then_resumed(make_controller, config, llm, journal, tmp_path):
+    data = tmp_path / "data"
+    llm.script(ToolCalls([Call("append_line", {"text": "survivor"}, id="c1")]))
+    out = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", PAUSER, str(config), str(data)],
+        capture_output=True, text=True, timeout=60, env=dict(os.environ),
+    )
+    assert out.returncode == 9, out.stderr
+    mid = out.stdout.strip().splitlines()[-1]
+    controller = await make_controller(config_dir=config, data_dir=data)
+    assert [m["id"] for m in await controller.pending()] == [mid]
+    llm.script(Text("back"))
+    result = await controller.execute_resume(mid, {"decisions": "approve"})
+    assert result.status == "completed" and result.response == "back"
+    assert lines(journal) == ["survivor"]
+
+
+async def test_process_dies_after_approval_tool_runs_once(make_controller, config, llm, journal, tmp_path):
+    """Approved, then the process is killed while the run is in flight (after the tool ran,
+    before the next checkpoint's model answer): recovery continues without re-running it."""
+    controller = await make_controller(config_dir=config)
+    events = await pause(controller, llm, [Call("append_line", {"text": "exactly-once"}, id="c1")])
+    mid = events[-1].message_id
+    data = controller.services.settings.data_dir
+    await controller.aclose()
+    llm.script(Delay(30, Text("never delivered")))
+    env = dict(os.environ, ARTIFACTFLOW_RUN__LEASE_SECONDS="2")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", RESUMER, str(config), str(data), mid, "resume", env=env,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(500):
+            if lines(journal):
+                break
+            await asyncio.sleep(0.02)
+        assert lines(journal) == ["exactly-once"]
+        await asyncio.sleep(0.2)  # the tool node's checkpoint may or may not be written yet
+    finally:
+        proc.kill()
+        await proc.wait()
+    second = await make_controller(config_dir=config, data_dir=data)
+    message = await second.store.get_message(mid)
+    assert message["status"] == "running"
+    with pytest.raises(ResumeConflictError):  # lease still valid: the owner may be alive
+        await second.execute_resume(mid, {"decisions": "approve"})
+    await asyncio.sleep(2.1)
+    llm.clear_routes()
+    llm.script(Text("recovered"))
+    result = await second.execute_resume(mid, {"decisions": "approve"})
+    assert result.status == "completed" and result.response == "recovered"
+    assert lines(journal) == ["exactly-once"]
