@@ -1,0 +1,40 @@
+"""Request-scoped access to the process-wide objects the app holds in `app.state`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+
+from ..core.controller import ExecutionController
+from .errors import ApiError
+from .models import ErrorBody
+
+API_PREFIX = "/api/v1"
+
+
+def get_controller(request: Request) -> ExecutionController:
+    controller = request.app.state.controller
+    if controller is None:
+        raise ApiError(503, "unavailable", "the server is starting or shutting down; retry shortly")
+    return controller
+
+
+def api_url(request: Request, path: str) -> str:
+    """A URL path under the API prefix, honouring a mount point (`root_path`)."""
+    return f"{request.scope.get('root_path', '')}{API_PREFIX}{path}"
+
+
+_ERROR_TEXT = {
+    401: "Missing or invalid bearer token",
+    404: "Not found, or not yours",
+    409: "Conflict with the message's state",
+    413: "Request body too large",
+    422: "Invalid request",
+    429: "Too many runs in progress; see Retry-After",
+}
+
+
+def error_docs(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` entries for the error statuses an endpoint can return."""
+    return {s: {"model": ErrorBody, "description": _ERROR_TEXT[s]} for s in (401, 422, *statuses)}

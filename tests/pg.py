@@ -1,0 +1,45 @@
+"""PostgreSQL test databases: one fresh database per use, dropped afterwards.
+
+Uses the server on 127.0.0.1:5432 (or `ARTIFACTFLOW_TEST_PG_URL`); tests skip with a clear
+reason only when no server is reachable.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+
+ADMIN_URL = os.environ.get("ARTIFACTFLOW_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+async def _admin():  # type: ignore[no-untyped-def]
+    import asyncpg
+
+    try:
+        return await asyncpg.connect(ADMIN_URL, timeout=3)
+    except (OSError, asyncpg.PostgresError) as exc:
+        pytest.skip(f"PostgreSQL not reachable at {ADMIN_URL}: {exc}")
+
+
+@asynccontextmanager
+async def fresh_database() -> AsyncIterator[str]:
+    """Yield the URL of a new empty database."""
+    admin = await _admin()
+    name = f"af_test_{uuid.uuid4().hex[:12]}"
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    base = ADMIN_URL.rsplit("/", 1)[0]
+    try:
+        yield f"{base}/{name}"
+    finally:
+        admin = await _admin()
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
