@@ -35,6 +35,13 @@ _ERROR_TEXT = {
 }
 
 
-def error_docs(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI `responses` entries for the error statuses an endpoint can return."""
-    return {s: {"model": ErrorBody, "description": _ERROR_TEXT[s]} for s in (401, 422, *statuses)}
+def error_docs(*statuses: int, streaming: bool = False) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` entries for the error statuses an endpoint can return.
+
+    `streaming`: the endpoint's success type is not JSON, so the JSON error bodies are
+    declared by reference (FastAPI would otherwise file them under the success media type)."""
+    codes = (401, 422, *statuses)
+    if streaming:
+        ref = {"schema": {"$ref": "#/components/schemas/ErrorBody"}}
+        return {s: {"description": _ERROR_TEXT[s], "content": {"application/json": ref}} for s in codes}
+    return {s: {"model": ErrorBody, "description": _ERROR_TEXT[s]} for s in codes}

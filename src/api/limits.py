@@ -10,7 +10,7 @@ so two racing requests cannot both take the last slot.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -56,29 +56,30 @@ class BodyLimitMiddleware:
     """413 for request bodies over `max_bytes`: by Content-Length up front, or while reading a
     body sent without one."""
 
-    def __init__(self, app: Any, max_bytes: int) -> None:
+    def __init__(self, app: Any, limit: Callable[[], int]) -> None:
         self.app = app
-        self.max_bytes = max_bytes
+        self.limit = limit
 
-    def _refuse(self) -> Any:
+    def _refuse(self, max_bytes: int) -> Any:
         return error_response(
             413,
             "payload_too_large",
-            f"request body exceeds server.max_request_bytes ({self.max_bytes} bytes)",
+            f"request body exceeds server.max_request_bytes ({max_bytes} bytes)",
         )
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        max_bytes = self.limit()
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:
-                    too_big = int(value) > self.max_bytes
+                    too_big = int(value) > max_bytes
                 except ValueError:
                     too_big = False
                 if too_big:
-                    await self._refuse()(scope, receive, send)
+                    await self._refuse(max_bytes)(scope, receive, send)
                     return
         seen = 0
         started = False
@@ -88,7 +89,7 @@ class BodyLimitMiddleware:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
+                if seen > max_bytes:
                     raise _TooLarge
             return message
 
@@ -102,4 +103,4 @@ class BodyLimitMiddleware:
             await self.app(scope, counting_receive, tracking_send)
         except _TooLarge:
             if not started:
-                await self._refuse()(scope, receive, send)
+                await self._refuse(max_bytes)(scope, receive, send)

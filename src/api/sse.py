@@ -96,8 +96,10 @@ class EventStreamResponse(StreamingResponse):
 
     media_type = "text/event-stream"
 
-    def __init__(self, content: AsyncIterator[bytes], headers: dict[str, str] | None = None) -> None:
-        super().__init__(content, headers={**SSE_HEADERS, **(headers or {})})
+    def __init__(
+        self, content: AsyncIterator[bytes], status_code: int = 200, headers: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(content, status_code, headers={**SSE_HEADERS, **(headers or {})})
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:

@@ -7,6 +7,7 @@ and `artifactflow gc`).
 
 from __future__ import annotations
 
+import sqlite3
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ class CheckpointStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         stack = AsyncExitStack()
         conn = await stack.enter_async_context(aiosqlite.connect(str(path)))
+        # Only takes effect on a new file; lets gc hand freed pages back cheaply.
+        await conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         await conn.execute("PRAGMA journal_mode=WAL")
         await conn.execute("PRAGMA busy_timeout=30000")
         await conn.execute("PRAGMA synchronous=NORMAL")
@@ -61,8 +64,13 @@ class CheckpointStore:
     async def vacuum(self) -> None:
         """Give freed pages back to the file system (SQLite only; cheap on small files)."""
         if isinstance(self.saver, AsyncSqliteSaver):
-            await self.saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            await self.saver.conn.execute("VACUUM")
+            async with self.saver.lock:
+                try:
+                    await self.saver.conn.execute("PRAGMA incremental_vacuum")
+                    await self.saver.conn.commit()
+                    await self.saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                except sqlite3.OperationalError:  # busy: the pages are reused anyway
+                    pass
 
     async def close(self) -> None:
         await self._stack.aclose()

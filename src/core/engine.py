@@ -16,10 +16,7 @@ from .store.repository import AppStore
 
 
 def builtin_tools() -> list[Any]:
-    try:
-        from ..tools.builtin.artifacts import ARTIFACT_TOOLS
-    except ImportError:  # TEMP while the artifacts module is written
-        ARTIFACT_TOOLS = []
+    from ..tools.builtin.artifacts import ARTIFACT_TOOLS
     from ..tools.builtin.subagent import call_subagent
     from ..tools.builtin.web_tools import WEB_TOOLS
 

@@ -368,7 +368,8 @@ def find_closest(content: str, target: str, *, limit: int = 3) -> list[FuzzyMatc
             for variant in _snap_variants(content, target, estimate, starts):
                 if variant not in group and variant[0] < variant[1]:
                     group.append(variant)
-        spans.append(group)
+        if group:
+            spans.append(group)
     if not spans:
         spans = [[span] for span in _scan_spans(content, target)]
 

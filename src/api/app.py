@@ -1,0 +1,141 @@
+"""The HTTP/SSE server: a thin FastAPI layer over one `ExecutionController`.
+
+- One controller per process (the graph is compiled once), created in the lifespan from
+  settings or a factory, or handed in ready-made (`create_app(controller=...)`, for tests and
+  embedding: the caller keeps ownership and closes it).
+- Runs live in the background, independent of any HTTP connection: `POST /chat` answers 202
+  with a `stream_url`; streams only follow, and a dropped stream resumes with `Last-Event-ID`.
+- Concurrency: beyond `run.max_concurrent_runs` runs in flight, `POST /chat` and resume answer
+  429 with `Retry-After` (see `limits.py` for why not a queue).
+- Graceful shutdown (`serve`): on SIGTERM/SIGINT uvicorn stops accepting connections, open
+  event streams are ended at once (clients reconnect with `Last-Event-ID` once the server is
+  back), and the lifespan closes the controller, which cancels runs still in flight: each is
+  marked `cancelled` with its partial answer and a final `cancelled` event, so no message is
+  left `running`. Paused messages are untouched and can be resumed after a restart.
+- OpenAPI at `/openapi.json`, interactive docs at `/docs`, the web page at `/`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+
+from .. import __version__
+from ..core.controller import ExecutionController
+from ..settings import Settings, load_settings
+from .auth import auth_enabled
+from .deps import API_PREFIX
+from .errors import CatchAllMiddleware, install_error_handlers
+from .limits import BodyLimitMiddleware, RunLimiter
+from .routes_chat import router as chat_router
+from .routes_data import router as data_router
+from .sse import drain_streams
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+SHUTDOWN_GRACE_SECONDS = 5.0
+
+ControllerFactory = Callable[[], Awaitable[ExecutionController]]
+
+
+def _attach(app: FastAPI, controller: ExecutionController, host: str) -> None:
+    settings: Settings = controller.services.settings
+    state = app.state
+    state.controller = controller
+    state.settings = settings
+    state.auth_enabled = auth_enabled(settings.auth.enabled, host)
+    state.limiter = RunLimiter(settings.run.max_concurrent_runs)
+    state.heartbeat_seconds = settings.server.heartbeat_seconds
+    state.max_request_bytes = settings.server.max_request_bytes
+
+
+def create_app(
+    source: Settings | ControllerFactory | None = None,
+    *,
+    controller: ExecutionController | None = None,
+    host: str = "127.0.0.1",
+) -> FastAPI:
+    """Build the app from settings (default: `load_settings()`), a controller factory, or a
+    ready controller. `host` is where the server binds: it decides whether auth is on when
+    `auth.enabled` is unset (on unless loopback)."""
+    if isinstance(source, Settings):
+        settings = source
+
+        async def factory() -> ExecutionController:
+            return await ExecutionController.open(settings)
+    elif source is None:
+
+        async def factory() -> ExecutionController:
+            return await ExecutionController.open(load_settings())
+    else:
+        factory = source
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        owned = app.state.controller is None
+        if owned:
+            _attach(app, await factory(), host)
+        try:
+            yield
+        finally:
+            drain_streams(app.state.streams)
+            if owned:
+                current, app.state.controller = app.state.controller, None
+                await current.aclose()
+
+    app = FastAPI(
+        title="artifactflow",
+        version=__version__,
+        summary="Multi-agent runs with durable permission pauses, event streams and artifacts",
+        lifespan=lifespan,
+    )
+    app.state.controller = None
+    app.state.streams = set()
+    if controller is not None:
+        _attach(app, controller, host)
+    install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, limit=lambda: app.state.max_request_bytes)
+    app.add_middleware(CatchAllMiddleware)
+    app.include_router(chat_router, prefix=API_PREFIX)
+    app.include_router(data_router, prefix=API_PREFIX)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+    @app.get("/", include_in_schema=False)
+    async def index() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+
+    return app
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server, ending open event streams as soon as shutdown begins (otherwise
+    uvicorn would wait for them until its graceful-shutdown timeout)."""
+
+    def __init__(self, config: uvicorn.Config, app: FastAPI) -> None:
+        super().__init__(config)
+        self.app = app
+
+    async def shutdown(self, sockets: Any = None) -> None:
+        drain_streams(self.app.state.streams)
+        await super().shutdown(sockets)
+
+
+def server_for(app: FastAPI, host: str = "127.0.0.1", port: int = 8000, **config: Any) -> Server:
+    config.setdefault("timeout_graceful_shutdown", SHUTDOWN_GRACE_SECONDS)
+    config.setdefault("log_level", "info")
+    return Server(uvicorn.Config(app, host=host, port=port, **config), app)
+
+
+def serve(settings: Settings | None = None, host: str = "127.0.0.1", port: int = 8000, **config: Any) -> None:
+    """Run the server until SIGINT/SIGTERM (blocking). Extra keywords go to `uvicorn.Config`."""
+    app = create_app(settings or load_settings(), host=host)
+    server_for(app, host, port, **config).run()
+
+
+__all__ = ["Server", "create_app", "serve", "server_for"]

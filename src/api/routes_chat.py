@@ -1,0 +1,157 @@
+"""Runs: start, stream, resume, cancel, and the message record with its event log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+
+from ..core.controller import ExecutionController
+from ..core.conversations import ACTIVE_BRANCH
+from ..errors import NotFoundError
+from .auth import current_user, owned_conversation, owned_message, stream_user
+from .deps import api_url, error_docs, get_controller
+from .models import (
+    CancelResult,
+    ChatAccepted,
+    ChatRequest,
+    EventList,
+    MessageInfo,
+    ResumeAccepted,
+    ResumeRequest,
+)
+from .sse import EventStreamResponse, event_stream
+
+router = APIRouter(tags=["chat"])
+
+User = Depends(current_user)
+Controller = Depends(get_controller)
+
+
+@router.post(
+    "/chat",
+    status_code=202,
+    response_model=ChatAccepted,
+    responses=error_docs(404, 413, 429),
+    summary="Send a message; the run continues in the background",
+)
+async def chat(
+    body: ChatRequest,
+    request: Request,
+    user: str | None = User,
+    controller: ExecutionController = Controller,
+) -> ChatAccepted:
+    parent: Any = body.parent_message_id if "parent_message_id" in body.model_fields_set else ACTIVE_BRANCH
+    conversation_id = body.conversation_id
+    if isinstance(parent, str):
+        parent_message = await owned_message(controller, parent, user)
+        if conversation_id is None:
+            conversation_id = parent_message["conversation_id"]
+        elif parent_message["conversation_id"] != conversation_id:
+            raise NotFoundError(f"parent message {parent} is not in conversation {conversation_id}")
+    elif conversation_id is not None:
+        await owned_conversation(controller, conversation_id, user)
+    async with request.app.state.limiter.slot(controller):
+        ids = await controller.start(body.content, conversation_id, parent, user_id=user)
+    return ChatAccepted(**ids, stream_url=api_url(request, f"/stream/{ids['message_id']}"))
+
+
+@router.get(
+    "/stream/{message_id}",
+    response_class=EventStreamResponse,
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "Server-sent events"},
+        204: {"description": "Nothing left to send: the message is finished and fully read"},
+        **error_docs(404, streaming=True),
+    },
+    summary="Follow a message's events (replay, then live)",
+)
+async def stream(
+    message_id: str,
+    request: Request,
+    after: int | None = Query(None, ge=0, description="Replay events after this event_id"),
+    last_event_id: int | None = Header(
+        None, alias="Last-Event-ID", ge=0, description="Set by EventSource on reconnect; wins over `after`"
+    ),
+    user: str | None = Depends(stream_user),
+    controller: ExecutionController = Controller,
+) -> Response:
+    message = await owned_message(controller, message_id, user)
+    cursor = last_event_id if last_event_id is not None else (after or 0)
+    if message["status"] != "running" and await controller.store.last_event_id(message_id) <= cursor:
+        return Response(status_code=204)  # tells EventSource to stop reconnecting
+    state = request.app.state
+    body = event_stream(
+        controller.follow(message_id, after_event_id=cursor),
+        heartbeat=state.heartbeat_seconds,
+        streams=state.streams,
+    )
+    return EventStreamResponse(body)
+
+
+@router.post(
+    "/chat/{message_id}/resume",
+    status_code=202,
+    response_model=ResumeAccepted,
+    responses=error_docs(404, 409, 413, 429),
+    summary="Answer a paused message's permission request and continue it",
+)
+async def resume(
+    message_id: str,
+    body: ResumeRequest,
+    request: Request,
+    user: str | None = User,
+    controller: ExecutionController = Controller,
+) -> ResumeAccepted:
+    await owned_message(controller, message_id, user)
+    async with request.app.state.limiter.slot(controller):
+        await controller.resume_start(message_id, body.model_dump())
+    rows = await controller.store.events(message_id)
+    cursor = max((r["event_id"] for r in rows if r["type"] == "permission_request"), default=0)
+    return ResumeAccepted(
+        message_id=message_id, stream_url=api_url(request, f"/stream/{message_id}?after={cursor}")
+    )
+
+
+@router.post(
+    "/chat/{message_id}/cancel",
+    response_model=CancelResult,
+    responses=error_docs(404),
+    summary="Cancel a running or paused message",
+)
+async def cancel(
+    message_id: str, user: str | None = User, controller: ExecutionController = Controller
+) -> CancelResult:
+    await owned_message(controller, message_id, user)
+    cancelled = await controller.cancel(message_id)
+    message = await owned_message(controller, message_id, user)
+    return CancelResult(message_id=message_id, cancelled=cancelled, status=message["status"])
+
+
+@router.get(
+    "/messages/{message_id}",
+    response_model=MessageInfo,
+    responses=error_docs(404),
+    summary="A message: status, response, pending permission request, metrics",
+)
+async def get_message(
+    message_id: str, user: str | None = User, controller: ExecutionController = Controller
+) -> MessageInfo:
+    message = await owned_message(controller, message_id, user)
+    return MessageInfo(**{k: message.get(k) for k in MessageInfo.model_fields})
+
+
+@router.get(
+    "/messages/{message_id}/events",
+    response_model=EventList,
+    responses=error_docs(404),
+    summary="A message's stored events after `after`",
+)
+async def get_events(
+    message_id: str,
+    after: int | None = Query(None, ge=0),
+    user: str | None = User,
+    controller: ExecutionController = Controller,
+) -> EventList:
+    await owned_message(controller, message_id, user)
+    return EventList(message_id=message_id, events=await controller.events(message_id, after))

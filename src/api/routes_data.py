@@ -1,0 +1,167 @@
+"""Conversations (list, tree, delete) and their artifacts (read-only)."""
+
+from __future__ import annotations
+
+import re
+
+from fastapi import APIRouter, Depends, Query, Response
+
+from ..core.artifacts import ArtifactService
+from ..core.controller import ExecutionController
+from .auth import current_user, owned_conversation
+from .deps import error_docs, get_controller
+from .models import (
+    ArtifactDetail,
+    ArtifactDiff,
+    ArtifactList,
+    ArtifactSummary,
+    ArtifactVersion,
+    ArtifactVersions,
+    ConversationInfo,
+    ConversationPage,
+    ConversationTree,
+)
+
+router = APIRouter()
+
+User = Depends(current_user)
+Controller = Depends(get_controller)
+
+
+# --- conversations -----------------------------------------------------------------------------
+
+
+@router.get("/conversations", response_model=ConversationPage, responses=error_docs(), tags=["conversations"])
+async def list_conversations(
+    limit: int = Query(20, ge=1, le=100),
+    offset: int = Query(0, ge=0),
+    user: str | None = User,
+    controller: ExecutionController = Controller,
+) -> ConversationPage:
+    """Your conversations, most recently active first."""
+    rows = await controller.conversations.list_conversations(user_id=user, limit=limit, offset=offset)
+    total = await controller.store.count_conversations(user_id=user)
+    items = [ConversationInfo(**{k: r[k] for k in ConversationInfo.model_fields}) for r in rows]
+    return ConversationPage(items=items, total=total, limit=limit, offset=offset)
+
+
+@router.get(
+    "/conversations/{conversation_id}",
+    response_model=ConversationTree,
+    responses=error_docs(404),
+    tags=["conversations"],
+)
+async def get_conversation(
+    conversation_id: str, user: str | None = User, controller: ExecutionController = Controller
+) -> ConversationTree:
+    """The conversation as a message tree; `active` marks the current branch."""
+    await owned_conversation(controller, conversation_id, user)
+    tree = await controller.conversations.tree(conversation_id)
+    tree.pop("user_id", None)
+    return ConversationTree(**tree)
+
+
+@router.delete(
+    "/conversations/{conversation_id}",
+    status_code=204,
+    responses=error_docs(404),
+    tags=["conversations"],
+)
+async def delete_conversation(
+    conversation_id: str, user: str | None = User, controller: ExecutionController = Controller
+) -> Response:
+    """Delete a conversation, its messages, events, artifacts and checkpoints. Runs still in
+    progress in it are cancelled first."""
+    await owned_conversation(controller, conversation_id, user)
+    for message in await controller.store.list_messages(conversation_id):
+        if message["status"] == "running":
+            await controller.cancel(message["id"])
+    for thread_id in await controller.conversations.delete(conversation_id):
+        await controller.checkpoints.delete_thread(thread_id)
+    return Response(status_code=204)
+
+
+# --- artifacts ---------------------------------------------------------------------------------
+
+ARTIFACTS = "/conversations/{conversation_id}/artifacts"
+
+
+@router.get(ARTIFACTS, response_model=ArtifactList, responses=error_docs(404), tags=["artifacts"])
+async def list_artifacts(
+    conversation_id: str, user: str | None = User, controller: ExecutionController = Controller
+) -> ArtifactList:
+    await owned_conversation(controller, conversation_id, user)
+    rows = await ArtifactService(controller.store).list(conversation_id)
+    return ArtifactList(conversation_id=conversation_id, artifacts=[ArtifactSummary(**r) for r in rows])
+
+
+@router.get(
+    ARTIFACTS + "/{artifact_id}", response_model=ArtifactDetail, responses=error_docs(404), tags=["artifacts"]
+)
+async def get_artifact(
+    conversation_id: str,
+    artifact_id: str,
+    version: int | None = Query(None, ge=1, description="Default: the current version"),
+    user: str | None = User,
+    controller: ExecutionController = Controller,
+) -> ArtifactDetail:
+    await owned_conversation(controller, conversation_id, user)
+    return ArtifactDetail(**await ArtifactService(controller.store).get(conversation_id, artifact_id, version))
+
+
+@router.get(
+    ARTIFACTS + "/{artifact_id}/versions",
+    response_model=ArtifactVersions,
+    responses=error_docs(404),
+    tags=["artifacts"],
+)
+async def artifact_versions(
+    conversation_id: str, artifact_id: str, user: str | None = User, controller: ExecutionController = Controller
+) -> ArtifactVersions:
+    await owned_conversation(controller, conversation_id, user)
+    rows = await ArtifactService(controller.store).versions(conversation_id, artifact_id)
+    return ArtifactVersions(artifact_id=artifact_id, versions=[ArtifactVersion(**r) for r in rows])
+
+
+@router.get(
+    ARTIFACTS + "/{artifact_id}/diff", response_model=ArtifactDiff, responses=error_docs(404), tags=["artifacts"]
+)
+async def artifact_diff(
+    conversation_id: str,
+    artifact_id: str,
+    from_version: int = Query(..., alias="from", ge=1),
+    to_version: int | None = Query(None, alias="to", ge=1, description="Default: the current version"),
+    user: str | None = User,
+    controller: ExecutionController = Controller,
+) -> ArtifactDiff:
+    """Unified diff between two versions."""
+    await owned_conversation(controller, conversation_id, user)
+    service = ArtifactService(controller.store)
+    if to_version is None:
+        to_version = (await service.get(conversation_id, artifact_id))["version"]
+    diff = await service.diff(conversation_id, artifact_id, from_version, to_version)
+    return ArtifactDiff(artifact_id=artifact_id, from_version=from_version, to_version=to_version, diff=diff)
+
+
+@router.get(
+    ARTIFACTS + "/{artifact_id}/export",
+    response_class=Response,
+    responses={200: {"content": {"text/markdown": {}}, "description": "A Markdown file"}, **error_docs(404, streaming=True)},
+    tags=["artifacts"],
+)
+async def export_artifact(
+    conversation_id: str,
+    artifact_id: str,
+    version: int | None = Query(None, ge=1),
+    user: str | None = User,
+    controller: ExecutionController = Controller,
+) -> Response:
+    """The artifact as a standalone Markdown download."""
+    await owned_conversation(controller, conversation_id, user)
+    text = await ArtifactService(controller.store).export_markdown(conversation_id, artifact_id, version)
+    filename = re.sub(r"[^A-Za-z0-9_.-]", "_", artifact_id) or "artifact"
+    return Response(
+        text,
+        media_type="text/markdown; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{filename}.md"'},
+    )

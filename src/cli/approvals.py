@@ -1,0 +1,156 @@
+"""Permission decisions for a paused run: parsed from flags, or asked at the terminal.
+
+Every path produces the controller's resume format (`{"decisions": ...}`); validation of
+call ids and edited arguments stays in the controller, which refuses bad data while the run
+stays paused, so a prompt can simply ask again. Prompts read stdin with `input()`: the caller
+suspends its Ctrl-C handler first, so Ctrl-C at a prompt raises `PromptAborted` and the
+message stays paused for a later `artifactflow resume`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.json import JSON
+from rich.text import Text
+
+from ..errors import UserError
+from .render import short
+
+PROMPT = "Decision: [a]pprove, [d]eny, [e]dit arguments, a[l]ways allow this tool: "
+CHOICES = {
+    "a": "approve", "approve": "approve", "y": "approve", "yes": "approve",
+    "d": "deny", "deny": "deny", "n": "deny", "no": "deny",
+    "e": "edit", "edit": "edit",
+    "l": "always", "always": "always",
+}
+FLAG_ACTIONS = ("approve", "deny", "always")
+
+
+class PromptAborted(Exception):
+    """Ctrl-C or end of input at a prompt: nothing was decided."""
+
+
+def decisions_from_flags(
+    *,
+    approve: bool,
+    deny: bool,
+    always: bool,
+    reason: str | None,
+    decision: list[str],
+    calls: list[dict[str, Any]],
+) -> dict[str, Any] | None:
+    """Resume data from `resume` flags, or None when no decision flag was given.
+
+    `--decision CALL_ID=ACTION` may repeat and is combined into the mapping form; `--reason`
+    goes to every denied call (it needs the pending `calls` for `--deny`).
+    """
+    given = [f"--{name}" for name, on in (("approve", approve), ("deny", deny), ("always", always)) if on]
+    if decision:
+        given.append("--decision")
+    if len(given) > 1:
+        raise UserError(f"use one of --approve, --deny, --always or --decision (got {', '.join(given)})")
+    mapping: dict[str, dict[str, Any]] = {}
+    for spec in decision:
+        call_id, sep, action = (part.strip() for part in spec.partition("="))
+        if not sep or not call_id or action not in FLAG_ACTIONS:
+            raise UserError(f"--decision {spec!r}: expected CALL_ID=approve|deny|always")
+        if call_id in mapping:
+            raise UserError(f"--decision: call {call_id} is given twice")
+        mapping[call_id] = {"action": action}
+        if action == "deny" and reason:
+            mapping[call_id]["reason"] = reason
+    if reason and not (deny or any(d["action"] == "deny" for d in mapping.values())):
+        raise UserError("--reason goes with --deny (or a --decision CALL_ID=deny)")
+    if approve:
+        return {"decisions": "approve"}
+    if always:
+        return {"decisions": "always"}
+    if deny:
+        if not reason:
+            return {"decisions": "deny"}
+        return {"decisions": {c["tool_call_id"]: {"action": "deny", "reason": reason} for c in calls}}
+    return {"decisions": mapping} if mapping else None
+
+
+def call_line(call: dict[str, Any]) -> str:
+    return (
+        f"{call.get('tool_call_id')}  {call.get('tool')}  {short(call.get('arguments'), 120)}"
+        f"  (agent {call.get('agent')})"
+    )
+
+
+def print_paused(console: Console, message_id: str, calls: list[dict[str, Any]], continue_cmd: str) -> None:
+    """What a non-interactive caller needs to continue later."""
+    console.print(
+        Text(f"⏸ paused: message {message_id} waits for approval of {len(calls)} tool call(s):", style="yellow")
+    )
+    for call in calls:
+        console.print(Text("  " + call_line(call)))
+    console.print("Continue with:")
+    console.print(Text(f"  {continue_cmd}"))
+    console.print(
+        Text("  (or --deny [--reason TEXT], --always, or --decision CALL_ID=approve|deny|always)", style="dim")
+    )
+
+
+def show_call(console: Console, call: dict[str, Any], index: int, total: int) -> None:
+    console.print(
+        Text(f"[{index}/{total}] ", style="dim")
+        + Text(str(call.get("tool")), style="bold")
+        + Text(f"  call {call.get('tool_call_id')} · agent {call.get('agent')}", style="dim")
+    )
+    arguments = call.get("arguments")
+    if isinstance(arguments, dict | list):
+        console.print(JSON.from_data(arguments, ensure_ascii=False))
+    else:
+        console.print(Text(str(arguments)))
+
+
+def ask(console: Console, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """Ask for a decision on each pending call; returns resume data in the mapping form."""
+    console.print(Text(f"⏸ {len(calls)} tool call(s) need your approval:", style="yellow"))
+    decisions: dict[str, dict[str, Any]] = {}
+    for index, call in enumerate(calls, 1):
+        show_call(console, call, index, len(calls))
+        decisions[call["tool_call_id"]] = _ask_one(console, call)
+    return {"decisions": decisions}
+
+
+def _input(console: Console, prompt: str) -> str:
+    try:
+        return console.input(Text(prompt, style="bold"))
+    except (KeyboardInterrupt, EOFError):
+        console.print()
+        raise PromptAborted() from None
+
+
+def _ask_one(console: Console, call: dict[str, Any]) -> dict[str, Any]:
+    while True:
+        action = CHOICES.get(_input(console, PROMPT).strip().lower())
+        if action is None:
+            console.print("Please answer a, d, e or l.")
+        elif action == "deny":
+            reason = _input(console, "Reason, passed to the model (Enter for none): ").strip()
+            return {"action": "deny", "reason": reason or None}
+        elif action == "edit":
+            return {"action": "edit", "arguments": _ask_arguments(console, call)}
+        else:
+            return {"action": action}
+
+
+def _ask_arguments(console: Console, call: dict[str, Any]) -> dict[str, Any]:
+    while True:
+        raw = _input(console, "New arguments as one line of JSON (Enter keeps them): ").strip()
+        if not raw and isinstance(call.get("arguments"), dict):
+            return dict(call["arguments"])
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            console.print(Text(f"Not valid JSON ({exc.msg} at column {exc.colno}); try again.", style="red"))
+            continue
+        if isinstance(value, dict):
+            return value
+        console.print(Text("The arguments must be a JSON object, e.g. {\"text\": \"hi\"}.", style="red"))

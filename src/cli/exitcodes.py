@@ -1,0 +1,53 @@
+"""Exit codes of the `artifactflow` command. Scripts key on them: never renumber.
+
+| code | meaning                                                                      |
+|------|------------------------------------------------------------------------------|
+| 0    | success                                                                      |
+| 1    | the run failed (an `error` event) or an unexpected error                     |
+| 2    | bad usage or settings, missing credentials, invalid resume decisions, or an  |
+|      | unknown conversation / message / artifact                                    |
+| 3    | paused: tool calls wait for approval and nobody could answer (no TTY or      |
+|      | `--no-input`); continue with `artifactflow resume MESSAGE_ID --approve`      |
+| 4    | the run stopped at the agent's `max_tool_rounds` limit                       |
+| 5    | resume conflict: the pause was already answered or the message is running    |
+| 130  | cancelled (Ctrl-C); the partial answer is saved                              |
+"""
+
+from __future__ import annotations
+
+from ..errors import NotFoundError, ResumeConflictError, UserError
+
+OK = 0
+FAILED = 1
+USAGE = 2
+PAUSED = 3
+MAX_ROUNDS = 4
+CONFLICT = 5
+CANCELLED = 130
+
+HELP = (
+    "Exit codes: 0 success · 1 run failed or unexpected error · 2 bad usage, settings, "
+    "missing credentials, invalid decisions or unknown id · 3 paused waiting for approval "
+    "(non-interactive) · 4 stopped at max_tool_rounds · 5 resume conflict (already resumed) "
+    "· 130 cancelled (Ctrl-C)."
+)
+
+
+def for_exception(exc: BaseException) -> int:
+    """The exit code for an error that ends a command."""
+    if isinstance(exc, ResumeConflictError):
+        return CONFLICT
+    if isinstance(exc, UserError | NotFoundError):
+        return USAGE
+    return FAILED
+
+
+def for_outcome(event_type: str | None, outcome: str | None = None) -> int:
+    """The exit code for the last word of a run's event stream."""
+    if event_type == "complete":
+        return MAX_ROUNDS if outcome == "max_tool_rounds" else OK
+    if event_type == "cancelled":
+        return CANCELLED
+    if event_type == "permission_request":
+        return PAUSED
+    return FAILED

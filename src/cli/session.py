@@ -1,0 +1,171 @@
+"""Driving one message from the command line: stream it, answer its pauses, resume, repeat.
+
+A pause (a `permission_request` as the stream's last word) is answered one of three ways:
+`--yes` approves everything; at a terminal the person decides (`approvals.ask`) and the run
+resumes in this process with `stream_execute(message_id=..., resume_data=...)`; otherwise the
+command prints how to continue and exits 3. A refused decision (`InvalidResumeError`) is shown
+and asked again. The exit code comes from the stream's last event (see `exitcodes`).
+
+Prompts block the event loop on purpose: while a message is paused nothing of it runs in this
+process, and a thread blocked reading stdin could not be abandoned cleanly when the person
+presses Ctrl-C (a daemon thread holding stdin breaks interpreter shutdown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from ..core.controller import ExecutionController
+from ..core.events import Event
+from ..errors import InvalidResumeError, NotFoundError
+from . import exitcodes
+from .approvals import PromptAborted, ask, print_paused
+from .interrupts import InterruptGuard
+from .options import Globals
+from .render import Renderer
+
+ResumeData = dict[str, Any]
+
+
+@dataclass
+class Policy:
+    interactive: bool  # a person can answer prompts (stdin is a TTY and not --no-input)
+    auto_approve: bool  # --yes
+
+
+class Session:
+    def __init__(
+        self,
+        controller: ExecutionController,
+        renderer: Renderer,
+        *,
+        notices: Console,
+        prompts: Console,
+        policy: Policy,
+        options: Globals,
+    ) -> None:
+        self.controller = controller
+        self.renderer = renderer
+        self.notices = notices  # pause instructions: stdout, or stderr in --json mode
+        self.prompts = prompts  # questions and their errors: stderr
+        self.policy = policy
+        self.options = options
+        self.message_id: str | None = None
+        self.guard = InterruptGuard(self._interrupt, prompts)
+        self._task: asyncio.Task[Any] | None = None
+        self._cancelling: asyncio.Future[Any] | None = None
+
+    # --- entry points ----------------------------------------------------------------------
+
+    async def run(self, content: str, conversation_id: str | None, parent: Any) -> int:
+        stream = self.controller.stream_execute(content, conversation_id, parent)
+        return await self._guarded(self._drive(stream))
+
+    async def resume(
+        self, message_id: str, decide: Callable[[list[dict[str, Any]]], ResumeData | None]
+    ) -> int:
+        """Continue a paused message; `decide(pending_calls)` turns the flags into resume
+        data (None: no decision flags were given)."""
+        return await self._guarded(self._resume(message_id, decide))
+
+    # --- internals -------------------------------------------------------------------------
+
+    async def _guarded(self, work: Coroutine[Any, Any, int]) -> int:
+        self._task = asyncio.current_task()
+        with self.guard:
+            try:
+                return await work
+            except asyncio.CancelledError:
+                if not self.guard.interrupted:
+                    raise
+                if self._task is not None:
+                    self._task.uncancel()
+                self.prompts.print("[yellow]✗ cancelled before the run started[/yellow]")
+                return exitcodes.CANCELLED
+            finally:
+                if self._cancelling is not None:
+                    with contextlib.suppress(Exception):
+                        await self._cancelling
+
+    def _interrupt(self) -> None:
+        if self.message_id is not None:
+            if self._cancelling is None:
+                self._cancelling = asyncio.ensure_future(self.controller.cancel(self.message_id))
+        elif self._task is not None:
+            self._task.cancel()
+
+    async def _resume(
+        self, message_id: str, decide: Callable[[list[dict[str, Any]]], ResumeData | None]
+    ) -> int:
+        message = await self.controller.store.get_message(message_id)
+        if message is None:
+            raise NotFoundError(f"message {message_id} not found")
+        self.message_id = message_id
+        calls = (message.get("waiting_for") or {}).get("calls") or []
+        data = decide(calls)
+        if data is None:
+            if message["status"] == "waiting":
+                return await self._settle(await self._answer(message_id, calls))
+            # Not paused: the controller recovers a run whose process died, or says why not.
+            data = {"decisions": "approve"}
+        stream = self.controller.stream_execute(message_id=message_id, resume_data=data)
+        return await self._drive(stream)
+
+    async def _drive(self, stream: AsyncIterator[Event]) -> int:
+        return await self._settle(await self._consume(stream))
+
+    async def _consume(self, stream: AsyncIterator[Event]) -> Event | None:
+        """Render every event; return the last final one (None if the stream had none)."""
+        final = None
+        async with contextlib.aclosing(stream):  # type: ignore[type-var]
+            async for event in stream:
+                if self.message_id is None:
+                    self.message_id = event.message_id
+                self.renderer.event(event)
+                if event.is_final:
+                    final = event
+        return final
+
+    async def _settle(self, outcome: Event | int | None) -> int:
+        while isinstance(outcome, Event) and outcome.type == "permission_request":
+            outcome = await self._answer(outcome.message_id, outcome.data.get("calls") or [])
+        if isinstance(outcome, int):
+            return outcome
+        if outcome is None:
+            self.prompts.print("[red]✗ the run ended without a final event[/red]")
+            return exitcodes.FAILED
+        return exitcodes.for_outcome(outcome.type, outcome.data.get("outcome"))
+
+    async def _answer(self, message_id: str, calls: list[dict[str, Any]]) -> Event | int | None:
+        """Answer one pause; returns the resumed segment's last word, or an exit code."""
+        continue_cmd = self.options.command("resume", message_id, "--approve")
+        if self.guard.interrupted:
+            return exitcodes.CANCELLED
+        if self.policy.auto_approve:
+            self.prompts.print(f"[dim]approving {len(calls)} tool call(s) (--yes)[/dim]")
+            return await self._consume(
+                self.controller.stream_execute(message_id=message_id, resume_data={"decisions": "approve"})
+            )
+        if not self.policy.interactive:
+            print_paused(self.notices, message_id, calls, continue_cmd)
+            return exitcodes.PAUSED
+        while True:
+            try:
+                with self.guard.suspended():
+                    data = ask(self.prompts, calls)
+            except PromptAborted:
+                self.prompts.print(Text(f"left paused; continue later with: {continue_cmd}", style="yellow"))
+                return exitcodes.CANCELLED
+            try:
+                return await self._consume(
+                    self.controller.stream_execute(message_id=message_id, resume_data=data)
+                )
+            except InvalidResumeError as exc:
+                self.prompts.print(Text(f"✗ {exc}", style="red"))
