@@ -69,13 +69,13 @@ def events_of(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [f for f in frames if f["event"] is not None]
 
 
-async def wait_until(check: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not await check():
-        if loop.time() > deadline:
-            raise AssertionError("condition not reached in time")
+async def wait_until(check: Callable[[], Awaitable[bool]]) -> None:
+    """Poll observable state (at most 10 s)."""
+    for _ in range(500):
+        if await check():
+            return
         await asyncio.sleep(0.02)
+    raise AssertionError("condition not reached in 10 s")
 
 
 def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:

@@ -26,6 +26,7 @@ def api_url(request: Request, path: str) -> str:
 
 
 _ERROR_TEXT = {
+    400: "Malformed request body",
     401: "Missing or invalid bearer token",
     404: "Not found, or not yours",
     409: "Conflict with the message's state",

@@ -14,6 +14,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+from starlette.exceptions import HTTPException
+
 from .errors import ApiError, error_response
 
 RETRY_AFTER_SECONDS = 2
@@ -48,8 +50,11 @@ class RunLimiter:
             yield
 
 
-class _TooLarge(Exception):
-    pass
+class _TooLarge(HTTPException):
+    """Raised from `receive`; an HTTPException so request parsing passes it on unchanged."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(413, f"request body exceeds server.max_request_bytes ({max_bytes} bytes)")
 
 
 class BodyLimitMiddleware:
@@ -90,7 +95,7 @@ class BodyLimitMiddleware:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > max_bytes:
-                    raise _TooLarge
+                    raise _TooLarge(max_bytes)
             return message
 
         async def tracking_send(message: Any) -> None:

@@ -32,7 +32,7 @@ Controller = Depends(get_controller)
     "/chat",
     status_code=202,
     response_model=ChatAccepted,
-    responses=error_docs(404, 413, 429),
+    responses=error_docs(400, 404, 413, 429),
     summary="Send a message; the run continues in the background",
 )
 async def chat(
@@ -69,8 +69,9 @@ async def chat(
 async def stream(
     message_id: str,
     request: Request,
-    after: int | None = Query(None, ge=0, description="Replay events after this event_id"),
-    last_event_id: int | None = Header(
+    # `int = None` (not `int | None`): the schema then says integer, not integer-or-null.
+    after: int = Query(None, ge=0, description="Replay events after this event_id"),  # type: ignore[assignment]
+    last_event_id: int = Header(  # type: ignore[assignment]
         None, alias="Last-Event-ID", ge=0, description="Set by EventSource on reconnect; wins over `after`"
     ),
     user: str | None = Depends(stream_user),
@@ -93,7 +94,7 @@ async def stream(
     "/chat/{message_id}/resume",
     status_code=202,
     response_model=ResumeAccepted,
-    responses=error_docs(404, 409, 413, 429),
+    responses=error_docs(400, 404, 409, 413, 429),
     summary="Answer a paused message's permission request and continue it",
 )
 async def resume(

@@ -108,6 +108,9 @@ class Session:
         if message is None:
             raise NotFoundError(f"message {message_id} not found")
         self.message_id = message_id
+        self.notices.print(
+            Text(f"message {message_id} · conversation {message['conversation_id']} · {message['status']}", style="dim")
+        )
         calls = (message.get("waiting_for") or {}).get("calls") or []
         data = decide(calls)
         if data is None:

@@ -20,7 +20,7 @@ from ..agents.spec import AgentSpec
 from ..errors import ArtifactFlowError, LLMError
 from ..tools.base import Permission
 from .context import RunContext
-from .state import LEAD, AgentState, merge_agent_response_to_state
+from .state import LEAD, AgentState, merge_agent_response_to_state, rounds_used
 
 HELD = "lead~held"  # lead tool results waiting for the round's subagents to finish
 
@@ -119,19 +119,6 @@ async def _llm_step(
     return response
 
 
-def _llm_metric(spec: AgentSpec, invocation: str, response: LLMResponse) -> dict[str, Any]:
-    return {
-        "kind": "llm",
-        "agent": spec.name,
-        "invocation": invocation,
-        "model": response.model,
-        "prompt_tokens": response.prompt_tokens,
-        "completion_tokens": response.completion_tokens,
-        "duration_ms": round(response.duration_ms, 2),
-        "attempts": response.attempts,
-    }
-
-
 async def lead_agent(state: AgentState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     context = runtime.context
     svc = context.services
@@ -141,10 +128,8 @@ async def lead_agent(state: AgentState, runtime: Runtime[RunContext]) -> dict[st
     memory = list(memories.get(LEAD, []))
     closing = close_lead_round(state)
     memory += closing
-    # Results of earlier rounds are in the checkpoint now; the ledger has done its job.
-    await svc.store.ledger_clear(context.message_id)
     artifacts = None
-    if svc.extras.get("artifacts_enabled", True):
+    if any(name.endswith("_artifact") or name == "list_artifacts" for name in spec.tools):
         artifacts = await svc.store.list_artifacts(context.conversation_id)
     messages = lead_messages(
         spec,
@@ -154,7 +139,8 @@ async def lead_agent(state: AgentState, runtime: Runtime[RunContext]) -> dict[st
         subagents=svc.subagents_for(spec),
         artifacts=artifacts,
     )
-    emit("agent_start", round=state.get("lead_rounds", 0) + 1)
+    used = rounds_used(memory)
+    emit("agent_start", round=used + 1)
     response = await _llm_step(context, spec, messages, emit)
     calls = _unique_ids(response.tool_calls, set(), "dup")
     update = merge_agent_response_to_state(
@@ -163,10 +149,11 @@ async def lead_agent(state: AgentState, runtime: Runtime[RunContext]) -> dict[st
         content=response.content,
         tool_calls=calls,
         needs_approval=await _approval_flags(context, calls),
-        metrics=[_llm_metric(spec, LEAD, response)],
-        rounds_used=state.get("lead_rounds", 0),
+        rounds_used=used,
         max_tool_rounds=spec.max_tool_rounds,
     )
+    if state.get("current_agent") != spec.name:
+        update["current_agent"] = spec.name
     if closing:
         update["agent_memories"] = {LEAD: closing + update["agent_memories"][LEAD], HELD: None}
         update["subagent_pending"] = None
@@ -209,7 +196,6 @@ async def _subagent_step(
         content=response.content,
         tool_calls=calls,
         needs_approval=await _approval_flags(context, calls),
-        metrics=[_llm_metric(spec, invocation, response)],
         rounds_used=rounds,
         max_tool_rounds=spec.max_tool_rounds,
     )
@@ -233,7 +219,6 @@ async def subagents(state: AgentState, runtime: Runtime[RunContext]) -> dict[str
     running = [(k, v) for k, v in invocations.items() if v.get("status") == "running"]
     running.sort(key=lambda kv: kv[1].get("order", 0))
     memories = state.get("agent_memories") or {}
-    await svc.store.ledger_clear(context.message_id)
     plan = await svc.store.get_artifact(context.conversation_id, PLAN_ID)
     taken: set[str] = set()
     updates = await asyncio.gather(
@@ -245,14 +230,13 @@ async def subagents(state: AgentState, runtime: Runtime[RunContext]) -> dict[str
     merged: dict[str, Any] = {
         "agent_memories": {},
         "subagent_pending": {},
-        "execution_metrics": [],
         "phase": "subagent_executing",
+        "current_agent": ",".join(rec["agent"] for _, rec in running),
     }
     calls: list[dict[str, Any]] = []
     for update in updates:
         merged["agent_memories"].update(update.get("agent_memories", {}))
         merged["subagent_pending"].update(update.get("subagent_pending", {}))
-        merged["execution_metrics"] += update.get("execution_metrics", [])
         calls += update.get("pending_tool_calls") or []
     if calls:
         merged["pending_tool_calls"] = calls

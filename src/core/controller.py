@@ -38,7 +38,7 @@ from .context import RunContext, Services
 from .conversations import ACTIVE_BRANCH, ConversationManager
 from .events import Event
 from .graph import build_graph
-from .metrics import summarize
+from .metrics import records_from_events, summarize
 from .permissions import normalize_decisions
 from .runs import RunHandle
 from .state import create_initial_state
@@ -478,7 +478,7 @@ class ExecutionController:
                 elif mode == "updates" and "__interrupt__" in chunk:
                     interrupts.extend(chunk["__interrupt__"])
             if interrupts:
-                await self._pause(message, run_token, interrupts, emit)
+                await self._pause(message, run_token, interrupts, emit, started)
             else:
                 await self._complete(message, run_token, config, started, emit)
         except asyncio.CancelledError:
@@ -505,14 +505,21 @@ class ExecutionController:
             if self._runs.get(message["id"]) is handle:
                 del self._runs[message["id"]]
 
-    async def _pause(self, message: dict[str, Any], run_token: str, interrupts: list[Any], emit: Any) -> None:
+    async def _pause(
+        self, message: dict[str, Any], run_token: str, interrupts: list[Any], emit: Any, started: float
+    ) -> None:
         # The tool node raises one interrupt per round; several would come from parallel
         # branches and are answered together in a later version.
         intr = interrupts[0]
         payload = intr.value if isinstance(intr.value, dict) else {"calls": []}
         waiting = {"interrupt_id": intr.id, "kind": payload.get("kind"), "calls": payload.get("calls", [])}
         await self.store.update_message(
-            message["id"], status="waiting", waiting_for=waiting, run_token=run_token, lease_expires_at=None
+            message["id"],
+            status="waiting",
+            waiting_for=waiting,
+            metrics=await self._metrics(message["id"], started),
+            run_token=run_token,
+            lease_expires_at=None,
         )
         await emit("permission_request", None, waiting)
 
@@ -521,9 +528,7 @@ class ExecutionController:
     ) -> None:
         snapshot = await self.graph.aget_state(config)
         values = snapshot.values
-        previous = (await self._message(message["id"])).get("metrics") or {}
-        wall = (time.perf_counter() - started) * 1000 + float(previous.get("wall_ms", 0.0))
-        metrics = summarize(list(values.get("execution_metrics") or []), wall)
+        metrics = await self._metrics(message["id"], started)
         response = values.get("graph_response") or ""
         outcome = values.get("outcome") or "completed"
         await self.store.update_message(
@@ -539,6 +544,11 @@ class ExecutionController:
         summary = {k: v for k, v in metrics.items() if k != "calls"}
         await emit("complete", None, {"response": response, "outcome": outcome, "metrics": summary})
         await self._cleanup_checkpoints(message)
+
+    async def _metrics(self, message_id: str, started: float) -> dict[str, Any]:
+        previous = (await self._message(message_id)).get("metrics") or {}
+        wall = (time.perf_counter() - started) * 1000 + float(previous.get("wall_ms", 0.0))
+        return summarize(records_from_events(await self.store.events(message_id)), wall)
 
     async def _cleanup_checkpoints(self, message: dict[str, Any]) -> None:
         await self.store.ledger_clear(message["id"])

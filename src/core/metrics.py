@@ -1,8 +1,41 @@
-"""Aggregate per-call metric records (kept in state) into the figures stored on a message."""
+"""Execution metrics, derived from the event log.
+
+Every LLM call's usage and duration is in its `llm_complete` event and every tool call's
+duration and outcome in its `tool_complete` event, so the figures stored on a message are a
+fold over its events: correct across pauses, resumes and processes, and nothing extra in state.
+"""
 
 from __future__ import annotations
 
 from typing import Any
+
+
+def records_from_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    for event in events:
+        data = event.get("data") or {}
+        if event["type"] == "llm_complete":
+            usage = data.get("usage") or {}
+            records.append({
+                "kind": "llm",
+                "agent": event.get("agent"),
+                "invocation": data.get("invocation"),
+                "model": data.get("model"),
+                "prompt_tokens": usage.get("prompt_tokens", 0),
+                "completion_tokens": usage.get("completion_tokens", 0),
+                "duration_ms": data.get("duration_ms", 0.0),
+                "attempts": data.get("attempts", 1),
+            })
+        elif event["type"] == "tool_complete":
+            records.append({
+                "kind": "tool",
+                "agent": event.get("agent"),
+                "invocation": data.get("invocation"),
+                "tool": data.get("tool"),
+                "success": bool(data.get("success")),
+                "duration_ms": data.get("duration_ms", 0.0),
+            })
+    return records
 
 
 def summarize(records: list[dict[str, Any]], wall_ms: float) -> dict[str, Any]:

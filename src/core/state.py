@@ -40,13 +40,6 @@ def _replace(current: Any, writes: Sequence[Any]) -> Any:
     return writes[-1] if writes else current
 
 
-def _append(current: list[Any], writes: Sequence[list[Any]]) -> list[Any]:
-    out = list(current)
-    for batch in writes:
-        out.extend(batch)
-    return out
-
-
 def _memories(current: dict[str, list[Any]], writes: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
     """Writes are `{invocation_id: [messages]}` appends or `{invocation_id: None}` resets."""
     out = dict(current)
@@ -98,12 +91,11 @@ class AgentState(TypedDict, total=False):
         DeltaChannel(_memories, dict, snapshot_frequency=_SNAPSHOT_EVERY),
     ]
     compression_level: int
-    lead_rounds: int
     graph_response: str | None
     outcome: str | None
-    execution_metrics: Annotated[
-        list[dict[str, Any]], DeltaChannel(_append, list, snapshot_frequency=_SNAPSHOT_EVERY)
-    ]
+    # Execution metrics are not kept in state: every LLM and tool call's usage and duration is
+    # in its `llm_complete` / `tool_complete` event, and the controller aggregates them from the
+    # event log (DESIGN: append-only records live in DeltaChannels or out of state).
 
 
 def create_initial_state(
@@ -129,10 +121,8 @@ def create_initial_state(
         "pending_tool_calls": None,
         "agent_memories": {},
         "compression_level": 0,
-        "lead_rounds": 0,
         "graph_response": None,
         "outcome": None,
-        "execution_metrics": [],
     }
 
 
@@ -157,7 +147,6 @@ def merge_agent_response_to_state(
     content: str,
     tool_calls: list[dict[str, Any]],
     needs_approval: dict[str, bool] | None = None,
-    metrics: list[dict[str, Any]] | None = None,
     rounds_used: int = 0,
     max_tool_rounds: int | None = None,
 ) -> dict[str, Any]:
@@ -171,10 +160,7 @@ def merge_agent_response_to_state(
     approvals = needs_approval or {}
     update: dict[str, Any] = {
         "agent_memories": {invocation: [assistant_message(content, tool_calls)]},
-        "current_agent": agent,
     }
-    if metrics:
-        update["execution_metrics"] = metrics
     is_lead = invocation == LEAD
     over_limit = bool(tool_calls) and max_tool_rounds is not None and rounds_used >= max_tool_rounds
     if over_limit:
@@ -201,13 +187,12 @@ def merge_agent_response_to_state(
                 "agent": agent,
                 "invocation": invocation,
                 "needs_approval": bool(approvals.get(call["id"], False)),
+                "round": rounds_used + 1,
             }
             for call in tool_calls
         ]
         update["phase"] = ExecutionPhase.TOOL_EXECUTING.value
-        if is_lead:
-            update["lead_rounds"] = rounds_used + 1
-        else:
+        if not is_lead:
             update["subagent_pending"] = {invocation: {"rounds": rounds_used + 1, "status": "tools"}}
         return update
     if is_lead:
@@ -217,6 +202,11 @@ def merge_agent_response_to_state(
     else:
         update["subagent_pending"] = {invocation: {"status": "done", "result": content}}
     return update
+
+
+def rounds_used(memory: list[dict[str, Any]]) -> int:
+    """Tool rounds an invocation has had: its assistant turns that called tools."""
+    return sum(1 for m in memory if m.get("role") == "assistant" and m.get("tool_calls"))
 
 
 def new_invocation_id(agent: str) -> str:

@@ -6,9 +6,10 @@ Order matters because LangGraph re-runs this node from its first line on resume:
    same set) and, if any, `interrupt()` once with all of them. Nothing before this point has a
    side effect or emits an event.
 2. Run the approved calls concurrently; results come back in call order.
-3. A ledger in the app store makes each call run at most once even if the process dies
-   between running a tool and saving the checkpoint: a finished call's stored result is
-   reused; a call that started but never finished is reported as interrupted, not re-run.
+3. A ledger in the app store makes each approved call run at most once even if the process
+   dies between running the tool and saving the checkpoint: a finished call's stored result
+   is reused; a call that started but never finished is reported as interrupted, not re-run.
+   The ledger is cleared when the message finishes.
 
 `call_subagent` is handled here too: a valid call starts a subagent invocation whose answer
 becomes this call's result later; an invalid one is a tool error listing the valid names.
@@ -106,7 +107,7 @@ async def _run_one(
     runtime: Runtime[RunContext],
     call: dict[str, Any],
     decision: dict[str, Any] | None,
-) -> tuple[ToolResult, float, dict[str, Any] | None]:
+) -> tuple[ToolResult, float]:
     svc = context.services
     emit = Emitter(runtime, call["agent"], call["invocation"])
     arguments: Any = call["arguments"]
@@ -118,19 +119,25 @@ async def _run_one(
             result = ToolResult.fail(text, denied=True)
             emit("tool_complete", tool_call_id=call["id"], tool=call["name"], success=False,
                  result=result.to_dict(), duration_ms=0.0, denied=True)
-            return result, 0.0, None
+            return result, 0.0
         if decision["action"] == "edit":
             arguments = decision.get("arguments") or {}
             note = arguments
     parsed, _ = parse_arguments(arguments)
     emit("tool_start", tool_call_id=call["id"], tool=call["name"],
          arguments=parsed if parsed is not None else arguments, edited=note is not None)
-    ledger_key = f"{call['invocation']}/{call['id']}"
-    record = await svc.store.ledger_get(context.message_id, ledger_key)
+    # Approved calls go through the ledger (exactly once across crashes); AUTO calls are
+    # at-least-once, like any step LangGraph re-runs, and skip the extra writes.
+    ledger_key = f"{call['invocation']}/{call.get('round', 0)}/{call['id']}" if decision else None
+    record = (
+        await svc.store.ledger_get(context.message_id, ledger_key) if ledger_key else None
+    )
     if record is not None and record["status"] == "finished":
         result = ToolResult.from_dict(record["result"])
         duration = 0.0
-    elif record is not None or not await svc.store.ledger_start(context.message_id, ledger_key):
+    elif ledger_key and (
+        record is not None or not await svc.store.ledger_start(context.message_id, ledger_key)
+    ):
         result = ToolResult.fail(
             "this tool call was interrupted by a process failure while running; it was not "
             "re-run, to avoid running it twice. Check its effect before retrying.",
@@ -157,17 +164,11 @@ async def _run_one(
         )
         if note is not None:
             result.metadata["edited_arguments"] = note
-        await svc.store.ledger_finish(context.message_id, ledger_key, result.to_dict())
+        if ledger_key:
+            await svc.store.ledger_finish(context.message_id, ledger_key, result.to_dict())
     emit("tool_complete", tool_call_id=call["id"], tool=call["name"], success=result.success,
          result=result.to_dict(), duration_ms=round(duration, 2))
-    return result, duration, {
-        "kind": "tool",
-        "agent": call["agent"],
-        "invocation": call["invocation"],
-        "tool": call["name"],
-        "success": result.success,
-        "duration_ms": round(duration, 2),
-    }
+    return result, duration
 
 
 async def tool_execution(state: AgentState, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -205,11 +206,8 @@ async def tool_execution(state: AgentState, runtime: Runtime[RunContext]) -> dic
 
     outcomes = await asyncio.gather(*(_run_one(context, runtime, c, d) for c, d in runnable))
     results = dict(immediate)
-    metrics: list[dict[str, Any]] = []
-    for (call, _), (result, _, metric) in zip(runnable, outcomes, strict=True):
+    for (call, _), (result, _) in zip(runnable, outcomes, strict=True):
         results[call["id"]] = result
-        if metric is not None:
-            metrics.append(metric)
 
     memories: dict[str, list[dict[str, Any]]] = {}
     limit_default = svc.settings.tools.max_result_chars
@@ -227,8 +225,6 @@ async def tool_execution(state: AgentState, runtime: Runtime[RunContext]) -> dic
         )
 
     update: dict[str, Any] = {"pending_tool_calls": None, "agent_memories": memories}
-    if metrics:
-        update["execution_metrics"] = metrics
     touched = {c["invocation"] for c in calls if c["invocation"] != LEAD}
     status_updates = {
         inv: {"status": "running"} for inv in touched if invocations.get(inv, {}).get("status") == "tools"

@@ -12,6 +12,7 @@ import json
 import secrets
 import time
 import uuid
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,9 @@ from ...errors import ArtifactConflictError, ConfigError
 from . import schema as t
 
 FINAL_STATUSES = ("completed", "failed", "cancelled")
+# Events carrying tool results are the bulk of the store; above this size their JSON is
+# zlib-compressed (text results typically shrink 2-4x).
+COMPRESS_EVENTS_OVER = 1024
 
 
 def normalize_database_url(url: str) -> str:
@@ -75,6 +79,9 @@ class AppStore:
             @sa_event.listens_for(engine.sync_engine, "connect")
             def _pragmas(dbapi_conn: Any, _record: Any) -> None:
                 cursor = dbapi_conn.cursor()
+                # Before WAL, so a new file gets it: event rows of a few KB pack densely.
+                cursor.execute("PRAGMA page_size=16384")
+                cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
                 cursor.execute("PRAGMA journal_mode=WAL")
                 cursor.execute("PRAGMA busy_timeout=30000")
                 cursor.execute("PRAGMA synchronous=NORMAL")
@@ -350,6 +357,11 @@ class AppStore:
     # --- events ----------------------------------------------------------------------------
 
     async def append_event(self, message_id: str, event: dict[str, Any]) -> None:
+        text = _dumps(event.get("data") or {})
+        packed = None
+        if len(text) > COMPRESS_EVENTS_OVER:
+            packed = zlib.compress(text.encode("utf-8"), 6)
+            text = ""
         async with self.engine.begin() as conn:
             await conn.execute(
                 t.events.insert().values(
@@ -358,7 +370,8 @@ class AppStore:
                     type=event["type"],
                     agent=event.get("agent"),
                     timestamp=event["timestamp"],
-                    data=_dumps(event.get("data") or {}),
+                    data=text,
+                    data_z=packed,
                 )
             )
 
@@ -371,7 +384,11 @@ class AppStore:
         out = []
         for row in rows:
             record = dict(row)
-            record["data"] = _loads(record["data"])
+            packed = record.pop("data_z", None)
+            if packed is not None:
+                record["data"] = json.loads(zlib.decompress(packed).decode("utf-8"))
+            else:
+                record["data"] = _loads(record["data"])
             out.append(record)
         return out
 

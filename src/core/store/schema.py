@@ -82,7 +82,8 @@ events = sa.Table(
     sa.Column("type", sa.String(32), nullable=False),
     sa.Column("agent", sa.String(100), nullable=True),
     sa.Column("timestamp", sa.Float, nullable=False),
-    sa.Column("data", sa.Text, nullable=False),
+    sa.Column("data", sa.Text, nullable=False),  # JSON, or "" when data_z holds it
+    sa.Column("data_z", sa.LargeBinary, nullable=True),  # zlib-compressed JSON of large events
 )
 
 artifacts = sa.Table(

@@ -1,0 +1,223 @@
+"""Storage and orchestration overhead, against a deliberately naive design in the same run.
+
+With a zero-latency in-process model and a tool returning 4 KB, for N tool rounds:
+- checkpoint-store bytes (after a WAL checkpoint), bytes per payload byte, ms per graph step,
+  for artifactflow's graph and for a naive graph whose nodes return the whole state;
+- app-store bytes per payload byte (the event log is the durable record);
+- total data-folder bytes after M completed messages (growth must be linear).
+
+Run: `python benchmarks/storage_and_overhead.py [--rounds 10,50,100,200] [--messages 100]`
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import string
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, TypedDict
+
+import aiosqlite
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.graph import END, START, StateGraph
+
+os.environ.setdefault("OPENAI_API_KEY", "benchmark-no-network")
+
+from artifactflow import ExecutionController, load_settings, tool  # noqa: E402
+from artifactflow.agents.llm import LLMClient, LLMResponse  # noqa: E402
+
+PAYLOAD_BYTES = 4096
+WORDS = ["".join(random.Random(i).choices(string.ascii_lowercase, k=random.Random(i).randint(2, 9))) for i in range(2000)]
+
+
+def payload(seed: int) -> str:
+    """4 KB of word-like text (compressible like real pages, but not trivially)."""
+    rng = random.Random(seed)
+    out: list[str] = []
+    size = 0
+    while size < PAYLOAD_BYTES:
+        word = rng.choice(WORDS)
+        out.append(word)
+        size += len(word) + 1
+    return " ".join(out)[:PAYLOAD_BYTES]
+
+
+@tool
+def fetch_page(n: int) -> str:
+    """Return a 4 KB page."""
+    return payload(n)
+
+
+class InstantModel(LLMClient):
+    """Answers at once: `rounds` tool calls, then a final text."""
+
+    def __init__(self, rounds: int) -> None:
+        super().__init__(load_settings().llm)
+        self.rounds = rounds
+        self.calls = 0
+
+    async def complete(self, model: Any, messages: list[dict[str, Any]], tools: Any = None,
+                       on_delta: Any = None, agent: str | None = None) -> LLMResponse:
+        self.calls += 1
+        n = sum(1 for m in messages if m.get("role") == "tool")
+        if n < self.rounds:
+            call = {"id": f"call_{n}", "name": "fetch_page", "arguments": f'{{"n": {n}}}'}
+            return LLMResponse("", [call], "instant", 10, 5)
+        return LLMResponse("done", [], "instant", 10, 1)
+
+
+def write_config(root: Path) -> Path:
+    agents = root / "config" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "lead_agent.md").write_text(
+        "---\nname: lead_agent\nrole: lead\ntools: [fetch_page]\nmax_tool_rounds: 1000\n---\nBenchmark lead.\n"
+    )
+    (root / "config" / "artifactflow.yaml").write_text("run:\n  recursion_limit: 5000\n")
+    return root / "config"
+
+
+def size_of(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+
+
+async def ours(rounds: int, root: Path) -> dict[str, float]:
+    config = write_config(root)
+    settings = load_settings(config, root / "data")
+    settings.checkpoints.keep_completed = True  # measure what a run leaves before cleanup
+    controller = await ExecutionController.open(settings, extra_tools=[fetch_page])
+    controller.services.llm = InstantModel(rounds)
+    data = root / "data"
+    empty_app = size_of(data / "artifactflow.db")  # schema only: fixed, not per payload
+    try:
+        started = time.perf_counter()
+        result = await controller.execute("benchmark")
+        elapsed = time.perf_counter() - started
+        assert result.status == "completed", result.error
+        await controller.checkpoints.wal_checkpoint()
+        async with controller.store.engine.connect() as conn:
+            await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        await controller.aclose()
+    steps = 2 * rounds + 1
+    return {
+        "checkpoint_bytes": size_of(data / "checkpoints.db"),
+        "app_bytes": size_of(data / "artifactflow.db") - empty_app,
+        "ms_per_step": elapsed * 1000 / steps,
+    }
+
+
+class NaiveState(TypedDict):
+    messages: list[dict[str, Any]]
+    rounds: int
+    target: int
+
+
+async def naive(rounds: int, root: Path) -> dict[str, float]:
+    """Nodes return the whole state; message history is a plain channel."""
+
+    async def agent(state: NaiveState) -> NaiveState:
+        messages = list(state["messages"])
+        if state["rounds"] < state["target"]:
+            messages.append({"role": "assistant", "tool_calls": [{"id": str(state["rounds"])}]})
+        else:
+            messages.append({"role": "assistant", "content": "done"})
+        return {**state, "messages": messages}
+
+    async def tools(state: NaiveState) -> NaiveState:
+        messages = [*state["messages"], {"role": "tool", "content": payload(state["rounds"])}]
+        return {**state, "messages": messages, "rounds": state["rounds"] + 1}
+
+    def route(state: NaiveState) -> str:
+        return "tools" if state["messages"][-1].get("tool_calls") else END
+
+    builder = StateGraph(NaiveState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", tools)
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", route, ["tools", END])
+    builder.add_edge("tools", "agent")
+    path = root / "naive.db"
+    async with aiosqlite.connect(path) as conn:
+        await conn.execute("PRAGMA journal_mode=WAL")
+        saver = AsyncSqliteSaver(conn)
+        graph = builder.compile(checkpointer=saver)
+        started = time.perf_counter()
+        await graph.ainvoke(
+            {"messages": [{"role": "user", "content": "go"}], "rounds": 0, "target": rounds},
+            {"configurable": {"thread_id": "t"}, "recursion_limit": 10_000},
+            durability="sync",
+        )
+        elapsed = time.perf_counter() - started
+        await conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return {"checkpoint_bytes": size_of(path), "ms_per_step": elapsed * 1000 / (2 * rounds + 1)}
+
+
+async def growth(messages: int, rounds: int, root: Path) -> list[tuple[int, int]]:
+    config = write_config(root)
+    controller = await ExecutionController.open(load_settings(config, root / "data"), extra_tools=[fetch_page])
+    points: list[tuple[int, int]] = []
+    try:
+        for i in range(1, messages + 1):
+            controller.services.llm = InstantModel(rounds)
+            result = await controller.execute(f"message {i}")
+            assert result.status == "completed"
+            if i % max(1, messages // 4) == 0:
+                await controller.checkpoints.wal_checkpoint()
+                async with controller.store.engine.connect() as conn:
+                    await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+                total = sum(p.stat().st_size for p in (root / "data").iterdir())
+                points.append((i, total))
+    finally:
+        await controller.aclose()
+    return points
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", default="10,50,100,200")
+    parser.add_argument("--messages", type=int, default=100)
+    parser.add_argument("--rounds-per-message", type=int, default=5)
+    args = parser.parse_args()
+    counts = [int(x) for x in args.rounds.split(",")]
+    print(f"payload per tool result: {PAYLOAD_BYTES} bytes; zero-latency in-process model\n")
+    header = (
+        f"{'rounds':>6} | {'ckpt bytes':>11} {'x payload':>9} {'ms/step':>8} | "
+        f"{'app growth':>10} {'x payload':>9} | {'naive bytes':>12} {'x payload':>9} {'ms/step':>8} | "
+        f"{'bytes ratio':>11} {'time ratio':>10}"
+    )
+    print(header)
+    print("-" * len(header))
+    for n in counts:
+        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+            mine = await ours(n, Path(a))
+            base = await naive(n, Path(b))
+        load = n * PAYLOAD_BYTES
+        print(
+            f"{n:>6} | {mine['checkpoint_bytes']:>11,} {mine['checkpoint_bytes'] / load:>9.2f} "
+            f"{mine['ms_per_step']:>8.2f} | {mine['app_bytes']:>10,} {mine['app_bytes'] / load:>9.2f} | "
+            f"{base['checkpoint_bytes']:>12,} {base['checkpoint_bytes'] / load:>9.2f} "
+            f"{base['ms_per_step']:>8.2f} | {base['checkpoint_bytes'] / mine['checkpoint_bytes']:>10.1f}x "
+            f"{base['ms_per_step'] / mine['ms_per_step']:>9.2f}x"
+        )
+        sys.stdout.flush()
+    print(
+        f"\ndata folder after completed messages ({args.rounds_per_message} rounds of 4 KB each; "
+        "checkpoints deleted on completion):"
+    )
+    with tempfile.TemporaryDirectory() as c:
+        points = await growth(args.messages, args.rounds_per_message, Path(c))
+    per_message_payload = args.rounds_per_message * PAYLOAD_BYTES
+    for count, total in points:
+        print(
+            f"  {count:>4} messages: {total:>11,} bytes  ({total / count:>9,.0f} per message, "
+            f"{total / (count * per_message_payload):.2f}x payload)"
+        )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
