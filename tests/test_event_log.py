@@ -12,7 +12,7 @@ from pathlib import Path
 
 from conftest import make_config
 from pg import fresh_database
-from scripted_llm import Call, Delay, Text, ToolCalls
+from scripted_llm import Call, Text, ToolCalls
 
 from artifactflow import ExecutionController, load_settings, tool
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+import sqlalchemy as sa
 from pg import fresh_database
 
 from artifactflow.core.conversations import ConversationManager
@@ -104,7 +105,7 @@ async def test_events_append_replay_after(store: AppStore):
     after = await store.events(msg["id"], after_event_id=3)
     assert [e["data"]["n"] for e in after] == [4, 5]
     assert await store.last_event_id(msg["id"]) == 5
-    with pytest.raises(Exception):
+    with pytest.raises(sa.exc.IntegrityError):
         await store.append_event(msg["id"], {"event_id": 5, "type": "x", "timestamp": 0.0, "data": {}})
 
 

@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+
 from artifactflow.tools.web import (
     BlockedAddressError,
     DNSResolutionError,

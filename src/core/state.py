@@ -25,7 +25,7 @@ CALL_SUBAGENT = "call_subagent"
 _SNAPSHOT_EVERY = 100_000
 
 
-class ExecutionPhase(str, enum.Enum):
+class ExecutionPhase(enum.StrEnum):
     LEAD_EXECUTING = "lead_executing"
     SUBAGENT_EXECUTING = "subagent_executing"
     TOOL_EXECUTING = "tool_executing"

@@ -8,20 +8,21 @@ from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from pydantic import BaseModel
 
 
-class Permission(str, enum.Enum):
+class Permission(enum.StrEnum):
     """Whether a tool runs at once (AUTO) or only after a person approves it (CONFIRM)."""
 
     AUTO = "auto"
     CONFIRM = "confirm"
 
     @classmethod
-    def parse(cls, value: "str | Permission") -> "Permission":
+    def parse(cls, value: str | Permission) -> Permission:
         if isinstance(value, Permission):
             return value
         try:
@@ -50,7 +51,7 @@ class ToolResult:
         }
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> "ToolResult":
+    def from_dict(cls, raw: dict[str, Any]) -> ToolResult:
         return cls(
             success=bool(raw.get("success")),
             data=raw.get("data"),
@@ -59,7 +60,7 @@ class ToolResult:
         )
 
     @classmethod
-    def fail(cls, error: str, **metadata: Any) -> "ToolResult":
+    def fail(cls, error: str, **metadata: Any) -> ToolResult:
         return cls(success=False, error=error, metadata=metadata)
 
     def model_text(self) -> str:
