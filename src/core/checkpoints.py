@@ -15,13 +15,12 @@ from typing import Any
 
 import aiosqlite
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 
-class CompressingSerializer(SerializerProtocol):
-    """LangGraph's serializer, with zlib on blobs worth compressing.
+class CompressingSerializer(JsonPlusSerializer):
+    """LangGraph's serializer (strict msgpack allow-list kept), with zlib on large blobs.
 
     Every checkpoint row repeats the channel-version maps (~2 KB for this graph), and tool
     results are text; both compress well. The type tag records the compression, so rows
@@ -31,11 +30,8 @@ class CompressingSerializer(SerializerProtocol):
     PREFIX = "z:"
     THRESHOLD = 512
 
-    def __init__(self, inner: SerializerProtocol | None = None) -> None:
-        self.inner = inner or JsonPlusSerializer()
-
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
-        type_, data = self.inner.dumps_typed(obj)
+        type_, data = super().dumps_typed(obj)
         if len(data) >= self.THRESHOLD:
             packed = zlib.compress(data, 6)
             if len(packed) < len(data):
@@ -45,8 +41,8 @@ class CompressingSerializer(SerializerProtocol):
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         type_, payload = data
         if type_.startswith(self.PREFIX):
-            return self.inner.loads_typed((type_[len(self.PREFIX) :], zlib.decompress(payload)))
-        return self.inner.loads_typed(data)
+            return super().loads_typed((type_[len(self.PREFIX) :], zlib.decompress(payload)))
+        return super().loads_typed(data)
 
 
 class CheckpointStore:
