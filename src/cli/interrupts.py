@@ -42,8 +42,8 @@ class InterruptGuard:
                 with contextlib.suppress(Exception):
                     stream.flush()
             os._exit(CANCELLED)
-        self.err.print("[yellow]cancelling… (press Ctrl-C again to quit at once)[/yellow]")
         self.on_first()
+        self.err.print("[yellow]cancelling… (press Ctrl-C again to quit at once)[/yellow]")
 
     def _add(self) -> None:
         loop = asyncio.get_running_loop()

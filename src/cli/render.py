@@ -120,6 +120,9 @@ def summary(event: Event) -> str:
 class Renderer(Protocol):
     def event(self, event: Event) -> None: ...
 
+    def break_line(self) -> None:
+        """End a half-printed streamed line (before an out-of-band notice)."""
+
 
 class JsonRenderer:
     """One JSON object per line on stdout, every event including `llm_chunk`; the one-line
@@ -128,6 +131,9 @@ class JsonRenderer:
     def __init__(self, err: Console, out: TextIO | None = None) -> None:
         self.err = err
         self.out = out
+
+    def break_line(self) -> None:
+        pass
 
     def event(self, event: Event) -> None:
         out = self.out or sys.stdout
@@ -163,6 +169,9 @@ class LiveRenderer:
             self.out.print()
         self._lane = None
         self._at_line_start = True
+
+    def break_line(self) -> None:
+        self._close_stream()
 
     def _line(self, event: Event, text: str, style: str = "") -> None:
         self._close_stream()
@@ -200,7 +209,8 @@ class LiveRenderer:
         if event.data.get("invocation") in (None, LEAD):
             self._lead_text = []
         round_ = event.data.get("round", 1)
-        self._line(event, f"● {event.agent}" + (f" · round {round_}" if round_ != 1 else ""), "bold blue")
+        label = event.agent if event.data.get("invocation") in (None, LEAD) else "working"
+        self._line(event, f"● {label}" + (f" · round {round_}" if round_ != 1 else ""), "bold blue")
 
     def _on_llm_chunk(self, event: Event) -> None:
         self._stream(event)

@@ -95,6 +95,7 @@ class Session:
                         await self._cancelling
 
     def _interrupt(self) -> None:
+        self.renderer.break_line()
         if self.message_id is not None:
             if self._cancelling is None:
                 self._cancelling = asyncio.ensure_future(self.controller.cancel(self.message_id))
