@@ -40,7 +40,7 @@ from .events import Event
 from .graph import build_graph
 from .metrics import records_from_events, summarize
 from .permissions import normalize_decisions
-from .runs import RunHandle
+from .runs import EventSink, RunHandle
 from .state import create_initial_state
 
 POLL_SECONDS = 0.25
@@ -237,6 +237,7 @@ class ExecutionController:
                 yield event
             return
         # Another process may own the run: poll the log until the message stops running.
+        grace = 0
         while True:
             current = await self._message(message_id)
             rows = await self.store.events(message_id, last)
@@ -249,9 +250,11 @@ class ExecutionController:
                 ):
                     return
             if current["status"] != "running" or self._lease_expired(current):
-                if not rows:
+                # The owner updates the status just before storing the final event: allow
+                # the event a moment to land, then stop.
+                grace += 1
+                if grace > 8:
                     return
-                continue
             await asyncio.sleep(POLL_SECONDS)
 
     async def cancel(self, message_id: str) -> bool:
@@ -448,14 +451,15 @@ class ExecutionController:
         lease_task = asyncio.create_task(self._keep_lease(message["id"], run_token))
         interrupts: list[Any] = []
 
+        sink = EventSink(self.store, handle)
+
         async def emit(type_: str, agent: str | None, data: dict[str, Any]) -> Event:
-            if type_ == "llm_chunk":
-                event = self._event(message, type_, counter[0], agent, data)
-            else:
+            if type_ != "llm_chunk":
                 counter[0] += 1
-                event = self._event(message, type_, counter[0], agent, data)
-                await self.store.append_event(message["id"], event.model_dump(mode="json"))
-            await handle.publish(event)
+            event = self._event(message, type_, counter[0], agent, data)
+            sink.put(event)
+            if event.is_final:
+                await sink.flush()
             return event
 
         try:
@@ -501,6 +505,10 @@ class ExecutionController:
             lease_task.cancel()
             with contextlib.suppress(BaseException):
                 await lease_task
+            try:
+                await sink.close()
+            except Exception:
+                log.exception("run %s: could not store its last events", message["id"])
             await handle.finish()
             if self._runs.get(message["id"]) is handle:
                 del self._runs[message["id"]]

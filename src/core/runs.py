@@ -8,10 +8,12 @@ then follows the live run can switch over by `event_id` without loss or duplicat
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
-from .events import Event
+from .events import EPHEMERAL_TYPES, Event
 
 
 @dataclass
@@ -55,3 +57,55 @@ class RunHandle:
                 yield event
             if finished and index >= len(self.events):
                 return
+
+
+class EventSink:
+    """Persists a run's events in order, then publishes them — with group commit.
+
+    Events that arrive while a write is in flight are committed together in the next
+    transaction, so a burst (agent_complete, tool_start, …) costs one commit instead of one per
+    event, while a lone event is still written at once. Nothing is published before it is
+    stored; chunks (never stored) keep their place in the order.
+    """
+
+    def __init__(self, store: Any, handle: RunHandle) -> None:
+        self._store = store
+        self._handle = handle
+        self._queue: asyncio.Queue[Event] = asyncio.Queue()
+        self._task = asyncio.create_task(self._drain(), name=f"artifactflow-events-{handle.message_id}")
+
+    def put(self, event: Event) -> None:
+        if self._task.done():
+            self._task.result()  # re-raise a storage failure in the run
+        self._queue.put_nowait(event)
+
+    async def flush(self) -> None:
+        """Wait until everything put so far is stored and published."""
+        join = asyncio.ensure_future(self._queue.join())
+        done, _ = await asyncio.wait({join, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        if self._task in done:
+            join.cancel()
+            self._task.result()
+
+    async def close(self) -> None:
+        try:
+            await self.flush()
+        finally:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _drain(self) -> None:
+        while True:
+            batch = [await self._queue.get()]
+            while not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            try:
+                stored = [e.model_dump(mode="json") for e in batch if e.type not in EPHEMERAL_TYPES]
+                if stored:
+                    await self._store.append_events(self._handle.message_id, stored)
+                for event in batch:
+                    await self._handle.publish(event)
+            finally:
+                for _ in batch:
+                    self._queue.task_done()

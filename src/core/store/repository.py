@@ -356,24 +356,31 @@ class AppStore:
 
     # --- events ----------------------------------------------------------------------------
 
-    async def append_event(self, message_id: str, event: dict[str, Any]) -> None:
+    @staticmethod
+    def _event_row(message_id: str, event: dict[str, Any]) -> dict[str, Any]:
         text = _dumps(event.get("data") or {})
         packed = None
         if len(text) > COMPRESS_EVENTS_OVER:
             packed = zlib.compress(text.encode("utf-8"), 6)
             text = ""
+        return {
+            "message_id": message_id,
+            "event_id": event["event_id"],
+            "type": event["type"],
+            "agent": event.get("agent"),
+            "timestamp": event["timestamp"],
+            "data": text,
+            "data_z": packed,
+        }
+
+    async def append_event(self, message_id: str, event: dict[str, Any]) -> None:
+        await self.append_events(message_id, [event])
+
+    async def append_events(self, message_id: str, events: list[dict[str, Any]]) -> None:
+        """Append several events in one transaction (all or none)."""
+        rows = [self._event_row(message_id, e) for e in events]
         async with self.engine.begin() as conn:
-            await conn.execute(
-                t.events.insert().values(
-                    message_id=message_id,
-                    event_id=event["event_id"],
-                    type=event["type"],
-                    agent=event.get("agent"),
-                    timestamp=event["timestamp"],
-                    data=text,
-                    data_z=packed,
-                )
-            )
+            await conn.execute(t.events.insert(), rows)
 
     async def events(self, message_id: str, after_event_id: int | None = None) -> list[dict[str, Any]]:
         query = sa.select(t.events).where(t.events.c.message_id == message_id)
