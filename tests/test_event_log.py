@@ -170,6 +170,28 @@ async def test_cancel_during_tool(make_controller, llm):
     assert (await controller.store.get_message(ids["message_id"]))["status"] == "cancelled"
 
 
+async def test_cancel_lets_a_non_cancellable_tool_finish(tmp_path: Path, make_controller, llm):
+    marker = tmp_path / "finished.txt"
+
+    @tool(cancellable=False)
+    async def commit_work(seconds: float) -> str:
+        """Must not be torn in half."""
+        await asyncio.sleep(seconds)
+        marker.write_text("done")
+        return "committed"
+
+    controller = await make_controller(lead_tools=["commit_work"], extra_tools=[commit_work])
+    llm.script(ToolCalls([Call("commit_work", {"seconds": 0.5})]))
+    ids = await controller.start("commit")
+    async for event in controller.follow(ids["message_id"]):
+        if event.type == "tool_start":
+            await controller.cancel(ids["message_id"])
+        if event.type == "cancelled":
+            break
+    assert marker.read_text() == "done"  # finished before the run stopped
+    assert (await controller.store.get_message(ids["message_id"]))["status"] == "cancelled"
+
+
 KILLER = textwrap.dedent(
     """
     import asyncio, os, sys

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -30,7 +31,7 @@ from fastapi.staticfiles import StaticFiles
 from .. import __version__
 from ..core.controller import ExecutionController
 from ..settings import Settings, load_settings
-from .auth import auth_enabled
+from .auth import RedactTokens, auth_enabled
 from .deps import API_PREFIX
 from .errors import CatchAllMiddleware, install_error_handlers
 from .limits import BodyLimitMiddleware, RunLimiter
@@ -127,12 +128,18 @@ class Server(uvicorn.Server):
 
 
 def server_for(app: FastAPI, host: str = "127.0.0.1", port: int = 8000, **config: Any) -> Server:
+    """A uvicorn server for `app` (run it with `.run()` or `await .serve()`)."""
     config.setdefault("timeout_graceful_shutdown", SHUTDOWN_GRACE_SECONDS)
     config.setdefault("log_level", "info")
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, RedactTokens) for f in access.filters):
+        access.addFilter(RedactTokens())
     return Server(uvicorn.Config(app, host=host, port=port, **config), app)
 
 
-def serve(settings: Settings | None = None, host: str = "127.0.0.1", port: int = 8000, **config: Any) -> None:
+def serve(
+    settings: Settings | None = None, host: str = "127.0.0.1", port: int = 8000, **config: Any
+) -> None:
     """Run the server until SIGINT/SIGTERM (blocking). Extra keywords go to `uvicorn.Config`."""
     app = create_app(settings or load_settings(), host=host)
     server_for(app, host, port, **config).run()

@@ -13,6 +13,8 @@ server binds to a loopback address. With auth off the user is `None` and sees ev
 from __future__ import annotations
 
 import ipaddress
+import logging
+import re
 from typing import Any
 
 from fastapi import Depends, Query, Request
@@ -74,10 +76,26 @@ async def stream_user(
     return await _user_for(request, token)
 
 
+class RedactTokens(logging.Filter):
+    """Keep `?access_token=` values out of the access log (uvicorn logs the query string)."""
+
+    PATTERN = re.compile(r"(access_token=)[^&\s]*")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                self.PATTERN.sub(r"\1[redacted]", a) if isinstance(a, str) else a
+                for a in record.args
+            )
+        return True
+
+
 # --- ownership ---------------------------------------------------------------------------------
 
 
-async def owned_conversation(controller: Any, conversation_id: str, user_id: str | None) -> dict[str, Any]:
+async def owned_conversation(
+    controller: Any, conversation_id: str, user_id: str | None
+) -> dict[str, Any]:
     return await controller.conversations.get(conversation_id, user_id=user_id)
 
 

@@ -11,6 +11,7 @@ from .errors import ApiError
 from .models import ErrorBody
 
 API_PREFIX = "/api/v1"
+MAX_INT = 2**31 - 1  # bound for ids, versions and offsets (SQLite integers are 64-bit)
 
 
 def get_controller(request: Request) -> ExecutionController:
@@ -44,5 +45,7 @@ def error_docs(*statuses: int, streaming: bool = False) -> dict[int | str, dict[
     codes = (401, 422, *statuses)
     if streaming:
         ref = {"schema": {"$ref": "#/components/schemas/ErrorBody"}}
-        return {s: {"description": _ERROR_TEXT[s], "content": {"application/json": ref}} for s in codes}
+        return {
+            s: {"description": _ERROR_TEXT[s], "content": {"application/json": ref}} for s in codes
+        }
     return {s: {"model": ErrorBody, "description": _ERROR_TEXT[s]} for s in codes}

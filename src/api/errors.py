@@ -112,7 +112,6 @@ async def _http_error(_: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.status_code, code, message, getattr(exc, "headers", None))
 
 
-
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(ArtifactFlowError, _library_error)
@@ -145,7 +144,9 @@ class CatchAllMiddleware:
         try:
             await self.app(scope, receive, tracking_send)
         except Exception as exc:
-            log.error("unhandled error in %s %s", scope.get("method"), scope.get("path"), exc_info=exc)
+            log.error(
+                "unhandled error in %s %s", scope.get("method"), scope.get("path"), exc_info=exc
+            )
             if not started:
                 response = error_response(
                     500, "internal_error", "internal server error; see the server log"

@@ -71,7 +71,9 @@ class ResumeRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    decisions: str | dict[str, Any] = Field(description="One decision for all calls, or one per call id")
+    decisions: str | dict[str, Any] = Field(
+        description="One decision for all calls, or one per call id"
+    )
 
 
 class ResumeAccepted(BaseModel):

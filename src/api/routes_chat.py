@@ -10,7 +10,7 @@ from ..core.controller import ExecutionController
 from ..core.conversations import ACTIVE_BRANCH
 from ..errors import NotFoundError
 from .auth import current_user, owned_conversation, owned_message, stream_user
-from .deps import api_url, error_docs, get_controller
+from .deps import MAX_INT, api_url, error_docs, get_controller
 from .models import (
     CancelResult,
     ChatAccepted,
@@ -41,7 +41,9 @@ async def chat(
     user: str | None = User,
     controller: ExecutionController = Controller,
 ) -> ChatAccepted:
-    parent: Any = body.parent_message_id if "parent_message_id" in body.model_fields_set else ACTIVE_BRANCH
+    parent: Any = (
+        body.parent_message_id if "parent_message_id" in body.model_fields_set else ACTIVE_BRANCH
+    )
     conversation_id = body.conversation_id
     if isinstance(parent, str):
         parent_message = await owned_message(controller, parent, user)
@@ -70,16 +72,25 @@ async def stream(
     message_id: str,
     request: Request,
     # `int = None` (not `int | None`): the schema then says integer, not integer-or-null.
-    after: int = Query(None, ge=0, description="Replay events after this event_id"),  # type: ignore[assignment]
+    after: int = Query(  # type: ignore[assignment]
+        None, ge=0, le=MAX_INT, description="Replay events after this event_id"
+    ),
     last_event_id: int = Header(  # type: ignore[assignment]
-        None, alias="Last-Event-ID", ge=0, description="Set by EventSource on reconnect; wins over `after`"
+        None,
+        alias="Last-Event-ID",
+        ge=0,
+        le=MAX_INT,
+        description="Set by EventSource on reconnect; wins over `after`",
     ),
     user: str | None = Depends(stream_user),
     controller: ExecutionController = Controller,
 ) -> Response:
     message = await owned_message(controller, message_id, user)
     cursor = last_event_id if last_event_id is not None else (after or 0)
-    if message["status"] != "running" and await controller.store.last_event_id(message_id) <= cursor:
+    if (
+        message["status"] != "running"
+        and await controller.store.last_event_id(message_id) <= cursor
+    ):
         return Response(status_code=204)  # tells EventSource to stop reconnecting
     state = request.app.state
     body = event_stream(
@@ -150,7 +161,7 @@ async def get_message(
 )
 async def get_events(
     message_id: str,
-    after: int | None = Query(None, ge=0),
+    after: int | None = Query(None, ge=0, le=MAX_INT),
     user: str | None = User,
     controller: ExecutionController = Controller,
 ) -> EventList:

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Response
 from ..core.artifacts import ArtifactService
 from ..core.controller import ExecutionController
 from .auth import current_user, owned_conversation
-from .deps import error_docs, get_controller
+from .deps import MAX_INT, error_docs, get_controller
 from .models import (
     ArtifactDetail,
     ArtifactDiff,
@@ -31,15 +31,22 @@ Controller = Depends(get_controller)
 # --- conversations -----------------------------------------------------------------------------
 
 
-@router.get("/conversations", response_model=ConversationPage, responses=error_docs(), tags=["conversations"])
+@router.get(
+    "/conversations",
+    response_model=ConversationPage,
+    responses=error_docs(),
+    tags=["conversations"],
+)
 async def list_conversations(
     limit: int = Query(20, ge=1, le=100),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=MAX_INT),
     user: str | None = User,
     controller: ExecutionController = Controller,
 ) -> ConversationPage:
     """Your conversations, most recently active first."""
-    rows = await controller.conversations.list_conversations(user_id=user, limit=limit, offset=offset)
+    rows = await controller.conversations.list_conversations(
+        user_id=user, limit=limit, offset=offset
+    )
     total = await controller.store.count_conversations(user_id=user)
     items = [ConversationInfo(**{k: r[k] for k in ConversationInfo.model_fields}) for r in rows]
     return ConversationPage(items=items, total=total, limit=limit, offset=offset)
@@ -92,21 +99,28 @@ async def list_artifacts(
 ) -> ArtifactList:
     await owned_conversation(controller, conversation_id, user)
     rows = await ArtifactService(controller.store).list(conversation_id)
-    return ArtifactList(conversation_id=conversation_id, artifacts=[ArtifactSummary(**r) for r in rows])
+    return ArtifactList(
+        conversation_id=conversation_id, artifacts=[ArtifactSummary(**r) for r in rows]
+    )
 
 
 @router.get(
-    ARTIFACTS + "/{artifact_id}", response_model=ArtifactDetail, responses=error_docs(404), tags=["artifacts"]
+    ARTIFACTS + "/{artifact_id}",
+    response_model=ArtifactDetail,
+    responses=error_docs(404),
+    tags=["artifacts"],
 )
 async def get_artifact(
     conversation_id: str,
     artifact_id: str,
-    version: int | None = Query(None, ge=1, description="Default: the current version"),
+    version: int | None = Query(None, ge=1, le=MAX_INT, description="Default: the current version"),
     user: str | None = User,
     controller: ExecutionController = Controller,
 ) -> ArtifactDetail:
     await owned_conversation(controller, conversation_id, user)
-    return ArtifactDetail(**await ArtifactService(controller.store).get(conversation_id, artifact_id, version))
+    return ArtifactDetail(
+        **await ArtifactService(controller.store).get(conversation_id, artifact_id, version)
+    )
 
 
 @router.get(
@@ -116,7 +130,10 @@ async def get_artifact(
     tags=["artifacts"],
 )
 async def artifact_versions(
-    conversation_id: str, artifact_id: str, user: str | None = User, controller: ExecutionController = Controller
+    conversation_id: str,
+    artifact_id: str,
+    user: str | None = User,
+    controller: ExecutionController = Controller,
 ) -> ArtifactVersions:
     await owned_conversation(controller, conversation_id, user)
     rows = await ArtifactService(controller.store).versions(conversation_id, artifact_id)
@@ -124,13 +141,18 @@ async def artifact_versions(
 
 
 @router.get(
-    ARTIFACTS + "/{artifact_id}/diff", response_model=ArtifactDiff, responses=error_docs(404), tags=["artifacts"]
+    ARTIFACTS + "/{artifact_id}/diff",
+    response_model=ArtifactDiff,
+    responses=error_docs(404),
+    tags=["artifacts"],
 )
 async def artifact_diff(
     conversation_id: str,
     artifact_id: str,
-    from_version: int = Query(..., alias="from", ge=1),
-    to_version: int | None = Query(None, alias="to", ge=1, description="Default: the current version"),
+    from_version: int = Query(..., alias="from", ge=1, le=MAX_INT),
+    to_version: int | None = Query(
+        None, alias="to", ge=1, le=MAX_INT, description="Default: the current version"
+    ),
     user: str | None = User,
     controller: ExecutionController = Controller,
 ) -> ArtifactDiff:
@@ -140,25 +162,32 @@ async def artifact_diff(
     if to_version is None:
         to_version = (await service.get(conversation_id, artifact_id))["version"]
     diff = await service.diff(conversation_id, artifact_id, from_version, to_version)
-    return ArtifactDiff(artifact_id=artifact_id, from_version=from_version, to_version=to_version, diff=diff)
+    return ArtifactDiff(
+        artifact_id=artifact_id, from_version=from_version, to_version=to_version, diff=diff
+    )
 
 
 @router.get(
     ARTIFACTS + "/{artifact_id}/export",
     response_class=Response,
-    responses={200: {"content": {"text/markdown": {}}, "description": "A Markdown file"}, **error_docs(404, streaming=True)},
+    responses={
+        200: {"content": {"text/markdown": {}}, "description": "A Markdown file"},
+        **error_docs(404, streaming=True),
+    },
     tags=["artifacts"],
 )
 async def export_artifact(
     conversation_id: str,
     artifact_id: str,
-    version: int | None = Query(None, ge=1),
+    version: int | None = Query(None, ge=1, le=MAX_INT),
     user: str | None = User,
     controller: ExecutionController = Controller,
 ) -> Response:
     """The artifact as a standalone Markdown download."""
     await owned_conversation(controller, conversation_id, user)
-    text = await ArtifactService(controller.store).export_markdown(conversation_id, artifact_id, version)
+    text = await ArtifactService(controller.store).export_markdown(
+        conversation_id, artifact_id, version
+    )
     filename = re.sub(r"[^A-Za-z0-9_.-]", "_", artifact_id) or "artifact"
     return Response(
         text,

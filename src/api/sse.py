@@ -97,7 +97,10 @@ class EventStreamResponse(StreamingResponse):
     media_type = "text/event-stream"
 
     def __init__(
-        self, content: AsyncIterator[bytes], status_code: int = 200, headers: dict[str, str] | None = None
+        self,
+        content: AsyncIterator[bytes],
+        status_code: int = 200,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(content, status_code, headers={**SSE_HEADERS, **(headers or {})})
 

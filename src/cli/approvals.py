@@ -21,10 +21,18 @@ from .render import short
 
 PROMPT = "Decision: [a]pprove, [d]eny, [e]dit arguments, a[l]ways allow this tool: "
 CHOICES = {
-    "a": "approve", "approve": "approve", "y": "approve", "yes": "approve",
-    "d": "deny", "deny": "deny", "n": "deny", "no": "deny",
-    "e": "edit", "edit": "edit",
-    "l": "always", "always": "always",
+    "a": "approve",
+    "approve": "approve",
+    "y": "approve",
+    "yes": "approve",
+    "d": "deny",
+    "deny": "deny",
+    "n": "deny",
+    "no": "deny",
+    "e": "edit",
+    "edit": "edit",
+    "l": "always",
+    "always": "always",
 }
 FLAG_ACTIONS = ("approve", "deny", "always")
 
@@ -47,11 +55,15 @@ def decisions_from_flags(
     `--decision CALL_ID=ACTION` may repeat and is combined into the mapping form; `--reason`
     goes to every denied call (it needs the pending `calls` for `--deny`).
     """
-    given = [f"--{name}" for name, on in (("approve", approve), ("deny", deny), ("always", always)) if on]
+    given = [
+        f"--{name}" for name, on in (("approve", approve), ("deny", deny), ("always", always)) if on
+    ]
     if decision:
         given.append("--decision")
     if len(given) > 1:
-        raise UserError(f"use one of --approve, --deny, --always or --decision (got {', '.join(given)})")
+        raise UserError(
+            f"use one of --approve, --deny, --always or --decision (got {', '.join(given)})"
+        )
     mapping: dict[str, dict[str, Any]] = {}
     for spec in decision:
         call_id, sep, action = (part.strip() for part in spec.partition("="))
@@ -71,7 +83,9 @@ def decisions_from_flags(
     if deny:
         if not reason:
             return {"decisions": "deny"}
-        return {"decisions": {c["tool_call_id"]: {"action": "deny", "reason": reason} for c in calls}}
+        return {
+            "decisions": {c["tool_call_id"]: {"action": "deny", "reason": reason} for c in calls}
+        }
     return {"decisions": mapping} if mapping else None
 
 
@@ -82,17 +96,25 @@ def call_line(call: dict[str, Any]) -> str:
     )
 
 
-def print_paused(console: Console, message_id: str, calls: list[dict[str, Any]], continue_cmd: str) -> None:
+def print_paused(
+    console: Console, message_id: str, calls: list[dict[str, Any]], continue_cmd: str
+) -> None:
     """What a non-interactive caller needs to continue later."""
     console.print(
-        Text(f"⏸ paused: message {message_id} waits for approval of {len(calls)} tool call(s):", style="yellow")
+        Text(
+            f"⏸ paused: message {message_id} waits for approval of {len(calls)} tool call(s):",
+            style="yellow",
+        )
     )
     for call in calls:
         console.print(Text("  " + call_line(call)))
     console.print("Continue with:")
     console.print(Text(f"  {continue_cmd}"))
     console.print(
-        Text("  (or --deny [--reason TEXT], --always, or --decision CALL_ID=approve|deny|always)", style="dim")
+        Text(
+            "  (or --deny [--reason TEXT], --always, or --decision CALL_ID=approve|deny|always)",
+            style="dim",
+        )
     )
 
 
@@ -149,8 +171,12 @@ def _ask_arguments(console: Console, call: dict[str, Any]) -> dict[str, Any]:
         try:
             value = json.loads(raw)
         except json.JSONDecodeError as exc:
-            console.print(Text(f"Not valid JSON ({exc.msg} at column {exc.colno}); try again.", style="red"))
+            console.print(
+                Text(f"Not valid JSON ({exc.msg} at column {exc.colno}); try again.", style="red")
+            )
             continue
         if isinstance(value, dict):
             return value
-        console.print(Text("The arguments must be a JSON object, e.g. {\"text\": \"hi\"}.", style="red"))
+        console.print(
+            Text('The arguments must be a JSON object, e.g. {"text": "hi"}.', style="red")
+        )

@@ -46,7 +46,9 @@ ModelOption = Annotated[
 ]
 DebugOption = Annotated[
     bool,
-    typer.Option("--debug", help="Show tracebacks (also ARTIFACTFLOW_DEBUG=1).", show_default=False),
+    typer.Option(
+        "--debug", help="Show tracebacks (also ARTIFACTFLOW_DEBUG=1).", show_default=False
+    ),
 ]
 
 
@@ -94,10 +96,18 @@ def debug_from_env() -> bool:
 
 
 _EXTRA = [
-    inspect.Parameter("config_dir", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=ConfigDirOption),
-    inspect.Parameter("data_dir", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=DataDirOption),
-    inspect.Parameter("model", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=ModelOption),
-    inspect.Parameter("debug", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=DebugOption),
+    inspect.Parameter(
+        "config_dir", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=ConfigDirOption
+    ),
+    inspect.Parameter(
+        "data_dir", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=DataDirOption
+    ),
+    inspect.Parameter(
+        "model", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=ModelOption
+    ),
+    inspect.Parameter(
+        "debug", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=DebugOption
+    ),
 ]
 _NAMES = [p.name for p in _EXTRA]
 

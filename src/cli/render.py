@@ -97,7 +97,9 @@ def summary(event: Event) -> str:
             return f"{mark} {d.get('tool')} ({seconds(d.get('duration_ms'))}) {_result_text(d)}"
         case "permission_request":
             calls = d.get("calls") or []
-            return "waiting for " + ", ".join(f"{c.get('tool')} ({c.get('tool_call_id')})" for c in calls)
+            return "waiting for " + ", ".join(
+                f"{c.get('tool')} ({c.get('tool_call_id')})" for c in calls
+            )
         case "permission_result":
             return ", ".join(
                 f"{x.get('tool')}: {x.get('action')}" for x in d.get("decisions") or []
@@ -201,9 +203,7 @@ class LiveRenderer:
 
     def _on_metadata(self, event: Event) -> None:
         what = "recovered run" if event.data.get("recovered") else "conversation"
-        self.out.print(
-            f"[dim]{what} {event.conversation_id} · message {event.message_id}[/dim]"
-        )
+        self.out.print(f"[dim]{what} {event.conversation_id} · message {event.message_id}[/dim]")
 
     def _on_agent_start(self, event: Event) -> None:
         if event.data.get("invocation") in (None, LEAD):
@@ -241,7 +241,11 @@ class LiveRenderer:
             action = decision.get("action")
             reason = f": {decision['reason']}" if decision.get("reason") else ""
             style = "red" if action == "deny" else "green"
-            self._line(event, f"  {action} {decision.get('tool')} ({decision.get('tool_call_id')}){reason}", style)
+            self._line(
+                event,
+                f"  {action} {decision.get('tool')} ({decision.get('tool_call_id')}){reason}",
+                style,
+            )
 
     def _on_subagent_start(self, event: Event) -> None:
         self._line(event, f"↳ delegated: {short(event.data.get('instruction'))}", "magenta")
@@ -255,11 +259,17 @@ class LiveRenderer:
 
     def _on_artifact_created(self, event: Event) -> None:
         d = event.data
-        self._line(event, f"◆ artifact {d.get('artifact_id')} created (v{d.get('version', 1)}) · {short(d.get('title'), 60)}", "yellow")
+        self._line(
+            event,
+            f"◆ artifact {d.get('artifact_id')} created (v{d.get('version', 1)}) · {short(d.get('title'), 60)}",
+            "yellow",
+        )
 
     def _on_artifact_updated(self, event: Event) -> None:
         d = event.data
-        self._line(event, f"◆ artifact {d.get('artifact_id')} updated → v{d.get('version')}", "yellow")
+        self._line(
+            event, f"◆ artifact {d.get('artifact_id')} updated → v{d.get('version')}", "yellow"
+        )
 
     def _on_complete(self, event: Event) -> None:
         self._close_stream()
@@ -267,7 +277,9 @@ class LiveRenderer:
         if response.strip() and response.strip() != "".join(self._lead_text).strip():
             self.out.print(Text(response))  # not streamed (e.g. a limit notice): show it
         if event.data.get("outcome") == "max_tool_rounds":
-            self.out.print(f"[yellow]⚠ stopped at max_tool_rounds[/yellow] · {escape(closing_line(event.data))}")
+            self.out.print(
+                f"[yellow]⚠ stopped at max_tool_rounds[/yellow] · {escape(closing_line(event.data))}"
+            )
         else:
             self.out.print(f"[green]✓ done[/green] · {escape(closing_line(event.data))}")
 

@@ -110,7 +110,10 @@ class Session:
             raise NotFoundError(f"message {message_id} not found")
         self.message_id = message_id
         self.notices.print(
-            Text(f"message {message_id} · conversation {message['conversation_id']} · {message['status']}", style="dim")
+            Text(
+                f"message {message_id} · conversation {message['conversation_id']} · {message['status']}",
+                style="dim",
+            )
         )
         calls = (message.get("waiting_for") or {}).get("calls") or []
         data = decide(calls)
@@ -155,7 +158,9 @@ class Session:
         if self.policy.auto_approve:
             self.prompts.print(f"[dim]approving {len(calls)} tool call(s) (--yes)[/dim]")
             return await self._consume(
-                self.controller.stream_execute(message_id=message_id, resume_data={"decisions": "approve"})
+                self.controller.stream_execute(
+                    message_id=message_id, resume_data={"decisions": "approve"}
+                )
             )
         if not self.policy.interactive:
             print_paused(self.notices, message_id, calls, continue_cmd)
@@ -165,7 +170,9 @@ class Session:
                 with self.guard.suspended():
                     data = ask(self.prompts, calls)
             except PromptAborted:
-                self.prompts.print(Text(f"left paused; continue later with: {continue_cmd}", style="yellow"))
+                self.prompts.print(
+                    Text(f"left paused; continue later with: {continue_cmd}", style="yellow")
+                )
                 return exitcodes.CANCELLED
             try:
                 return await self._consume(

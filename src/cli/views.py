@@ -26,7 +26,16 @@ STATUS_STYLES = {
     "waiting": "magenta",
     "running": "cyan",
 }
-MESSAGE_FIELDS = ("id", "conversation_id", "parent_id", "status", "content", "created_at", "updated_at", "waiting_for")
+MESSAGE_FIELDS = (
+    "id",
+    "conversation_id",
+    "parent_id",
+    "status",
+    "content",
+    "created_at",
+    "updated_at",
+    "waiting_for",
+)
 
 
 def print_json(value: Any) -> None:
@@ -56,8 +65,10 @@ def pending(console: Console, messages: list[dict[str, Any]]) -> None:
         calls = (message.get("waiting_for") or {}).get("calls") or []
         console.print(
             Text(message["id"], style="bold cyan")
-            + Text(f"  conversation {message['conversation_id']} · paused {ago(message.get('updated_at'))}"
-                   f" · {len(calls)} call(s) · {short(message.get('content'), 50)!r}")
+            + Text(
+                f"  conversation {message['conversation_id']} · paused {ago(message.get('updated_at'))}"
+                f" · {len(calls)} call(s) · {short(message.get('content'), 50)!r}"
+            )
         )
         for call in calls:
             console.print(Text("    " + call_line(call)))
@@ -78,16 +89,18 @@ def conversations(console: Console, rows: list[dict[str, Any]], total: int, offs
 
 def _node_label(node: dict[str, Any], active_tip: str | None) -> Text:
     status = node.get("status") or "?"
-    label = Text("● " if node.get("active") else "○ ", style="green" if node.get("active") else "dim")
+    label = Text(
+        "● " if node.get("active") else "○ ", style="green" if node.get("active") else "dim"
+    )
     label += Text(node["id"], style="bold" if node.get("active") else "")
     label += Text(f" [{status}]", style=STATUS_STYLES.get(status, ""))
+    if len(node.get("children") or []) > 1:
+        label += Text(f" ({len(node['children'])} branches)", style="yellow")
     if node["id"] == active_tip:
         label += Text(" ◀ active", style="bold green")
-    label += Text(f"\n{short(node.get('content'), 70)!r}")
+    label += Text(f"\n{short(node.get('content'), 60)!r}")
     if node.get("response"):
-        label += Text(f" → {short(node.get('response'), 70)!r}", style="dim")
-    if len(node.get("children") or []) > 1:
-        label += Text(f"  ({len(node['children'])} branches)", style="yellow")
+        label += Text(f" → {short(node.get('response'), 60)!r}", style="dim")
     return label
 
 
@@ -110,7 +123,7 @@ def history(console: Console, tree: dict[str, Any]) -> None:
         add(root, root_id)
     if not nodes:
         root.add(Text("(no messages)", style="dim"))
-    console.print(root)
+    console.print(root, soft_wrap=False)  # wrap long previews inside the tree, never crop
     console.print(Text("● active branch  ○ other branches", style="dim"))
 
 
@@ -145,8 +158,11 @@ def artifacts(console: Console, items: list[dict[str, Any]]) -> None:
     for item in items:
         console.print(
             Text(item["artifact_id"], style="bold cyan")
-            + Text(f"  v{item.get('version')}  {item.get('content_type')}  {item.get('size', '?')} chars  "
-                   f"{ago(item.get('updated_at'))}  ", style="dim")
+            + Text(
+                f"  v{item.get('version')}  {item.get('content_type')}  {item.get('size', '?')} chars  "
+                f"{ago(item.get('updated_at'))}  ",
+                style="dim",
+            )
             + Text(short(item.get("title"), 70))
         )
 
@@ -154,8 +170,11 @@ def artifacts(console: Console, items: list[dict[str, Any]]) -> None:
 def artifact(console: Console, art: dict[str, Any]) -> None:
     console.print(
         Text(f"{art.get('title')}", style="bold")
-        + Text(f"  ({art['artifact_id']} · version {art['version']} of {art['current_version']} · "
-               f"{art.get('content_type')})", style="dim")
+        + Text(
+            f"  ({art['artifact_id']} · version {art['version']} of {art['current_version']} · "
+            f"{art.get('content_type')})",
+            style="dim",
+        )
     )
     console.print(Text(art.get("content") or ""))
 

@@ -92,6 +92,8 @@ class Tool:
     is_async: bool = True
     context_param: str | None = None
     max_result_chars: int | None = None
+    # False: a cancelled run lets this tool finish (its side effect completes) before stopping.
+    cancellable: bool = True
 
     def json_schema(self) -> dict[str, Any]:
         schema = self.args_model.model_json_schema()

@@ -71,6 +71,7 @@ def make_tool(
     permission: Permission | str = Permission.AUTO,
     timeout: float | None = None,
     max_result_chars: int | None = None,
+    cancellable: bool = True,
 ) -> Tool:
     tool_name = name or func.__name__
     summary, _ = _parse_docstring(func.__doc__)
@@ -85,6 +86,7 @@ def make_tool(
         is_async=inspect.iscoroutinefunction(func),
         context_param=context_param,
         max_result_chars=max_result_chars,
+        cancellable=cancellable,
     )
 
 
@@ -100,6 +102,7 @@ def tool(
     permission: Permission | str = Permission.AUTO,
     timeout: float | None = None,
     max_result_chars: int | None = None,
+    cancellable: bool = True,
 ) -> Callable[[ToolFunc], Tool]: ...
 
 
@@ -112,6 +115,7 @@ def tool(
     permission: Permission | str = Permission.AUTO,
     timeout: float | None = None,
     max_result_chars: int | None = None,
+    cancellable: bool = True,
 ) -> Tool | Callable[[ToolFunc], Tool]:
     """Turn a typed function into a `Tool`: `@tool` or `@tool(permission="confirm")`."""
 
@@ -123,6 +127,7 @@ def tool(
             permission=permission,
             timeout=timeout,
             max_result_chars=max_result_chars,
+            cancellable=cancellable,
         )
 
     if func is not None:

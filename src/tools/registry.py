@@ -8,6 +8,7 @@ become a failed `ToolResult` whose text tells the model what to fix.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import json
 import sys
@@ -183,9 +184,13 @@ async def invoke_tool(
     timeout = tool.timeout or default_timeout
     try:
         if tool.is_async:
-            value = await asyncio.wait_for(tool.func(**kwargs), timeout)  # type: ignore[arg-type]
+            work = tool.func(**kwargs)
         else:
-            value = await asyncio.wait_for(asyncio.to_thread(tool.func, **kwargs), timeout)
+            work = asyncio.to_thread(tool.func, **kwargs)
+        if tool.cancellable:
+            value = await asyncio.wait_for(work, timeout)  # type: ignore[arg-type]
+        else:
+            value = await _finish_even_if_cancelled(asyncio.wait_for(work, timeout))  # type: ignore[arg-type]
     except TimeoutError:
         return ToolResult.fail(f"tool '{tool.name}' timed out after {timeout:g} s")
     except asyncio.CancelledError:
@@ -195,6 +200,17 @@ async def invoke_tool(
     if isinstance(value, ToolResult):
         return value
     return ToolResult(success=True, data=_jsonable(value))
+
+
+async def _finish_even_if_cancelled(work: Any) -> Any:
+    """Run `work` to completion even if the caller is cancelled, then re-raise the cancel."""
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await task
+        raise
 
 
 def _jsonable(value: Any) -> Any:

@@ -1,0 +1,84 @@
+"""Maintenance commands: `gc` (checkpoints no run needs), `serve` (the HTTP API, imported
+when needed) and `token create`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import sys
+from typing import Annotated
+
+import typer
+
+from ..core.controller import ExecutionController
+from . import views
+from .app import JsonOption, app, execute, token_app
+from .options import GLOBALS, with_globals
+from .render import console
+
+
+@app.command()
+@with_globals
+def gc(
+    retention_hours: Annotated[
+        float | None,
+        typer.Option(
+            "--retention-hours",
+            min=0,
+            help="Abandon pauses idle longer than this.",
+            show_default=False,
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only show what would be removed.")
+    ] = False,
+    json_: JsonOption = False,
+) -> None:
+    """Delete checkpoints no run needs any more (finished and abandoned messages)."""
+
+    async def work(controller: ExecutionController) -> None:
+        result = await controller.gc(retention_hours, dry_run=dry_run)
+        if json_:
+            views.print_json(result)
+        else:
+            views.gc_report(console(), result)
+
+    execute(work)
+
+
+# --- server and tokens ---------------------------------------------------------------------
+
+
+@app.command()
+@with_globals
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Port to listen on.")
+    ] = 8000,
+) -> None:
+    """Serve the HTTP/SSE API."""
+    from ..api.app import serve as serve_app
+
+    result = serve_app(GLOBALS.settings(), host=host, port=port)
+    if inspect.isawaitable(result):
+        asyncio.run(result)  # type: ignore[arg-type]
+
+
+@token_app.command("create")
+@with_globals
+def token_create(
+    name: Annotated[str, typer.Argument(help="User name.", show_default=False)],
+) -> None:
+    """Create an API token for NAME; the token alone is printed on the last line."""
+
+    async def work(controller: ExecutionController) -> None:
+        user_id, token = await controller.store.create_token(name)
+        console(stderr=True).print(
+            f"Created a token for user {name!r} ({user_id}). Only its hash is stored: copy it now."
+        )
+        sys.stdout.write(token + "\n")
+        sys.stdout.flush()
+
+    execute(work)

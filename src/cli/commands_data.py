@@ -1,0 +1,170 @@
+"""Commands that read stored data: paused messages, conversations and their trees, event
+logs, and artifacts (through `ArtifactService`, imported when needed).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..core.controller import ExecutionController
+from . import views
+from .app import JsonOption, app, execute
+from .options import with_globals
+from .render import console
+
+
+@app.command()
+@with_globals
+def pending(json_: JsonOption = False) -> None:
+    """List paused messages and the tool calls they wait for."""
+
+    async def work(controller: ExecutionController) -> None:
+        messages = await controller.pending()
+        if json_:
+            views.print_json([views.public_message(m) for m in messages])
+        else:
+            views.pending(console(), messages)
+
+    execute(work)
+
+
+@app.command()
+@with_globals
+def conversations(
+    limit: Annotated[int, typer.Option("--limit", min=1, help="How many to show.")] = 20,
+    offset: Annotated[int, typer.Option("--offset", min=0, help="How many to skip.")] = 0,
+    json_: JsonOption = False,
+) -> None:
+    """List conversations, newest first."""
+
+    async def work(controller: ExecutionController) -> None:
+        rows = await controller.store.list_conversations(limit=limit, offset=offset)
+        total = await controller.store.count_conversations()
+        if json_:
+            views.print_json({"items": rows, "total": total, "limit": limit, "offset": offset})
+        else:
+            views.conversations(console(), rows, total, offset)
+
+    execute(work)
+
+
+@app.command()
+@with_globals
+def history(
+    conversation_id: Annotated[str, typer.Argument(help="The conversation.", show_default=False)],
+    json_: JsonOption = False,
+) -> None:
+    """Show a conversation as a tree of messages, branches and the active branch marked."""
+
+    async def work(controller: ExecutionController) -> None:
+        tree = await controller.conversations.tree(conversation_id)
+        if json_:
+            views.print_json(tree)
+        else:
+            views.history(console(), tree)
+
+    execute(work)
+
+
+@app.command()
+@with_globals
+def events(
+    message_id: Annotated[str, typer.Argument(help="The message.", show_default=False)],
+    after: Annotated[
+        int, typer.Option("--after", min=0, help="Only events after this event id.")
+    ] = 0,
+    json_: Annotated[bool, typer.Option("--json", help="One JSON object per event.")] = False,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep following a running message.")
+    ] = False,
+) -> None:
+    """Replay a message's stored events (and follow it live with --follow)."""
+    out = console()
+
+    async def work(controller: ExecutionController) -> None:
+        if follow:
+            async for event in controller.follow(message_id, after_event_id=after):
+                _print_event(out, event, json_)
+        else:
+            for event in await controller.events(message_id, after_event_id=after):
+                _print_event(out, event, json_)
+
+    execute(work)
+
+
+def _print_event(out: Any, event: Any, json_: bool) -> None:
+    if json_:
+        sys.stdout.write(event.model_dump_json() + "\n")
+        sys.stdout.flush()
+    elif event.type != "llm_chunk":
+        out.print(views.event_line(event))
+
+
+@app.command("artifacts")
+@with_globals
+def list_artifacts(
+    conversation_id: Annotated[str, typer.Argument(help="The conversation.", show_default=False)],
+    json_: JsonOption = False,
+) -> None:
+    """List a conversation's artifacts."""
+
+    async def work(controller: ExecutionController) -> None:
+        from ..core.artifacts import ArtifactService
+
+        items = await ArtifactService(controller.store).list(conversation_id)
+        if json_:
+            views.print_json(items)
+        else:
+            views.artifacts(console(), items)
+
+    execute(work)
+
+
+@app.command("artifact")
+@with_globals
+def show_artifact(
+    conversation_id: Annotated[str, typer.Argument(help="The conversation.", show_default=False)],
+    artifact_id: Annotated[str, typer.Argument(help="The artifact.", show_default=False)],
+    version: Annotated[
+        int | None,
+        typer.Option(
+            "--version", min=1, help="This version (default: current).", show_default=False
+        ),
+    ] = None,
+    diff: Annotated[
+        int | None,
+        typer.Option(
+            "--diff",
+            min=1,
+            help="Unified diff from version N to current (or --version).",
+            show_default=False,
+        ),
+    ] = None,
+    export: Annotated[
+        Path | None,
+        typer.Option(
+            "--export", help="Write the artifact as Markdown to PATH.", show_default=False
+        ),
+    ] = None,
+) -> None:
+    """Show an artifact, diff two of its versions, or export it as Markdown."""
+    out = console()
+
+    async def work(controller: ExecutionController) -> None:
+        from ..core.artifacts import ArtifactService
+
+        service = ArtifactService(controller.store)
+        if diff is not None:
+            text = await service.diff(conversation_id, artifact_id, diff, version)
+            views.diff(out, text, diff, version if version is not None else "current")
+        if export is not None:
+            path = await service.export_to(export, conversation_id, artifact_id, version)
+            out.print(f"wrote {path}")
+        if diff is None and export is None:
+            views.artifact(out, await service.get(conversation_id, artifact_id, version))
+
+    execute(work)

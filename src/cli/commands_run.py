@@ -1,0 +1,113 @@
+"""`artifactflow run` and `artifactflow resume`: the commands that drive a message (the
+driving itself is `session.Session`). Their exit codes are listed in `exitcodes`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from ..core.controller import ExecutionController
+from ..core.conversations import ACTIVE_BRANCH
+from ..errors import UserError
+from . import exitcodes
+from .app import JsonOption, NoInputOption, YesOption, app, execute, make_session
+from .approvals import decisions_from_flags
+from .options import with_globals
+
+
+@app.command(epilog=exitcodes.HELP)
+@with_globals
+def run(
+    task: Annotated[str, typer.Argument(help="What the agents should do.", show_default=False)],
+    conversation: Annotated[
+        str | None,
+        typer.Option(
+            "--conversation", "-c", help="Continue this conversation.", show_default=False
+        ),
+    ] = None,
+    parent: Annotated[
+        str | None,
+        typer.Option(
+            "--parent",
+            help="Branch from this message (default: the active branch).",
+            show_default=False,
+        ),
+    ] = None,
+    new_root: Annotated[
+        bool, typer.Option("--new-root", help="Start a new root in the conversation.")
+    ] = False,
+    json_: JsonOption = False,
+    no_input: NoInputOption = False,
+    yes: YesOption = False,
+) -> None:
+    """Run a task and show the agents at work; stops for approval of risky tool calls.
+
+    At a terminal you are asked about each call (approve, deny with a reason, edit its
+    arguments, always allow the tool); with --yes everything is approved; with --no-input or
+    without a terminal the command prints the message id and exits 3. Ctrl-C cancels (the
+    partial answer is saved); a second Ctrl-C quits at once.
+    """
+    if parent is not None and new_root:
+        raise UserError("use either --parent or --new-root, not both")
+    parent_id: Any = None if new_root else (parent if parent is not None else ACTIVE_BRANCH)
+
+    async def work(controller: ExecutionController) -> int:
+        session = make_session(controller, json_=json_, no_input=no_input, yes=yes)
+        return await session.run(task, conversation, parent_id)
+
+    execute(work)
+
+
+@app.command(epilog=exitcodes.HELP)
+@with_globals
+def resume(
+    message_id: Annotated[str, typer.Argument(help="The paused message.", show_default=False)],
+    approve: Annotated[bool, typer.Option("--approve", help="Approve every pending call.")] = False,
+    deny: Annotated[bool, typer.Option("--deny", help="Deny every pending call.")] = False,
+    reason: Annotated[
+        str | None,
+        typer.Option(
+            "--reason", help="Why (sent to the model) for denied calls.", show_default=False
+        ),
+    ] = None,
+    always: Annotated[
+        bool,
+        typer.Option("--always", help="Approve and always allow these tools in this conversation."),
+    ] = False,
+    decision: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--decision",
+            help="Per call: CALL_ID=approve|deny|always (repeat for each pending call).",
+            show_default=False,
+        ),
+    ] = None,
+    json_: JsonOption = False,
+    yes: YesOption = False,
+    no_input: NoInputOption = False,
+) -> None:
+    """Continue a paused message (from any process) and show the rest of the run.
+
+    Without decision flags you are asked at a terminal, as in `run`. A message that is not
+    waiting is a conflict (exit 5); bad decisions exit 2 and leave the message paused.
+    """
+
+    def decide(calls: list[dict[str, Any]]) -> dict[str, Any] | None:
+        return decisions_from_flags(
+            approve=approve,
+            deny=deny,
+            always=always,
+            reason=reason,
+            decision=decision or [],
+            calls=calls,
+        )
+
+    decide([])  # reject contradictory flags before opening anything
+
+    async def work(controller: ExecutionController) -> int:
+        session = make_session(controller, json_=json_, no_input=no_input, yes=yes)
+        return await session.resume(message_id, decide)
+
+    execute(work)
