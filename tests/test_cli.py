@@ -17,6 +17,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -149,11 +151,16 @@ class Reader:
 
 def test_run_prints_streamed_answer_and_closing_line(cli: CLI, llm: ScriptedLLM) -> None:
     llm.script(Text("Hello there, general Kenobi.", chunk_size=4))
-    result = cli.sub("run", "Say hello")
+    result = cli.sub(
+        "run", "Say hello", "--model", "model-from-flag"
+    )  # global option after the command
     assert result.code == 0, result.err
+    assert llm.requests[0]["model"] == "model-from-flag"
     assert "Hello there, general Kenobi." in result.out
     assert "● lead_agent" in result.out
-    assert re.search(r"✓ done · .* \d+ tokens \(\d+ prompt \+ \d+ completion\) · 1 LLM call", result.out)
+    assert re.search(
+        r"✓ done · .* \d+ tokens \(\d+ prompt \+ \d+ completion\) · 1 LLM call", result.out
+    )
     assert "Traceback" not in result.out + result.err
 
 
@@ -165,7 +172,9 @@ def test_run_json_prints_only_event_lines(cli: CLI, llm: ScriptedLLM) -> None:
     types = [e["type"] for e in events]
     assert types[0] == "metadata" and types[-1] == "complete"
     assert "llm_chunk" in types
-    assert "".join(e["data"]["delta"] for e in events if e["type"] == "llm_chunk") == "Hi from JSON."
+    assert (
+        "".join(e["data"]["delta"] for e in events if e["type"] == "llm_chunk") == "Hi from JSON."
+    )
     assert len({e["message_id"] for e in events}) == 1
 
 
@@ -186,9 +195,16 @@ def test_provider_that_keeps_failing_exits_1_with_one_line(cli: CLI, llm: Script
     assert len(reason) == 1 and "run failed" in reason[0] and "exploded" in reason[0]
 
 
-def test_max_tool_rounds_exits_4(tmp_path: Path, llm_env: ScriptedLLM, capsys: pytest.CaptureFixture[str]) -> None:
-    config = make_config(tmp_path, lead_tools=["append_line"], max_tool_rounds=1,
-                         yaml_text="plugins: [file_tools]\n", plugin_files={"file_tools.py": PLUGIN})
+def test_max_tool_rounds_exits_4(
+    tmp_path: Path, llm_env: ScriptedLLM, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = make_config(
+        tmp_path,
+        lead_tools=["append_line"],
+        max_tool_rounds=1,
+        yaml_text="plugins: [file_tools]\n",
+        plugin_files={"file_tools.py": PLUGIN},
+    )
     cli = CLI(config, tmp_path / "data", capsys)
     target = tmp_path / "out.txt"
     llm_env.script(*(append_call(target, str(i), f"call_{i}") for i in range(3)), Text("never"))
@@ -200,7 +216,9 @@ def test_max_tool_rounds_exits_4(tmp_path: Path, llm_env: ScriptedLLM, capsys: p
 # --- permissions ----------------------------------------------------------------------------
 
 
-def test_pause_pending_resume_and_conflict_across_processes(cli: CLI, llm: ScriptedLLM, tmp_path: Path) -> None:
+def test_pause_pending_resume_and_conflict_across_processes(
+    cli: CLI, llm: ScriptedLLM, tmp_path: Path
+) -> None:
     target = tmp_path / "out.txt"
     llm.script(append_call(target), Text("Appended."))
     paused = cli.sub("run", "append a line", "--no-input")
@@ -229,9 +247,12 @@ def test_pause_pending_resume_and_conflict_across_processes(cli: CLI, llm: Scrip
 def test_deny_with_reason_reaches_the_model(cli: CLI, llm: ScriptedLLM, tmp_path: Path) -> None:
     target = tmp_path / "out.txt"
     llm.script(append_call(target), Text("Understood, I did not write it."))
-    paused = cli.call("run", "append", "--no-input")
+    paused = cli.call("run", "append", "--no-input", "--json")
     assert paused.code == 3
-    message_id = MESSAGE_ID.search(paused.out).group(1)  # type: ignore[union-attr]
+    events = [json.loads(line) for line in paused.out.splitlines()]  # stdout: events only
+    assert events[-1]["type"] == "permission_request"
+    message_id = events[-1]["message_id"]
+    assert f"artifactflow resume {message_id} --approve" in paused.err
     result = cli.sub("resume", message_id, "--deny", "--reason", "not on a Friday")
     assert result.code == 0, result.out + result.err
     assert "denied" in result.out
@@ -240,7 +261,9 @@ def test_deny_with_reason_reaches_the_model(cli: CLI, llm: ScriptedLLM, tmp_path
     assert "not on a Friday" in tool_messages[-1]["content"]
 
 
-def test_always_allows_the_tool_for_the_conversation(cli: CLI, llm: ScriptedLLM, tmp_path: Path) -> None:
+def test_always_allows_the_tool_for_the_conversation(
+    cli: CLI, llm: ScriptedLLM, tmp_path: Path
+) -> None:
     target = tmp_path / "out.txt"
     llm.script(append_call(target, "one"), Text("First."))
     paused = cli.call("run", "append", "--no-input")
@@ -278,43 +301,83 @@ def test_bad_decisions_and_unknown_ids_exit_2(cli: CLI, llm: ScriptedLLM, tmp_pa
     assert missing == 2
 
 
-def test_interactive_approval_over_a_pty(cli: CLI, llm: ScriptedLLM, tmp_path: Path) -> None:
-    target = tmp_path / "out.txt"
-    llm.script(append_call(target), Text("Appended interactively."))
+@contextmanager
+def in_pty(cli: CLI, *args: str) -> Iterator[tuple[subprocess.Popen[bytes], Reader]]:
+    """The console script with stdin, stdout and stderr on a pseudo-terminal."""
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [ARTIFACTFLOW, *cli.args("run", "append")],
-        stdin=slave, stdout=slave, stderr=slave, env=cli.env(), close_fds=True,
+        [ARTIFACTFLOW, *cli.args(*args)],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=cli.env(),
+        close_fds=True,
     )
     os.close(slave)
-    reader = Reader(master)
     try:
-        reader.until("[a]pprove")
-        os.write(master, b"e\n")
-        reader.until("New arguments")
-        os.write(master, b"{not json\n")
-        reader.until("Not valid JSON")
-        reader.until("New arguments")
-        os.write(master, b'{"text": "no path"}\n')  # valid JSON, invalid for the tool's schema
-        reader.until("invalid arguments")
-        reader.until("[a]pprove")
-        os.write(master, b"a\n")
-        reader.until("✓ done")
-        assert proc.wait(timeout=TIMEOUT) == 0
+        yield proc, Reader(master)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
         os.close(master)
+
+
+def test_unexpected_error_is_one_line_unless_debug(cli: CLI, tmp_path: Path) -> None:
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("x", encoding="utf-8")
+    plain = cli.call("pending", "--data-dir", str(not_a_folder))
+    assert plain.code == 1
+    assert plain.err.count("\n") == 1 and "--debug" in plain.err and "Traceback" not in plain.err
+    debug = cli.call("pending", "--data-dir", str(not_a_folder), "--debug")
+    assert debug.code == 1 and "Traceback" in debug.err
+
+
+def test_interactive_approval_over_a_pty(cli: CLI, llm: ScriptedLLM, tmp_path: Path) -> None:
+    target = tmp_path / "out.txt"
+    llm.script(append_call(target), Text("Appended interactively."))
+    with in_pty(cli, "run", "append") as (proc, reader):
+        reader.until("[a]pprove")
+        os.write(reader.fd, b"e\n")
+        reader.until("New arguments")
+        os.write(reader.fd, b"{not json\n")
+        reader.until("Not valid JSON")
+        reader.until("New arguments")
+        os.write(reader.fd, b'{"text": "no path"}\n')  # valid JSON, invalid for the tool's schema
+        reader.until("invalid arguments")
+        reader.until("[a]pprove")
+        os.write(reader.fd, b"a\n")
+        reader.until("✓ done")
+        assert proc.wait(timeout=TIMEOUT) == 0
     assert "Appended interactively." in reader.text
     assert lines_of(target) == ["hello"]
+
+
+def test_resume_asks_at_a_terminal_without_decision_flags(
+    cli: CLI, llm: ScriptedLLM, tmp_path: Path
+) -> None:
+    target = tmp_path / "out.txt"
+    llm.script(append_call(target), Text("Fine, not written."))
+    message_id = MESSAGE_ID.search(cli.call("run", "append", "--no-input").out).group(1)  # type: ignore[union-attr]
+    with in_pty(cli, "resume", message_id) as (proc, reader):
+        reader.until("[a]pprove")
+        os.write(reader.fd, b"d\n")
+        reader.until("Reason")
+        os.write(reader.fd, b"too risky\n")
+        reader.until("✓ done")
+        assert proc.wait(timeout=TIMEOUT) == 0
+    assert "denied" in reader.text and not target.exists()
+    assert "too risky" in json.dumps(llm.requests[-1]["messages"])
 
 
 def test_first_ctrl_c_cancels_and_saves_the_partial_answer(cli: CLI, llm: ScriptedLLM) -> None:
     llm.script(Text("word " * 100, chunk_size=5, chunk_delay=0.2))
     proc = subprocess.Popen(
         [ARTIFACTFLOW, *cli.args("run", "talk slowly")],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli.env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=cli.env(),
     )
     assert proc.stdout is not None
     reader = Reader(proc.stdout.fileno())
@@ -329,7 +392,9 @@ def test_first_ctrl_c_cancels_and_saves_the_partial_answer(cli: CLI, llm: Script
     assert proc.returncode == 130, err
     assert "cancelled" in err.decode() and "partial answer saved" in err.decode()
     message_id = MESSAGE_ID.search(reader.text).group(1)  # type: ignore[union-attr]
-    events = [json.loads(line) for line in cli.call("events", message_id, "--json").out.splitlines()]
+    events = [
+        json.loads(line) for line in cli.call("events", message_id, "--json").out.splitlines()
+    ]
     assert events[-1]["type"] == "cancelled"
     assert events[-1]["data"]["partial_response"].startswith("word word")
     conversation_id = events[-1]["conversation_id"]
@@ -347,7 +412,9 @@ def test_conversations_and_history_with_branches(cli: CLI, llm: ScriptedLLM) -> 
     first_id = MESSAGE_ID.search(first.out).group(1)  # type: ignore[union-attr]
     second = cli.call("run", "second question", "--conversation", conversation_id)
     second_id = MESSAGE_ID.search(second.out).group(1)  # type: ignore[union-attr]
-    forked = cli.call("run", "forked question", "--conversation", conversation_id, "--parent", first_id)
+    forked = cli.call(
+        "run", "forked question", "--conversation", conversation_id, "--parent", first_id
+    )
     forked_id = MESSAGE_ID.search(forked.out).group(1)  # type: ignore[union-attr]
     assert first.code == second.code == forked.code == 0
     other = cli.call("run", "another conversation")
@@ -382,7 +449,10 @@ def test_events_replay_after_id(cli: CLI, llm: ScriptedLLM) -> None:
     every = [json.loads(line) for line in cli.call("events", message_id, "--json").out.splitlines()]
     assert [e["event_id"] for e in every] == list(range(1, len(every) + 1))
     assert every[-1]["type"] == "complete"
-    later = [json.loads(line) for line in cli.call("events", message_id, "--after", "2", "--json").out.splitlines()]
+    later = [
+        json.loads(line)
+        for line in cli.call("events", message_id, "--after", "2", "--json").out.splitlines()
+    ]
     assert [e["event_id"] for e in later] == list(range(3, len(every) + 1))
     plain = cli.call("events", message_id).out.splitlines()
     assert len(plain) == len(every) and "complete" in plain[-1] and "replayed" in plain[-1]
@@ -390,7 +460,9 @@ def test_events_replay_after_id(cli: CLI, llm: ScriptedLLM) -> None:
     assert len(followed) == len(every) - 1
 
 
-def test_gc_reports_and_removes_abandoned_pauses(cli: CLI, llm: ScriptedLLM, tmp_path: Path) -> None:
+def test_gc_reports_and_removes_abandoned_pauses(
+    cli: CLI, llm: ScriptedLLM, tmp_path: Path
+) -> None:
     llm.script(append_call(tmp_path / "out.txt"))
     message_id = MESSAGE_ID.search(cli.call("run", "append", "--no-input").out).group(1)  # type: ignore[union-attr]
     dry = cli.call("gc", "--retention-hours", "0", "--dry-run")
@@ -404,13 +476,29 @@ def test_gc_reports_and_removes_abandoned_pauses(cli: CLI, llm: ScriptedLLM, tmp
 
 def test_artifacts_list_show_diff_and_export(cli: CLI, llm: ScriptedLLM, tmp_path: Path) -> None:
     llm.script(
-        ToolCalls([Call("create_artifact", {"id": "report", "title": "Report", "content": "# Report\n\nline one\n"})]),
-        ToolCalls([Call("update_artifact", {"id": "report", "old_str": "line one", "new_str": "line two"})]),
+        ToolCalls(
+            [
+                Call(
+                    "create_artifact",
+                    {"id": "report", "title": "Report", "content": "# Report\n\nline one\n"},
+                )
+            ]
+        ),
+        ToolCalls(
+            [
+                Call(
+                    "update_artifact",
+                    {"id": "report", "old_str": "line one", "new_str": "line two"},
+                )
+            ]
+        ),
         Text("Wrote the report."),
     )
     ran = cli.call("run", "write a report")
     assert ran.code == 0, ran.out + ran.err
-    assert "◆ artifact report created (v1)" in ran.out and "◆ artifact report updated → v2" in ran.out
+    assert (
+        "◆ artifact report created (v1)" in ran.out and "◆ artifact report updated → v2" in ran.out
+    )
     conversation_id = CONVERSATION_ID.search(ran.out).group(1)  # type: ignore[union-attr]
 
     items = json.loads(cli.call("artifacts", conversation_id, "--json").out)
