@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
 import pytest
+from conftest import make_config
 from scripted_llm import Call, Delay, Text, ToolCalls
 
-from artifactflow import tool
+from artifactflow import load_settings, tool
 from artifactflow.api.app import create_app, server_for
 
 API = "/api/v1"
@@ -48,7 +50,13 @@ def parse_sse(text: str) -> list[dict[str, Any]]:
     for block in text.replace("\r\n", "\n").split("\n\n"):
         if not block.strip():
             continue
-        frame: dict[str, Any] = {"id": None, "event": None, "data": None, "comments": [], "retry": None}
+        frame: dict[str, Any] = {
+            "id": None,
+            "event": None,
+            "data": None,
+            "comments": [],
+            "retry": None,
+        }
         for line in block.split("\n"):
             if line.startswith(":"):
                 frame["comments"].append(line[1:].strip())
@@ -100,7 +108,9 @@ async def api(make_controller: Any) -> AsyncIterator[Api]:
         kwargs.setdefault("lead_tools", LEAD_TOOLS)
         controller = await make_controller(**kwargs)
         app = create_app(controller=controller)
-        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver")
+        client = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://testserver"
+        )
         clients.append(client)
         return client, controller
 
@@ -183,18 +193,37 @@ async def test_stream_of_a_finished_message_replays_then_204(api: Api, llm: Any)
     last = events[-1]["id"]
     done = await client.get(ids["stream_url"], headers={"Last-Event-ID": str(last)})
     assert done.status_code == 204  # EventSource stops reconnecting
-    listed = (await client.get(f"{API}/messages/{ids['message_id']}/events", params={"after": 2})).json()
+    listed = (
+        await client.get(f"{API}/messages/{ids['message_id']}/events", params={"after": 2})
+    ).json()
     assert [e["event_id"] for e in listed["events"]] == list(range(3, last + 1))
 
 
 async def test_chat_validation_and_unknown_ids(api: Api, llm: Any) -> None:
     client, _ = await api()
-    assert "content" in assert_error(await client.post(f"{API}/chat", json={}), 422, "validation_error")["message"]
+    error = assert_error(await client.post(f"{API}/chat", json={}), 422, "validation_error")
+    assert "content" in error["message"]
     assert_error(await client.post(f"{API}/chat", json={"content": "   "}), 422, "validation_error")
-    assert_error(await client.post(f"{API}/chat", json={"content": "x", "bogus": 1}), 422, "validation_error")
-    assert_error(await client.post(f"{API}/chat", content=b"{not json", headers={"content-type": "application/json"}), 422, "validation_error")
-    assert_error(await client.post(f"{API}/chat", json={"content": "x", "conversation_id": "nope"}), 404, "not_found")
-    assert_error(await client.post(f"{API}/chat", json={"content": "x", "parent_message_id": "nope"}), 404, "not_found")
+    assert_error(
+        await client.post(f"{API}/chat", json={"content": "x", "bogus": 1}), 422, "validation_error"
+    )
+    assert_error(
+        await client.post(
+            f"{API}/chat", content=b"{not json", headers={"content-type": "application/json"}
+        ),
+        422,
+        "validation_error",
+    )
+    assert_error(
+        await client.post(f"{API}/chat", json={"content": "x", "conversation_id": "nope"}),
+        404,
+        "not_found",
+    )
+    assert_error(
+        await client.post(f"{API}/chat", json={"content": "x", "parent_message_id": "nope"}),
+        404,
+        "not_found",
+    )
     assert_error(await client.get(f"{API}/stream/nope"), 404, "not_found")
     assert_error(await client.get(f"{API}/messages/nope"), 404, "not_found")
     assert_error(await client.get(f"{API}/no/such/route"), 404, "not_found")
@@ -237,7 +266,8 @@ async def test_resume_202_then_409_and_stream_continues(api: Api, llm: Any) -> N
     assert "completed" in assert_error(after, 409, "conflict")["message"]
     # a full replay walks past the answered pause to the end
     full = events_of(await read_stream(client, f"{API}/stream/{message_id}"))
-    assert [e["event"] for e in full].count("permission_request") == 1 and full[-1]["event"] == "complete"
+    assert [e["event"] for e in full].count("permission_request") == 1
+    assert full[-1]["event"] == "complete"
 
 
 async def test_invalid_resume_is_422_and_stays_paused(api: Api, llm: Any) -> None:
@@ -260,7 +290,11 @@ async def test_invalid_resume_is_422_and_stays_paused(api: Api, llm: Any) -> Non
     assert (await client.post(url, json=edit)).status_code == 202
     await controller.wait(ids["message_id"])
     assert DEPLOYS == ["canary"]
-    assert_error(await client.post(f"{API}/chat/nope/resume", json={"decisions": "approve"}), 404, "not_found")
+    assert_error(
+        await client.post(f"{API}/chat/nope/resume", json={"decisions": "approve"}),
+        404,
+        "not_found",
+    )
 
 
 # --- cancel ------------------------------------------------------------------------------------
@@ -277,7 +311,11 @@ async def test_cancel_running_and_paused(api: Api, llm: Any) -> None:
     await wait_until(streaming)
     response = await client.post(f"{API}/chat/{ids['message_id']}/cancel")
     assert response.status_code == 200
-    assert response.json() == {"message_id": ids["message_id"], "cancelled": True, "status": "cancelled"}
+    assert response.json() == {
+        "message_id": ids["message_id"],
+        "cancelled": True,
+        "status": "cancelled",
+    }
     events = events_of(await read_stream(client, ids["stream_url"]))
     assert events[-1]["event"] == "cancelled"
     again = (await client.post(f"{API}/chat/{ids['message_id']}/cancel")).json()
@@ -302,7 +340,8 @@ async def test_too_many_runs_is_429_with_retry_after(api: Api, llm: Any) -> None
     await controller.wait(first["message_id"])
     second = await chat(client, "two")
     await controller.wait(second["message_id"])
-    assert (await client.get(f"{API}/messages/{second['message_id']}")).json()["response"] == "second"
+    message = (await client.get(f"{API}/messages/{second['message_id']}")).json()
+    assert message["response"] == "second"
 
 
 async def test_request_too_large_is_413(api: Api, llm: Any) -> None:
@@ -316,12 +355,16 @@ async def test_request_too_large_is_413(api: Api, llm: Any) -> None:
             yield b"y" * 50
         yield b'"}'
 
-    response = await client.post(f"{API}/chat", content=chunked(), headers={"content-type": "application/json"})
+    response = await client.post(
+        f"{API}/chat", content=chunked(), headers={"content-type": "application/json"}
+    )
     assert_error(response, 413, "payload_too_large")
     assert llm.request_count == 0
 
 
-async def test_unexpected_error_is_a_bare_500(api: Api, llm: Any, monkeypatch: pytest.MonkeyPatch, caplog: Any) -> None:
+async def test_unexpected_error_is_a_bare_500(
+    api: Api, llm: Any, monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
     client, controller = await api()
 
     async def broken(*args: Any, **kwargs: Any) -> Any:
@@ -351,13 +394,17 @@ async def test_conversations_list_tree_fork_and_delete(api: Api, llm: Any) -> No
     assert [c["id"] for c in page["items"]] == [a["conversation_id"], b["conversation_id"]]
     second = (await client.get(f"{API}/conversations", params={"limit": 1, "offset": 1})).json()
     assert [c["id"] for c in second["items"]] == [b["conversation_id"]] and second["total"] == 2
-    assert_error(await client.get(f"{API}/conversations", params={"limit": 0}), 422, "validation_error")
+    assert_error(
+        await client.get(f"{API}/conversations", params={"limit": 0}), 422, "validation_error"
+    )
 
     # fork: a sibling of the follow-up (parent = the first message); inferred conversation
     fork = await chat(client, "follow-up, edited", parent_message_id=a["message_id"])
     assert fork["conversation_id"] == a["conversation_id"]
     await controller.wait(fork["message_id"])
-    root = await chat(client, "a new root", conversation_id=a["conversation_id"], parent_message_id=None)
+    root = await chat(
+        client, "a new root", conversation_id=a["conversation_id"], parent_message_id=None
+    )
     await controller.wait(root["message_id"])
     tree = (await client.get(f"{API}/conversations/{a['conversation_id']}")).json()
     by_id = {m["id"]: m for m in tree["messages"]}
@@ -366,7 +413,11 @@ async def test_conversations_list_tree_fork_and_delete(api: Api, llm: Any) -> No
     assert by_id[root["message_id"]]["parent_id"] is None and by_id[root["message_id"]]["active"]
     assert tree["active_message_id"] == root["message_id"] and "user_id" not in tree
     # the fork's model request saw only its own branch
-    assert [m["content"] for m in llm.requests[3]["messages"][1:]] == ["first conversation", "a1", "follow-up, edited"]
+    assert [m["content"] for m in llm.requests[3]["messages"][1:]] == [
+        "first conversation",
+        "a1",
+        "follow-up, edited",
+    ]
 
     # delete: a paused message's checkpoints go too
     paused = await paused_chat(client, llm)
@@ -375,9 +426,13 @@ async def test_conversations_list_tree_fork_and_delete(api: Api, llm: Any) -> No
     deleted = await client.delete(f"{API}/conversations/{paused['conversation_id']}")
     assert deleted.status_code == 204 and deleted.content == b""
     assert not await controller.checkpoints.has_checkpoint(thread_id)
-    assert_error(await client.get(f"{API}/conversations/{paused['conversation_id']}"), 404, "not_found")
+    assert_error(
+        await client.get(f"{API}/conversations/{paused['conversation_id']}"), 404, "not_found"
+    )
     assert_error(await client.get(f"{API}/messages/{paused['message_id']}"), 404, "not_found")
-    assert_error(await client.delete(f"{API}/conversations/{paused['conversation_id']}"), 404, "not_found")
+    assert_error(
+        await client.delete(f"{API}/conversations/{paused['conversation_id']}"), 404, "not_found"
+    )
 
 
 # --- artifacts ---------------------------------------------------------------------------------
@@ -386,8 +441,22 @@ async def test_conversations_list_tree_fork_and_delete(api: Api, llm: Any) -> No
 async def test_artifact_endpoints(api: Api, llm: Any) -> None:
     client, controller = await api()
     llm.script(
-        ToolCalls([Call("create_artifact", {"id": "report", "title": "Report", "content": "# Report\n\nline one\n"})]),
-        ToolCalls([Call("update_artifact", {"id": "report", "old_str": "line one", "new_str": "line two"})]),
+        ToolCalls(
+            [
+                Call(
+                    "create_artifact",
+                    {"id": "report", "title": "Report", "content": "# Report\n\nline one\n"},
+                )
+            ]
+        ),
+        ToolCalls(
+            [
+                Call(
+                    "update_artifact",
+                    {"id": "report", "old_str": "line one", "new_str": "line two"},
+                )
+            ]
+        ),
         Text("The report is ready."),
     )
     ids = await chat(client, "write a report")
@@ -395,9 +464,15 @@ async def test_artifact_endpoints(api: Api, llm: Any) -> None:
     assert {"artifact_created", "artifact_updated"} <= {e["event"] for e in events}
     base = f"{API}/conversations/{ids['conversation_id']}/artifacts"
     listed = (await client.get(base)).json()
-    assert [(a["artifact_id"], a["version"], a["title"]) for a in listed["artifacts"]] == [("report", 2, "Report")]
+    assert [(a["artifact_id"], a["version"], a["title"]) for a in listed["artifacts"]] == [
+        ("report", 2, "Report")
+    ]
     current = (await client.get(f"{base}/report")).json()
-    assert current["version"] == 2 and current["current_version"] == 2 and "line two" in current["content"]
+    assert (
+        current["version"] == 2
+        and current["current_version"] == 2
+        and "line two" in current["content"]
+    )
     first = (await client.get(f"{base}/report", params={"version": 1})).json()
     assert first["version"] == 1 and "line one" in first["content"] and first["change"] == "create"
     versions = (await client.get(f"{base}/report/versions")).json()
@@ -467,11 +542,15 @@ async def test_auth_isolates_users(api: Api, llm: Any) -> None:
         assert_error(await client.request(method, url, json=body), 404, "not_found")
     assert (await client.get(f"{API}/conversations")).json()["total"] == 0
     del client.headers["Authorization"]
-    assert_error(await client.get(f"{API}/stream/{mid}", params={"access_token": bob}), 404, "not_found")
+    assert_error(
+        await client.get(f"{API}/stream/{mid}", params={"access_token": bob}), 404, "not_found"
+    )
     assert_error(await client.get(f"{API}/stream/{mid}"), 401, "unauthorized")
 
     # alice still sees everything, and EventSource-style ?access_token= works on the stream
-    events = events_of(await read_stream(client, f"{API}/stream/{mid}", params={"access_token": alice}))
+    events = events_of(
+        await read_stream(client, f"{API}/stream/{mid}", params={"access_token": alice})
+    )
     assert events[-1]["event"] == "permission_request"
     client.headers.update(as_alice)
     page = (await client.get(f"{API}/conversations")).json()
@@ -487,6 +566,15 @@ async def test_auth_default_depends_on_the_bind_address(make_controller: Any) ->
     assert create_app(controller=controller, host="0.0.0.0").state.auth_enabled is True
 
 
+async def test_not_started_is_503() -> None:
+    app = create_app()  # no lifespan has run: no controller yet
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://t"
+    ) as client:
+        assert_error(await client.get(f"{API}/conversations"), 503, "unavailable")
+        assert_error(await client.post(f"{API}/chat", json={"content": "x"}), 503, "unavailable")
+
+
 async def test_openapi_and_page(api: Api) -> None:
     client, _ = await api()
     schema = (await client.get("/openapi.json")).json()
@@ -500,7 +588,9 @@ async def test_openapi_and_page(api: Api) -> None:
 # --- over a real socket ------------------------------------------------------------------------
 
 
-async def test_sse_over_a_real_socket_reconnects_without_loss(make_controller: Any, llm: Any) -> None:
+async def test_sse_over_a_real_socket_reconnects_without_loss(
+    make_controller: Any, llm: Any
+) -> None:
     controller = await make_controller(
         extra_tools=TOOLS, lead_tools=LEAD_TOOLS, yaml_text="server:\n  heartbeat_seconds: 0.1\n"
     )
@@ -508,6 +598,7 @@ async def test_sse_over_a_real_socket_reconnects_without_loss(make_controller: A
     server = server_for(app, "127.0.0.1", 0, log_config=None, log_level="warning")
     serving = asyncio.create_task(server.serve())
     try:
+
         async def started() -> bool:
             return server.started
 
@@ -515,7 +606,9 @@ async def test_sse_over_a_real_socket_reconnects_without_loss(make_controller: A
         port = server.servers[0].sockets[0].getsockname()[1]
         base = f"http://127.0.0.1:{port}"
         llm.script(
-            Delay(0.4, ToolCalls([Call("create_artifact", {"id": "a", "title": "A", "content": "x"})])),
+            Delay(
+                0.4, ToolCalls([Call("create_artifact", {"id": "a", "title": "A", "content": "x"})])
+            ),
             Text("chunked answer " * 10, chunk_size=5, chunk_delay=0.03),
         )
         async with httpx.AsyncClient(base_url=base, timeout=10) as client:
@@ -535,7 +628,11 @@ async def test_sse_over_a_real_socket_reconnects_without_loss(make_controller: A
             last_seen = max(e["id"] for e in first if e["id"])
             rest = events_of(
                 parse_sse(
-                    (await client.get(ids["stream_url"], headers={"Last-Event-ID": str(last_seen)})).text
+                    (
+                        await client.get(
+                            ids["stream_url"], headers={"Last-Event-ID": str(last_seen)}
+                        )
+                    ).text
                 )
             )
             stored = [e["id"] for e in first + rest if e["id"] is not None]
@@ -555,3 +652,36 @@ async def test_sse_over_a_real_socket_reconnects_without_loss(make_controller: A
     finally:
         server.should_exit = True
         await asyncio.wait_for(serving, 10)
+
+
+async def test_server_owns_its_controller_and_cancels_runs_on_shutdown(
+    tmp_path: Any, make_controller: Any, llm: Any, caplog: Any
+) -> None:
+    config = make_config(tmp_path, lead_tools=["create_artifact"])
+    app = create_app(load_settings(config, tmp_path / "data"))  # the lifespan opens the controller
+    llm.script(Delay(5.0, Text("never")))
+    caplog.set_level(logging.INFO, logger="uvicorn.access")
+    server = server_for(app, "127.0.0.1", 0, log_config=None, log_level="info")
+    serving = asyncio.create_task(server.serve())
+
+    async def started() -> bool:
+        return server.started
+
+    await wait_until(started)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+        ids = await chat(client, "slow")
+        url = f"{ids['stream_url']}?access_token=af_not_logged"
+        async with client.stream("GET", url) as response:
+            assert response.status_code == 200
+            server.should_exit = True  # as on SIGTERM
+            async for _ in response.aiter_bytes():
+                pass
+    await asyncio.wait_for(serving, 10)
+    assert app.state.controller is None  # closed by the lifespan
+    assert "access_token=[redacted]" in caplog.text and "af_not_logged" not in caplog.text
+
+    reopened = await make_controller(config_dir=config, data_dir=tmp_path / "data")
+    message = await reopened.store.get_message(ids["message_id"])
+    assert message["status"] == "cancelled"  # not left "running"
+    assert (await reopened.events(ids["message_id"]))[-1].type == "cancelled"

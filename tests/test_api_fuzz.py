@@ -92,7 +92,7 @@ def test_no_server_errors(api_schema: Any, method: str, path: str, mode: Generat
     operation = schema[path][method]
 
     @settings(
-        max_examples=8,
+        max_examples=15,
         deadline=None,
         database=None,
         suppress_health_check=list(HealthCheck),

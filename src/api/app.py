@@ -30,7 +30,7 @@ from fastapi.staticfiles import StaticFiles
 
 from .. import __version__
 from ..core.controller import ExecutionController
-from ..settings import Settings, load_settings
+from ..settings import ServerSettings, Settings, load_settings
 from .auth import RedactTokens, auth_enabled
 from .deps import API_PREFIX
 from .errors import CatchAllMiddleware, install_error_handlers
@@ -98,6 +98,7 @@ def create_app(
     )
     app.state.controller = None
     app.state.streams = set()
+    app.state.max_request_bytes = ServerSettings().max_request_bytes  # until settings are known
     if controller is not None:
         _attach(app, controller, host)
     install_error_handlers(app)

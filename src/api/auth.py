@@ -21,6 +21,7 @@ from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..errors import NotFoundError
+from .deps import get_controller
 from .errors import ApiError
 
 bearer = HTTPBearer(auto_error=False, description="A token from `artifactflow token create NAME`")
@@ -40,6 +41,7 @@ def auth_enabled(setting: bool | None, host: str) -> bool:
 
 
 async def _user_for(request: Request, token: str | None) -> str | None:
+    get_controller(request)  # 503 until the lifespan has opened the controller
     if not request.app.state.auth_enabled:
         return None
     if not token:
@@ -50,7 +52,7 @@ async def _user_for(request: Request, token: str | None) -> str | None:
             "(create one with `artifactflow token create NAME`)",
             headers={"WWW-Authenticate": "Bearer"},
         )
-    user_id = await request.app.state.controller.store.user_for_token(token)
+    user_id = await get_controller(request).store.user_for_token(token)
     if user_id is None:
         raise ApiError(
             401, "unauthorized", "invalid or revoked token", headers={"WWW-Authenticate": "Bearer"}

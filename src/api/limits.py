@@ -23,10 +23,7 @@ RETRY_AFTER_SECONDS = 2
 
 def active_runs(controller: Any) -> int:
     """Runs in flight in this process."""
-    public = getattr(controller, "active_run_count", None)
-    if callable(public):
-        return int(public())
-    return sum(1 for handle in controller._runs.values() if not handle.done)
+    return int(controller.active_run_count())
 
 
 class RunLimiter:

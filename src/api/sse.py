@@ -46,9 +46,10 @@ class _End:
 async def event_stream(
     events: AsyncIterator[Event], *, heartbeat: float, streams: set[asyncio.Queue[Any]]
 ) -> AsyncIterator[bytes]:
-    """Frame `events` as SSE with heartbeats. `streams` registers the queue so a draining
-    server can end the stream (`drain_streams`)."""
+    """Frame `events` as SSE with heartbeats (none if `heartbeat <= 0`). `streams` registers
+    the queue so a draining server can end the stream (`drain_streams`)."""
     queue: asyncio.Queue[Any] = asyncio.Queue()
+    timeout = heartbeat if heartbeat > 0 else None
 
     async def pump() -> None:
         try:
@@ -65,7 +66,7 @@ async def event_stream(
         yield f"retry: {RETRY_MS}\n\n".encode()
         while True:
             try:
-                item = await asyncio.wait_for(queue.get(), heartbeat)
+                item = await asyncio.wait_for(queue.get(), timeout)
             except TimeoutError:
                 yield PING
                 continue

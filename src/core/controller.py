@@ -323,6 +323,10 @@ class ExecutionController:
             "dry_run": dry_run,
         }
 
+    def active_run_count(self) -> int:
+        """Runs in flight in this process (new messages and resumes)."""
+        return sum(1 for handle in self._runs.values() if not handle.done)
+
     async def pending(self) -> list[dict[str, Any]]:
         return await self.store.messages_with_status(["waiting"])
 

@@ -347,6 +347,7 @@ async function recheck(stream) {
     finish(stream, message.status === "waiting" ? message.waiting_for : null);
   } catch (err) {
     if (err instanceof ApiError && err.status === 404) return finish(stream);
+    setConnection("reconnecting", "reconnecting…"); // server unreachable: keep trying
     stream.timer = setTimeout(() => recheck(stream), 2000);
   }
 }

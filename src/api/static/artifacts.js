@@ -77,14 +77,20 @@ export class ArtifactPanel {
     if (from) {
       const { diff } = await api(`${url}/diff?from=${from}&to=${version}`);
       this.title.textContent = `${this.current}: v${from} → v${version}`;
+      const lines = diff.split("\n").filter((line, i, all) => line || i < all.length - 1);
       this.content.innerHTML =
-        diff
-          .split("\n")
+        lines
           .map((line) => {
-            const cls = line.startsWith("@@") ? "diff-hunk" : line.startsWith("+") ? "diff-add" : line.startsWith("-") ? "diff-del" : "";
-            return cls ? `<span class="${cls}">${escapeHtml(line)}</span>` : escapeHtml(line);
+            const cls = /^(@@|\+\+\+ |--- )/.test(line)
+              ? "diff-hunk"
+              : line.startsWith("+")
+                ? "diff-add"
+                : line.startsWith("-")
+                  ? "diff-del"
+                  : "diff-ctx";
+            return `<span class="${cls}">${escapeHtml(line) || " "}</span>`;
           })
-          .join("\n") || '<span class="muted">No changes</span>';
+          .join("") || '<span class="muted">No changes</span>';
     } else {
       const artifact = await api(`${url}?version=${version}`);
       this.title.textContent = `${artifact.title} (v${artifact.version} of ${artifact.current_version})`;
