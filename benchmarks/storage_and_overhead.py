@@ -217,11 +217,14 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as c:
         points = await growth(args.messages, args.rounds_per_message, Path(c))
     per_message_payload = args.rounds_per_message * PAYLOAD_BYTES
+    previous = (0, 0)
     for count, total in points:
+        step = (total - previous[1]) / (count - previous[0])
         print(
-            f"  {count:>4} messages: {total:>11,} bytes  ({total / count:>9,.0f} per message, "
-            f"{total / (count * per_message_payload):.2f}x payload)"
+            f"  {count:>4} messages: {total:>11,} bytes  (+{step:>8,.0f} per message since the "
+            f"last line = {step / per_message_payload:.2f}x its payload)"
         )
+        previous = (count, total)
 
 
 if __name__ == "__main__":
