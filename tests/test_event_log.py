@@ -10,11 +10,12 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 from conftest import make_config
 from pg import fresh_database
 from scripted_llm import Call, Text, ToolCalls
 
-from artifactflow import ExecutionController, load_settings, tool
+from artifactflow import ExecutionController, NotFoundError, load_settings, tool
 
 
 @tool
@@ -58,6 +59,13 @@ async def test_branching_histories(make_controller, llm):
     llm.script(Text("answer C"))
     c = await controller.execute("question C", a.conversation_id)
     assert (await controller.store.get_message(c.message_id))["parent_id"] == fork.message_id
+    # a fork may name only its parent; an unknown parent creates nothing
+    llm.script(Text("answer D"))
+    d = await controller.execute("question D", parent_message_id=a.message_id)
+    assert d.conversation_id == a.conversation_id
+    with pytest.raises(NotFoundError):
+        await controller.execute("orphan", parent_message_id="no-such-message")
+    assert len(await controller.store.list_conversations()) == 1
     # explicit no parent: a new root with no history
     llm.script(Text("root answer"))
     r = await controller.execute("fresh start", a.conversation_id, parent_message_id=None)

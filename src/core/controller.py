@@ -118,6 +118,11 @@ class ExecutionController:
         if not isinstance(content, str) or not content.strip():
             raise UserError("content must be a non-empty string")
         self._check_credentials()
+        if conversation_id is None and isinstance(parent_message_id, str):
+            parent = await self.store.get_message(parent_message_id)
+            if parent is None:
+                raise NotFoundError(f"parent message {parent_message_id} not found")
+            conversation_id = parent["conversation_id"]  # a fork names its parent only
         if conversation_id is None:
             conversation = await self.conversations.start_conversation(user_id=user_id)
         else:
