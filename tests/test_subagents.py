@@ -96,12 +96,10 @@ async def test_two_subagents_in_parallel_results_in_call_order(make_controller, 
         return Delay(0.6 if agent == "search_agent" else 0.2, Text(f"answer from {agent}"))
 
     llm.route(route)
-    started = time.monotonic()
     result = await controller.execute("parallel research")
-    elapsed = time.monotonic() - started
     assert result.status == "completed"
+    # Run one after the other, the second request would arrive >= 0.6 s after the first.
     assert abs(arrivals["search_agent"] - arrivals["crawl_agent"]) < 0.3  # both in flight together
-    assert elapsed < 0.6 + 0.2 + 0.5
     msgs = tool_messages(requests_of(llm, "lead")[-1])
     assert [m["tool_call_id"] for m in msgs] == ["p1", "p2"]
     assert [m["content"] for m in msgs] == ["answer from search_agent", "answer from crawl_agent"]
