@@ -53,6 +53,8 @@ export class ArtifactPanel {
   }
 
   async select(artifactId) {
+    // Reloads (on every artifact event and on completion) must not reset a diff the user chose.
+    const keepDiff = artifactId === this.current ? this.diffFrom.value : "";
     this.current = artifactId;
     for (const item of this.list.querySelectorAll("li.item")) {
       item.classList.toggle("current", item.dataset.id === artifactId);
@@ -65,17 +67,21 @@ export class ArtifactPanel {
     this.version.value = String(latest);
     this.diffFrom.innerHTML =
       '<option value="">—</option>' + versions.map((v) => `<option value="${v.version}">v${v.version}</option>`).join("");
+    if (keepDiff && versions.some((v) => String(v.version) === keepDiff)) this.diffFrom.value = keepDiff;
     this.view.hidden = false;
     await this.renderContent();
   }
 
   async renderContent() {
     if (!this.current) return;
+    // Only the latest render may write: an older, slower response must not overwrite it.
+    const seq = (this.renderSeq = (this.renderSeq || 0) + 1);
     const url = `${this.base()}/${enc(this.current)}`;
     const version = this.version.value;
     const from = this.diffFrom.value;
     if (from) {
       const { diff } = await api(`${url}/diff?from=${from}&to=${version}`);
+      if (seq !== this.renderSeq) return;
       this.title.textContent = `${this.current}: v${from} → v${version}`;
       const lines = diff.split("\n").filter((line, i, all) => line || i < all.length - 1);
       this.content.innerHTML =
@@ -93,6 +99,7 @@ export class ArtifactPanel {
           .join("") || '<span class="muted">No changes</span>';
     } else {
       const artifact = await api(`${url}?version=${version}`);
+      if (seq !== this.renderSeq) return;
       this.title.textContent = `${artifact.title} (v${artifact.version} of ${artifact.current_version})`;
       this.content.textContent = artifact.content;
     }
