@@ -41,7 +41,13 @@ class ChatRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    content: str = Field(min_length=1, description="The user's message")
+    content: str = Field(
+        min_length=1,
+        description="The user's message (not blank)",
+        # Documents the validator below for clients and fuzzers: at least one character that
+        # Python's str.strip() keeps.
+        json_schema_extra={"pattern": r"[^\s\x1c-\x1f]"},
+    )
     conversation_id: str | None = Field(
         None, description="Continue this conversation; omitted: a new one (or the parent's)"
     )
