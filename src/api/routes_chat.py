@@ -118,8 +118,7 @@ async def resume(
     await owned_message(controller, message_id, user)
     async with request.app.state.limiter.slot(controller):
         await controller.resume_start(message_id, body.model_dump())
-    rows = await controller.store.events(message_id)
-    cursor = max((r["event_id"] for r in rows if r["type"] == "permission_request"), default=0)
+    cursor = await controller.resume_cursor(message_id)
     return ResumeAccepted(
         message_id=message_id, stream_url=api_url(request, f"/stream/{message_id}?after={cursor}")
     )

@@ -71,7 +71,7 @@ async def _approval_flags(
     context: RunContext, calls: list[dict[str, Any]]
 ) -> dict[str, bool]:
     svc = context.services
-    confirm = [c for c in calls if svc.tools.permission(c["name"]) is Permission.CONFIRM and c["name"] in svc.tools]
+    confirm = [c for c in calls if svc.tools.permission(c["name"]) is Permission.CONFIRM]
     if not confirm:
         return {}
     allowed = await svc.store.always_allowed(context.conversation_id)

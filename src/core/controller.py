@@ -27,7 +27,6 @@ from langgraph.types import Command
 
 from ..errors import (
     ArtifactFlowError,
-    InvalidResumeError,
     LLMError,
     NotFoundError,
     ResumeConflictError,
@@ -176,7 +175,7 @@ class ExecutionController:
         if message_id is not None and resume_data is not None:
             await self.resume_start(message_id, resume_data)
             started = True
-            after = after_event_id if after_event_id is not None else await self._resume_cursor(message_id)
+            after = after_event_id if after_event_id is not None else await self.resume_cursor(message_id)
         elif message_id is not None:
             after = after_event_id or 0
         else:
@@ -413,7 +412,7 @@ class ExecutionController:
             raise ResumeConflictError(f"message {message['id']} cannot be recovered: no checkpoint")
         self._launch(message, run_token, None, first_events=[("metadata", None, {"recovered": True})])
 
-    async def _resume_cursor(self, message_id: str) -> int:
+    async def resume_cursor(self, message_id: str) -> int:
         """Where a resumed stream starts: just after the pause's permission_request."""
         rows = await self.store.events(message_id)
         last_request = 0
@@ -653,5 +652,3 @@ class ExecutionController:
             events=[e for e in events if e.type != "llm_chunk"],
         )
 
-
-__all__ = ["ExecutionController", "ExecutionResult", "InvalidResumeError", "ResumeConflictError"]

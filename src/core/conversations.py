@@ -64,18 +64,24 @@ class ConversationManager:
         )
         return message
 
-    async def path_to(self, message_id: str | None) -> list[dict[str, Any]]:
-        """Messages from the root to `message_id`, inclusive."""
-        path: list[dict[str, Any]] = []
-        seen: set[str] = set()
-        current = message_id
-        while current is not None and current not in seen:
-            seen.add(current)
-            message = await self.store.get_message(current)
+    async def path_to(
+        self, message_id: str | None, messages: list[dict[str, Any]] | None = None
+    ) -> list[dict[str, Any]]:
+        """Messages from the root to `message_id`, inclusive (one query for the whole tree,
+        or none when the conversation's `messages` are passed in)."""
+        if message_id is None:
+            return []
+        if messages is None:
+            message = await self.store.get_message(message_id)
             if message is None:
-                break
-            path.append(message)
-            current = message["parent_id"]
+                return []
+            messages = await self.store.list_messages(message["conversation_id"])
+        by_id = {m["id"]: m for m in messages}
+        path: list[dict[str, Any]] = []
+        current: str | None = message_id
+        while current is not None and current in by_id and len(path) <= len(by_id):
+            path.append(by_id[current])
+            current = by_id[current]["parent_id"]
         return list(reversed(path))
 
     async def format_conversation_history(self, message_id: str | None) -> list[dict[str, Any]]:
@@ -104,7 +110,7 @@ class ConversationManager:
         """The conversation with its messages, children lists and the active path marked."""
         conversation = await self.get(conversation_id)
         messages = await self.store.list_messages(conversation_id)
-        active = {m["id"] for m in await self.path_to(conversation["active_message_id"])}
+        active = {m["id"] for m in await self.path_to(conversation["active_message_id"], messages)}
         children: dict[str | None, list[str]] = {}
         for message in messages:
             children.setdefault(message["parent_id"], []).append(message["id"])

@@ -174,12 +174,13 @@ class AppStore:
         return dict(row) if row else None
 
     async def list_conversations(
-        self, *, user_id: str | None = None, limit: int = 20, offset: int = 0, any_user: bool = True
+        self, *, user_id: str | None = None, limit: int = 20, offset: int = 0
     ) -> list[dict[str, Any]]:
+        """Newest first; only `user_id`'s when given."""
         query = sa.select(t.conversations).order_by(
             t.conversations.c.updated_at.desc(), t.conversations.c.id
         )
-        if not any_user or user_id is not None:
+        if user_id is not None:
             query = query.where(t.conversations.c.user_id == user_id)
         query = query.limit(limit).offset(offset)
         async with self.engine.connect() as conn:
