@@ -15,7 +15,8 @@ from .agents.spec import AgentSpec  # noqa: E402
 from .core.context import RunContext, Services  # noqa: E402
 from .core.controller import ExecutionController, ExecutionResult  # noqa: E402
 from .core.conversations import ACTIVE_BRANCH, ConversationManager  # noqa: E402
-from .core.events import Event, EventType  # noqa: E402
+from .core.event_payloads import EventData, MessageStatus, Outcome  # noqa: E402
+from .core.events import Event, EventType, TypedEvent  # noqa: E402
 from .core.state import (  # noqa: E402
     AgentState,
     ExecutionPhase,
@@ -50,14 +51,17 @@ __all__ = [
     "ConfigError",
     "ConversationManager",
     "Event",
+    "EventData",
     "EventType",
     "ExecutionController",
     "ExecutionPhase",
     "ExecutionResult",
     "InvalidResumeError",
     "LLMError",
+    "MessageStatus",
     "MissingCredentialsError",
     "NotFoundError",
+    "Outcome",
     "Permission",
     "ResumeConflictError",
     "RunContext",
@@ -67,6 +71,7 @@ __all__ = [
     "ToolContext",
     "ToolRegistry",
     "ToolResult",
+    "TypedEvent",
     "UserError",
     "create_initial_state",
     "load_settings",

@@ -603,15 +603,15 @@ class ExecutionController:
 
     @staticmethod
     def _event(message: dict[str, Any], type_: str, event_id: int, agent: str | None, data: dict[str, Any]) -> Event:
-        return Event(
-            type=type_,  # type: ignore[arg-type]
+        return Event.build(
+            type_,
+            data,
             event_id=event_id,
             timestamp=time.time(),
             agent=agent,
             conversation_id=message["conversation_id"],
             message_id=message["id"],
             thread_id=message["thread_id"],
-            data=data,
         )
 
     @staticmethod
