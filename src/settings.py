@@ -3,7 +3,8 @@
 The config folder is `ARTIFACTFLOW_CONFIG_DIR` (default `./config`); when that folder does not
 exist the packaged defaults are used, so the CLI works outside a checkout. Environment beats
 the YAML file (`ARTIFACTFLOW_WEB__ALLOW_PRIVATE_NETWORKS=true` sets `web.allow_private_networks`),
-and explicit keyword overrides from Python beat both.
+and explicit keyword overrides from Python beat both (validated the same way: a bad value is a
+`ConfigError` naming the field).
 """
 
 from __future__ import annotations
@@ -172,9 +173,38 @@ def load_settings(
     updates: dict[str, Any] = {"config_dir": folder}
     if data_dir is not None:
         updates["data_dir"] = Path(data_dir)
-    for key, value in overrides.items():
-        if value is not None:
-            updates[key] = value
-    settings = settings.model_copy(update=updates)
+    updates.update({k: v for k, v in overrides.items() if v is not None})
+    settings = _override(settings, updates)
     settings.data_dir = Path(settings.data_dir).expanduser().resolve()
     return settings
+
+
+def _override(settings: Settings, updates: Mapping[str, Any]) -> Settings:
+    """A copy of `settings` with `updates` validated like any other source (a bad value is a
+    `ConfigError` naming the field). A mapping for a section merges into it:
+    `run={"lease_seconds": 10}` keeps the section's other values."""
+    result = settings.model_copy(deep=True)
+    for key, value in updates.items():
+        if key not in Settings.model_fields:
+            known = ", ".join(sorted(Settings.model_fields))
+            raise ConfigError(f"unknown setting '{key}' (known settings: {known})")
+        current = getattr(result, key)
+        if isinstance(value, Mapping) and isinstance(current, BaseModel):
+            value = _merged(current.model_dump(), value)
+        try:
+            Settings.__pydantic_validator__.validate_assignment(result, key, value)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"]) or key
+            raise ConfigError(f"setting '{where}' (passed to load_settings): {err['msg']}") from None
+    return result
+
+
+def _merged(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out

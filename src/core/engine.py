@@ -24,7 +24,10 @@ def builtin_tools() -> list[Any]:
 
 
 def build_registry(settings: Settings, extra_tools: list[Any] | None = None) -> ToolRegistry:
+    """Built-ins, then tools from installed packages (entry points), `extra_tools`, and the
+    config's `plugins:` — a later tool of the same name replaces an earlier one."""
     registry = ToolRegistry(builtin_tools())
+    registry.load_entry_points()
     for item in extra_tools or ():
         registry.register(item, replace=True)
     registry.load_plugins(settings.plugins, settings.config_dir)

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import importlib
+import importlib.metadata
+import importlib.util
 import json
 import sys
 import time
+import types
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -41,6 +45,9 @@ def _from_langchain(obj: Any) -> Tool:
         func=call,
         permission=Permission.AUTO,
     )
+
+
+ENTRY_POINT_GROUP = "artifactflow.tools"  # installed packages publish tools here
 
 
 class ToolRegistry:
@@ -89,24 +96,96 @@ class ToolRegistry:
         return [self._tools[n].openai_spec() for n in names if n in self._tools]
 
     def load_plugins(self, modules: Iterable[str], config_dir: Path) -> list[str]:
-        """Import plugin modules (the config folder is importable) and register their tools."""
-        folder = str(config_dir)
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
+        """Register the tools of each plugin listed under `plugins:`: a file in the config
+        folder (`name.py` or `name/__init__.py`, loaded by path), else an installed module."""
         loaded: list[str] = []
-        for module_name in modules:
+        for name in modules:
             try:
-                module = importlib.import_module(module_name)
+                module = _load_plugin_module(name, Path(config_dir))
+            except ConfigError:
+                raise
             except Exception as exc:
                 raise ConfigError(
-                    f"plugin '{module_name}' (listed under plugins: in "
-                    f"{config_dir / 'artifactflow.yaml'}) failed to import: {exc}"
+                    f"plugin '{name}' (listed under plugins: in "
+                    f"{Path(config_dir) / 'artifactflow.yaml'}) failed to import: {exc}"
                 ) from exc
-            for value in vars(module).values():
-                if isinstance(value, Tool):
-                    self.register(value, replace=True)
-                    loaded.append(value.name)
+            loaded += self._register_all(vars(module).values())
         return loaded
+
+    def load_entry_points(self, group: str = ENTRY_POINT_GROUP) -> list[str]:
+        """Register the tools that installed packages publish under the entry-point `group`.
+
+        An entry point may name a module (its tools are registered), a tool, or a list of
+        tools: `[project.entry-points."artifactflow.tools"] mine = "my_pkg.tools"`."""
+        loaded: list[str] = []
+        for point in importlib.metadata.entry_points(group=group):
+            source = point.dist.name if point.dist is not None else "an unknown package"
+            try:
+                target = point.load()
+            except Exception as exc:
+                raise ConfigError(
+                    f"plugin entry point '{point.name} = {point.value}' (group {group}, from "
+                    f"{source}) failed to load: {exc}; fix or uninstall that package"
+                ) from exc
+            if isinstance(target, types.ModuleType):
+                items: Iterable[Any] = vars(target).values()
+            elif isinstance(target, list | tuple):
+                items = target
+            else:
+                items = [target]
+            found = self._register_all(items, strict=not isinstance(target, types.ModuleType))
+            if not found:
+                raise ConfigError(
+                    f"plugin entry point '{point.name} = {point.value}' (group {group}, from "
+                    f"{source}) has no tools: point it at a module, a @tool or a list of tools"
+                )
+            loaded += found
+        return loaded
+
+    def _register_all(self, items: Iterable[Any], *, strict: bool = False) -> list[str]:
+        """Register the `Tool`s among `items` (with `strict`, every item must be a tool)."""
+        names = []
+        for value in list(items):
+            if isinstance(value, Tool) or (strict and (_is_langchain_tool(value) or callable(value))):
+                names.append(self.register(value, replace=True).name)
+        return names
+
+
+def _load_plugin_module(name: str, config_dir: Path) -> types.ModuleType:
+    """A config-folder plugin loaded from its file, under a module name unique to that file,
+    without touching `sys.path`; otherwise the installed module `name`."""
+    relative = Path(*name.split("."))
+    for path, package in ((config_dir / relative.with_suffix(".py"), False),
+                          (config_dir / relative / "__init__.py", True)):
+        if not path.is_file():
+            continue
+        resolved = path.resolve()
+        digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:12]
+        unique = f"_artifactflow_plugin_{digest}_{name.replace('.', '_')}"
+        if unique in sys.modules:
+            return sys.modules[unique]
+        spec = importlib.util.spec_from_file_location(
+            unique, resolved, submodule_search_locations=[str(resolved.parent)] if package else None
+        )
+        if spec is None or spec.loader is None:  # pragma: no cover - a .py file always has one
+            raise ConfigError(f"plugin '{name}': cannot load {resolved}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[unique] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[unique]
+            raise
+        return module
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != name and not name.startswith(f"{exc.name}."):
+            raise
+        raise ConfigError(
+            f"plugin '{name}' (listed under plugins: in {config_dir / 'artifactflow.yaml'}): "
+            f"no file {config_dir / relative.with_suffix('.py')} and no installed module '{name}'"
+        ) from None
 
 
 def _is_langchain_tool(obj: Any) -> bool:
