@@ -11,6 +11,7 @@ import os
 # Checkpoints hold plain data only; deserialize strictly (set before LangGraph is imported).
 os.environ.setdefault("LANGGRAPH_STRICT_MSGPACK", "true")
 
+from .agents.model import Model, ModelRequest, ModelResponse, Reply, ScriptedModel, ToolCall, Usage  # noqa: E402
 from .agents.spec import AgentSpec  # noqa: E402
 from .core.context import RunContext, Services  # noqa: E402
 from .core.controller import ExecutionController, ExecutionResult  # noqa: E402
@@ -26,11 +27,14 @@ from .errors import (  # noqa: E402
     ArtifactConflictError,
     ArtifactFlowError,
     ConfigError,
+    ContextOverflowError,
+    FatalLLMError,
     InvalidResumeError,
     LLMError,
     MissingCredentialsError,
     NotFoundError,
     ResumeConflictError,
+    RetryableLLMError,
     UserError,
 )
 from .settings import Settings, load_settings  # noqa: E402
@@ -48,25 +52,35 @@ __all__ = [
     "ArtifactConflictError",
     "ArtifactFlowError",
     "ConfigError",
+    "ContextOverflowError",
     "ConversationManager",
     "Event",
     "EventType",
     "ExecutionController",
     "ExecutionPhase",
     "ExecutionResult",
+    "FatalLLMError",
     "InvalidResumeError",
     "LLMError",
     "MissingCredentialsError",
+    "Model",
+    "ModelRequest",
+    "ModelResponse",
     "NotFoundError",
     "Permission",
+    "Reply",
     "ResumeConflictError",
+    "RetryableLLMError",
     "RunContext",
+    "ScriptedModel",
     "Services",
     "Settings",
     "Tool",
+    "ToolCall",
     "ToolContext",
     "ToolRegistry",
     "ToolResult",
+    "Usage",
     "UserError",
     "create_initial_state",
     "load_settings",

@@ -137,9 +137,6 @@ class ExecutionController:
         history = await self.conversations.format_conversation_history(message["parent_id"])
         state = create_initial_state(
             content,
-            session_id=conversation["id"],
-            thread_id=message["thread_id"],
-            user_message_id=message["id"],
             conversation_history=history,
         )
         metadata = {
