@@ -7,6 +7,7 @@ Public API: everything importable from here. Graph wiring and node functions are
 
 from __future__ import annotations
 
+from .agents.model import Model, ModelRequest, ModelResponse, Reply, ScriptedModel, ToolCall, Usage
 from .agents.spec import AgentSpec
 from .core.context import RunContext, Services
 from .core.controller import ExecutionController, ExecutionResult
@@ -23,11 +24,14 @@ from .errors import (
     ArtifactConflictError,
     ArtifactFlowError,
     ConfigError,
+    ContextOverflowError,
+    FatalLLMError,
     InvalidResumeError,
     LLMError,
     MissingCredentialsError,
     NotFoundError,
     ResumeConflictError,
+    RetryableLLMError,
     UserError,
 )
 from .settings import Settings, load_settings
@@ -45,6 +49,7 @@ __all__ = [
     "ArtifactConflictError",
     "ArtifactFlowError",
     "ConfigError",
+    "ContextOverflowError",
     "ConversationManager",
     "Event",
     "EventData",
@@ -52,22 +57,31 @@ __all__ = [
     "ExecutionController",
     "ExecutionPhase",
     "ExecutionResult",
+    "FatalLLMError",
     "InvalidResumeError",
     "LLMError",
     "MessageStatus",
     "MissingCredentialsError",
+    "Model",
+    "ModelRequest",
+    "ModelResponse",
     "NotFoundError",
     "Outcome",
     "Permission",
+    "Reply",
     "ResumeConflictError",
+    "RetryableLLMError",
     "RunContext",
+    "ScriptedModel",
     "Services",
     "Settings",
     "Tool",
+    "ToolCall",
     "ToolContext",
     "ToolRegistry",
     "ToolResult",
     "TypedEvent",
+    "Usage",
     "UserError",
     "create_initial_state",
     "load_settings",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..agents.llm import LLMClient
+from ..agents.model import ModelPicker
 from ..agents.models import ModelRegistry
 from ..agents.spec import load_agents
 from ..errors import ConfigError
@@ -79,7 +79,7 @@ async def open_engine(
         agents=agents,
         models=models,
         tools=registry,
-        llm=LLMClient(settings.llm),
+        llm=ModelPicker(settings.llm),
         store=store,
     )
     return services, checkpoints

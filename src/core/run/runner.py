@@ -67,13 +67,7 @@ async def start_message(
         lease_expires_at=rt.lease(),
     )
     history = await conversations.format_conversation_history(message["parent_id"])
-    state = create_initial_state(
-        content,
-        session_id=conversation["id"],
-        thread_id=message["thread_id"],
-        user_message_id=message["id"],
-        conversation_history=history,
-    )
+    state = create_initial_state(content, conversation_history=history)
     metadata = {
         "parent_message_id": message["parent_id"],
         "content": content,
