@@ -83,7 +83,7 @@ class Hooks:
     `on_tool_round_start`, then per call `on_tool_start`, `after_tool_call`, `on_tool_end`,
     then `after_tool_round`; and `on_run_end` when the segment ends (completed, failed,
     cancelled, or paused for permission: a resume starts a new segment with
-    `on_permission_result` then `on_run_start`).
+    `on_run_start` (`run.resumed`) then `on_permission_result`).
     """
 
     # --- run -----------------------------------------------------------------------------
