@@ -7,7 +7,9 @@ result (`after_tool_call`, before the model, the ledger and the event log see it
 model's own answers are scrubbed too (`after_model_request`), so a secret it echoes or
 builds never reaches a tool call, an event or the next request.
 
-All patterns are joined into one compiled alternation: one pass per string.
+All patterns are joined into one compiled alternation: one pass per string. The agent
+nodes rebuild the request from the same history at every step, so results are cached per
+string (a dict hit instead of a regex pass over the whole history each step).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 from ..tools.base import ToolResult
@@ -31,9 +34,13 @@ class RedactionHooks(Hooks):
             raise ValueError("RedactionHooks needs at least one pattern")
         self.pattern = re.compile("|".join(f"(?:{p})" for p in patterns))
         self.replacement = replacement
+        self._cached = lru_cache(maxsize=4096)(self._sub)
+
+    def _sub(self, value: str) -> str:
+        return self.pattern.sub(self.replacement, value)
 
     def text(self, value: str) -> str:
-        return self.pattern.sub(self.replacement, value)
+        return self._cached(value) if len(value) >= 64 else self._sub(value)
 
     def value(self, value: Any) -> Any:
         """Redact every string inside JSON-like data (dict keys included)."""
@@ -48,11 +55,17 @@ class RedactionHooks(Hooks):
         return value
 
     def message(self, message: ChatMessage) -> ChatMessage:
+        """The message itself when nothing in it matched, else a redacted copy."""
+        content, calls = message.get("content"), message.get("tool_calls")
+        new_content = self.value(content) if content is not None else None
+        new_calls = self.value(calls) if calls else calls
+        if new_content == content and new_calls == calls:
+            return message
         out: dict[str, Any] = dict(message)
-        if message.get("content") is not None:
-            out["content"] = self.value(message["content"])
-        if message.get("tool_calls"):
-            out["tool_calls"] = self.value(message["tool_calls"])
+        if content is not None:
+            out["content"] = new_content
+        if calls:
+            out["tool_calls"] = new_calls
         return out  # type: ignore[return-value]
 
     async def before_run(self, run: RunInfo, content: str) -> str | None:
@@ -63,7 +76,8 @@ class RedactionHooks(Hooks):
         self, run: RunInfo, agent: AgentStep, request: ModelRequest
     ) -> ModelRequest | None:
         messages = [self.message(m) for m in request.messages]
-        return request.with_messages(messages) if messages != request.messages else None
+        changed = any(new is not old and new != old for new, old in zip(messages, request.messages, strict=True))
+        return request.with_messages(messages) if changed else None
 
     async def after_model_request(
         self, run: RunInfo, agent: AgentStep, request: ModelRequest, response: ModelResponse
