@@ -51,7 +51,7 @@ MESSAGES = [{"role": "system", "content": "You are the lead agent. " * 20}] + [
     for i in range(20)
 ]
 CALLS = [
-    {"id": "c1", "name": "web_fetch", "arguments": '{"url": "https://python.org/downloads"}'},
+    {"id": "c1", "name": "web_fetch", "arguments": '{"url_list": ["https://python.org/downloads"]}'},
     {"id": "c2", "name": "web_search", "arguments": '{"query": "python release"}'},
 ]
 
@@ -114,7 +114,7 @@ async def main(steps: int) -> None:
     with_memory.add_span_processor(SimpleSpanProcessor(exporter))
     builtins = [
         RedactionHooks([r"sk-[A-Za-z0-9]{20,}", r"\b\d{3}-\d{2}-\d{4}\b"]),
-        ToolPolicyHooks({"rules": [{"tool": "web_fetch", "argument": "url", "domains": ["python.org"]}]}),
+        ToolPolicyHooks({"rules": [{"tool": "web_fetch", "argument": "url_list", "domains": ["python.org"]}]}),
     ]
     with tempfile.TemporaryDirectory() as folder:
         store = await AppStore.open(None, sqlite_path=Path(folder) / "app.db")

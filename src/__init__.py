@@ -33,6 +33,7 @@ from .errors import (  # noqa: E402
     ResumeConflictError,
     UserError,
 )
+from .hooks import HookError, Hooks, Refuse  # noqa: E402
 from .settings import Settings, load_settings  # noqa: E402
 from .tools.base import Permission, Tool, ToolResult  # noqa: E402
 from .tools.context import ToolContext  # noqa: E402
@@ -54,11 +55,14 @@ __all__ = [
     "ExecutionController",
     "ExecutionPhase",
     "ExecutionResult",
+    "HookError",
+    "Hooks",
     "InvalidResumeError",
     "LLMError",
     "MissingCredentialsError",
     "NotFoundError",
     "Permission",
+    "Refuse",
     "ResumeConflictError",
     "RunContext",
     "Services",

@@ -74,8 +74,10 @@ async def tool_round(
     return outcomes, added
 
 
-def fetch_call(call_id: str = "c1", url: str = "https://python.org/downloads") -> dict[str, Any]:
-    return {"id": call_id, "name": "web_fetch", "arguments": f'{{"url": "{url}"}}'}
+def fetch_call(call_id: str = "c1", *urls: str) -> dict[str, Any]:
+    """A `web_fetch` call as the model sends it (the real tool takes `url_list`)."""
+    listed = ", ".join(f'"{u}"' for u in urls or ("https://python.org/downloads",))
+    return {"id": call_id, "name": "web_fetch", "arguments": f'{{"url_list": [{listed}]}}'}
 
 
 async def first_segment(runner: HookRunner, run: RunInfo) -> dict[str, Any]:

@@ -70,8 +70,8 @@ def policy(**settings) -> HookRunner:
     return HookRunner([ToolPolicyHooks(settings)])
 
 
-def fetch(url: str) -> ToolCall:
-    return ToolCall.from_raw(fetch_call("c1", url), agent="lead_agent", invocation="lead", round=1)
+def fetch(*urls: str) -> ToolCall:
+    return ToolCall.from_raw(fetch_call("c1", *urls), agent="lead_agent", invocation="lead", round=1)
 
 
 @pytest.mark.parametrize(
@@ -89,20 +89,23 @@ def fetch(url: str) -> ToolCall:
     ],
 )
 async def test_web_fetch_is_refused_outside_the_listed_domains(url, allowed):
-    runner = policy(rules=[{"tool": "web_fetch", "argument": "url", "domains": ["python.org"], "reason": "only python.org"}])
+    runner = policy(rules=[{"tool": "web_fetch", "argument": "url_list", "domains": ["python.org"], "reason": "only python.org"}])
     decided = await runner.before_tool_call(RUN, fetch(url))
     if allowed:
         assert isinstance(decided, ToolCall)
     else:
         assert isinstance(decided, Refuse) and decided.hook == "tool_policy"
-        assert decided.reason.startswith("only python.org (url ") and "is outside python.org" in decided.reason
+        assert decided.reason.startswith("only python.org (url_list ") and "is outside python.org" in decided.reason
+    # Every URL of the list must pass.
+    both = await runner.before_tool_call(RUN, fetch("https://python.org/", url))
+    assert isinstance(both, ToolCall) == allowed
 
 
 async def test_tools_and_argument_patterns_can_be_denied_or_allowed():
     runner = policy(
         deny_tools=["shell", "*_artifact"],
         rules=[
-            {"tool": "web_*", "argument": "url", "deny": [r"\.zip$"]},
+            {"tool": "web_*", "argument": "url_list", "deny": [r"\.zip$"]},
             {"tool": "search", "argument": "options.engine", "allow": ["^(ddg|brave)$"]},
         ],
     )
@@ -136,7 +139,7 @@ async def test_both_builtins_load_from_config_and_act_in_a_simulated_round(tmp_p
     (folder / "artifactflow.yaml").write_text(textwrap.dedent(r"""
         hooks:
           tool_policy:
-            rules: [{tool: web_fetch, argument: url, domains: [python.org]}]
+            rules: [{tool: web_fetch, argument: url_list, domains: [python.org]}]
           redaction:
             patterns: ['sk-[A-Za-z0-9]{20,}']
             replacement: '<secret>'
@@ -151,4 +154,4 @@ async def test_both_builtins_load_from_config_and_act_in_a_simulated_round(tmp_p
         raw_calls=[decided[0], raw[0]],
     )
     assert outcomes[0].result.data == "token <secret>"
-    assert outcomes[1].refused and outcomes[1].result.error.startswith("refused: url 'https://evil.example/' is outside python.org")
+    assert outcomes[1].refused and outcomes[1].result.error.startswith("refused: url_list 'https://evil.example/' is outside python.org")

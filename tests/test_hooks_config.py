@@ -130,3 +130,39 @@ def test_environment_overrides_the_telemetry_section(tmp_path, monkeypatch):
     assert settings.telemetry.capture_content is True
     assert settings.telemetry.exporter == "none"
     assert settings.hooks.load == [] and settings.hooks.on_error == "raise"
+
+
+def _readme_block(language: str, first_line: str) -> str:
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    for block in readme.split(f"```{language}\n")[1:]:
+        body = block.split("```", 1)[0]
+        if body.startswith(first_line):
+            return body
+    raise AssertionError(f"README has no {language} block starting with {first_line!r}")
+
+
+async def test_the_readme_hook_example_loads_from_config_and_acts(tmp_path, capsys):
+    from hooks_sim import fetch_call, model_step, tool_round
+
+    from artifactflow.hooks import AgentStep, Refuse, ToolCall
+    from artifactflow.tools.base import ToolResult
+
+    module = _readme_block("python", "# config/my_hooks.py")
+    yaml_text = _readme_block("yaml", "hooks:\n  load: [my_hooks:Guard")
+    policy = "class Policy:\n    def __init__(self, strict):\n        self.strict = strict\n    def on_run_start(self, run):\n        pass\n"
+    runner = runner_for(tmp_path, yaml_text, {"my_hooks.py": module, "checks/policy.py": policy})
+    assert [name for name, _ in runner.hooks] == [
+        "my_hooks:Guard", "checks/policy.py:Policy", "tool_policy", "redaction",
+    ]
+    lead = AgentStep("lead_agent", "lead", 1)
+    decided = await model_step(runner, RUN, lead, "", [
+        fetch_call("c1", "https://docs.python.org/3/"),
+        fetch_call("c2", "https://example.com/"),
+        fetch_call("c3", "https://evil.example/"),
+    ])
+    assert isinstance(decided[0], ToolCall) and decided[0].arguments["max_content_length"] == 8000
+    assert isinstance(decided[1], Refuse) and decided[1].hook == "my_hooks:Guard"
+    assert isinstance(decided[2], Refuse) and decided[2].hook == "tool_policy"
+    _, added = await tool_round(runner, RUN, "lead_agent", "lead", 1, decided[:1], {"c1": ToolResult.fail("HTTP 503")})
+    assert added == [{"role": "user", "content": "Some tools failed: say so in your answer instead of guessing."}]
+    assert "web_fetch ok=False 12 ms" in capsys.readouterr().out

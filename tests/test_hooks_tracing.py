@@ -128,7 +128,7 @@ async def test_contents_are_recorded_only_when_asked():
     spans = by_name(exported.get_finished_spans())
     assert '"find the release date"' in spans["chat gpt-test"].attributes["gen_ai.input.messages"]
     assert "web_fetch" in spans["chat gpt-test"].attributes["gen_ai.output.messages"]
-    assert spans["execute_tool web_fetch"].attributes["gen_ai.tool.call.arguments"] == '{"url": "https://python.org/downloads"}'
+    assert spans["execute_tool web_fetch"].attributes["gen_ai.tool.call.arguments"] == '{"url_list": ["https://python.org/downloads"]}'
     assert spans["execute_tool web_fetch"].attributes["gen_ai.tool.call.result"] == "Python 3.14 released"
 
 

@@ -5,7 +5,8 @@
       allow_tools: null                      # a list: only these tools may run
       rules:
         - tool: web_fetch
-          argument: url                      # dotted path into the arguments
+          argument: url_list                 # dotted path into the arguments; a list:
+                                             # every item must pass
           domains: [python.org]              # the host or any subdomain of it
           allow: []                          # or regexes (re.search) the value must match
           deny: ['\\.zip$']                  # regexes that refuse the call
@@ -87,14 +88,21 @@ class ToolPolicyHooks(Hooks):
             value = _lookup(call.arguments, rule.argument)
             if value is _MISSING or value is None:
                 continue
-            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-            if any(p.search(text) for p in deny):
-                return self._reason(rule, f"{rule.argument} {text!r} matches a denied pattern")
-            if (allow or rule.domains) and not (
-                any(p.search(text) for p in allow) or in_domains(host_of(text), rule.domains)
-            ):
-                where = ", ".join(rule.domains) if rule.domains else "the allowed patterns"
-                return self._reason(rule, f"{rule.argument} {text!r} is outside {where}")
+            for item in value if isinstance(value, list) else [value]:
+                reason = self._check_value(rule, allow, deny, item)
+                if reason:
+                    return reason
+        return None
+
+    def _check_value(self, rule: ToolRule, allow: list[re.Pattern[str]], deny: list[re.Pattern[str]], value: Any) -> str | None:
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        if any(p.search(text) for p in deny):
+            return self._reason(rule, f"{rule.argument} {text!r} matches a denied pattern")
+        if (allow or rule.domains) and not (
+            any(p.search(text) for p in allow) or in_domains(host_of(text), rule.domains)
+        ):
+            where = ", ".join(rule.domains) if rule.domains else "the allowed patterns"
+            return self._reason(rule, f"{rule.argument} {text!r} is outside {where}")
         return None
 
     @staticmethod
