@@ -274,3 +274,17 @@ def test_tracer_provider_accepts_an_explicit_exporter():
     provider = tracer_provider(TelemetrySettings(), exporter)
     provider.get_tracer("t").start_span("x").end()
     assert [s.name for s in exporter.get_finished_spans()] == ["x"]
+
+
+async def test_a_subagent_answer_is_told_by_its_agent_span_not_a_tool_span():
+    from artifactflow.hooks import ToolCall
+
+    runner, exported = process()
+    run = new_run()
+    await runner.on_run_start(run)
+    delegate = ToolCall("c2", "call_subagent", {"agent_name": "researcher"}, LEAD, "lead", 1)
+    await runner.after_tool_call(run, delegate, ToolResult(True, "3.14 is out"))
+    await runner.after_tool_call(run, delegate, ToolResult.fail("unknown subagent 'nobody'"))
+    await runner.on_run_end(run, RunEnd("completed"))
+    names = sorted(s.name for s in exported.get_finished_spans())
+    assert names == ["execute_tool call_subagent", "invoke_agent lead_agent"]  # only the failed call
