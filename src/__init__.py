@@ -34,6 +34,7 @@ from .errors import (
     RetryableLLMError,
     UserError,
 )
+from .hooks import HookError, Hooks, Refuse
 from .settings import Settings, load_settings
 from .tools.base import Permission, Tool, ToolResult
 from .tools.context import ToolContext
@@ -58,6 +59,8 @@ __all__ = [
     "ExecutionPhase",
     "ExecutionResult",
     "FatalLLMError",
+    "HookError",
+    "Hooks",
     "InvalidResumeError",
     "LLMError",
     "MessageStatus",
@@ -69,6 +72,7 @@ __all__ = [
     "Outcome",
     "Permission",
     "Reply",
+    "Refuse",
     "ResumeConflictError",
     "RetryableLLMError",
     "RunContext",

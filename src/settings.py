@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .errors import ConfigError
+from .hooks.config import HooksSettings, TelemetrySettings
 from .tools.base import Permission
 
 PACKAGED_CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
@@ -100,6 +101,8 @@ class Settings(BaseSettings):
     run: RunSettings = RunSettings()
     auth: AuthSettings = AuthSettings()
     server: ServerSettings = ServerSettings()
+    hooks: HooksSettings = HooksSettings()
+    telemetry: TelemetrySettings = TelemetrySettings()
 
     @field_validator("permissions", mode="before")
     @classmethod

@@ -130,3 +130,13 @@ tool_executions = sa.Table(
     sa.Column("result", sa.Text, nullable=True),
     sa.Column("updated_at", sa.Float, nullable=False),
 )
+
+# Exactly-once marks of hook points that fire inside re-runnable nodes (src/hooks/dedupe.py).
+hook_marks = sa.Table(
+    "af_hook_marks",
+    metadata,
+    sa.Column("message_id", sa.String(64), primary_key=True),
+    sa.Column("key", sa.String(400), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),  # JSON output of the first firing
+    sa.Column("created_at", sa.Float, nullable=False),
+)
