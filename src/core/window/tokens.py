@@ -11,7 +11,8 @@ A heuristic alone can be 30% off for code, JSON or another language, so `TokenCo
 calibrates per agent invocation: after each response it records the provider's
 `prompt_tokens` for that request next to the heuristic's raw figure. The next estimate is
 that reported figure plus the raw size of what changed since, scaled by the observed
-tokens-per-raw ratio (smoothed over the invocation's requests). It therefore tracks the real
+tokens-per-raw rate of what was added between reported requests (smoothed over the
+invocation's requests). It therefore tracks the real
 tokenizer as the run goes on, and is exact for the part that was already counted. Missing or
 zero usage (some local servers send none) leaves the calibration as it was.
 """
@@ -33,7 +34,8 @@ IMAGE_PART_TOKENS = 800  # a typical detail:auto image; we never send images our
 # reports cached tokens only, a server that counts something else) than the estimate.
 MIN_RATIO = 0.25
 MAX_RATIO = 4.0
-SMOOTHING = 0.5  # weight of the newest observation in the ratio
+SMOOTHING = 0.7  # weight of the newest observation in the ratio
+MIN_MARGINAL_RAW = 32  # raw tokens added since the anchor before their own rate is trusted
 
 
 def text_tokens(text: str | None) -> int:
@@ -158,7 +160,15 @@ class TokenCounter:
         ratio = prompt_tokens / raw
         if not MIN_RATIO <= ratio <= MAX_RATIO:
             return
-        if self.observations == 0:
+        if self.anchor_raw is not None and self.anchor_tokens is not None:
+            # The rate of what was added since the anchor says most about the next delta
+            # (tool results, not the system prompt's prose).
+            added_raw = raw - self.anchor_raw
+            if added_raw >= MIN_MARGINAL_RAW:
+                marginal = (prompt_tokens - self.anchor_tokens) / added_raw
+                if MIN_RATIO <= marginal <= MAX_RATIO:
+                    ratio = marginal
+        if self.observations <= 1:  # the first two readings replace the default outright
             self.ratio = ratio
         else:
             self.ratio = SMOOTHING * ratio + (1 - SMOOTHING) * self.ratio
