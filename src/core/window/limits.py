@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from ...agents.spec import AgentSpec
     from ...settings import ContextSettings
 
+# LangGraph counts the input as a step: a run of n node steps needs recursion_limit >= n + 1
+# (measured on LangGraph 1.2 against this graph).
+INPUT_STEP = 1
 # Steps the derived limit adds on top of the worst case (resume bookkeeping, future nodes).
 RECURSION_SLACK = 16
 
@@ -56,7 +59,7 @@ def recursion_limit(
     """
     lead = next((a for a in agents.values() if a.role == "lead"), None)
     if lead is None:
-        return max(floor, RECURSION_SLACK + extra_steps)
+        return max(floor, INPUT_STEP + RECURSION_SLACK + extra_steps)
     callable_subagents = []
     if "call_subagent" in lead.tools:
         callable_subagents = [
@@ -64,5 +67,5 @@ def recursion_limit(
             for a in agents.values()
             if a.role == "subagent" and (lead.subagents is None or a.name in lead.subagents)
         ]
-    worst = lead.max_tool_rounds * lead_round_steps(callable_subagents) + 1
+    worst = lead.max_tool_rounds * lead_round_steps(callable_subagents) + 1 + INPUT_STEP
     return max(floor, worst + extra_steps + RECURSION_SLACK)
