@@ -11,3 +11,44 @@ Pure building blocks the run driver and the agent nodes call; nothing here touch
 
 (Named `window` because `core/context.py` holds the run's runtime context.)
 """
+
+from .budget import Budget, BudgetExceeded, Prices, Usage, check, cost_usd, tally
+from .compaction import (
+    CompactionConfig,
+    CompactionResult,
+    ContextWindowExceeded,
+    fit_request,
+    memory_writes,
+    plan_compaction,
+)
+from .history import conversation_history
+from .history_store import HistorySummaries
+from .limits import context_window, recursion_limit
+from .overflow import Overflow, parse_exception, parse_overflow
+from .rounds import rounds_in
+from .tokens import TokenCounter
+
+__all__ = [
+    "Budget",
+    "BudgetExceeded",
+    "CompactionConfig",
+    "CompactionResult",
+    "ContextWindowExceeded",
+    "HistorySummaries",
+    "Overflow",
+    "Prices",
+    "TokenCounter",
+    "Usage",
+    "check",
+    "context_window",
+    "conversation_history",
+    "cost_usd",
+    "fit_request",
+    "memory_writes",
+    "parse_exception",
+    "parse_overflow",
+    "plan_compaction",
+    "recursion_limit",
+    "rounds_in",
+    "tally",
+]
