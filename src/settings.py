@@ -72,6 +72,26 @@ class RunSettings(BaseModel):
     lease_seconds: float = Field(30.0, gt=1)
 
 
+class ContextSettings(BaseModel):
+    """Keeping each model request inside the model's context window (see core/window)."""
+
+    compaction: bool = True  # summarize old tool rounds before a request would overflow
+    default_window: int = Field(32_768, ge=256)  # tokens, for models without `context_window`
+    compact_at: float = Field(0.8, gt=0.1, lt=1.0)  # fraction of the window that triggers it
+    keep_recent_rounds: int = Field(4, ge=1)  # newest tool rounds kept verbatim
+    summary_model: str | None = None  # profile or model name; None: the agent's own model
+    summary_max_tokens: int = Field(1024, ge=64)
+    history_share: float = Field(0.5, gt=0.0, le=1.0)  # of the compaction threshold
+    keep_recent_messages: int = Field(4, ge=0)  # conversation turns kept verbatim
+
+
+class BudgetSettings(BaseModel):
+    """Per-run limits; crossing one ends the run with outcome `budget_exceeded`."""
+
+    max_tokens: int | None = Field(None, ge=1)  # prompt + completion, all agents
+    max_cost_usd: float | None = Field(None, gt=0)  # from the model profiles' prices
+
+
 class AuthSettings(BaseModel):
     enabled: bool | None = None  # None: on unless the server binds to loopback
 
@@ -99,6 +119,8 @@ class Settings(BaseSettings):
     checkpoints: CheckpointSettings = CheckpointSettings()
     web: WebSettings = WebSettings()
     run: RunSettings = RunSettings()
+    context: ContextSettings = ContextSettings()
+    budget: BudgetSettings = BudgetSettings()
     auth: AuthSettings = AuthSettings()
     server: ServerSettings = ServerSettings()
     hooks: HooksSettings = HooksSettings()

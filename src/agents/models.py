@@ -1,7 +1,9 @@
 """Model profiles: which endpoint, key and model name an agent's `model:` field means.
 
-`config/models.yaml` maps profile names to `{api, base_url, api_key_env, model, params}`. An
-agent whose `model` is not a profile name uses that string as the model name on the default
+`config/models.yaml` maps profile names to `{api, base_url, api_key_env, model, params}`, plus
+what the engine must know about the model: `context_window` (tokens; unset means the
+`context.default_window` setting) and optional prices per million tokens. An agent
+whose `model` is not a profile name uses that string as the model name on the default
 endpoint, which is configured exactly as the OpenAI SDK is: `OPENAI_BASE_URL` and
 `OPENAI_API_KEY`. Credentials are checked when a run starts, so a missing key is a clear
 message naming the variable, never a traceback from deep inside the SDK.
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ConfigError, MissingCredentialsError
 
@@ -36,6 +38,9 @@ class ProfileSpec(BaseModel):
     base_url_env: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     params: dict[str, Any] = {}
+    context_window: int | None = Field(None, ge=256)
+    input_per_mtok: float | None = Field(None, ge=0)  # USD per million prompt tokens
+    output_per_mtok: float | None = Field(None, ge=0)  # USD per million completion tokens
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,9 @@ class ResolvedModel:
     api_key: str
     params: dict[str, Any] = field(default_factory=dict)
     api: str = "chat_completions"
+    context_window: int | None = None  # None: the `context.default_window` setting applies
+    input_per_mtok: float | None = None
+    output_per_mtok: float | None = None
 
     @property
     def client_key(self) -> tuple[str | None, str]:
@@ -118,7 +126,10 @@ class ModelRegistry:
                 raise MissingCredentialsError(
                     f"model profile '{ref}' needs an API key: set {spec.api_key_env}"
                 )
-            return ResolvedModel(ref, spec.model, base_url, key, dict(spec.params), spec.api)
+            return ResolvedModel(
+                ref, spec.model, base_url, key, dict(spec.params), spec.api,
+                spec.context_window, spec.input_per_mtok, spec.output_per_mtok,
+            )
         base_url = self.env.get("OPENAI_BASE_URL") or None
         key = self.env.get("OPENAI_API_KEY") or ""
         if not key and self.credentials_required:

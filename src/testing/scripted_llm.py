@@ -27,12 +27,25 @@ registered with ``route`` are consulted first and may answer based on the reques
 (e.g. pick the answer by the agent's system message when several agents run
 concurrently); returning ``None`` falls back to the queue.  When nothing answers, the
 server replies HTTP 500 and records the request in ``llm.unexpected``.
+
+A small context window, the way real providers enforce one::
+
+    llm = ScriptedLLM(context_window=8192, chars_per_token=3.0)
+
+Every request is measured with ``request_tokens`` (this server's "tokenizer": characters of
+contents, tool calls and tool schemas divided by ``chars_per_token``, plus a per-message
+frame). Above the window the server answers HTTP 400 with OpenAI's
+``context_length_exceeded`` body, without consuming a scripted response, and records the
+figure in ``llm.rejected``; otherwise ``usage.prompt_tokens`` is that same figure and it is
+recorded in ``llm.accepted_prompt_tokens``. ``request_sizes`` and ``request_times`` (body
+bytes and arrival ``perf_counter``) are kept for benchmarks.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 import threading
 import time
 from collections import deque
@@ -55,7 +68,9 @@ __all__ = [
     "ToolCalls",
     "Unexpected",
     "completion_tokens",
+    "context_length_body",
     "prompt_tokens",
+    "request_tokens",
     "scripted_llm",
 ]
 
@@ -195,6 +210,53 @@ def prompt_tokens(request: dict[str, Any]) -> int:
     return max(1, chars // 4)
 
 
+MESSAGE_FRAME_TOKENS = 3
+
+
+def request_tokens(request: dict[str, Any], chars_per_token: float = 4.0) -> int:
+    """The windowed server's prompt figure: message contents, tool-call names and arguments,
+    tool-call ids and the tools' JSON, in characters / ``chars_per_token`` (rounded up), plus
+    ``MESSAGE_FRAME_TOKENS`` per message."""
+    chars = 0
+    frames = 0
+    for message in request.get("messages") or []:
+        if not isinstance(message, dict):
+            continue
+        frames += 1
+        chars += _content_chars(message.get("content"))
+        chars += len(str(message.get("tool_call_id") or ""))
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            chars += len(str(function.get("name") or "")) + len(str(function.get("arguments") or ""))
+            chars += len(str(call.get("id") or ""))
+    if request.get("tools"):
+        chars += len(json.dumps(request["tools"], separators=(",", ":")))
+    return math.ceil(chars / chars_per_token) + frames * MESSAGE_FRAME_TOKENS
+
+
+def context_length_body(window: int, prompt: int, completion: int = 0) -> dict[str, Any]:
+    """OpenAI's 400 body for a request over the window (wording as the API sends it)."""
+    if completion:
+        message = (
+            f"This model's maximum context length is {window} tokens. However, you requested "
+            f"{prompt + completion} tokens ({prompt} in the messages, {completion} in the "
+            "completion). Please reduce the length of the messages or completion."
+        )
+    else:
+        message = (
+            f"This model's maximum context length is {window} tokens. However, your messages "
+            f"resulted in {prompt} tokens. Please reduce the length of the messages."
+        )
+    return {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+
+
 def completion_tokens(text: str, arguments: list[str]) -> int:
     """Deterministic completion usage: len(text + all tool-call arguments) // 4 (min 1)."""
     return max(1, (len(text) + sum(len(a) for a in arguments)) // 4)
@@ -307,7 +369,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(400, f"ScriptedLLM: invalid JSON body: {exc}")
             return
 
-        self.llm._record_request(body, {k.lower(): v for k, v in self.headers.items()})
+        self.llm._record_request(body, {k.lower(): v for k, v in self.headers.items()}, len(raw))
+        window = self.llm.context_window
+        if window is not None:
+            prompt = request_tokens(body, self.llm.chars_per_token)
+            completion = int(body.get("max_completion_tokens") or body.get("max_tokens") or 0)
+            if prompt + completion > window:
+                self.llm._record_rejected(prompt)
+                self._send_json(400, context_length_body(window, prompt, completion))
+                return
+            self.llm._record_accepted(prompt)
         response = self.llm._next_response(body)
         if response is None:
             self._send_error(500, NO_RESPONSE_MESSAGE)
@@ -358,7 +429,10 @@ class _Handler(BaseHTTPRequestHandler):
         return out
 
     def _usage(self, request: dict[str, Any], text: str, args: list[str]) -> dict[str, int]:
-        p = prompt_tokens(request)
+        if self.llm.context_window is not None:
+            p = request_tokens(request, self.llm.chars_per_token)
+        else:
+            p = prompt_tokens(request)
         c = completion_tokens(text, args)
         return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
 
@@ -476,8 +550,20 @@ class _Handler(BaseHTTPRequestHandler):
 class ScriptedLLM:
     """Scripted OpenAI-compatible server on 127.0.0.1 (see module docstring)."""
 
-    def __init__(self, *responses: Response, models: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        *responses: Response,
+        models: list[str] | None = None,
+        context_window: int | None = None,
+        chars_per_token: float = 4.0,
+    ) -> None:
         self.models: list[str] = list(models or ["scripted-model"])
+        self.context_window = context_window
+        self.chars_per_token = chars_per_token
+        self._rejected: list[int] = []
+        self._accepted: list[int] = []
+        self._sizes: list[int] = []
+        self._times: list[float] = []
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._active = 0
@@ -611,6 +697,30 @@ class ScriptedLLM:
             return list(self._unexpected)
 
     @property
+    def rejected(self) -> list[int]:
+        """Prompt figures of the requests refused as over ``context_window``."""
+        with self._lock:
+            return list(self._rejected)
+
+    @property
+    def accepted_prompt_tokens(self) -> list[int]:
+        """Prompt figures of the requests within ``context_window``, in arrival order."""
+        with self._lock:
+            return list(self._accepted)
+
+    @property
+    def request_sizes(self) -> list[int]:
+        """Body bytes of each chat request, parallel to ``requests``."""
+        with self._lock:
+            return list(self._sizes)
+
+    @property
+    def request_times(self) -> list[float]:
+        """``time.perf_counter()`` at each chat request's arrival, parallel to ``requests``."""
+        with self._lock:
+            return list(self._times)
+
+    @property
     def disconnects(self) -> int:
         """How many responses were cut short because the client went away."""
         with self._lock:
@@ -618,10 +728,20 @@ class ScriptedLLM:
 
     # ---- used by the handler threads
 
-    def _record_request(self, body: dict[str, Any], headers: dict[str, str]) -> None:
+    def _record_request(self, body: dict[str, Any], headers: dict[str, str], size: int = 0) -> None:
         with self._lock:
             self._requests.append(body)
             self._headers.append(headers)
+            self._sizes.append(size)
+            self._times.append(time.perf_counter())
+
+    def _record_rejected(self, prompt: int) -> None:
+        with self._lock:
+            self._rejected.append(prompt)
+
+    def _record_accepted(self, prompt: int) -> None:
+        with self._lock:
+            self._accepted.append(prompt)
 
     def _record_unexpected(self, item: Unexpected) -> None:
         with self._lock:
@@ -679,8 +799,10 @@ class ScriptedLLM:
 
 
 @contextmanager
-def scripted_llm(*responses: Response, models: list[str] | None = None) -> Iterator[ScriptedLLM]:
+def scripted_llm(
+    *responses: Response, models: list[str] | None = None, **options: Any
+) -> Iterator[ScriptedLLM]:
     """``with scripted_llm(Text("hi")) as llm: ...`` — starts and always closes the server."""
-    llm = ScriptedLLM(*responses, models=models)
+    llm = ScriptedLLM(*responses, models=models, **options)
     with llm:
         yield llm
