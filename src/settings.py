@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from .errors import ConfigError
 from .tools.base import Permission
+from .tools.mcp.config import McpServerConfig
 
 PACKAGED_CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
 
@@ -99,6 +100,7 @@ class Settings(BaseSettings):
     run: RunSettings = RunSettings()
     auth: AuthSettings = AuthSettings()
     server: ServerSettings = ServerSettings()
+    mcp_servers: dict[str, McpServerConfig] = {}
 
     @field_validator("permissions", mode="before")
     @classmethod

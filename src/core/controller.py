@@ -100,6 +100,7 @@ class ExecutionController:
                 with contextlib.suppress(BaseException):
                     await handle.task
         await self.services.llm.aclose()
+        await self.services.tools.aclose()  # stops MCP servers
         await self.checkpoints.close()
         await self.store.close()
 
