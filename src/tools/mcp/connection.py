@@ -96,6 +96,8 @@ class _Session:
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+        if self._ready.done() and not self._ready.cancelled():
+            self._ready.exception()  # a failed start was reported by open(); mark it read
 
     async def _run(self) -> None:
         try:
@@ -134,11 +136,13 @@ class _Session:
         try:
             with job.scope:
                 result = await client.call_tool(job.name, job.arguments)
-        except anyio.get_cancelled_exc_class():
+        except anyio.get_cancelled_exc_class():  # the session is going down
+            self.alive = False
             _settle(job, exc=McpUnavailable(self._connection.stopped_text()))
             raise
         except Exception as exc:
             if _is_transport_failure(exc):
+                self.alive = False
                 self._gone.set()
                 exc = McpUnavailable(self._connection.stopped_text())
             _settle(job, exc=exc)
