@@ -145,7 +145,7 @@ async def test_confirm_tool_pauses_and_resumes_in_new_process_once(
 
 
 async def test_crashed_server_fails_its_call_and_restarts_on_next_use(
-    make_controller, llm, journal
+    make_controller, llm, journal, caplog
 ):
     controller = await make_controller(
         lead_tools=["demo__*"],
@@ -165,8 +165,13 @@ async def test_crashed_server_fails_its_call_and_restarts_on_next_use(
     second_pid = int(tool_texts(llm.requests[3])[2])
     assert second_pid != first_pid
 
-    # Killed while idle: noticed at once, so the next call restarts it before sending.
+    # Killed while idle: noticed (logged) at once, so the next call restarts it before sending.
+    caplog.clear()
     os.kill(second_pid, signal.SIGKILL)
+    for _ in range(500):
+        if any("stopped; it will be restarted" in r.getMessage() for r in caplog.records):
+            break
+        await asyncio.sleep(0.02)
     llm.script(ToolCalls([Call("demo__pid", {}, id="c4")]), Text("again"))
     result = await controller.execute("once more", result.conversation_id)
     third = tool_texts(llm.requests[-1])[-1]
