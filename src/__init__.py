@@ -37,6 +37,8 @@ from .settings import Settings, load_settings  # noqa: E402
 from .tools.base import Permission, Tool, ToolResult  # noqa: E402
 from .tools.context import ToolContext  # noqa: E402
 from .tools.decorator import tool  # noqa: E402
+from .tools.langchain import wrap_tool  # noqa: E402
+from .tools.mcp import McpServerConfig  # noqa: E402
 from .tools.registry import ToolRegistry  # noqa: E402
 
 __version__ = "0.1.0"
@@ -56,6 +58,7 @@ __all__ = [
     "ExecutionResult",
     "InvalidResumeError",
     "LLMError",
+    "McpServerConfig",
     "MissingCredentialsError",
     "NotFoundError",
     "Permission",
@@ -72,4 +75,5 @@ __all__ = [
     "load_settings",
     "merge_agent_response_to_state",
     "tool",
+    "wrap_tool",
 ]
