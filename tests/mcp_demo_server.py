@@ -29,6 +29,11 @@ class Stats(BaseModel):
     total: float
 
 
+def note(line: str) -> None:
+    with Path(os.environ["AF_JOURNAL"]).open("a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+
+
 def build_server() -> MCPServer:
     server = MCPServer("demo", log_level="WARNING")
 
@@ -45,8 +50,7 @@ def build_server() -> MCPServer:
     @server.tool(annotations=ToolAnnotations(destructive_hint=True))
     def append_line(text: str) -> str:
         """Append one line to the journal file."""
-        with Path(os.environ["AF_JOURNAL"]).open("a", encoding="utf-8") as handle:
-            handle.write(text + "\n")
+        note(text)
         return f"appended {text!r}"
 
     @server.tool()
@@ -66,8 +70,13 @@ def build_server() -> MCPServer:
 
     @server.tool(annotations=READ_ONLY)
     async def slow(seconds: float) -> str:
-        """Sleep, then answer."""
-        await anyio.sleep(seconds)
+        """Sleep, then answer; notes its start and a cancellation in the journal."""
+        note("slow started")
+        try:
+            await anyio.sleep(seconds)
+        except anyio.get_cancelled_exc_class():
+            note("slow cancelled")
+            raise
         return "woke up"
 
     @server.tool()

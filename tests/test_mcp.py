@@ -178,10 +178,18 @@ async def test_crashed_server_fails_its_call_and_restarts_on_next_use(
     assert result.status == "completed" and int(third) not in (first_pid, second_pid)
 
 
-async def test_timeout_cancels_the_call_and_the_server_stays_usable(make_controller, llm, journal):
+async def wait_for_lines(path: Path, count: int) -> list[str]:
+    for _ in range(500):
+        if len(lines(path)) >= count:
+            break
+        await asyncio.sleep(0.02)
+    return lines(path)
+
+
+async def test_timeout_and_run_cancel_cancel_the_call_at_the_server(make_controller, llm, journal):
     controller = await make_controller(
         lead_tools=["demo__slow", "demo__pid"],
-        yaml_text=servers(stdio_server(extra="    timeout: 0.3\n")),
+        yaml_text=servers(stdio_server(extra="    timeout: 1\n")),
     )
     llm.script(
         ToolCalls([Call("demo__pid", {}, id="c1")]),
@@ -191,8 +199,19 @@ async def test_timeout_cancels_the_call_and_the_server_stays_usable(make_control
     )
     result = await controller.execute("be slow")
     assert result.status == "completed"
-    assert tool_texts(llm.requests[2])[1] == "ERROR: tool 'demo__slow' timed out after 0.3 s"
+    assert tool_texts(llm.requests[2])[1] == "ERROR: tool 'demo__slow' timed out after 1 s"
     assert tool_texts(llm.requests[3])[2] == tool_texts(llm.requests[1])[0]  # same process
+    assert await wait_for_lines(journal, 2) == ["slow started", "slow cancelled"]
+
+    llm.script(ToolCalls([Call("demo__slow", {"seconds": 30}, id="c4")]))
+    ids = await controller.start("be slow again")
+    async for event in controller.follow(ids["message_id"]):
+        if event.type == "tool_start":
+            await wait_for_lines(journal, 3)  # the server is running the call
+            await controller.cancel(ids["message_id"])
+        if event.type == "cancelled":
+            break
+    assert await wait_for_lines(journal, 4) == ["slow started", "slow cancelled"] * 2
 
 
 BROKEN = "import sys; print('boot failure: no token', file=sys.stderr); sys.exit(3)"
