@@ -21,6 +21,8 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from ...errors import ConfigError
 from ..base import Permission, Tool, ToolResult
 from .config import SEPARATOR, McpServerConfig, check_server_name
@@ -71,14 +73,20 @@ class McpManager:
     async def start(self, registry: ToolRegistry) -> None:
         settings = self.settings
         where = settings.config_dir / "artifactflow.yaml"
-        for name in settings.mcp_servers:
+        configs: dict[str, McpServerConfig] = {}
+        for name, raw in settings.mcp_servers.items():
             problem = check_server_name(name)
+            try:  # keyword overrides from Python arrive unvalidated
+                configs[name] = McpServerConfig.model_validate(raw)
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                problem = f"{'.'.join(str(p) for p in err['loc']) or 'entry'}: {err['msg']}"
             if problem:
                 raise ConfigError(f"{where}: field 'mcp_servers.{name}': {problem}")
         self.connections = {
             name: McpConnection(name, config, config_dir=settings.config_dir,
                                 log_dir=settings.data_dir / "logs")
-            for name, config in settings.mcp_servers.items()
+            for name, config in configs.items()
         }
         outcomes = await asyncio.gather(
             *(c.start() for c in self.connections.values()), return_exceptions=True
