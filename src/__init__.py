@@ -39,6 +39,8 @@ from .settings import Settings, load_settings
 from .tools.base import Permission, Tool, ToolResult
 from .tools.context import ToolContext
 from .tools.decorator import tool
+from .tools.langchain import wrap_tool
+from .tools.mcp import McpServerConfig
 from .tools.registry import ToolRegistry
 
 __version__ = "0.1.0"
@@ -63,6 +65,7 @@ __all__ = [
     "Hooks",
     "InvalidResumeError",
     "LLMError",
+    "McpServerConfig",
     "MessageStatus",
     "MissingCredentialsError",
     "Model",
@@ -91,4 +94,5 @@ __all__ = [
     "load_settings",
     "merge_agent_response_to_state",
     "tool",
+    "wrap_tool",
 ]

@@ -21,6 +21,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from .errors import ConfigError
 from .hooks.config import HooksSettings, TelemetrySettings
 from .tools.base import Permission
+from .tools.mcp.config import McpServerConfig
 
 PACKAGED_CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
 
@@ -125,6 +126,7 @@ class Settings(BaseSettings):
     server: ServerSettings = ServerSettings()
     hooks: HooksSettings = HooksSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
+    mcp_servers: dict[str, McpServerConfig] = {}
 
     @field_validator("permissions", mode="before")
     @classmethod

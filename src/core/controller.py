@@ -88,6 +88,7 @@ class ExecutionController(StoredData):
                 with contextlib.suppress(BaseException):
                     await handle.task
         await self.services.llm.aclose()
+        await self.services.tools.aclose()  # stops MCP servers
         await self.checkpoints.close()
         await self.store.close()
 

@@ -6,6 +6,7 @@ A tool's failure is data for the model, not a crash: every path through a tool e
 
 from __future__ import annotations
 
+import copy
 import enum
 import json
 from collections.abc import Awaitable, Callable
@@ -80,12 +81,13 @@ class Tool:
     """A callable the model may invoke, with its argument model and permission level.
 
     `invoke` receives validated arguments as a dict plus, when the function asks for it, the
-    per-call `ToolContext` (conversation id, store, settings).
+    per-call `ToolContext` (conversation id, store, settings). Tools described elsewhere (MCP
+    servers, LangChain) carry a ready JSON schema in `input_schema` and no `args_model`.
     """
 
     name: str
     description: str
-    args_model: type[BaseModel]
+    args_model: type[BaseModel] | None
     func: ToolFunc
     permission: Permission = Permission.AUTO
     timeout: float | None = None
@@ -94,8 +96,13 @@ class Tool:
     max_result_chars: int | None = None
     # False: a cancelled run lets this tool finish (its side effect completes) before stopping.
     cancellable: bool = True
+    input_schema: dict[str, Any] | None = None
+    # Where the tool comes from (builtin, plugin, langchain, mcp:SERVER); "" = ask the registry.
+    source: str = ""
 
     def json_schema(self) -> dict[str, Any]:
+        if self.input_schema is not None or self.args_model is None:
+            return copy.deepcopy(self.input_schema or {"type": "object", "properties": {}})
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
         return schema

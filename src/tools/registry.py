@@ -17,7 +17,7 @@ import json
 import sys
 import time
 import types
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,43 +27,35 @@ from ..errors import ConfigError
 from .base import Permission, Tool, ToolResult
 from .context import ToolContext
 from .decorator import make_tool
+from .langchain import is_langchain_tool, wrap_tool
 
-
-def _from_langchain(obj: Any) -> Tool:
-    """Wrap a LangChain `BaseTool` so it behaves like one of ours."""
-    schema = obj.args_schema
-    if schema is None or not (isinstance(schema, type) and issubclass(schema, BaseModel)):
-        raise ConfigError(f"LangChain tool '{obj.name}' needs a pydantic args_schema")
-
-    async def call(**kwargs: Any) -> Any:
-        return await obj.ainvoke(kwargs)
-
-    return Tool(
-        name=obj.name,
-        description=obj.description or obj.name,
-        args_model=schema,
-        func=call,
-        permission=Permission.AUTO,
-    )
+BUILTIN, PLUGIN = "builtin", "plugin"
+WILDCARD = "__*"  # `SERVER__*` in an agent's tools: every tool of that MCP server
 
 
 ENTRY_POINT_GROUP = "artifactflow.tools"  # installed packages publish tools here
 
 
 class ToolRegistry:
-    """Name → tool, plus the effective permission of each (config overrides the default)."""
+    """Name → tool, plus the effective permission of each (config overrides the default).
+
+    It also owns what keeps some tools alive (MCP server connections): `aclose()` stops them.
+    """
 
     def __init__(self, tools: Iterable[Any] = ()) -> None:
         self._tools: dict[str, Tool] = {}
         self._overrides: dict[str, Permission] = {}
+        self._sources: dict[str, str] = {}
+        self._absent_prefixes: set[str] = set()
+        self._closers: list[Callable[[], Awaitable[None]]] = []
         for item in tools:
             self.register(item)
 
-    def register(self, item: Any, *, replace: bool = False) -> Tool:
+    def register(self, item: Any, *, replace: bool = False, source: str | None = None) -> Tool:
         if isinstance(item, Tool):
             tool = item
-        elif _is_langchain_tool(item):
-            tool = _from_langchain(item)
+        elif is_langchain_tool(item):
+            tool = wrap_tool(item)
         elif callable(item):
             tool = make_tool(item)
         else:
@@ -71,6 +63,7 @@ class ToolRegistry:
         if tool.name in self._tools and not replace and self._tools[tool.name] is not tool:
             raise ConfigError(f"a tool named '{tool.name}' is already registered")
         self._tools[tool.name] = tool
+        self._sources[tool.name] = source or tool.source or _infer_source(tool)
         return tool
 
     def set_permissions(self, overrides: Mapping[str, Permission | str]) -> None:
@@ -89,11 +82,66 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return sorted(self._tools)
 
+    def source(self, name: str) -> str:
+        return self._sources.get(name, "")
+
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 
     def specs(self, names: Iterable[str]) -> list[dict[str, Any]]:
         return [self._tools[n].openai_spec() for n in names if n in self._tools]
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Every tool with its source, effective permission, timeout and JSON schema."""
+        return [
+            {
+                "name": name,
+                "source": self.source(name),
+                "permission": self.permission(name).value,
+                "timeout": tool.timeout,
+                "description": tool.description,
+                "schema": tool.json_schema(),
+            }
+            for name, tool in sorted(self._tools.items())
+        ]
+
+    # --- names in agent files ----------------------------------------------------------------
+
+    def mark_absent(self, prefix: str) -> None:
+        """Tools under `prefix` (`SERVER__`) are knowingly missing: an optional MCP server did
+        not start. Agents naming them get nothing instead of a config error."""
+        self._absent_prefixes.add(prefix)
+
+    def expand(self, names: Iterable[str]) -> tuple[list[str], list[str]]:
+        """Resolve an agent's `tools:` (with `SERVER__*` wildcards) → (tool names, unknown)."""
+        resolved: list[str] = []
+        unknown: list[str] = []
+        for name in names:
+            if name.endswith(WILDCARD):
+                prefix = name[: -len("*")]
+                matches = [n for n in sorted(self._tools) if n.startswith(prefix)]
+                if not matches and prefix not in self._absent_prefixes:
+                    unknown.append(name)
+                found = matches
+            elif name in self._tools:
+                found = [name]
+            else:
+                if not any(name.startswith(p) for p in self._absent_prefixes):
+                    unknown.append(name)
+                found = []
+            resolved.extend(n for n in found if n not in resolved)
+        return resolved, unknown
+
+    # --- lifetime ------------------------------------------------------------------------------
+
+    def add_closer(self, closer: Callable[[], Awaitable[None]]) -> None:
+        self._closers.append(closer)
+
+    async def aclose(self) -> None:
+        """Stop what the tools hold (MCP servers); the registry can be closed more than once."""
+        closers, self._closers = self._closers, []
+        for closer in reversed(closers):
+            await closer()
 
     def load_plugins(self, modules: Iterable[str], config_dir: Path) -> list[str]:
         """Register the tools of each plugin listed under `plugins:`: a file in the config
@@ -143,11 +191,20 @@ class ToolRegistry:
         return loaded
 
     def _register_all(self, items: Iterable[Any], *, strict: bool = False) -> list[str]:
-        """Register the `Tool`s among `items` (with `strict`, every item must be a tool)."""
+        """Register the `Tool`s among `items` (with `strict`, every item must be a tool).
+
+        Bare LangChain tools in a module come after its `Tool`s and do not replace them, so a
+        `wrap_tool` of the same tool (with its permission and timeout) wins; they are AUTO
+        unless `permissions:` says otherwise."""
+        values = list(items)
         names = []
-        for value in list(items):
-            if isinstance(value, Tool) or (strict and (_is_langchain_tool(value) or callable(value))):
+        for value in values:
+            if isinstance(value, Tool) or (strict and (is_langchain_tool(value) or callable(value))):
                 names.append(self.register(value, replace=True).name)
+        if not strict:
+            for value in values:
+                if is_langchain_tool(value) and value.name not in names:
+                    names.append(self.register(value, replace=True).name)
         return names
 
 
@@ -188,12 +245,9 @@ def _load_plugin_module(name: str, config_dir: Path) -> types.ModuleType:
         ) from None
 
 
-def _is_langchain_tool(obj: Any) -> bool:
-    try:
-        from langchain_core.tools import BaseTool
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(obj, BaseTool)
+def _infer_source(tool: Tool) -> str:
+    module = getattr(tool.func, "__module__", "") or ""
+    return BUILTIN if module.startswith("artifactflow.") else PLUGIN
 
 
 def parse_arguments(raw: str | Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, str | None]:
@@ -216,6 +270,8 @@ def parse_arguments(raw: str | Mapping[str, Any] | None) -> tuple[dict[str, Any]
 
 
 def validate_arguments(tool: Tool, args: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    if tool.args_model is None:
+        return _validate_json_schema(tool, args)
     try:
         model = tool.args_model.model_validate(dict(args))
     except ValidationError as exc:
@@ -224,6 +280,26 @@ def validate_arguments(tool: Tool, args: Mapping[str, Any]) -> tuple[dict[str, A
         )
         return None, f"invalid arguments for '{tool.name}': {problems}"
     return {name: getattr(model, name) for name in type(model).model_fields}, None
+
+
+def _validate_json_schema(
+    tool: Tool, args: Mapping[str, Any]
+) -> tuple[dict[str, Any] | None, str | None]:
+    """Check arguments against a ready JSON schema; the arguments pass through unchanged."""
+    import jsonschema
+
+    schema = tool.json_schema()
+    try:
+        validator = jsonschema.validators.validator_for(schema)(schema)
+        errors = sorted(validator.iter_errors(dict(args)), key=lambda e: list(e.path))
+    except jsonschema.exceptions.SchemaError:  # the server's schema is broken: let it judge
+        return dict(args), None
+    if not errors:
+        return dict(args), None
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in e.path) or 'arguments'}: {e.message}" for e in errors[:5]
+    )
+    return None, f"invalid arguments for '{tool.name}': {problems}"
 
 
 async def run_tool_call(
