@@ -10,9 +10,11 @@ loops run on the same server, interleaved (their order rotates every repeat) and
 - engine: a whole run through `ExecutionController.execute` (graph, checkpoints, event log,
           tool node), compaction off.
 
-Two figures per loop: `mean` is the run's wall time / N; `tail` is the time per round over
-the last tenth of the run (from the server's request arrival times), i.e. the cost of a round
-when the history is N rounds long. Medians over the repeats; ratios are against `bare`.
+Three figures per loop: `mean` is the run's wall time / N; `cpu` is the process's CPU time / N
+(client and scripted server together: the server's share is the same for every loop, and CPU
+time stays meaningful when other work shares the machine); `tail` is the wall time per round
+over the last tenth of the run (from the server's request arrival times), i.e. the cost of a
+round when the history is N rounds long. Medians over the repeats; ratios are against `bare`.
 
 Run: `python benchmarks/per_round.py [--rounds 10,50,200] [--repeats 3] [--payload 4096]`
 """
@@ -174,18 +176,18 @@ def engine_loop_factory(root: Path) -> Callable[[ScriptedLLM, int], Awaitable[No
 
 async def measure(
     llm: ScriptedLLM, loop: Callable[[ScriptedLLM, int], Awaitable[None]], rounds: int
-) -> tuple[float, float]:
-    """(mean ms/round, tail ms/round) of one run."""
+) -> tuple[float, float, float]:
+    """(mean ms/round, CPU ms/round, tail ms/round) of one run."""
     first = llm.request_count
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     await loop(llm, rounds)
-    wall = time.perf_counter() - started
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     times = llm.request_times[first:]
     if len(times) != rounds + 1:
         raise RuntimeError(f"expected {rounds + 1} model requests, saw {len(times)}")
     span = max(1, rounds // 10)
     tail = (times[rounds] - times[rounds - span]) / span
-    return wall * 1000 / rounds, tail * 1000
+    return wall * 1000 / rounds, cpu * 1000 / rounds, tail * 1000
 
 
 async def main() -> None:
@@ -208,7 +210,7 @@ async def main() -> None:
         }
         names = [n.strip() for n in args.loops.split(",") if n.strip()]
         await bare_loop(llm, 3)  # warm-up: imports, first connections
-        samples: dict[tuple[str, int], list[tuple[float, float]]] = {}
+        samples: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
         for repeat in range(args.repeats):
             order = names[repeat % len(names):] + names[: repeat % len(names)]
             for rounds in sizes:
@@ -220,7 +222,8 @@ async def main() -> None:
         f"{args.payload}-byte tool results, one call per round, no model latency; "
         f"medians of {args.repeats} interleaved repeats\n"
     )
-    for index, label in ((0, "mean ms/round (wall / N)"), (1, "tail ms/round (last tenth)")):
+    labels = ("mean ms/round (wall / N)", "cpu ms/round (process CPU / N)", "tail ms/round (last tenth)")
+    for index, label in enumerate(labels):
         print(label)
         head = " ".join(f"{n:>9}" for n in names) + " " + " ".join(
             f"{n + '/bare':>12}" for n in names if n != "bare"

@@ -3,7 +3,8 @@
 Every write goes through the store's optimistic lock: a tool reads the current version, computes
 the new content and writes it with `expected_version` set to what it read. If another writer got
 there first the store raises `ArtifactConflictError` and the tool reports it, so no update is
-lost silently.
+lost silently. Calls of one response on the same artifact id run in call order (`serial_key`),
+so a create followed by an update of that artifact in one response works.
 
 `update_artifact` replaces an exact, unique occurrence of `old_str`. When there is none it looks
 for the most similar stretch of the document (`find_closest`) and replaces it if the similarity
@@ -43,6 +44,8 @@ MAX_TITLE_LENGTH = 500
 MAX_CONTENT_TYPE_LENGTH = 100
 DEFAULT_CONTENT_TYPE = "text/markdown"
 READ_MAX_RESULT_CHARS = 100_000
+ARTIFACT_KEY = "artifact:{id}"
+"""Calls on one artifact id run one after another, in call order (create, then update)."""
 _SNIPPET_CHARS = 1_500
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
@@ -544,7 +547,7 @@ async def _write(
 
 # --- tools ---------------------------------------------------------------------------------
 
-@tool(permission="auto")
+@tool(permission="auto", serial_key=ARTIFACT_KEY)
 async def create_artifact(
     id: str,
     title: str,
@@ -605,7 +608,7 @@ async def create_artifact(
     return ToolResult(success=True, data=data, metadata=dict(data))
 
 
-@tool(permission="auto")
+@tool(permission="auto", serial_key=ARTIFACT_KEY)
 async def update_artifact(id: str, old_str: str, new_str: str, ctx: ToolContext) -> ToolResult:
     """Edit part of an artifact: replace the text old_str with new_str, creating a new version.
     old_str should be copied exactly from the current content (read_artifact shows it) and must
@@ -712,7 +715,7 @@ async def update_artifact(id: str, old_str: str, new_str: str, ctx: ToolContext)
     )
 
 
-@tool(permission="auto")
+@tool(permission="auto", serial_key=ARTIFACT_KEY)
 async def rewrite_artifact(
     id: str, content: str, ctx: ToolContext, title: str | None = None
 ) -> ToolResult:
@@ -744,7 +747,7 @@ async def rewrite_artifact(
     return await _write(ctx, store, row, content=content, change="rewrite", title=title)
 
 
-@tool(permission="auto", max_result_chars=READ_MAX_RESULT_CHARS)
+@tool(permission="auto", max_result_chars=READ_MAX_RESULT_CHARS, serial_key=ARTIFACT_KEY)
 async def read_artifact(id: str, ctx: ToolContext, version: int | None = None) -> ToolResult:
     """Read an artifact's content: the current version, or an earlier one. The answer starts
     with one header line (id, version, title, content type) followed by the exact content.
