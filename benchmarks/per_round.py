@@ -4,17 +4,20 @@ One agent calls one tool per round and gets a `--payload`-byte result back, for 
 against the scripted OpenAI-compatible server over real HTTP with no model latency. Three
 loops run on the same server, interleaved (their order rotates every repeat) and repeated:
 
-- bare:   `AsyncOpenAI.chat.completions.create(stream=True)` in a plain loop: the floor, what
-          any Python client of this server pays (HTTP, SSE parsing, the server's own work);
+- bare:   `AsyncOpenAI.chat.completions.create(stream=True)` in a plain loop: the floor the
+          issue names, what a plain SDK client of this server pays (HTTP, SSE parsing, the
+          SDK's request transform, the server's own work);
+- post:   the same loop sending the ready body through the SDK's low-level `client.post`
+          (no request transform): the floor of the way our client calls the SDK;
 - model:  the same loop through our `OpenAIChatModel` (`Model.complete`), no graph;
 - engine: a whole run through `ExecutionController.execute` (graph, checkpoints, event log,
           tool node), compaction off.
 
-Three figures per loop: `mean` is the run's wall time / N; `cpu` is the process's CPU time / N
+Three figures per loop: `wall` is the run's wall time / N; `cpu` is the process's CPU time / N
 (client and scripted server together: the server's share is the same for every loop, and CPU
-time stays meaningful when other work shares the machine); `tail` is the wall time per round
-over the last tenth of the run (from the server's request arrival times), i.e. the cost of a
-round when the history is N rounds long. Medians over the repeats; ratios are against `bare`.
+time stays meaningful when other work shares the machine); `tail` is the CPU time per round
+over the last tenth of the run (read at each request's arrival), i.e. the cost of a round when
+the history is N rounds long. Medians over the repeats; ratios are against `bare`.
 
 Run: `python benchmarks/per_round.py [--rounds 10,50,200] [--repeats 3] [--payload 4096]`
 """
@@ -35,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -67,8 +71,12 @@ def fetch_page(n: int) -> str:
     return page(n, PAYLOAD)
 
 
+CPU_AT_REQUEST: list[float] = []
+
+
 def answer(request: dict[str, Any]) -> Any:
     """N tool rounds, then a final answer; N travels in the task text ("pages 1 to N")."""
+    CPU_AT_REQUEST.append(time.process_time())
     messages = request.get("messages") or []
     task = next((m["content"] for m in messages if m.get("role") == "user"), "")
     wanted = int(task.rsplit(" ", 1)[-1].rstrip("."))
@@ -112,6 +120,42 @@ async def bare_loop(llm: ScriptedLLM, rounds: int) -> None:
                 return
             ordered = [calls[i] for i in sorted(calls)]
             messages.append(assistant_message("".join(text), ordered))
+            for call in ordered:
+                n = json.loads(call["arguments"])["n"]
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": page(n, PAYLOAD)})
+    finally:
+        await client.close()
+
+
+async def post_loop(llm: ScriptedLLM, rounds: int) -> None:
+    client = openai.AsyncOpenAI(base_url=llm.base_url, api_key="benchmark", max_retries=0)
+    tools = [fetch_page.openai_spec()]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": task_for(rounds)},
+    ]
+    try:
+        while True:
+            body = {"model": "scripted-model", "messages": messages, "tools": tools,
+                    "stream": True, "stream_options": {"include_usage": True}}
+            stream = await client.post(
+                "/chat/completions", body=body, cast_to=ChatCompletion, stream=True,
+                stream_cls=openai.AsyncStream[ChatCompletionChunk],
+            )
+            calls: dict[int, dict[str, str]] = {}
+            async for chunk in stream:
+                for choice in chunk.choices:
+                    for part in choice.delta.tool_calls or []:
+                        slot = calls.setdefault(part.index, {"id": "", "name": "", "arguments": ""})
+                        slot["id"] = part.id or slot["id"]
+                        if part.function and part.function.name:
+                            slot["name"] += part.function.name
+                        if part.function and part.function.arguments:
+                            slot["arguments"] += part.function.arguments
+            if not calls:
+                return
+            ordered = [calls[i] for i in sorted(calls)]
+            messages.append(assistant_message("", ordered))
             for call in ordered:
                 n = json.loads(call["arguments"])["n"]
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": page(n, PAYLOAD)})
@@ -177,12 +221,12 @@ def engine_loop_factory(root: Path) -> Callable[[ScriptedLLM, int], Awaitable[No
 async def measure(
     llm: ScriptedLLM, loop: Callable[[ScriptedLLM, int], Awaitable[None]], rounds: int
 ) -> tuple[float, float, float]:
-    """(mean ms/round, CPU ms/round, tail ms/round) of one run."""
-    first = llm.request_count
+    """(wall ms/round, CPU ms/round, tail CPU ms/round) of one run."""
+    first = len(CPU_AT_REQUEST)
     started, cpu = time.perf_counter(), time.process_time()
     await loop(llm, rounds)
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-    times = llm.request_times[first:]
+    times = CPU_AT_REQUEST[first:]
     if len(times) != rounds + 1:
         raise RuntimeError(f"expected {rounds + 1} model requests, saw {len(times)}")
     span = max(1, rounds // 10)
@@ -196,7 +240,7 @@ async def main() -> None:
     parser.add_argument("--rounds", default="10,50,200")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--payload", type=int, default=PAYLOAD, help="tool result bytes")
-    parser.add_argument("--loops", default="bare,model,engine")
+    parser.add_argument("--loops", default="bare,post,model,engine")
     args = parser.parse_args()
     PAYLOAD = args.payload
     sizes = [int(x) for x in args.rounds.split(",")]
@@ -206,7 +250,7 @@ async def main() -> None:
         os.environ["OPENAI_BASE_URL"] = llm.base_url
         llm.route(answer)
         loops: dict[str, Callable[[ScriptedLLM, int], Awaitable[None]]] = {
-            "bare": bare_loop, "model": model_loop, "engine": engine_loop_factory(Path(folder)),
+            "bare": bare_loop, "post": post_loop, "model": model_loop, "engine": engine_loop_factory(Path(folder)),
         }
         names = [n.strip() for n in args.loops.split(",") if n.strip()]
         await bare_loop(llm, 3)  # warm-up: imports, first connections
@@ -222,7 +266,11 @@ async def main() -> None:
         f"{args.payload}-byte tool results, one call per round, no model latency; "
         f"medians of {args.repeats} interleaved repeats\n"
     )
-    labels = ("mean ms/round (wall / N)", "cpu ms/round (process CPU / N)", "tail ms/round (last tenth)")
+    labels = (
+        "wall ms/round (wall time / N)",
+        "cpu ms/round (process CPU time / N)",
+        "tail cpu ms/round (CPU per round over the last tenth)",
+    )
     for index, label in enumerate(labels):
         print(label)
         head = " ".join(f"{n:>9}" for n in names) + " " + " ".join(
