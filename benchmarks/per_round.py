@@ -17,7 +17,8 @@ Three figures per loop: `wall` is the run's wall time / N; `cpu` is the process'
 (client and scripted server together: the server's share is the same for every loop, and CPU
 time stays meaningful when other work shares the machine); `tail` is the CPU time per round
 over the last tenth of the run (read at each request's arrival), i.e. the cost of a round when
-the history is N rounds long. Medians over the repeats; ratios are against `bare`.
+the history is N rounds long. Medians over the repeats; ratios against `bare`, and
+`engine/post`: what the engine adds to the floor of its own way of calling the SDK.
 
 Run: `python benchmarks/per_round.py [--rounds 10,50,200] [--repeats 3] [--payload 4096]`
 """
@@ -273,16 +274,15 @@ async def main() -> None:
     )
     for index, label in enumerate(labels):
         print(label)
-        head = " ".join(f"{n:>9}" for n in names) + " " + " ".join(
-            f"{n + '/bare':>12}" for n in names if n != "bare"
-        )
+        pairs = [(n, "bare") for n in names if n != "bare" and "bare" in names]
+        if "engine" in names and "post" in names:
+            pairs.append(("engine", "post"))
+        head = " ".join(f"{n:>9}" for n in names) + " " + " ".join(f"{a + '/' + b:>12}" for a, b in pairs)
         print(f"{'rounds':>6} {head}")
         for rounds in sizes:
             med = {n: statistics.median(s[index] for s in samples[(n, rounds)]) for n in names}
             cells = " ".join(f"{med[n]:>9.2f}" for n in names)
-            ratios = " ".join(
-                f"{med[n] / med['bare']:>11.2f}x" for n in names if n != "bare" and "bare" in med
-            )
+            ratios = " ".join(f"{med[a] / med[b]:>11.2f}x" for a, b in pairs)
             print(f"{rounds:>6} {cells} {ratios}")
         print()
 
