@@ -60,6 +60,10 @@ def test_output_bound_default_profile_agent_and_params():
     assert request_body(agent, default, stream=True)["max_tokens"] == 128
     params = target(params={"max_tokens": 300})
     assert request_body(ModelRequest(params, MESSAGES), default, stream=True)["max_tokens"] == 300
+    small = target(context_window=8192)  # the default leaves the prompt 4/5 of the window
+    assert request_body(ModelRequest(small, MESSAGES), default, stream=True)["max_tokens"] == 1638
+    explicit = ModelRequest(target(context_window=8192, max_output_tokens=3000), MESSAGES)
+    assert request_body(explicit, default, stream=True)["max_tokens"] == 3000
     reasoning = target(params={"max_completion_tokens": 700})
     body = request_body(ModelRequest(reasoning, MESSAGES, max_output_tokens=900), default, stream=True)
     assert body["max_completion_tokens"] == 900 and "max_tokens" not in body

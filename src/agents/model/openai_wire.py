@@ -25,6 +25,11 @@ from ...errors import RetryableLLMError
 from ...settings import LLMSettings
 from .base import ModelRequest, ModelResponse, Usage
 
+# The default bound takes at most this share of a declared context window: with
+# `context.compact_at` at its default (0.8), a prompt at the compaction threshold plus a full
+# answer still fit, so servers that refuse prompt + max_tokens > window (OpenAI, vLLM) accept it.
+DEFAULT_OUTPUT_SHARE = 0.2
+
 # Keys that are only valid next to `tools`: dropped from a request that offers none (a
 # summary call of an agent whose profile sets them), since OpenAI refuses them there.
 _TOOLS_ONLY = ("tool_choice", "parallel_tool_calls")
@@ -33,14 +38,18 @@ _TOOLS_ONLY = ("tool_choice", "parallel_tool_calls")
 def output_limit(request: ModelRequest, settings: LLMSettings) -> tuple[str, int | None]:
     """(body key, value) of the output bound: the agent's `max_output_tokens`, the profile's,
     a `max_tokens`/`max_completion_tokens` in the profile's `params`, else the setting
-    `llm.max_output_tokens` (None: unbounded). The key is `max_completion_tokens` when the
+    `llm.max_output_tokens` (None: unbounded), which is cut to a fifth of the profile's
+    `context_window` when one is declared. The key is `max_completion_tokens` when the
     profile's params use it (OpenAI reasoning models), else `max_tokens` (every server)."""
     target = request.target
     key = "max_completion_tokens" if "max_completion_tokens" in target.params else "max_tokens"
     for value in (request.max_output_tokens, target.max_output_tokens, target.params.get(key)):
         if value is not None:
             return key, int(value)
-    return key, settings.max_output_tokens
+    limit = settings.max_output_tokens
+    if limit is not None and target.context_window:
+        limit = max(1, min(limit, int(target.context_window * DEFAULT_OUTPUT_SHARE)))
+    return key, limit
 
 
 def wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
