@@ -112,7 +112,7 @@ class Assembly:
         if chunk.usage is not None:
             self.usage = _usage(chunk.usage)
         text = ""
-        for choice in chunk.choices:
+        for choice in chunk.choices or ():
             if choice.finish_reason:
                 self.finish_reason = choice.finish_reason
             delta = choice.delta
