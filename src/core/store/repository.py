@@ -495,7 +495,7 @@ class AppStore:
         async with self.engine.begin() as conn:
             await conn.execute(t.tool_executions.delete().where(t.tool_executions.c.message_id.in_(finished)))
 
-    # --- artifacts -------------------------------------------------------------------------
+    # --- artifacts (rows only; the rules live in core.artifacts.ArtifactService) ------------
 
     async def get_artifact(self, conversation_id: str, artifact_id: str) -> dict[str, Any] | None:
         async with self.engine.connect() as conn:
@@ -589,8 +589,7 @@ class AppStore:
                 )
         except sa.exc.IntegrityError:
             raise ArtifactConflictError(
-                f"artifact '{artifact_id}' already exists in this conversation; use "
-                "update_artifact or rewrite_artifact"
+                f"artifact '{artifact_id}' already exists in conversation '{conversation_id}'"
             ) from None
         return record
 

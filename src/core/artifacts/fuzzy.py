@@ -1,0 +1,211 @@
+"""Where a nearly-right quotation sits in a document (the approximate half of an artifact edit).
+
+A model quoting the text it wants to replace often gets it almost right: a typo, other
+indentation, one changed character. rapidfuzz does the character work in C:
+- similarity is its Indel ratio, 2·LCS / (len(a) + len(b)), the measure difflib's
+  `SequenceMatcher.ratio` approximates;
+- windows of the document near the quotation come from `fuzz.partial_ratio_alignment` for
+  quotations up to 64 characters (exact over every window, bit-parallel, linear), and from one
+  `process.extract` over overlapping windows for longer ones (cost ~n·m/13 word operations;
+  `partial_ratio` for long needles degrades badly on repetitive text);
+- an Indel alignment of the quotation against a window gives matching blocks.
+
+The stretch returned follows three rules, each pinned by a test:
+1. it runs from the start of one matching block to the end of another, the pair with the best
+   similarity (characters an alignment tie borrowed from the neighbours are left out);
+2. a hill climb then takes any one-character move of either edge that raises the similarity;
+3. unmatched non-space characters at an edge of the quotation that face as many non-space
+   characters of the document are substitutions and are taken in: 'Xrices' replaces
+   'Prices', not 'rices', although 'rices' scores higher.
+Further candidates (for the caller's ambiguity check) come from masking each stretch found
+and searching again, so candidates never overlap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rapidfuzz import fuzz, process
+from rapidfuzz.distance import Indel
+
+_SHORT_NEEDLE = 64  # partial_ratio's bit-parallel path: linear in the document
+_MAX_PASSES = 4  # alignments per candidate while narrowing its window
+_MAX_CLIMB_EVALS = 32
+_EDGE = 64  # characters compared when looking for substitutions at an edge
+
+
+@dataclass(frozen=True)
+class FuzzyMatch:
+    """A stretch `content[start:end]` and its similarity (0..1) to the text searched for."""
+
+    start: int
+    end: int
+    similarity: float
+    text: str
+    line: int  # 1-based line number of `start`
+
+
+def similarity(a: str, b: str) -> float:
+    """Similarity of two texts in 0..1: 2·LCS / (len(a) + len(b)); 1.0 for two empty texts."""
+    return Indel.normalized_similarity(a, b)
+
+
+def find_closest(content: str, target: str, *, limit: int = 3) -> list[FuzzyMatch]:
+    """Up to `limit` stretches of `content` most similar to `target`, best first, never
+    overlapping. Empty when either text is empty."""
+    if not content or not target:
+        return []
+    mask = _mask_char(target)
+    searched = content
+    ranked = _scan(content, target)
+    found: list[FuzzyMatch] = []
+    for _ in range(limit + 2):  # a candidate overlapping an earlier one is dropped, not counted
+        window = _next_window(searched, target, ranked, found)
+        if window is None:
+            break
+        start, end = _refine(searched, target, *window)
+        score = similarity(searched[start:end], target)
+        if score <= 0.0:
+            break
+        if not any(start < f.end and end > f.start for f in found):
+            line = content.count("\n", 0, start) + 1
+            found.append(FuzzyMatch(start, end, score, content[start:end], line))
+            if len(found) >= limit:
+                break
+        searched = searched[:start] + mask * (end - start) + searched[end:]
+    found.sort(key=lambda match: (-match.similarity, match.start))
+    return found
+
+
+def _mask_char(target: str) -> str:
+    """A character that cannot match anything in `target`."""
+    code = 0xE000  # private use area
+    while chr(code) in target:
+        code += 1
+    return chr(code)
+
+
+def _scan(content: str, target: str) -> list[tuple[int, int]] | None:
+    """For a long target: windows 1.25x its length, a quarter apart, best first (None for a
+    short target or a short document, which `_next_window` searches directly)."""
+    m, n = len(target), len(content)
+    if m <= _SHORT_NEEDLE or n <= m:
+        return None
+    stride = m // 4
+    length = m + stride  # every stretch of length m lies wholly inside some window
+    starts = list(range(0, n - length + 1, stride))
+    if not starts or starts[-1] != n - length:
+        starts.append(max(0, n - length))
+    windows = [content[s : s + length] for s in starts]
+    ranked = process.extract(target, windows, scorer=fuzz.ratio, limit=None)
+    return [(starts[index], starts[index] + length) for _, _, index in ranked]
+
+
+def _next_window(
+    text: str, target: str, ranked: list[tuple[int, int]] | None, found: list[FuzzyMatch]
+) -> tuple[int, int] | None:
+    if ranked is None:
+        if len(text) <= len(target):
+            return 0, len(text)
+        aligned = fuzz.partial_ratio_alignment(target, text)
+        return aligned.dest_start, aligned.dest_end
+    while ranked:
+        start, end = ranked.pop(0)
+        if all(min(end, f.end) - max(start, f.start) < (end - start) // 2 for f in found):
+            return start, end
+    return None
+
+
+def _refine(text: str, target: str, start: int, end: int) -> tuple[int, int]:
+    """Rules 1-3 on a window: block span (narrowed until stable), climb, substitutions.
+
+    An alignment against a window with spare text on either side can, in a tie, spell the
+    target's first characters out of scattered letters of the spare text (easy in repetitive
+    prose), leaving the true beginning unmatched. So the window is narrowed and aligned again,
+    keeping only as much spare room as the target has unmatched characters at each edge.
+    """
+    n = len(text)
+    left = right = len(target) // 2 + 8  # a stretch within 0.85 is at most ~1.35x the target
+    for _ in range(_MAX_PASSES):
+        lo, hi = max(0, start - left), min(n, end + right)
+        s, e, lead, tail = _best_block_span(target, text[lo:hi])
+        if (lo + s, lo + e) == (start, end):
+            break
+        start, end = lo + s, lo + e
+        left, right = lead + lead // 2 + 8, tail + tail // 2 + 8
+    start, end = _climb(text, target, start, end)
+    return _take_substitutions(text, target, start, end)
+
+
+def _best_block_span(target: str, window: str) -> tuple[int, int, int, int]:
+    """Rule 1: the span from the start of one matching block to the end of another with the
+    best similarity, found exactly over all pairs by Dinkelbach's iteration for ratios.
+    Returns (start, end, target characters unmatched before it, and after it)."""
+    blocks = [b for b in Indel.opcodes(target, window).as_matching_blocks() if b.size]
+    m = len(target)
+    if not blocks:
+        return 0, len(window), 0, 0
+    before = [0]  # matched characters before block i
+    for block in blocks:
+        before.append(before[-1] + block.size)
+    ratio, best = -1.0, (0, len(blocks) - 1)
+    for _ in range(_MAX_PASSES * 8):
+        # maximise 2·matched - ratio·length over block pairs i <= j in one sweep
+        lowest, lowest_i, top, pair = float("inf"), 0, float("-inf"), best
+        for j, block in enumerate(blocks):
+            head = 2 * before[j] - max(ratio, 0.0) * block.b
+            if head < lowest:
+                lowest, lowest_i = head, j
+            value = 2 * before[j + 1] - max(ratio, 0.0) * (block.b + block.size) - lowest
+            if value > top:
+                top, pair = value, (lowest_i, j)
+        i, j = pair
+        score = 2 * (before[j + 1] - before[i]) / (m + blocks[j].b + blocks[j].size - blocks[i].b)
+        if score <= ratio + 1e-12:
+            break
+        ratio, best = score, pair
+    i, j = best
+    last = blocks[j]
+    return blocks[i].b, last.b + last.size, blocks[i].a, m - (last.a + last.size)
+
+
+def _climb(text: str, target: str, start: int, end: int) -> tuple[int, int]:
+    """Rule 2: move either edge by one character while the similarity rises."""
+    n = len(text)
+    score = similarity(text[start:end], target)
+    for _ in range(_MAX_CLIMB_EVALS // 4):
+        for s, e in ((start - 1, end), (start + 1, end), (start, end - 1), (start, end + 1)):
+            if 0 <= s < e <= n and (value := similarity(text[s:e], target)) > score + 1e-12:
+                start, end, score = s, e, value
+                break
+        else:
+            break
+    return start, end
+
+
+def _take_substitutions(text: str, target: str, start: int, end: int) -> tuple[int, int]:
+    """Rule 3: widen over characters the target replaced rather than dropped."""
+    head = [b for b in Indel.opcodes(target[:_EDGE], text[start : start + _EDGE]).as_matching_blocks() if b.size]
+    if head:
+        extra = head[0].a - head[0].b  # unmatched target chars beyond unmatched span chars
+        before = text[max(0, start - extra) : start]
+        if extra > 0 and len(before) == extra and not _has_space(before + target[: head[0].a]):
+            start -= extra
+    tail_t = target[-_EDGE:]
+    tail_c = text[max(start, end - _EDGE) : end]
+    tail = [b for b in Indel.opcodes(tail_t, tail_c).as_matching_blocks() if b.size]
+    if tail:
+        last = tail[-1]
+        left_t = len(tail_t) - (last.a + last.size)
+        extra = left_t - (len(tail_c) - (last.b + last.size))
+        after = text[end : end + extra]
+        if extra > 0 and len(after) == extra and not _has_space(after + tail_t[last.a + last.size :]):
+            end += extra
+    return start, end
+
+
+def _has_space(text: str) -> bool:
+    return any(ch.isspace() for ch in text)
+
+
+__all__ = ["FuzzyMatch", "find_closest", "similarity"]
