@@ -67,8 +67,11 @@ def replace_once(
     if count == 1:
         start = content.index(old)
         return Replacement(
-            content[:start] + new + content[start + len(old) :],
-            "exact", _line_of(content, start), old, 1.0,
+            content=content[:start] + new + content[start + len(old) :],
+            match="exact",
+            line=_line_of(content, start),
+            replaced=old,
+            similarity=1.0,
         )
     if count > 1:
         raise _occurs_often(content, old, count, where, artifact_id)
@@ -100,11 +103,14 @@ def replace_once(
             line=best.line,
         )
     rivals = [
-        m for m in matches[1:]
+        m
+        for m in matches[1:]
         if m.similarity >= FUZZY_THRESHOLD and m.similarity > best.similarity - AMBIGUITY_MARGIN
     ]
     if rivals:
-        places = ", ".join(f"line {m.line} (similarity {m.similarity:.2f})" for m in [best, *rivals])
+        places = ", ".join(
+            f"line {m.line} (similarity {m.similarity:.2f})" for m in [best, *rivals]
+        )
         raise EditMatchError(
             f"old_str was not found exactly in {where}), and it nearly matches "
             f"{1 + len(rivals)} places: {places}. Copy the exact text to replace from "
@@ -113,8 +119,11 @@ def replace_once(
             match="ambiguous",
         )
     return Replacement(
-        content[: best.start] + new + content[best.end :],
-        "fuzzy", best.line, best.text, best.similarity,
+        content=content[: best.start] + new + content[best.end :],
+        match="fuzzy",
+        line=best.line,
+        replaced=best.text,
+        similarity=best.similarity,
     )
 
 

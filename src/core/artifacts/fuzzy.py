@@ -13,8 +13,9 @@ indentation, one changed character. rapidfuzz does the character work in C:
 The stretch returned follows three rules, each pinned by a test:
 1. it runs from the start of one matching block to the end of another, the pair with the best
    similarity (characters an alignment tie borrowed from the neighbours are left out);
-2. a hill climb then takes any one-character move of either edge that raises the similarity;
-3. unmatched non-space characters at an edge of the quotation that face as many non-space
+2. a hill climb then takes any move of either edge (up to 8 characters, down to 1) that
+   raises the similarity;
+3. unmatched non-space characters at an edge of the quotation that face non-space
    characters of the document are substitutions and are taken in: 'Xrices' replaces
    'Prices', not 'rices', although 'rices' scores higher.
 Further candidates (for the caller's ambiguity check) come from masking each stretch found
@@ -26,11 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rapidfuzz import fuzz, process
-from rapidfuzz.distance import Indel
+from rapidfuzz.distance import Indel, MatchingBlock
 
 _SHORT_NEEDLE = 64  # partial_ratio's bit-parallel path: linear in the document
 _MAX_PASSES = 4  # alignments per candidate while narrowing its window
-_MAX_CLIMB_EVALS = 32
+_MAX_RATIO_ROUNDS = 32  # Dinkelbach rounds (it converges in a handful)
+_MAX_CLIMB_EVALS = 64
 _EDGE = 64  # characters compared when looking for substitutions at an edge
 
 
@@ -141,7 +143,7 @@ def _best_block_span(target: str, window: str) -> tuple[int, int, int, int]:
     """Rule 1: the span from the start of one matching block to the end of another with the
     best similarity, found exactly over all pairs by Dinkelbach's iteration for ratios.
     Returns (start, end, target characters unmatched before it, and after it)."""
-    blocks = [b for b in Indel.opcodes(target, window).as_matching_blocks() if b.size]
+    blocks = _blocks(target, window)
     m = len(target)
     if not blocks:
         return 0, len(window), 0, 0
@@ -149,7 +151,7 @@ def _best_block_span(target: str, window: str) -> tuple[int, int, int, int]:
     for block in blocks:
         before.append(before[-1] + block.size)
     ratio, best = -1.0, (0, len(blocks) - 1)
-    for _ in range(_MAX_PASSES * 8):
+    for _ in range(_MAX_RATIO_ROUNDS):
         # maximise 2·matched - ratio·length over block pairs i <= j in one sweep
         lowest, lowest_i, top, pair = float("inf"), 0, float("-inf"), best
         for j, block in enumerate(blocks):
@@ -170,38 +172,60 @@ def _best_block_span(target: str, window: str) -> tuple[int, int, int, int]:
 
 
 def _climb(text: str, target: str, start: int, end: int) -> tuple[int, int]:
-    """Rule 2: move either edge by one character while the similarity rises."""
+    """Rule 2: move either edge while the similarity rises, in steps of 2 to 8 characters that
+    halve down to 1 (a longer step crosses a mismatched character next to matching ones, as in
+    a transposition at the edge: 'ni' for 'in')."""
     n = len(text)
     score = similarity(text[start:end], target)
-    for _ in range(_MAX_CLIMB_EVALS // 4):
-        for s, e in ((start - 1, end), (start + 1, end), (start, end - 1), (start, end + 1)):
-            if 0 <= s < e <= n and (value := similarity(text[s:e], target)) > score + 1e-12:
+    step = max(2, min(8, len(target) // 16))
+    evals = 0
+    while step >= 1 and evals < _MAX_CLIMB_EVALS:
+        moves = ((start - step, end), (start + step, end), (start, end - step), (start, end + step))
+        for s, e in moves:
+            if not 0 <= s < e <= n:
+                continue
+            evals += 1
+            if (value := similarity(text[s:e], target)) > score + 1e-12:
                 start, end, score = s, e, value
                 break
         else:
-            break
+            step //= 2
     return start, end
 
 
 def _take_substitutions(text: str, target: str, start: int, end: int) -> tuple[int, int]:
-    """Rule 3: widen over characters the target replaced rather than dropped."""
-    head = [b for b in Indel.opcodes(target[:_EDGE], text[start : start + _EDGE]).as_matching_blocks() if b.size]
-    if head:
-        extra = head[0].a - head[0].b  # unmatched target chars beyond unmatched span chars
-        before = text[max(0, start - extra) : start]
-        if extra > 0 and len(before) == extra and not _has_space(before + target[: head[0].a]):
-            start -= extra
-    tail_t = target[-_EDGE:]
-    tail_c = text[max(start, end - _EDGE) : end]
-    tail = [b for b in Indel.opcodes(tail_t, tail_c).as_matching_blocks() if b.size]
+    """Rule 3: widen over characters the target replaced rather than dropped.
+
+    When the target has `u` unmatched non-space characters at an edge and the document has
+    non-space characters just outside the stretch, the stretch takes in 1 to u + 1 of them
+    (never crossing whitespace), whichever scores best: one each for substitutions, one more
+    for a transposition ('qucik' for 'quick').
+    """
+    head = _blocks(target[:_EDGE], text[start : start + _EDGE])
+    if head and (lead := head[0].a - head[0].b) > 0 and not _has_space(target[: head[0].a]):
+        choices = [start - k for k in range(1, lead + 2) if _solid(text, start - k, start)]
+        if choices:
+            start = max(choices, key=lambda s: (similarity(text[s:end], target), s))
+    tail_t, tail_c = target[-_EDGE:], text[max(start, end - _EDGE) : end]
+    tail = _blocks(tail_t, tail_c)
     if tail:
         last = tail[-1]
-        left_t = len(tail_t) - (last.a + last.size)
-        extra = left_t - (len(tail_c) - (last.b + last.size))
-        after = text[end : end + extra]
-        if extra > 0 and len(after) == extra and not _has_space(after + tail_t[last.a + last.size :]):
-            end += extra
+        rest = tail_t[last.a + last.size :]
+        trail = len(rest) - (len(tail_c) - (last.b + last.size))
+        if trail > 0 and not _has_space(rest):
+            choices = [end + k for k in range(1, trail + 2) if _solid(text, end, end + k)]
+            if choices:
+                end = max(choices, key=lambda e: (similarity(text[start:e], target), -e))
     return start, end
+
+
+def _blocks(a: str, b: str) -> list[MatchingBlock]:
+    return [block for block in Indel.opcodes(a, b).as_matching_blocks() if block.size]
+
+
+def _solid(text: str, start: int, end: int) -> bool:
+    """Whether text[start:end] lies inside the text and holds no whitespace."""
+    return 0 <= start and end <= len(text) and not _has_space(text[start:end])
 
 
 def _has_space(text: str) -> bool:

@@ -70,9 +70,7 @@ def fenced(text: str, language: str = "") -> str:
     return f"{fence}{language}\n{body}{fence}\n"
 
 
-def unified_diff(
-    old: str, new: str, *, from_label: str, to_label: str, context: int = 3
-) -> str:
+def unified_diff(old: str, new: str, *, from_label: str, to_label: str, context: int = 3) -> str:
     """A `diff -u` style diff ('' for equal texts), marking a missing final newline."""
     lines = difflib.unified_diff(
         _diff_lines(old), _diff_lines(new), fromfile=from_label, tofile=to_label, n=context

@@ -69,14 +69,20 @@ class ArtifactService:
         content_type = normalize_content_type(content_type)
         try:
             await self.store.create_artifact(
-                conversation_id, artifact_id, title=title, content=content,
-                content_type=content_type, agent=agent, message_id=message_id,
+                conversation_id,
+                artifact_id,
+                title=title,
+                content=content,
+                content_type=content_type,
+                agent=agent,
+                message_id=message_id,
             )
         except ArtifactConflictError:
             existing = await self.store.get_artifact(conversation_id, artifact_id)
             now = (
                 f" (now at version {existing['version']}, titled {existing['title']!r})"
-                if existing else ""
+                if existing
+                else ""
             )
             raise ArtifactExistsError(
                 f"an artifact with id '{artifact_id}' already exists in this conversation{now}. "
@@ -99,9 +105,16 @@ class ArtifactService:
     ) -> ArtifactChange:
         """Replace the one passage `old` stands for (exactly, else approximately; see `edit`)."""
         row = await self._current(conversation_id, check_id(artifact_id))
-        edit = replace_once(row["content"], old, new, artifact_id=artifact_id, version=row["version"])
+        edit = replace_once(
+            row["content"], old, new, artifact_id=artifact_id, version=row["version"]
+        )
         return await self._write(
-            conversation_id, row, edit.content, "update", agent=agent, message_id=message_id,
+            conversation_id,
+            row,
+            edit.content,
+            "update",
+            agent=agent,
+            message_id=message_id,
             edit=edit,
         )
 
@@ -121,11 +134,21 @@ class ArtifactService:
             title = check_title(title)
         if content == row["content"] and (title is None or title == row["title"]):
             return ArtifactChange(
-                artifact_id, row["title"], row["content_type"], row["version"],
-                row["version"], "none", len(content),
+                artifact_id,
+                row["title"],
+                row["content_type"],
+                row["version"],
+                row["version"],
+                "none",
+                len(content),
             )
         return await self._write(
-            conversation_id, row, content, "rewrite", title=title, agent=agent,
+            conversation_id,
+            row,
+            content,
+            "rewrite",
+            title=title,
+            agent=agent,
             message_id=message_id,
         )
 
@@ -145,8 +168,14 @@ class ArtifactService:
         artifact_id, seen = row["artifact_id"], row["version"]
         try:
             version = await self.store.write_artifact_version(
-                conversation_id, artifact_id, expected_version=seen, content=content,
-                change=change, title=title, agent=agent, message_id=message_id,
+                conversation_id,
+                artifact_id,
+                expected_version=seen,
+                content=content,
+                change=change,
+                title=title,
+                agent=agent,
+                message_id=message_id,
             )
         except ArtifactConflictError:
             raise StaleArtifactError(
@@ -158,8 +187,14 @@ class ArtifactService:
                 expected_version=seen,
             ) from None
         return ArtifactChange(
-            artifact_id, title if title is not None else row["title"], row["content_type"],
-            version, seen, change, len(content), edit,
+            artifact_id,
+            title if title is not None else row["title"],
+            row["content_type"],
+            version,
+            seen,
+            change,
+            len(content),
+            edit,
         )
 
     # --- read path -------------------------------------------------------------------------
@@ -186,7 +221,8 @@ class ArtifactService:
             rows = await self.store.list_artifacts(conversation_id)
             known = (
                 "available ids: " + ", ".join(f"'{r['artifact_id']}'" for r in rows)
-                if rows else "it has no artifacts yet (create one with create_artifact)"
+                if rows
+                else "it has no artifacts yet (create one with create_artifact)"
             )
             raise ArtifactNotFoundError(
                 f"no artifact '{artifact_id}' in conversation '{conversation_id}'; {known}",
@@ -271,8 +307,11 @@ class ArtifactService:
         old = await self.get(conversation_id, artifact_id, from_version)
         new = await self.get(conversation_id, artifact_id, to_version)
         return unified_diff(
-            old["content"], new["content"], context=context,
-            from_label=f"{artifact_id}@v{old['version']}", to_label=f"{artifact_id}@v{new['version']}",
+            old["content"],
+            new["content"],
+            context=context,
+            from_label=f"{artifact_id}@v{old['version']}",
+            to_label=f"{artifact_id}@v{new['version']}",
         )
 
     async def export_markdown(

@@ -102,8 +102,13 @@ async def create_artifact(
     """
     try:
         change = await _service(ctx).create(
-            ctx.conversation_id, id, title=title, content=content, content_type=content_type,
-            agent=ctx.agent, message_id=ctx.message_id,
+            ctx.conversation_id,
+            id,
+            title=title,
+            content=content,
+            content_type=content_type,
+            agent=ctx.agent,
+            message_id=ctx.message_id,
         )
     except ArtifactError as error:
         return _failure(error)
@@ -152,8 +157,13 @@ async def update_artifact(id: str, old_str: str, new_str: str, ctx: ToolContext)
     if edit.match == "exact":
         return await _updated(ctx, change, match="exact", line=edit.line)
     return await _updated(
-        ctx, change, match="fuzzy", similarity=round(edit.similarity, 3),
-        replaced=edit.replaced, line=edit.line, note=_FUZZY_NOTE,
+        ctx,
+        change,
+        match="fuzzy",
+        similarity=round(edit.similarity, 3),
+        replaced=edit.replaced,
+        line=edit.line,
+        note=_FUZZY_NOTE,
     )
 
 
@@ -171,7 +181,11 @@ async def rewrite_artifact(
     """
     try:
         change = await _service(ctx).rewrite(
-            ctx.conversation_id, id, content, title=title, agent=ctx.agent,
+            ctx.conversation_id,
+            id,
+            content,
+            title=title,
+            agent=ctx.agent,
             message_id=ctx.message_id,
         )
     except ArtifactError as error:
