@@ -66,12 +66,12 @@ def find_closest(content: str, target: str, *, limit: int = 3) -> list[FuzzyMatc
         if window is None:
             break
         start, end = _refine(searched, target, *window)
-        score = similarity(searched[start:end], target)
-        if score <= 0.0:
-            break
+        if similarity(searched[start:end], target) <= 0.0:
+            break  # nothing left that shares a character with the target
         if not any(start < f.end and end > f.start for f in found):
+            text = content[start:end]
             line = content.count("\n", 0, start) + 1
-            found.append(FuzzyMatch(start, end, score, content[start:end], line))
+            found.append(FuzzyMatch(start, end, similarity(text, target), text, line))
             if len(found) >= limit:
                 break
         searched = searched[:start] + mask * (end - start) + searched[end:]
