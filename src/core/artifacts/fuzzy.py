@@ -13,8 +13,8 @@ indentation, one changed character. rapidfuzz does the character work in C:
 The stretch returned follows three rules, each pinned by a test:
 1. it runs from the start of one matching block to the end of another, the pair with the best
    similarity (characters an alignment tie borrowed from the neighbours are left out);
-2. a hill climb then takes any move of either edge (up to 8 characters, down to 1) that
-   raises the similarity;
+2. both edges are then polished: the most similar span with each edge within 8 characters
+   of where rule 1 (or, for a short target, the best window) put it;
 3. unmatched non-space characters at an edge of the quotation that face non-space
    characters of the document are substitutions and are taken in: 'Xrices' replaces
    'Prices', not 'rices', although 'rices' scores higher.
@@ -27,12 +27,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rapidfuzz import fuzz, process
-from rapidfuzz.distance import Indel, MatchingBlock
+from rapidfuzz.distance import Indel, LCSseq, MatchingBlock
 
 _SHORT_NEEDLE = 64  # partial_ratio's bit-parallel path: linear in the document
 _MAX_PASSES = 4  # alignments per candidate while narrowing its window
 _MAX_RATIO_ROUNDS = 32  # Dinkelbach rounds (it converges in a handful)
-_MAX_CLIMB_EVALS = 64
+_POLISH_RADIUS = 8
+_POLISH_WIDE_UP_TO = 1_000  # longer targets polish 2 characters each way per round
+_MAX_POLISH_ROUNDS = 4
 _EDGE = 64  # characters compared when looking for substitutions at an edge
 
 
@@ -119,7 +121,18 @@ def _next_window(
 
 
 def _refine(text: str, target: str, start: int, end: int) -> tuple[int, int]:
-    """Rules 1-3 on a window: block span (narrowed until stable), climb, substitutions.
+    """Rules 1-3 on a window. A window from `partial_ratio` (exactly the target's length) is
+    itself a good seed for the polish, so it competes with the block span."""
+    seeds = [_narrowed_block_span(text, target, start, end)]
+    if end - start == len(target):
+        seeds.append((start, end))
+    polished = [_polish(text, target, *seed) for seed in seeds]
+    start, end = max(polished, key=lambda span: _preference(text, target, *span))
+    return _take_substitutions(text, target, start, end)
+
+
+def _narrowed_block_span(text: str, target: str, start: int, end: int) -> tuple[int, int]:
+    """Rule 1 on a window, narrowed until stable.
 
     An alignment against a window with spare text on either side can, in a tie, spell the
     target's first characters out of scattered letters of the spare text (easy in repetitive
@@ -135,8 +148,7 @@ def _refine(text: str, target: str, start: int, end: int) -> tuple[int, int]:
             break
         start, end = lo + s, lo + e
         left, right = lead + lead // 2 + 8, tail + tail // 2 + 8
-    start, end = _climb(text, target, start, end)
-    return _take_substitutions(text, target, start, end)
+    return start, end
 
 
 def _best_block_span(target: str, window: str) -> tuple[int, int, int, int]:
@@ -171,52 +183,64 @@ def _best_block_span(target: str, window: str) -> tuple[int, int, int, int]:
     return blocks[i].b, last.b + last.size, blocks[i].a, m - (last.a + last.size)
 
 
-def _climb(text: str, target: str, start: int, end: int) -> tuple[int, int]:
-    """Rule 2: move either edge while the similarity rises, in steps of 2 to 8 characters that
-    halve down to 1 (a longer step crosses a mismatched character next to matching ones, as in
-    a transposition at the edge: 'ni' for 'in')."""
+def _polish(text: str, target: str, start: int, end: int) -> tuple[int, int]:
+    """Rule 2: the best span with both edges within a few characters of the seed's, searched
+    exhaustively (8 each way, 2 for targets over 1,000 characters) and again around the best
+    while it lies on the border of the searched square."""
+    radius = _POLISH_RADIUS if len(target) <= _POLISH_WIDE_UP_TO else 2
     n = len(text)
-    score = similarity(text[start:end], target)
-    step = max(2, min(8, len(target) // 16))
-    evals = 0
-    while step >= 1 and evals < _MAX_CLIMB_EVALS:
-        moves = ((start - step, end), (start + step, end), (start, end - step), (start, end + step))
-        for s, e in moves:
-            if not 0 <= s < e <= n:
-                continue
-            evals += 1
-            if (value := similarity(text[s:e], target)) > score + 1e-12:
-                start, end, score = s, e, value
-                break
-        else:
-            step //= 2
+    for _ in range(_MAX_POLISH_ROUNDS):
+        spans = [
+            (s, e)
+            for s in range(max(0, start - radius), start + radius + 1)
+            for e in range(max(s + 1, end - radius), min(n, end + radius) + 1)
+        ]
+        best = max(spans, key=lambda span: _preference(text, target, *span), default=(start, end))
+        if best == (start, end) or (abs(best[0] - start) < radius and abs(best[1] - end) < radius):
+            return best
+        start, end = best
     return start, end
+
+
+def _preference(text: str, target: str, start: int, end: int) -> tuple[float, int, int]:
+    """Order of spans: most similar, then shortest, then earliest."""
+    return similarity(text[start:end], target), start - end, -start
 
 
 def _take_substitutions(text: str, target: str, start: int, end: int) -> tuple[int, int]:
     """Rule 3: widen over characters the target replaced rather than dropped.
 
-    When the target has `u` unmatched non-space characters at an edge and the document has
-    non-space characters just outside the stretch, the stretch takes in 1 to u + 1 of them
-    (never crossing whitespace), whichever scores best: one each for substitutions, one more
-    for a transposition ('qucik' for 'quick').
+    When the target has `u` more unmatched non-space characters at an edge than the stretch
+    has, and the document has non-space characters just outside the stretch, the stretch takes
+    in 1 to u + 1 of them (never crossing whitespace), whichever scores best: one each for
+    substitutions, one more for a transposition ('qucik' for 'quick'). Unmatched means
+    droppable without shortening the longest common subsequence, so no alignment tie decides.
     """
-    head = _blocks(target[:_EDGE], text[start : start + _EDGE])
-    if head and (lead := head[0].a - head[0].b) > 0 and not _has_space(target[: head[0].a]):
+    head_t, head_c = target[:_EDGE], text[start : start + _EDGE]
+    lead = _spare(head_t, head_c, head=True) - _spare(head_c, head_t, head=True)
+    if lead > 0 and not _has_space(target[:lead]):
         choices = [start - k for k in range(1, lead + 2) if _solid(text, start - k, start)]
         if choices:
             start = max(choices, key=lambda s: (similarity(text[s:end], target), s))
     tail_t, tail_c = target[-_EDGE:], text[max(start, end - _EDGE) : end]
-    tail = _blocks(tail_t, tail_c)
-    if tail:
-        last = tail[-1]
-        rest = tail_t[last.a + last.size :]
-        trail = len(rest) - (len(tail_c) - (last.b + last.size))
-        if trail > 0 and not _has_space(rest):
-            choices = [end + k for k in range(1, trail + 2) if _solid(text, end, end + k)]
-            if choices:
-                end = max(choices, key=lambda e: (similarity(text[start:e], target), -e))
+    trail = _spare(tail_t, tail_c, head=False) - _spare(tail_c, tail_t, head=False)
+    if trail > 0 and not _has_space(target[-trail:]):
+        choices = [end + k for k in range(1, trail + 2) if _solid(text, end, end + k)]
+        if choices:
+            end = max(choices, key=lambda e: (similarity(text[start:e], target), -e))
     return start, end
+
+
+def _spare(a: str, b: str, *, head: bool) -> int:
+    """How many characters at the head (or tail) of `a` can go without shortening LCS(a, b)."""
+    full = LCSseq.similarity(a, b)
+    count = 0
+    while count < len(a):
+        rest = a[count + 1 :] if head else a[: len(a) - count - 1]
+        if LCSseq.similarity(rest, b) < full:
+            break
+        count += 1
+    return count
 
 
 def _blocks(a: str, b: str) -> list[MatchingBlock]:
