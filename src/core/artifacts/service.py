@@ -21,13 +21,16 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ...errors import ArtifactConflictError
 from .edit import Replacement, replace_once
 from .errors import ArtifactExistsError, ArtifactNotFoundError, StaleArtifactError
 from .render import markdown_document, unified_diff
 from .rules import DEFAULT_CONTENT_TYPE, check_id, check_title, normalize_content_type
+
+ChangeKind = Literal["create", "update", "rewrite", "none"]
+"""How a version came about, as stored with it ("none": a rewrite that changed nothing)."""
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,7 @@ class ArtifactChange:
     content_type: str
     version: int
     previous_version: int | None  # None after a create
-    change: str  # "create", "update", "rewrite", or "none" when nothing was written
+    change: ChangeKind
     size: int  # characters of content
     edit: Replacement | None = None
 
@@ -91,7 +94,15 @@ class ArtifactService:
                 artifact_id=artifact_id,
                 exists=True,
             ) from None
-        return ArtifactChange(artifact_id, title, content_type, 1, None, "create", len(content))
+        return ArtifactChange(
+            artifact_id=artifact_id,
+            title=title,
+            content_type=content_type,
+            version=1,
+            previous_version=None,
+            change="create",
+            size=len(content),
+        )
 
     async def replace(
         self,
@@ -134,13 +145,13 @@ class ArtifactService:
             title = check_title(title)
         if content == row["content"] and (title is None or title == row["title"]):
             return ArtifactChange(
-                artifact_id,
-                row["title"],
-                row["content_type"],
-                row["version"],
-                row["version"],
-                "none",
-                len(content),
+                artifact_id=artifact_id,
+                title=row["title"],
+                content_type=row["content_type"],
+                version=row["version"],
+                previous_version=row["version"],
+                change="none",
+                size=len(content),
             )
         return await self._write(
             conversation_id,
@@ -157,7 +168,7 @@ class ArtifactService:
         conversation_id: str,
         row: dict[str, Any],
         content: str,
-        change: str,
+        change: ChangeKind,
         *,
         title: str | None = None,
         agent: str | None,
@@ -187,14 +198,14 @@ class ArtifactService:
                 expected_version=seen,
             ) from None
         return ArtifactChange(
-            artifact_id,
-            title if title is not None else row["title"],
-            row["content_type"],
-            version,
-            seen,
-            change,
-            len(content),
-            edit,
+            artifact_id=artifact_id,
+            title=title if title is not None else row["title"],
+            content_type=row["content_type"],
+            version=version,
+            previous_version=seen,
+            change=change,
+            size=len(content),
+            edit=edit,
         )
 
     # --- read path -------------------------------------------------------------------------
