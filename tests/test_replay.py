@@ -1,0 +1,243 @@
+"""Record and replay: export a run, replay it offline under the current config, eval a folder.
+
+The recorded run is real (scripted model over HTTP, plugin tools with side effects, a
+permission pause resumed by another process); replays run on their own temporary data folder
+and must never run a tool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import make_config, write_agent
+from scripted_llm import Call, Text, ToolCalls
+
+from artifactflow import ExecutionController, load_settings, read_session, replay_session
+from artifactflow.cli.main import main
+from artifactflow.replay import store as recorded_calls
+
+PLUGIN = '''
+import os
+from pathlib import Path
+from artifactflow import tool
+
+def _touch(name, text):
+    with (Path(os.environ["AF_SIDE_EFFECTS"]) / name).open("a", encoding="utf-8") as f:
+        f.write(text + "\\n")
+
+@tool
+def lookup(topic: str) -> str:
+    """Look a topic up (writes a trace file: a side effect a replay must not repeat)."""
+    _touch("lookups.txt", topic)
+    return f"facts about {topic}"
+
+@tool(permission="confirm")
+def append_line(text: str) -> str:
+    """Append one line to the journal."""
+    _touch("journal.txt", text)
+    return f"appended {text!r}"
+'''
+SUBS = {"search_agent": ["lookup"], "crawl_agent": ["lookup"]}
+LEAD_TOOLS = ["call_subagent", "lookup", "append_line", "create_artifact"]
+RESUMER = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from artifactflow import ExecutionController, load_settings
+
+    async def main():
+        config, data, mid = sys.argv[1:4]
+        controller = await ExecutionController.open(load_settings(config, data))
+        try:
+            result = await controller.execute_resume(mid, {"decisions": "approve"})
+            print(json.dumps({"status": result.status, "response": result.response}))
+        finally:
+            await controller.aclose()
+
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.fixture
+def effects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "effects"
+    folder.mkdir()
+    monkeypatch.setenv("AF_SIDE_EFFECTS", str(folder))
+    return folder
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    return make_config(
+        tmp_path,
+        lead_tools=LEAD_TOOLS,
+        subagents=SUBS,
+        yaml_text="plugins: [side_tools]\n",
+        plugin_files={"side_tools.py": PLUGIN},
+    )
+
+
+def agent_of(request: dict) -> str:
+    system = request["messages"][0]["content"]
+    for name in SUBS:
+        if system.startswith(f"You are {name}"):
+            return name
+    return "lead"
+
+
+def by_agent(llm, answers: dict[str, list]) -> None:
+    lock = threading.Lock()
+
+    def route(request: dict):
+        with lock:
+            queue = answers.get(agent_of(request))
+            return queue.pop(0) if queue else None
+
+    llm.route(route)
+
+
+def tree(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+async def record_rich_run(make_controller, config: Path, llm, tmp_path: Path) -> tuple[str, Path]:
+    """A run with parallel tools, two parallel subagents, an artifact and a permission pause
+    resumed by another process; returns (message id, data folder)."""
+    data = tmp_path / "data"
+    controller = await make_controller(config_dir=config, data_dir=data)
+    by_agent(llm, {
+        "lead": [
+            ToolCalls([
+                Call("lookup", {"topic": "a"}, id="l1"),
+                Call("lookup", {"topic": "b"}, id="l2"),
+                Call("create_artifact", {"id": "report", "title": "Report", "content": "draft"},
+                     id="a1"),
+            ]),
+            ToolCalls([
+                Call("call_subagent", {"agent_name": "search_agent", "instruction": "find A"},
+                     id="p1"),
+                Call("call_subagent", {"agent_name": "crawl_agent", "instruction": "crawl B"},
+                     id="p2"),
+            ]),
+            ToolCalls([Call("append_line", {"text": "hello"}, id="w1")]),
+            Text("All done."),
+        ],
+        "search_agent": [ToolCalls([Call("lookup", {"topic": "x"}, id="s1")]), Text("A found")],
+        "crawl_agent": [Text("B crawled")],
+    })
+    first = await controller.execute("research and write")
+    assert first.status == "waiting", first.error
+    out = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-c", RESUMER, str(config), str(data), first.message_id],
+        capture_output=True, text=True, timeout=60, env=dict(os.environ),
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {
+        "status": "completed", "response": "All done."}
+    return first.message_id, data
+
+
+async def test_export_then_replay_is_the_same_and_runs_no_tool(
+    make_controller, config, llm, effects, tmp_path
+):
+    mid, data = await record_rich_run(make_controller, config, llm, tmp_path)
+    controller = await make_controller(config_dir=config, data_dir=data)
+    path = tmp_path / "golden" / "run.jsonl"
+    session = await controller.export_session(mid, path)
+    await controller.aclose()
+
+    # One file for both process segments: 7 model requests, both configurations.
+    assert [c.agent for c in session.calls].count("lead_agent") == 4
+    assert len(session.calls) == 7 and len(session.configs) == 2
+    loaded = read_session(path)
+    assert [c.messages for c in loaded.calls] == [c.messages for c in session.calls]
+    assert loaded.calls[0].tools and loaded.calls[0].messages[1] == {
+        "role": "user", "content": "research and write"}
+    assert {t.tool_call_id for t in loaded.tools} >= {"l1", "l2", "a1", "s1", "w1"}
+    assert [d["action"] for d in loaded.permissions[0].decisions] == ["approve"]
+    assert loaded.configs[0]["agents"]["lead_agent"]["prompt"] == "You are the lead agent."
+    assert loaded.configs[0]["tools"]["append_line"]["permission"] == "confirm"
+
+    for name in ("lookups.txt", "journal.txt"):
+        (effects / name).unlink()
+    before = tree(data)
+    requests = llm.request_count
+    report = await replay_session(path, load_settings(config, tmp_path / "elsewhere"))
+    assert report.line() == "same (7 steps)", report.divergence
+    assert report.replayed == 7
+    assert list(effects.iterdir()) == []  # no tool ran
+    assert llm.request_count == requests  # no model was called
+    assert tree(data) == before  # the user's data folder was not touched
+    assert not (tmp_path / "elsewhere").exists()
+
+
+async def test_changed_prompt_diverges_at_its_first_request_with_a_diff(
+    make_controller, config, llm, effects, tmp_path
+):
+    mid, data = await record_rich_run(make_controller, config, llm, tmp_path)
+    controller = await make_controller(config_dir=config, data_dir=data)
+    path = tmp_path / "run.jsonl"
+    session = await controller.export_session(mid, path)
+    write_agent(config / "agents", "search_agent", tools=["lookup"],
+                description="search_agent does research",
+                prompt="You are search_agent, a careful subagent.")
+    report = await replay_session(path, load_settings(config, data))
+    assert report.verdict == "diverged"
+    first_search = next(c.step for c in session.calls if c.agent == "search_agent")
+    assert first_search == 3
+    assert report.divergence.step == first_search and report.divergence.kind == "messages"
+    assert report.divergence.agent == "search_agent"
+    assert "-    You are search_agent, a subagent." in report.divergence.diff
+    assert "+    You are search_agent, a careful subagent." in report.divergence.diff
+    assert report.line().startswith("diverged at step 3: search_agent sent different messages")
+
+
+async def test_changed_tool_arguments_diverge(make_controller, config, llm, effects, tmp_path):
+    """The person edited the arguments at the pause; under a config where the tool no longer
+    asks, the model's own arguments are used: a different call than the recorded one."""
+    data = tmp_path / "data"
+    controller = await make_controller(config_dir=config, data_dir=data)
+    llm.script(ToolCalls([Call("append_line", {"text": "hello"}, id="w1")]), Text("ok"))
+    first = await controller.execute("write it")
+    decision = {"w1": {"action": "edit", "arguments": {"text": "edited"}}}
+    done = await controller.execute_resume(first.message_id, {"decisions": decision})
+    assert done.status == "completed"
+    assert (effects / "journal.txt").read_text() == "edited\n"
+    path = tmp_path / "run.jsonl"
+    await controller.export_session(first.message_id, path)
+    assert (await replay_session(path, load_settings(config, data))).ok
+
+    text = (config / "artifactflow.yaml").read_text()
+    (config / "artifactflow.yaml").write_text(text + "permissions: {append_line: auto}\n")
+    report = await replay_session(path, load_settings(config, data))
+    assert report.verdict == "diverged"
+    assert report.divergence.step == 1 and report.divergence.kind == "tool_arguments"
+    assert '-  "text": "edited"' in report.divergence.diff
+    assert '+  "text": "hello"' in report.divergence.diff
+    assert (effects / "journal.txt").read_text() == "edited\n"  # still only the recorded run
+
+
+async def test_recording_grows_linearly_with_the_run(make_controller, config, llm, effects, tmp_path):
+    controller = await make_controller(config_dir=config)
+    rounds = 8  # under max_tool_rounds (10)
+    llm.script(*[ToolCalls([Call("lookup", {"topic": "t" * 2000 + str(i)})]) for i in range(rounds)],
+               Text("done"))
+    result = await controller.execute("many rounds")
+    assert result.status == "completed"
+    rows = await recorded_calls.rows(controller.store, result.message_id)
+    calls = [r["data"] for r in rows if r["kind"] == "call"]
+    assert len(calls) == rounds + 1
+    # Every request after the first keeps the earlier ones and stores only its new messages.
+    assert all(c["base"] is not None and len(c["append"]) == 2 for c in calls[1:])
+    assert all(c.get("same_tools") for c in calls[1:])
+    session = await controller.export_session(result.message_id)
+    assert len(session.calls[-1].messages) == 2 + 2 * rounds
