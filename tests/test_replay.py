@@ -241,3 +241,75 @@ async def test_recording_grows_linearly_with_the_run(make_controller, config, ll
     assert all(c.get("same_tools") for c in calls[1:])
     session = await controller.export_session(result.message_id)
     assert len(session.calls[-1].messages) == 2 + 2 * rounds
+
+
+async def record_simple_run(make_controller, config: Path, llm, tmp_path: Path) -> tuple[ExecutionController, str]:
+    controller = await make_controller(config_dir=config, data_dir=tmp_path / "data")
+    llm.script(ToolCalls([Call("lookup", {"topic": "cats"}, id="c1")]), Text("Cats purr."))
+    result = await controller.execute("tell me about cats")
+    assert result.status == "completed"
+    return controller, result.message_id
+
+
+async def test_eval_prints_a_table_and_fails_on_divergence_or_corruption(
+    make_controller, config, llm, effects, tmp_path, capsys
+):
+    controller, mid = await record_simple_run(make_controller, config, llm, tmp_path)
+    golden = tmp_path / "golden"
+    args = ["--config-dir", str(config), "--data-dir", str(tmp_path / "data")]
+    assert await asyncio.to_thread(main, ["export", mid, "-o", str(golden / "a_same.jsonl"), *args]) == 0
+    assert "2 model calls, 1 tool calls, 0 pauses" in capsys.readouterr().out
+    lines = (golden / "a_same.jsonl").read_text().splitlines()
+    header = json.loads(lines[0])
+    header["task"] = "tell me about dogs"
+    (golden / "b_diverged.jsonl").write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    (golden / "c_corrupt.jsonl").write_text('{"type": "session", "format": "artifactflow-session"\n')
+
+    assert await asyncio.to_thread(main, ["eval", str(golden), *args]) == 1
+    out = capsys.readouterr().out
+    table = out.splitlines()
+    assert table[0].split() == ["FILE", "RESULT"]
+    assert table[1].split()[:3] == ["a_same.jsonl", "same", "(2"]
+    assert table[2].startswith("b_diverged.jsonl  diverged at step 1: lead_agent sent different")
+    assert table[3].startswith("c_corrupt.jsonl   failed: ") and "line 1: not JSON" in table[3]
+    assert table[4] == "3 sessions: 1 same, 1 diverged, 1 failed"
+    assert "-    tell me about cats" in out and "+    tell me about dogs" in out
+
+    (golden / "b_diverged.jsonl").unlink()
+    (golden / "c_corrupt.jsonl").unlink()
+    assert await asyncio.to_thread(main, ["eval", str(golden), *args]) == 0
+    assert "1 sessions: 1 same, 0 diverged, 0 failed" in capsys.readouterr().out
+    assert await asyncio.to_thread(main, ["replay", str(golden / "a_same.jsonl"), *args]) == 0
+    assert capsys.readouterr().out.startswith("same (2 steps)")
+    assert await asyncio.to_thread(main, ["replay", str(tmp_path / "missing.jsonl"), *args]) == 2
+    assert "cannot read the session file" in capsys.readouterr().err
+    assert (effects / "lookups.txt").read_text() == "cats\n"  # the recorded run's only
+
+
+async def test_live_model_sends_the_recorded_requests_and_reports_changes(
+    make_controller, config, llm, effects, tmp_path, capsys
+):
+    controller, mid = await record_simple_run(make_controller, config, llm, tmp_path)
+    path = tmp_path / "run.jsonl"
+    session = await controller.export_session(mid, path)
+    settings = load_settings(config, tmp_path / "data")
+    sent = llm.request_count
+
+    llm.script(ToolCalls([Call("lookup", {"topic": "dogs"})]), Text("Cats purr."))
+    report = await replay_session(path, settings, live_model=True)
+    assert llm.request_count == sent + 2
+    assert [m["content"] for m in llm.requests[sent]["messages"]] == [
+        m["content"] for m in session.calls[0].messages]
+    assert report.verdict == "diverged" and report.divergence.step == 1
+    assert report.divergence.kind == "tool_calls"
+    assert '-      "topic": "cats"' in report.divergence.diff
+    assert '+      "topic": "dogs"' in report.divergence.diff
+    assert [s.verdict for s in report.live] == ["tool calls changed", "same"]
+
+    llm.script(ToolCalls([Call("lookup", {"topic": "cats"})]), Text("Cats purr loudly."))
+    args = ["--config-dir", str(config), "--data-dir", str(tmp_path / "data")]
+    assert await asyncio.to_thread(main, ["replay", str(path), "--live-model", *args]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("same (2 steps)")
+    assert "step 2 lead_agent: text changed" in out
+    assert (effects / "lookups.txt").read_text() == "cats\n"  # no tool ran
