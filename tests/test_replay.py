@@ -313,3 +313,72 @@ async def test_live_model_sends_the_recorded_requests_and_reports_changes(
     assert out.startswith("same (2 steps)")
     assert "step 2 lead_agent: text changed" in out
     assert (effects / "lookups.txt").read_text() == "cats\n"  # no tool ran
+
+
+async def test_a_later_message_replays_with_the_history_artifacts_and_approvals_it_found(
+    make_controller, config, llm, effects, tmp_path
+):
+    """The second message of a conversation sees the first one's answer, its artifact and its
+    always-allow decision; the replay rebuilds all three, so it is the same."""
+    controller = await make_controller(config_dir=config, data_dir=tmp_path / "data")
+    llm.script(
+        ToolCalls([
+            Call("create_artifact", {"id": "notes", "title": "Notes", "content": "one"}, id="a1"),
+            Call("append_line", {"text": "first"}, id="w1"),
+        ]),
+        Text("Started the notes."),
+    )
+    first = await controller.execute("start notes")
+    first = await controller.execute_resume(first.message_id, {"decisions": "always"})
+    assert first.status == "completed"
+    llm.script(
+        ToolCalls([
+            Call("update_artifact", {"id": "notes", "old_str": "one", "new_str": "one two"}, id="u1"),
+            Call("append_line", {"text": "second"}, id="w2"),  # always allowed: no pause
+        ]),
+        Text("Added to the notes."),
+    )
+    second = await controller.execute("add to notes", first.conversation_id)
+    assert second.status == "completed"
+    path = tmp_path / "second.jsonl"
+    session = await controller.export_session(second.message_id, path)
+    assert [h["response"] for h in session.history] == ["Started the notes."]
+    assert session.always_allowed == ["append_line"]
+    assert [v["content"] for v in session.artifacts[0]["versions"]] == ["one"]
+    lead_first = session.calls[0].messages
+    assert {"role": "assistant", "content": "Started the notes."} in lead_first
+    assert "notes" in lead_first[0]["content"]  # the artifact inventory in the system prompt
+
+    report = await replay_session(path, load_settings(config, tmp_path / "data"))
+    assert report.line() == "same (2 steps)", report.divergence
+    assert (effects / "journal.txt").read_text() == "first\nsecond\n"
+
+    # A replay that finds the artifact in another state diverges where the tool answers.
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["artifacts"][0]["versions"][0]["content"] = "zero"
+    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    report = await replay_session(path, load_settings(config, tmp_path / "data"))
+    assert report.divergence.step == 1 and report.divergence.kind == "messages"
+    assert "-    - id `notes` (v1, text/markdown): Notes — one" in report.divergence.diff
+
+
+async def test_a_recorded_model_error_is_replayed(make_controller, config, llm, effects, tmp_path):
+    from scripted_llm import Error
+
+    controller = await make_controller(config_dir=config, data_dir=tmp_path / "data")
+    by_agent(llm, {
+        "lead": [
+            ToolCalls([Call("call_subagent", {"agent_name": "search_agent", "instruction": "go"},
+                            id="p1")]),
+            Text("The search failed."),
+        ],
+        "search_agent": [Error(400, "bad request from the provider")],
+    })
+    result = await controller.execute("search")
+    assert result.status == "completed"
+    path = tmp_path / "run.jsonl"
+    session = await controller.export_session(result.message_id, path)
+    assert session.calls[1].error["kind"] == "FatalLLMError"
+    report = await replay_session(path, load_settings(config, tmp_path / "data"))
+    assert report.line() == "same (3 steps)", report.divergence

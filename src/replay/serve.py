@@ -97,7 +97,7 @@ class ReplayModel:
         self.tracker.served += 1
         if match.error is not None:
             kind = _ERRORS.get(match.error.get("kind", ""), FatalLLMError)
-            raise kind(f"(replayed) {match.error.get('message', '')}", agent=request.agent)
+            raise kind(match.error.get("message", ""), agent=request.agent)
         response = match.response or {}
         content = response.get("content") or ""
         if content:
