@@ -382,3 +382,16 @@ async def test_a_recorded_model_error_is_replayed(make_controller, config, llm, 
     assert session.calls[1].error["kind"] == "FatalLLMError"
     report = await replay_session(path, load_settings(config, tmp_path / "data"))
     assert report.line() == "same (3 steps)", report.divergence
+
+
+async def test_a_pause_the_recorded_run_did_not_have_is_a_divergence(
+    make_controller, config, llm, effects, tmp_path
+):
+    controller, mid = await record_simple_run(make_controller, config, llm, tmp_path)
+    path = tmp_path / "run.jsonl"
+    await controller.export_session(mid, path)
+    text = (config / "artifactflow.yaml").read_text()
+    (config / "artifactflow.yaml").write_text(text + "permissions: {lookup: confirm}\n")
+    report = await replay_session(path, load_settings(config, tmp_path / "data"))
+    assert report.divergence.step == 1 and report.divergence.kind == "permission"
+    assert "asked for approval of lookup (call c1)" in report.divergence.summary
