@@ -395,3 +395,18 @@ async def test_a_pause_the_recorded_run_did_not_have_is_a_divergence(
     report = await replay_session(path, load_settings(config, tmp_path / "data"))
     assert report.divergence.step == 1 and report.divergence.kind == "permission"
     assert "asked for approval of lookup (call c1)" in report.divergence.summary
+
+
+async def test_a_run_exported_while_paused_replays_to_the_same_pause(
+    make_controller, config, llm, effects, tmp_path
+):
+    controller = await make_controller(config_dir=config, data_dir=tmp_path / "data")
+    llm.script(ToolCalls([Call("append_line", {"text": "later"}, id="w1")]))
+    paused = await controller.execute("write later")
+    assert paused.status == "waiting"
+    path = tmp_path / "paused.jsonl"
+    session = await controller.export_session(paused.message_id, path)
+    assert session.status == "waiting" and session.permissions[0].decisions is None
+    report = await replay_session(path, load_settings(config, tmp_path / "data"))
+    assert report.line() == "same (1 step)", report.divergence
+    assert not (effects / "journal.txt").exists()

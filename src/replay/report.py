@@ -74,7 +74,7 @@ class ReplayReport:
     def line(self) -> str:
         """`same`, `diverged at step N: …` or `failed: …`."""
         if self.verdict is Verdict.SAME:
-            return f"same ({self.steps} steps)"
+            return f"same ({self.steps} step{'' if self.steps == 1 else 's'})"
         if self.verdict is Verdict.FAILED:
             return f"failed: {self.error}"
         assert self.divergence is not None
