@@ -20,7 +20,7 @@ import pytest
 from conftest import make_config, write_agent
 from scripted_llm import Call, Text, ToolCalls
 
-from artifactflow import ExecutionController, load_settings, read_session, replay_session
+from artifactflow import ExecutionController, UserError, load_settings, read_session, replay_session
 from artifactflow.cli.main import main
 from artifactflow.replay import store as recorded_calls
 
@@ -410,3 +410,12 @@ async def test_a_run_exported_while_paused_replays_to_the_same_pause(
     report = await replay_session(path, load_settings(config, tmp_path / "data"))
     assert report.line() == "same (1 step)", report.divergence
     assert not (effects / "journal.txt").exists()
+
+
+async def test_recording_can_be_turned_off(make_controller, config, llm, effects, tmp_path):
+    text = (config / "artifactflow.yaml").read_text()
+    (config / "artifactflow.yaml").write_text(text + "run:\n  record_requests: false\n")
+    controller, mid = await record_simple_run(make_controller, config, llm, tmp_path)
+    assert await recorded_calls.rows(controller.store, mid) == []
+    with pytest.raises(UserError, match="run.record_requests off"):
+        await controller.export_session(mid)

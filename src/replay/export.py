@@ -43,8 +43,9 @@ async def export_session(controller: ExecutionController, message_id: str) -> Se
     model_calls = _model_calls(rows)
     if not model_calls:
         raise UserError(
-            f"message {message_id} has no recorded model requests (it ran before recording "
-            "existed, or made no model call), so it cannot be replayed"
+            f"message {message_id} has no recorded model requests (it ran with "
+            "run.record_requests off or before recording existed, or made no model call), so "
+            "it cannot be replayed"
         )
     conversation_id = message["conversation_id"]
     path = await controller.conversations.path_to(message["parent_id"])

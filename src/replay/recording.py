@@ -17,7 +17,8 @@ earlier rows. The first call of a message in a process also stores the configura
 under (agents, tools, settings that matter), so an export describes the run, not today's files.
 
 Recording never breaks a run: a failed write is logged and the call's result is returned.
-Calls made outside a run (no LangGraph runtime) are not recorded.
+Calls made outside a run (no LangGraph runtime) are not recorded, nor any call when the
+setting `run.record_requests` is false.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class RecordingModel:
         self, request: ModelRequest, on_delta: DeltaCallback | None = None
     ) -> ModelResponse:
         run = current_run()
-        if run is None:
+        if run is None or not run.services.settings.run.record_requests:
             return await self.inner.complete(request, on_delta)
         recorder = recorder_for(run.services.store)
         started = time.perf_counter()

@@ -163,11 +163,10 @@ def _resume_decision(decision: dict[str, Any]) -> dict[str, Any]:
 
 def _step_of_call(session: Session, call: dict[str, Any], model: ReplayModel) -> int:
     """The recorded step whose response made `call` (by its id), else the next one."""
+    call_id = call["tool_call_id"]
     for recorded in reversed(session.calls):
         for made in (recorded.response or {}).get("tool_calls") or []:
-            if call["tool_call_id"] in (made.get("id"), ) or call["tool_call_id"].startswith(
-                f"{made.get('id')}_"
-            ):
+            if call_id == made.get("id") or call_id.startswith(f"{made.get('id')}_"):
                 return recorded.step
     return model.pending[0].step if model.pending else len(session.calls)
 

@@ -26,7 +26,7 @@ from ..tools.base import Tool, ToolResult
 from ..tools.builtin.artifacts import ARTIFACT_TOOLS
 from ..tools.registry import BUILTIN, invoke_tool, validate_arguments
 from . import delta
-from .diff import json_diff, messages_diff, render_json, text_diff, unified
+from .diff import json_diff, messages_diff, render_json, render_messages, text_diff, unified
 from .report import Divergence, DivergenceKind
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ class ReplayModel:
             return Divergence(
                 step, DivergenceKind.EXTRA_REQUEST,
                 f"{who} made a model request the recorded run did not make",
-                agent, unified([], _render(messages)),
+                agent, unified([], render_messages(messages)),
             )
         # The recorded request this one should have been: the longest shared prefix.
         expected = max(mine, key=lambda c: (delta.common_prefix(c.messages, messages), -c.step))
@@ -144,12 +144,6 @@ class ReplayModel:
             f"{who} was offered different tools{detail}",
             agent, json_diff(expected.tools, tools),
         )
-
-
-def _render(messages: list[dict[str, Any]]) -> list[str]:
-    from .diff import render_messages
-
-    return render_messages(messages)
 
 
 def _tool_names(tools: list[dict[str, Any]] | None) -> set[str]:
