@@ -1,0 +1,326 @@
+"""Throughput under load: C conversations × 5 tool rounds against a 50 ms model, at once.
+
+Every conversation makes 6 model calls (5 tool rounds, then the answer), so the ideal wall
+time is 0.3 s whatever C is; `× ideal` says how far the engine is from it. Each setup runs in
+fresh processes on a fresh data folder (or PostgreSQL database):
+
+- api:  the Python API (`ExecutionController.execute`), C runs concurrently in one process;
+        with 2 workers, two processes take half the conversations each (started together);
+- http: `artifactflow serve` processes (1 or 2 workers, each its own port); this script posts
+        `POST /api/v1/chat` and reads every event of `GET /api/v1/stream/{id}` to the end.
+
+The model is the scripted OpenAI-compatible server in its own process, answering each request
+after 50 ms. Everything shares the 2-core machine, the model server and (for http) this
+client included. An error is a conversation that did not end `completed` (or a failed
+request). All rows are measured in one run, so their ratios are comparable.
+
+Run: `python benchmarks/concurrency.py [--conversations 1,10,50,100] [--setups ...]`
+(setups: api-sqlite-1, api-pg-1, api-pg-2, http-sqlite-1, http-pg-1, http-pg-2; the pg ones
+need PostgreSQL at `ARTIFACTFLOW_TEST_PG_URL`, default postgresql://postgres@127.0.0.1:5432/test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROUNDS = 5
+LATENCY = 0.05
+IDEAL = (ROUNDS + 1) * LATENCY
+ROOT = Path(__file__).resolve().parent.parent
+PG_ADMIN = os.environ.get("ARTIFACTFLOW_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+SETUPS = ["api-sqlite-1", "api-pg-1", "api-pg-2", "http-sqlite-1", "http-pg-1", "http-pg-2"]
+
+TOOLS_PY = '''
+from artifactflow import tool
+
+@tool
+def lookup(n: int) -> str:
+    """Look up one entry.
+
+    Args:
+        n: Entry number.
+    """
+    return f"entry {n}: " + "lorem ipsum " * 20
+'''
+
+
+# --- the model server (its own process) ---------------------------------------------------
+
+
+def serve_model() -> None:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from scripted_llm import Call, Delay, ScriptedLLM, Text, ToolCalls
+
+    def answer(request: dict[str, Any]) -> Any:
+        done = sum(1 for m in request.get("messages") or [] if m.get("role") == "tool")
+        if done >= ROUNDS:
+            return Delay(LATENCY, Text("All entries read."))
+        return Delay(LATENCY, ToolCalls([Call("lookup", {"n": done + 1})]))
+
+    llm = ScriptedLLM().start()
+    llm.route(answer)
+    print(llm.base_url, flush=True)
+    sys.stdin.read()  # until the parent closes our stdin
+    llm.close()
+
+
+# --- setup helpers ---------------------------------------------------------------------------
+
+
+def write_config(root: Path, database_url: str | None) -> Path:
+    config = root / "config"
+    (config / "agents").mkdir(parents=True)
+    (config / "agents" / "lead_agent.md").write_text(
+        "---\nname: lead_agent\nrole: lead\ntools: [lookup]\n---\nRead the entries, then answer.\n"
+    )
+    (config / "bench_tools.py").write_text(TOOLS_PY)
+    lines = [
+        "plugins: [bench_tools]",
+        "permissions: {lookup: auto}",
+        "run:\n  max_concurrent_runs: 1000",
+        "llm:\n  max_retries: 0",
+    ]
+    if database_url:
+        lines.append(f"database_url: {database_url}")
+    (config / "artifactflow.yaml").write_text("\n".join(lines) + "\n")
+    return config
+
+
+async def fresh_pg() -> str:
+    import asyncpg
+
+    admin = await asyncpg.connect(PG_ADMIN)
+    name = f"af_bench_{uuid.uuid4().hex[:10]}"
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    await admin.close()
+    return f"{PG_ADMIN.rsplit('/', 1)[0]}/{name}"
+
+
+async def drop_pg(url: str) -> None:
+    import asyncpg
+
+    admin = await asyncpg.connect(PG_ADMIN)
+    await admin.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
+    await admin.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def env_for(base_url: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(OPENAI_BASE_URL=base_url, OPENAI_API_KEY="benchmark-no-network", ARTIFACTFLOW_DEBUG="0")
+    return env
+
+
+# --- api workers ---------------------------------------------------------------------------
+
+
+async def api_worker(config: str, data: str, count: int) -> None:
+    """Open a controller, warm up, say ready, wait for go, run `count` conversations."""
+    import logging
+
+    from artifactflow import ExecutionController, load_settings
+
+    logging.disable(logging.WARNING)
+    controller = await ExecutionController.open(load_settings(config, data))
+    try:
+        await controller.execute("warm-up")
+        print("ready", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        started = time.time()
+
+        async def one(i: int) -> str:
+            try:
+                return (await controller.execute(f"conversation {i}")).status
+            except Exception as exc:  # counted as an error
+                return f"{type(exc).__name__}: {exc}"
+
+        statuses = await asyncio.gather(*(one(i) for i in range(count)))
+        ended = time.time()
+    finally:
+        await controller.aclose()
+    errors = [s for s in statuses if s != "completed"]
+    print(json.dumps({"start": started, "end": ended, "errors": len(errors), "sample": errors[:3]}), flush=True)
+
+
+async def run_api(config: Path, data: Path, base_url: str, conversations: int, workers: int) -> dict[str, Any]:
+    shares = [conversations // workers + (1 if i < conversations % workers else 0) for i in range(workers)]
+    procs = []
+    for i, share in enumerate(shares):
+        procs.append(
+            await asyncio.create_subprocess_exec(
+                sys.executable, __file__, "--api-worker", str(config), str(data / f"w{i}"), str(share),
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env_for(base_url),
+            )
+        )
+    for proc in procs:
+        line = (await proc.stdout.readline()).decode().strip()  # type: ignore[union-attr]
+        if line != "ready":
+            raise RuntimeError(f"api worker did not start: {line!r}")
+    for proc in procs:
+        proc.stdin.write(b"go\n")  # type: ignore[union-attr]
+        await proc.stdin.drain()  # type: ignore[union-attr]
+    results = []
+    for proc in procs:
+        out, _ = await proc.communicate()
+        results.append(json.loads(out.decode().strip().splitlines()[-1]))
+    wall = max(r["end"] for r in results) - min(r["start"] for r in results)
+    return {"wall": wall, "errors": sum(r["errors"] for r in results), "sample": sum((r["sample"] for r in results), [])}
+
+
+# --- http workers --------------------------------------------------------------------------
+
+
+def spawn_server(config: Path, data: Path, base_url: str, port: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "artifactflow"), "--config-dir", str(config),
+         "--data-dir", str(data), "serve", "--port", str(port)],
+        env=env_for(base_url), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+
+
+async def start_servers(config: Path, data: Path, base_url: str, workers: int) -> tuple[list[Any], list[str]]:
+    import httpx
+
+    procs, urls = [], []
+    for _ in range(workers):
+        port = free_port()
+        procs.append(spawn_server(config, data, base_url, port))
+        urls.append(f"http://127.0.0.1:{port}")
+    async with httpx.AsyncClient() as client:
+        for url, proc in zip(urls, procs, strict=True):
+            for _ in range(600):
+                if proc.poll() is not None:
+                    raise RuntimeError(f"server {url} exited with {proc.returncode}")
+                try:
+                    if (await client.get(url + "/api/v1/conversations")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                await asyncio.sleep(0.05)
+    return procs, urls
+
+
+async def http_conversation(client: Any, url: str, i: int) -> str:
+    try:
+        posted = await client.post(url + "/api/v1/chat", json={"content": f"conversation {i}"})
+        if posted.status_code != 202:
+            return f"POST {posted.status_code}"
+        last = None
+        stream_url = url + "/api/v1/stream/" + posted.json()["message_id"]
+        async with client.stream("GET", stream_url) as response:
+            async for line in response.aiter_lines():
+                if line.startswith("event: "):
+                    last = line[7:]
+        return "completed" if last == "complete" else f"ended with {last}"
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+async def run_http(urls: list[str], conversations: int) -> dict[str, Any]:
+    import httpx
+
+    limits = httpx.Limits(max_connections=conversations * 2 + 10)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+        for url in urls:  # warm-up
+            await http_conversation(client, url, -1)
+        started = time.time()
+        statuses = await asyncio.gather(
+            *(http_conversation(client, urls[i % len(urls)], i) for i in range(conversations))
+        )
+        wall = time.time() - started
+    errors = [s for s in statuses if s != "completed"]
+    return {"wall": wall, "errors": len(errors), "sample": errors[:3]}
+
+
+# --- driver --------------------------------------------------------------------------------
+
+
+async def measure(setup: str, conversations: int, base_url: str) -> dict[str, Any]:
+    kind, backend, workers_text = setup.split("-")
+    workers = int(workers_text)
+    pg = await fresh_pg() if backend == "pg" else None
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            config = write_config(Path(folder), pg)
+            data = Path(folder) / "data"
+            if kind == "api":
+                return await run_api(config, data, base_url, conversations, workers)
+            procs, urls = await start_servers(config, data, base_url, workers)
+            try:
+                return await run_http(urls, conversations)
+            finally:
+                for proc in procs:
+                    proc.terminate()
+                for proc in procs:
+                    proc.wait(10)
+    finally:
+        if pg:
+            await drop_pg(pg)
+
+
+def spawn_model() -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, __file__, "--serve-model"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--conversations", default="1,10,50,100")
+    parser.add_argument("--setups", default=",".join(SETUPS))
+    args = parser.parse_args()
+    counts = [int(x) for x in args.conversations.split(",")]
+    setups = [s.strip() for s in args.setups.split(",") if s.strip()]
+    model = spawn_model()
+    try:
+        base_url = model.stdout.readline().strip()  # type: ignore[union-attr]
+        rows = []
+        for setup in setups:
+            for count in counts:
+                result = await measure(setup, count, base_url)
+                rows.append((setup, count, result))
+                print(f"  {setup} ×{count}: {result['wall']:.2f} s, errors {result['errors']} {result['sample']}",
+                      file=sys.stderr, flush=True)
+    finally:
+        model.stdin.close()  # type: ignore[union-attr]
+        model.wait(10)
+    print(f"\n{ROUNDS} tool rounds per conversation, {LATENCY * 1000:.0f} ms model, ideal {IDEAL:.2f} s\n")
+    print("| setup | conversations | wall s | × ideal | rounds/s | errors |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for setup, count, result in rows:
+        rate = count * ROUNDS / result["wall"]
+        print(f"| {setup} | {count} | {result['wall']:.2f} | {result['wall'] / IDEAL:.1f} | {rate:.0f} | {result['errors']} |")
+    by = {(s, c): r for s, c, r in rows}
+    top = max(counts)
+    pairs = [("api-pg-1", "api-sqlite-1"), ("http-pg-1", "http-sqlite-1"), ("api-pg-1", "api-pg-2"),
+             ("http-pg-1", "http-pg-2"), ("http-sqlite-1", "api-sqlite-1")]
+    lines = [f"| {a} / {b} | {by[(a, top)]['wall'] / by[(b, top)]['wall']:.2f} |"
+             for a, b in pairs if (a, top) in by and (b, top) in by]
+    if lines:
+        print(f"\nwall-time ratios at {top} conversations\n\n| ratio | value |\n|---|---:|")
+        print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--serve-model":
+        serve_model()
+    elif len(sys.argv) > 1 and sys.argv[1] == "--api-worker":
+        asyncio.run(api_worker(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+    else:
+        asyncio.run(main())
