@@ -161,17 +161,15 @@ async def api_worker(config: str, data: str, count: int) -> None:
 async def run_api(config: Path, data: Path, base_url: str, conversations: int, workers: int) -> dict[str, Any]:
     shares = [conversations // workers + (1 if i < conversations % workers else 0) for i in range(workers)]
     procs = []
-    for i, share in enumerate(shares):
-        procs.append(
-            await asyncio.create_subprocess_exec(
-                sys.executable, __file__, "--api-worker", str(config), str(data / f"w{i}"), str(share),
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env_for(base_url),
-            )
+    for i, share in enumerate(shares):  # one after another: the first creates the schema
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--api-worker", str(config), str(data / f"w{i}"), str(share),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env_for(base_url),
         )
-    for proc in procs:
         line = (await proc.stdout.readline()).decode().strip()  # type: ignore[union-attr]
         if line != "ready":
             raise RuntimeError(f"api worker did not start: {line!r}")
+        procs.append(proc)
     for proc in procs:
         proc.stdin.write(b"go\n")  # type: ignore[union-attr]
         await proc.stdin.drain()  # type: ignore[union-attr]
@@ -198,12 +196,13 @@ async def start_servers(config: Path, data: Path, base_url: str, workers: int) -
     import httpx
 
     procs, urls = [], []
-    for _ in range(workers):
-        port = free_port()
-        procs.append(spawn_server(config, data, base_url, port))
-        urls.append(f"http://127.0.0.1:{port}")
     async with httpx.AsyncClient() as client:
-        for url, proc in zip(urls, procs, strict=True):
+        for _ in range(workers):  # one after another: the first creates the schema
+            port = free_port()
+            proc = spawn_server(config, data, base_url, port)
+            url = f"http://127.0.0.1:{port}"
+            procs.append(proc)
+            urls.append(url)
             for _ in range(600):
                 if proc.poll() is not None:
                     raise RuntimeError(f"server {url} exited with {proc.returncode}")
@@ -293,7 +292,10 @@ async def main() -> None:
         rows = []
         for setup in setups:
             for count in counts:
-                result = await measure(setup, count, base_url)
+                try:
+                    result = await measure(setup, count, base_url)
+                except Exception as exc:  # a setup that cannot run is a row of errors
+                    result = {"wall": float("nan"), "errors": count, "sample": [repr(exc)[:200]]}
                 rows.append((setup, count, result))
                 print(f"  {setup} ×{count}: {result['wall']:.2f} s, errors {result['errors']} {result['sample']}",
                       file=sys.stderr, flush=True)

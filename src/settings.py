@@ -75,6 +75,10 @@ class RunSettings(BaseModel):
     recursion_limit: int = Field(400, ge=10)
     max_concurrent_runs: int = Field(4, ge=1)
     lease_seconds: float = Field(30.0, gt=1)
+    # Several workers: recover runs whose owner died (at start, then every half lease), and a
+    # limit on runs in progress across all workers of one database (HTTP; None: no limit).
+    recover_on_start: bool = False
+    max_runs_per_database: int | None = Field(None, ge=1)
     record_requests: bool = True  # store each model request for `artifactflow export` / replay
 
 
@@ -118,6 +122,7 @@ class Settings(BaseSettings):
     data_dir: Path = Path("data")
     model: str | None = None
     database_url: str | None = None
+    database_pool_size: int = Field(10, ge=1)  # PostgreSQL connections per pool (app store, checkpoints)
     plugins: list[str] = []
     permissions: dict[str, Permission] = {}
     llm: LLMSettings = LLMSettings()

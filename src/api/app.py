@@ -51,7 +51,7 @@ def _attach(app: FastAPI, controller: ExecutionController, host: str) -> None:
     state.controller = controller
     state.settings = settings
     state.auth_enabled = auth_enabled(settings.auth.enabled, host)
-    state.limiter = RunLimiter(settings.run.max_concurrent_runs)
+    state.limiter = RunLimiter(settings.run.max_concurrent_runs, settings.run.max_runs_per_database)
     state.heartbeat_seconds = settings.server.heartbeat_seconds
     state.max_request_bytes = settings.server.max_request_bytes
 

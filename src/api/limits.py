@@ -4,7 +4,9 @@ Runs beyond `run.max_concurrent_runs` are refused with 429 and `Retry-After`, no
 queued run would hold a 202 whose stream stays silent for an unknown time, and a client is
 better placed to retry (or tell its user) than the server is to guess. The count is of runs
 in flight in this process (new messages and resumes); check-and-start happens under one lock,
-so two racing requests cannot both take the last slot.
+so two racing requests cannot both take the last slot. `run.max_runs_per_database` adds a
+limit across all workers of one database (counted there, under an advisory lock on
+PostgreSQL: see `core/run/workers.py`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from starlette.exceptions import HTTPException
 
+from ..core.run.workers import RunLimitReached
 from .errors import ApiError, error_response
 
 RETRY_AFTER_SECONDS = 2
@@ -27,8 +30,9 @@ def active_runs(controller: Any) -> int:
 
 
 class RunLimiter:
-    def __init__(self, max_runs: int) -> None:
+    def __init__(self, max_runs: int, per_database: int | None = None) -> None:
         self.max_runs = max_runs
+        self.per_database = per_database  # run.max_runs_per_database, across all workers
         self._lock = asyncio.Lock()
 
     @asynccontextmanager
@@ -44,7 +48,13 @@ class RunLimiter:
                     f"{self.max_runs}); retry in a few seconds",
                     headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
                 )
-            yield
+            try:
+                async with controller.run_slot(self.per_database):
+                    yield
+            except RunLimitReached as exc:
+                raise ApiError(
+                    429, "too_many_runs", str(exc), headers={"Retry-After": str(RETRY_AFTER_SECONDS)}
+                ) from None
 
 
 class _TooLarge(HTTPException):

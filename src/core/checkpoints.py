@@ -83,16 +83,13 @@ class CheckpointStore:
 
     @classmethod
     async def open_postgres(
-        cls, url: str, *, allowed_types: Iterable[type | tuple[str, ...]] = ()
+        cls, url: str, *, allowed_types: Iterable[type | tuple[str, ...]] = (), pool_size: int = 10
     ) -> CheckpointStore:
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from .pg_saver import open_pooled_saver
 
         stack = AsyncExitStack()
         plain = url.replace("postgresql+asyncpg://", "postgresql://", 1)
-        saver = await stack.enter_async_context(
-            AsyncPostgresSaver.from_conn_string(plain, serde=CompressingSerializer(allowed_types))
-        )
-        await saver.setup()
+        saver = await open_pooled_saver(stack, plain, CompressingSerializer(allowed_types), pool_size)
         return cls(saver, stack, None)
 
     async def delete_thread(self, thread_id: str) -> None:

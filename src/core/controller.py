@@ -25,7 +25,7 @@ from .conversations import ACTIVE_BRANCH, ConversationManager
 from .events import Event
 from .graph import build_graph
 from .run import follow as _follow
-from .run import maintenance, resume, runner
+from .run import maintenance, resume, runner, workers
 from .run.data import StoredData
 from .run.runtime import Runtime
 
@@ -55,6 +55,7 @@ class ExecutionController(StoredData):
         self.graph = build_graph(checkpoints.saver)
         self._rt = Runtime(services, checkpoints, self.graph)
         self._runs = self._rt.runs
+        self._workers: workers.Workers | None = None
 
     @property
     def settings(self) -> Any:
@@ -71,7 +72,13 @@ class ExecutionController(StoredData):
         from .engine import open_engine
 
         services, checkpoints = await open_engine(settings, extra_tools=extra_tools, **overrides)
-        return cls(services, checkpoints)
+        controller = cls(services, checkpoints)
+        try:
+            controller._workers = await workers.start(controller._rt)  # bus, recovery
+        except BaseException:
+            await controller.aclose()
+            raise
+        return controller
 
     async def __aenter__(self) -> ExecutionController:
         return self
@@ -87,6 +94,8 @@ class ExecutionController(StoredData):
                     await self.cancel(handle.message_id)
                 with contextlib.suppress(BaseException):
                     await handle.task
+        if self._workers is not None:
+            await self._workers.stop()
         await self.services.llm.aclose()
         await self.services.tools.aclose()  # stops MCP servers
         await self.checkpoints.close()
@@ -171,9 +180,17 @@ class ExecutionController(StoredData):
         return await resume.resume_cursor(self._rt, message_id)
 
     async def cancel(self, message_id: str) -> bool:
-        """Stop a running message at the next safe point, or close a paused one. False if it
-        is neither running here nor paused."""
+        """Stop a running message at the next safe point, or close a paused one. A run owned
+        by another worker (PostgreSQL) is asked to stop, and this waits until it has. False if
+        the message is neither running nor paused."""
+        if await workers.cancel_elsewhere(self._rt, message_id):
+            return True
         return await runner.cancel(self._rt, message_id)
+
+    def run_slot(self, limit: int | None) -> contextlib.AbstractAsyncContextManager[None]:
+        """Hold while starting a run: `RunLimitReached` when `limit` runs are live in the
+        database, across all workers (`run.max_runs_per_database`)."""
+        return workers.database_slot(self._rt, limit)
 
     async def wait(self, message_id: str) -> None:
         """Wait until the message's run in this process (if any) has finished."""

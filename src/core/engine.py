@@ -74,10 +74,10 @@ async def open_engine(
         raise
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     url = settings.database_url
-    store = await AppStore.open(url, sqlite_path=settings.app_db_path)
+    store = await AppStore.open(url, sqlite_path=settings.app_db_path, pool_size=settings.database_pool_size)
     try:
         if url and url.startswith(("postgres", "postgresql")):
-            checkpoints = await CheckpointStore.open_postgres(url)
+            checkpoints = await CheckpointStore.open_postgres(url, pool_size=settings.database_pool_size)
         else:
             checkpoints = await CheckpointStore.open_sqlite(settings.checkpoint_db_path)
     except Exception:

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from .events import EPHEMERAL_TYPES, Event
+
+log = logging.getLogger("artifactflow")
 
 
 @dataclass
@@ -65,12 +68,15 @@ class EventSink:
     Events that arrive while a write is in flight are committed together in the next
     transaction, so a burst (agent_complete, tool_start, …) costs one commit instead of one per
     event, while a lone event is still written at once. Nothing is published before it is
-    stored; chunks (never stored) keep their place in the order.
+    stored; chunks (never stored) keep their place in the order. With a live `bus` (several
+    workers on PostgreSQL) each stored batch, chunks included, is also announced to the other
+    workers; a failed announcement is only logged (their readers fill gaps from the log).
     """
 
-    def __init__(self, store: Any, handle: RunHandle) -> None:
+    def __init__(self, store: Any, handle: RunHandle, bus: Any = None) -> None:
         self._store = store
         self._handle = handle
+        self._bus = bus if bus is not None and bus.live else None
         self._queue: asyncio.Queue[Event] = asyncio.Queue()
         self._task = asyncio.create_task(self._drain(), name=f"artifactflow-events-{handle.message_id}")
 
@@ -104,6 +110,11 @@ class EventSink:
                 stored = [e.model_dump(mode="json") for e in batch if e.type not in EPHEMERAL_TYPES]
                 if stored:
                     await self._store.append_events(self._handle.message_id, stored)
+                if self._bus is not None:
+                    try:
+                        await self._bus.publish(self._handle.message_id, batch)
+                    except Exception:
+                        log.warning("run %s: could not announce events", self._handle.message_id, exc_info=True)
                 for event in batch:
                     await self._handle.publish(event)
             finally:

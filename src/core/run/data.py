@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import NotFoundError
-from . import runner
+from . import runner, workers
 
 if TYPE_CHECKING:
     from ..checkpoints import CheckpointStore
@@ -50,8 +50,8 @@ class StoredData:
         return await self.conversations.tree(conversation_id)
 
     async def delete_conversation(self, conversation_id: str, *, user_id: str | None = None) -> None:
-        """Delete a conversation: cancel its runs in this process, drop its threads'
-        checkpoints, then its rows (messages, events, artifacts, approvals).
+        """Delete a conversation: cancel its runs (here, or on the worker that owns them),
+        drop its threads' checkpoints, then its rows (messages, events, artifacts, approvals).
 
         Checkpoints go first: should the row delete fail, the messages still exist and gc
         can find them; the other way round would orphan checkpoints nothing points to."""
@@ -60,6 +60,8 @@ class StoredData:
         for message in messages:
             if self._rt.running_here(message["id"]):
                 await runner.cancel(self._rt, message["id"])
+            elif message["status"] == "running":  # owned by another worker: it stops first
+                await workers.cancel_elsewhere(self._rt, message["id"])
         for message in messages:
             await self.checkpoints.delete_thread(message["thread_id"])
         await self.conversations.delete(conversation_id)

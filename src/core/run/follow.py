@@ -1,22 +1,27 @@
 """Reading a message's events: replay from the log, then follow the live run.
 
 A run in this process is followed through its `RunHandle` (events handed over by `event_id`,
-so nothing is lost or repeated at the switch). A run owned by another process is followed by
-polling the log until the message stops running. A stream ends at a final event (`complete`,
-`error`, `cancelled`, or a `permission_request` that is still the latest word).
+so nothing is lost or repeated at the switch). A run owned by another process is followed
+through the bus on PostgreSQL (`bus.py`: LISTEN/NOTIFY, token deltas
+included, the log filling any gap; the subscription is taken before the log is read, so
+nothing falls between them), or by polling the log on SQLite. A stream ends at a final event
+(`complete`, `error`, `cancelled`, or a `permission_request` that is still the latest word).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
-from ..events import Event
+from ..events import EPHEMERAL_TYPES, Event
 from .eventlog import stored_event
 from .runtime import Runtime
 
 POLL_SECONDS = 0.25
 POLL_GRACE = 8  # polls after the owner stopped running, for its final event to land
+QUIET_SECONDS = 1.0  # bus: re-read the log after this long without news
+QUIET_GRACE = 2  # bus: quiet checks after the owner stopped running
 
 
 async def events(rt: Runtime, message_id: str, after_event_id: int | None = None) -> list[Event]:
@@ -32,24 +37,84 @@ async def follow(
     last = after_event_id
     handle = rt.runs.get(message_id)
     start_index = 0 if (from_start or handle is None) else len(handle.events)
-    rows = await rt.store.events(message_id, after_event_id)
-    for index, row in enumerate(rows):
-        event = stored_event(message, row)
-        last = event.event_id
-        yield event
-        if event.is_final:
-            more = index < len(rows) - 1
-            if event.type == "permission_request" and (more or message_id in rt.runs):
-                continue  # an older pause, already answered (or being answered here)
-            return
-    handle = rt.runs.get(message_id)
-    if handle is not None:
-        async for event in handle.follow(last, start_index=start_index):
-            last = max(last, event.event_id)
+    queue = rt.bus.subscribe(message_id) if rt.bus.live and handle is None else None
+    try:
+        rows = await rt.store.events(message_id, after_event_id)
+        for index, row in enumerate(rows):
+            event = stored_event(message, row)
+            last = event.event_id
             yield event
-        return
-    async for event in _poll(rt, message_id, last):
-        yield event
+            if event.is_final:
+                more = index < len(rows) - 1
+                if event.type == "permission_request" and (more or message_id in rt.runs):
+                    continue  # an older pause, already answered (or being answered here)
+                return
+        handle = rt.runs.get(message_id)
+        if handle is not None:
+            async for event in handle.follow(last, start_index=start_index):
+                last = max(last, event.event_id)
+                yield event
+            return
+        source = _listen(rt, message, last, queue) if queue is not None else _poll(rt, message_id, last)
+        async for event in source:
+            yield event
+    finally:
+        if queue is not None:
+            rt.bus.unsubscribe(message_id, queue)
+
+
+def _item_row(item: dict[str, Any]) -> dict[str, Any]:
+    return {"type": item["t"], "event_id": item["i"], "timestamp": item["s"], "agent": item["a"],
+            "data": item["d"]}
+
+
+async def _listen(
+    rt: Runtime, message: dict[str, Any], last: int, queue: asyncio.Queue[list[dict[str, Any]]]
+) -> AsyncIterator[Event]:
+    """Another worker owns the run: take its events from the bus, reading from the log what
+    travelled by id only or was missed, until a final event."""
+    message_id = message["id"]
+    quiet = 0
+    while True:
+        try:
+            items = await asyncio.wait_for(queue.get(), QUIET_SECONDS)
+        except TimeoutError:
+            # Nothing heard for a while: the log is the truth (a lost notification, or an
+            # owner that died without a final event).
+            current = await rt.message(message_id)
+            rows = await rt.store.events(message_id, last)
+            for index, row in enumerate(rows):
+                event = stored_event(current, row)
+                last = event.event_id
+                yield event
+                if event.is_final and not (event.type == "permission_request" and index < len(rows) - 1):
+                    return
+            if rows:
+                quiet = 0
+            elif current["status"] != "running" or rt.lease_expired(current):
+                quiet += 1
+                if quiet > QUIET_GRACE:
+                    return
+            continue
+        quiet = 0
+        for item in items:
+            if item.get("t") in EPHEMERAL_TYPES:
+                if item["i"] >= last:
+                    yield stored_event(message, _item_row(item))
+                continue
+            wanted = item["i"]
+            if wanted <= last:
+                continue
+            if wanted == last + 1 and "t" in item:
+                events = [stored_event(message, _item_row(item))]
+            else:  # by id only, or a gap: read up to it from the log
+                rows = await rt.store.events(message_id, last)
+                events = [stored_event(message, r) for r in rows if r["event_id"] <= wanted]
+            for event in events:
+                last = event.event_id
+                yield event
+                if event.is_final:
+                    return
 
 
 async def _poll(rt: Runtime, message_id: str, last: int) -> AsyncIterator[Event]:

@@ -45,7 +45,7 @@ async def gc(rt: Runtime, retention_hours: float | None, *, dry_run: bool) -> di
     """See `ExecutionController.gc`."""
     settings = rt.services.settings.checkpoints
     hours = settings.retention_hours if retention_hours is None else retention_hours
-    cutoff = time.time() - hours * 3600
+    cutoff = rt.clock() - hours * 3600
     finished, abandoned = [], []
     for message in await rt.store.messages_with_status(["completed", "failed", "cancelled"]):
         if not message["checkpoints_deleted"]:

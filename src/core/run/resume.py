@@ -9,7 +9,6 @@ and continued from its last checkpoint, and the tool ledger keeps tools from run
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
@@ -83,7 +82,7 @@ async def recover(rt: Runtime, message: dict[str, Any]) -> None:
         expected_run_token=message["run_token"],
         run_token=run_token,
         lease_expires_at=rt.lease(),
-        stale_before=time.time(),
+        stale_before=rt.clock(),
     )
     if not won:
         raise ResumeConflictError(f"message {message['id']} is being recovered elsewhere")

@@ -130,7 +130,7 @@ class Run:
         self.started = time.perf_counter()
         self.partial: list[str] = []  # the lead's streamed text, kept for a cancel
         self._last_id = 0
-        self._sink = EventSink(rt.store, handle)
+        self._sink = EventSink(rt.store, handle, rt.bus)
 
     async def emit(self, type_: str, agent: str | None, data: dict[str, Any]) -> Event:
         """Number, persist, then publish an event (`llm_chunk`: published only)."""

@@ -3,17 +3,21 @@
 
 Ownership of a message is a run token plus a lease in the app store: the owner renews the
 lease while it runs (`maintenance.keep_lease`); a `running` message whose lease expired
-belongs to a dead process and may be recovered (`resume.recover`).
+belongs to a dead process and may be recovered (`resume.recover`). Lease arithmetic reads
+`clock` (default `time.time`), so tests expire a lease by moving a clock, not by sleeping.
+`bus` carries live events and control requests between workers (`bus.py`).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...errors import NotFoundError
 from ..runs import RunHandle
+from .bus import NullBus
 
 if TYPE_CHECKING:
     from ..checkpoints import CheckpointStore
@@ -27,6 +31,8 @@ class Runtime:
     checkpoints: CheckpointStore
     graph: Any
     runs: dict[str, RunHandle] = field(default_factory=dict)
+    bus: Any = field(default_factory=NullBus)
+    clock: Callable[[], float] = time.time
 
     @property
     def store(self) -> AppStore:
@@ -34,12 +40,11 @@ class Runtime:
 
     def lease(self) -> float:
         """When a lease taken now expires."""
-        return time.time() + self.services.settings.run.lease_seconds
+        return self.clock() + self.services.settings.run.lease_seconds
 
-    @staticmethod
-    def lease_expired(message: dict[str, Any]) -> bool:
+    def lease_expired(self, message: dict[str, Any]) -> bool:
         expires = message.get("lease_expires_at")
-        return expires is not None and expires < time.time()
+        return expires is not None and expires < self.clock()
 
     def running_here(self, message_id: str) -> bool:
         handle = self.runs.get(message_id)

@@ -68,9 +68,15 @@ class AppStore:
     # --- lifecycle -------------------------------------------------------------------------
 
     @classmethod
-    async def open(cls, url: str | None = None, *, sqlite_path: Path | None = None) -> AppStore:
+    async def open(
+        cls, url: str | None = None, *, sqlite_path: Path | None = None, pool_size: int = 10
+    ) -> AppStore:
         if url:
-            engine = create_async_engine(normalize_database_url(url), pool_pre_ping=True)
+            # No pre-ping: it costs a round trip per checkout; a connection broken by a server
+            # restart fails one statement and is then replaced with the rest of the pool.
+            engine = create_async_engine(
+                normalize_database_url(url), pool_size=pool_size, max_overflow=pool_size
+            )
         else:
             assert sqlite_path is not None
             sqlite_path.parent.mkdir(parents=True, exist_ok=True)

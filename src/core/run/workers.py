@@ -1,0 +1,187 @@
+"""Several workers on one PostgreSQL database: what one worker asks of the others.
+
+- **Cancel and delete from any worker.** A cancel for a run owned elsewhere goes out on the
+  bus (`af_control`); the owner cancels its task at once, and the run ends the usual way (status
+  `cancelled`, a final `cancelled` event). The asking worker waits for that final event (or
+  the status change) before it answers, so a delete that follows removes rows nobody is
+  writing any more.
+- **Recovery.** With `run.recover_on_start`, a worker picks up runs whose owner died (status
+  `running`, lease expired) when it starts, and keeps looking every half lease while it runs, so
+  a surviving worker takes over a dead peer's runs. Claiming is the usual compare-and-set, so
+  of several workers exactly one recovers a run.
+- **A run limit per database** (`run.max_runs_per_database`): runs whose lease is live are
+  counted in the database; on PostgreSQL the count and the start happen under one advisory
+  lock, so workers starting runs at the same moment cannot both take the last place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from ...errors import ArtifactFlowError, ResumeConflictError
+from ..events import FINAL_TYPES
+from ..store import schema as t
+from . import runner
+from .bus import PgBus
+from .runtime import Runtime
+
+log = logging.getLogger("artifactflow.workers")
+
+SLOT_LOCK_KEY = 0x6166_736C_6F74  # "afslot": serialises run starts across workers
+CANCEL_CHECK_SECONDS = 0.5
+
+
+class RunLimitReached(ArtifactFlowError):
+    """`run.max_runs_per_database` runs are in progress across all workers."""
+
+    def __init__(self, running: int, limit: int) -> None:
+        super().__init__(
+            f"{running} runs are in progress in this database (limit run.max_runs_per_database "
+            f"= {limit}); retry in a few seconds"
+        )
+        self.running = running
+        self.limit = limit
+
+
+@dataclass
+class Workers:
+    """This process's part in a group of workers: the bus and the recovery task."""
+
+    rt: Runtime
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        await self.rt.bus.close()
+
+
+async def start(rt: Runtime) -> Workers:
+    """Join the group: on PostgreSQL listen on the bus (answering cancels for runs here); with
+    `run.recover_on_start`, recover dead owners' runs now and every half lease."""
+    settings = rt.services.settings
+    if not rt.store.is_sqlite and settings.database_url:
+        rt.bus = PgBus(settings.database_url, rt.store.engine)
+        rt.bus.on_control(lambda message: _on_control(rt, message))
+        await rt.bus.start()
+    workers = Workers(rt)
+    if settings.run.recover_on_start:
+        await recover_dead_runs(rt)
+        period = settings.run.lease_seconds / 2
+        workers.tasks.append(asyncio.create_task(_keep_recovering(rt, period), name="artifactflow-recovery"))
+    return workers
+
+
+async def _on_control(rt: Runtime, message: dict[str, Any]) -> None:
+    if message.get("op") == "cancel" and rt.running_here(str(message.get("m"))):
+        await runner.cancel(rt, str(message["m"]))
+
+
+# --- cancel ------------------------------------------------------------------------------------
+
+
+async def cancel_elsewhere(rt: Runtime, message_id: str) -> bool:
+    """Ask the worker that owns a live run to cancel it, and wait until it has stopped.
+
+    False when there is nothing to ask (no bus, not running, or its owner is dead); then the
+    caller's local cancel decides."""
+    if not rt.bus.live or rt.running_here(message_id):
+        return False
+    message = await rt.message(message_id)
+    if message["status"] != "running" or rt.lease_expired(message):
+        return False
+    queue = rt.bus.subscribe(message_id)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + rt.services.settings.run.lease_seconds
+    try:
+        await rt.bus.control({"op": "cancel", "m": message_id})
+        while loop.time() < deadline:
+            try:
+                items = await asyncio.wait_for(queue.get(), CANCEL_CHECK_SECONDS)
+            except TimeoutError:
+                items = None
+            if items is not None and not any(item.get("t") in FINAL_TYPES for item in items):
+                continue
+            current = await rt.message(message_id)
+            if current["status"] == "waiting":  # it paused just before the cancel arrived
+                return await runner.cancel(rt, message_id)
+            if current["status"] != "running":
+                return True
+            if rt.lease_expired(current):
+                return False
+    finally:
+        rt.bus.unsubscribe(message_id, queue)
+    return False
+
+
+# --- recovery ----------------------------------------------------------------------------------
+
+
+async def recover_dead_runs(rt: Runtime) -> list[str]:
+    """Continue every run whose owner died (lease expired); returns the ids recovered here."""
+    from .resume import recover
+
+    recovered = []
+    for message in await rt.store.messages_with_status(["running"]):
+        if message["id"] in rt.runs or not rt.lease_expired(message):
+            continue
+        try:
+            await recover(rt, message)
+        except ResumeConflictError as exc:  # another worker was faster, or nothing to recover
+            log.info("not recovering %s: %s", message["id"], exc)
+            continue
+        log.warning("recovered run %s (its owner's lease expired)", message["id"])
+        recovered.append(message["id"])
+    return recovered
+
+
+async def _keep_recovering(rt: Runtime, period: float) -> None:
+    while True:
+        await asyncio.sleep(period)
+        try:
+            await recover_dead_runs(rt)
+        except Exception:
+            log.exception("recovery sweep failed; trying again in %.1f s", period)
+
+
+# --- a run limit per database -------------------------------------------------------------------
+
+
+async def _running(conn: Any, now: float) -> int:
+    query = sa.select(sa.func.count()).select_from(t.messages).where(
+        t.messages.c.status == "running",
+        sa.or_(t.messages.c.lease_expires_at.is_(None), t.messages.c.lease_expires_at > now),
+    )
+    return int((await conn.execute(query)).scalar_one())
+
+
+@asynccontextmanager
+async def database_slot(rt: Runtime, limit: int | None) -> AsyncIterator[None]:
+    """Hold while starting a run: `RunLimitReached` when `limit` live runs exist already."""
+    if limit is None:
+        yield
+        return
+    async with rt.store.engine.connect() as conn:
+        conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+        locked = not rt.store.is_sqlite
+        if locked:
+            await conn.execute(sa.text("SELECT pg_advisory_lock(:key)"), {"key": SLOT_LOCK_KEY})
+        try:
+            running = await _running(conn, rt.clock())
+            if running >= limit:
+                raise RunLimitReached(running, limit)
+            yield
+        finally:
+            if locked:
+                await conn.execute(sa.text("SELECT pg_advisory_unlock(:key)"), {"key": SLOT_LOCK_KEY})
