@@ -177,6 +177,42 @@ async def growth(messages: int, rounds: int, root: Path) -> list[tuple[int, int]
     return points
 
 
+async def as_left(rounds: int, messages: int, root: Path) -> dict[str, int]:
+    """The data folder as the engine leaves it (no checkpoint forced by this script): the
+    largest WAL files seen while one `rounds`-round message runs (sampled every 5 ms), and
+    the folder after it and after `messages` more five-round messages."""
+    config = write_config(root)
+    data = root / "data"
+    controller = await ExecutionController.open(load_settings(config, data), extra_tools=[fetch_page])
+    peak = {"checkpoints.db-wal": 0, "artifactflow.db-wal": 0}
+    running = True
+
+    async def sample() -> None:
+        while running:
+            for name in peak:
+                path = data / name
+                if path.exists():
+                    peak[name] = max(peak[name], path.stat().st_size)
+            await asyncio.sleep(0.005)
+
+    sampler = asyncio.create_task(sample())
+    try:
+        controller.services.use_model(instant_model(rounds))
+        assert (await controller.execute("long")).status == "completed"
+        running = False
+        await sampler
+        after_long = sum(p.stat().st_size for p in data.iterdir())
+        controller.services.use_model(instant_model(5))
+        for i in range(messages):
+            assert (await controller.execute(f"short {i}")).status == "completed"
+        after_all = sum(p.stat().st_size for p in data.iterdir())
+    finally:
+        running = False
+        await controller.aclose()
+    return {"ckpt_wal_peak": peak["checkpoints.db-wal"], "app_wal_peak": peak["artifactflow.db-wal"],
+            "after_long": after_long, "after_all": after_all}
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", default="10,50,100,200")
@@ -205,6 +241,19 @@ async def main() -> None:
             f"{base['ms_per_step'] / mine['ms_per_step']:>9.2f}x"
         )
         sys.stdout.flush()
+    with tempfile.TemporaryDirectory() as d:
+        left = await as_left(max(counts), args.messages, Path(d))
+    long_load = max(counts) * PAYLOAD_BYTES
+    all_load = long_load + args.messages * 5 * PAYLOAD_BYTES
+    print(
+        f"\nas the engine leaves it (no forced WAL checkpoint): one {max(counts)}-round message, "
+        f"then {args.messages} five-round messages\n"
+        f"  peak WAL during the long run: checkpoints {left['ckpt_wal_peak']:,} bytes, "
+        f"app store {left['app_wal_peak']:,} bytes\n"
+        f"  data folder after the long run: {left['after_long']:,} bytes "
+        f"({left['after_long'] / long_load:.2f}x its payload)\n"
+        f"  data folder after all: {left['after_all']:,} bytes ({left['after_all'] / all_load:.2f}x the payload)"
+    )
     print(
         f"\ndata folder after completed messages ({args.rounds_per_message} rounds of 4 KB each; "
         "checkpoints deleted on completion):"

@@ -242,7 +242,7 @@ async def test_process_killed_mid_run_leaves_consistent_log_and_recoverable(tmp_
     assert events[-1].type == "tool_complete"
     message = await controller.store.get_message(mid)
     assert message["status"] == "running"
-    await asyncio.sleep(2.1)  # the dead owner's lease expires
+    controller.clock = lambda: time.time() + 3  # the dead owner's lease has expired
     llm.clear_routes()
     llm.script(Text("recovered answer"))
     resumed = [e async for e in controller.stream_execute(message_id=mid, resume_data={"decisions": "approve"})]

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -349,7 +350,7 @@ async def test_process_dies_after_approval_tool_runs_once(make_controller, confi
     assert message["status"] == "running"
     with pytest.raises(ResumeConflictError):  # lease still valid: the owner may be alive
         await second.execute_resume(mid, {"decisions": "approve"})
-    await asyncio.sleep(2.1)
+    second.clock = lambda: time.time() + 3  # the dead owner's lease has expired
     llm.clear_routes()
     llm.script(Text("recovered"))
     result = await second.execute_resume(mid, {"decisions": "approve"})

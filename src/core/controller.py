@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -198,6 +198,20 @@ class ExecutionController(StoredData):
         if handle and handle.task:
             with contextlib.suppress(BaseException):
                 await asyncio.shield(handle.task)
+
+    async def recover(self) -> list[str]:
+        """Continue here every run whose owner died (status running, lease expired); returns
+        their ids. Workers with `run.recover_on_start` do this at start and every half lease."""
+        return await workers.recover_dead_runs(self._rt)
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The clock leases are measured with (`time.time`); tests move it instead of sleeping."""
+        return self._rt.clock
+
+    @clock.setter
+    def clock(self, value: Callable[[], float]) -> None:
+        self._rt.clock = value
 
     def active_run_count(self) -> int:
         """Runs in flight in this process (new messages and resumes)."""

@@ -39,6 +39,8 @@ async def cleanup_checkpoints(rt: Runtime, message: dict[str, Any]) -> None:
         return
     await rt.checkpoints.delete_thread(message["thread_id"])
     await rt.store.update_message(message["id"], checkpoints_deleted=True)
+    if not any(not h.done for h in rt.runs.values() if h.message_id != message["id"]):
+        await rt.checkpoints.vacuum()  # a quiet moment: hand the freed pages back
 
 
 async def gc(rt: Runtime, retention_hours: float | None, *, dry_run: bool) -> dict[str, Any]:

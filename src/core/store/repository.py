@@ -22,6 +22,7 @@ from sqlalchemy import event as sa_event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ...errors import ArtifactConflictError, ConfigError
+from ..checkpoints import WAL_BOUNDS
 from . import schema as t
 
 FINAL_STATUSES = ("completed", "failed", "cancelled")
@@ -92,6 +93,8 @@ class AppStore:
                 cursor.execute("PRAGMA busy_timeout=30000")
                 cursor.execute("PRAGMA synchronous=NORMAL")
                 cursor.execute("PRAGMA foreign_keys=ON")
+                for pragma in WAL_BOUNDS:  # as for the checkpoint file
+                    cursor.execute(pragma)
                 cursor.close()
 
         store = cls(engine)
