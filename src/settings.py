@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
@@ -123,6 +123,10 @@ class Settings(BaseSettings):
     model: str | None = None
     database_url: str | None = None
     database_pool_size: int = Field(10, ge=1)  # PostgreSQL connections per pool (app store, checkpoints)
+    # PostgreSQL `synchronous_commit` for our sessions. "off" (like SQLite's synchronous=NORMAL
+    # here): a crash of the database server may lose the last fraction of a second of commits;
+    # a commit no longer waits for a disk flush (measured here: 3.8 ms → 0.07 ms). "on": full.
+    database_synchronous_commit: Literal["on", "off", "local", "remote_write", "remote_apply"] = "off"
     plugins: list[str] = []
     permissions: dict[str, Permission] = {}
     llm: LLMSettings = LLMSettings()

@@ -90,13 +90,20 @@ class CheckpointStore:
 
     @classmethod
     async def open_postgres(
-        cls, url: str, *, allowed_types: Iterable[type | tuple[str, ...]] = (), pool_size: int = 10
+        cls,
+        url: str,
+        *,
+        allowed_types: Iterable[type | tuple[str, ...]] = (),
+        pool_size: int = 10,
+        synchronous_commit: str = "off",
     ) -> CheckpointStore:
         from .pg_saver import open_pooled_saver
 
         stack = AsyncExitStack()
         plain = url.replace("postgresql+asyncpg://", "postgresql://", 1)
-        saver = await open_pooled_saver(stack, plain, CompressingSerializer(allowed_types), pool_size)
+        saver = await open_pooled_saver(
+            stack, plain, CompressingSerializer(allowed_types), pool_size, synchronous_commit
+        )
         return cls(saver, stack, None)
 
     async def delete_thread(self, thread_id: str) -> None:

@@ -74,10 +74,11 @@ async def open_engine(
         raise
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     url = settings.database_url
-    store = await AppStore.open(url, sqlite_path=settings.app_db_path, pool_size=settings.database_pool_size)
+    pg = {"pool_size": settings.database_pool_size, "synchronous_commit": settings.database_synchronous_commit}
+    store = await AppStore.open(url, sqlite_path=settings.app_db_path, **pg)
     try:
         if url and url.startswith(("postgres", "postgresql")):
-            checkpoints = await CheckpointStore.open_postgres(url, pool_size=settings.database_pool_size)
+            checkpoints = await CheckpointStore.open_postgres(url, **pg)
         else:
             checkpoints = await CheckpointStore.open_sqlite(settings.checkpoint_db_path)
     except Exception:

@@ -40,16 +40,22 @@ class PooledPostgresSaver(AsyncPostgresSaver):
 
 
 async def open_pooled_saver(
-    stack: AsyncExitStack, url: str, serde: Any, pool_size: int
+    stack: AsyncExitStack, url: str, serde: Any, pool_size: int, synchronous_commit: str = "off"
 ) -> PooledPostgresSaver:
     """Open a pool of up to `pool_size` connections (closed with `stack`) and a saver on it,
-    with its tables set up."""
+    with its tables set up. The saver writes in autocommit mode, a commit per statement, so
+    `synchronous_commit` (settings.database_synchronous_commit) decides most of its cost."""
     pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
         url,
         min_size=1,
         max_size=pool_size,
         open=False,
-        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        kwargs={
+            "autocommit": True,
+            "prepare_threshold": 0,
+            "row_factory": dict_row,
+            "options": f"-c synchronous_commit={synchronous_commit}",
+        },
     )
     await pool.open(wait=True)
     stack.push_async_callback(pool.close)

@@ -26,7 +26,12 @@ class RunHandle:
     events: list[Event] = field(default_factory=list)
     done: bool = False
     cancel_requested: bool = False
+    watched: bool = False  # a reader on another worker follows it: announce on the bus
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    def last_stored(self) -> int:
+        """The id of the last event stored and published."""
+        return next((e.event_id for e in reversed(self.events) if e.type not in EPHEMERAL_TYPES), 0)
 
     async def publish(self, event: Event) -> None:
         async with self._changed:
@@ -101,6 +106,11 @@ class EventSink:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
+    def _announce(self) -> bool:
+        if not self._handle.watched and self._bus.watched(self._handle.message_id):
+            self._handle.watched = True  # the watch arrived before the run started
+        return self._handle.watched
+
     async def _drain(self) -> None:
         while True:
             batch = [await self._queue.get()]
@@ -110,7 +120,7 @@ class EventSink:
                 stored = [e.model_dump(mode="json") for e in batch if e.type not in EPHEMERAL_TYPES]
                 if stored:
                     await self._store.append_events(self._handle.message_id, stored)
-                if self._bus is not None:
+                if self._bus is not None and self._announce():
                     try:
                         await self._bus.publish(self._handle.message_id, batch)
                     except Exception:

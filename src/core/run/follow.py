@@ -39,6 +39,8 @@ async def follow(
     start_index = 0 if (from_start or handle is None) else len(handle.events)
     queue = rt.bus.subscribe(message_id) if rt.bus.live and handle is None else None
     try:
+        if queue is not None and message["status"] == "running":
+            await rt.bus.watch(message_id)
         rows = await rt.store.events(message_id, after_event_id)
         for index, row in enumerate(rows):
             event = stored_event(message, row)
@@ -95,6 +97,8 @@ async def _listen(
                 quiet += 1
                 if quiet > QUIET_GRACE:
                     return
+            if current["status"] == "running":
+                await rt.bus.watch(message_id)  # a run started or recovered since may not know
             continue
         quiet = 0
         for item in items:

@@ -84,8 +84,17 @@ async def start(rt: Runtime) -> Workers:
 
 
 async def _on_control(rt: Runtime, message: dict[str, Any]) -> None:
-    if message.get("op") == "cancel" and rt.running_here(str(message.get("m"))):
-        await runner.cancel(rt, str(message["m"]))
+    op, message_id = message.get("op"), str(message.get("m"))
+    if op == "cancel" and rt.running_here(message_id):
+        await runner.cancel(rt, message_id)
+    elif op == "watch":
+        handle = rt.runs.get(message_id)
+        if handle is None or handle.done:
+            rt.bus.remember_watch(message_id)  # its run may start here in a moment
+            return
+        if not handle.watched:
+            handle.watched = True
+            await rt.bus.publish_position(message_id, handle.last_stored())
 
 
 # --- cancel ------------------------------------------------------------------------------------
@@ -105,6 +114,7 @@ async def cancel_elsewhere(rt: Runtime, message_id: str) -> bool:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + rt.services.settings.run.lease_seconds
     try:
+        await rt.bus.watch(message_id)  # so that its final event is announced
         await rt.bus.control({"op": "cancel", "m": message_id})
         while loop.time() < deadline:
             try:

@@ -70,13 +70,21 @@ class AppStore:
 
     @classmethod
     async def open(
-        cls, url: str | None = None, *, sqlite_path: Path | None = None, pool_size: int = 10
+        cls,
+        url: str | None = None,
+        *,
+        sqlite_path: Path | None = None,
+        pool_size: int = 10,
+        synchronous_commit: str = "off",
     ) -> AppStore:
         if url:
             # No pre-ping: it costs a round trip per checkout; a connection broken by a server
             # restart fails one statement and is then replaced with the rest of the pool.
             engine = create_async_engine(
-                normalize_database_url(url), pool_size=pool_size, max_overflow=pool_size
+                normalize_database_url(url),
+                pool_size=pool_size,
+                max_overflow=pool_size,
+                connect_args={"server_settings": {"synchronous_commit": synchronous_commit}},
             )
         else:
             assert sqlite_path is not None
