@@ -25,7 +25,7 @@ def test_a_large_delta_is_cut_into_deltas_that_add_up_and_fit():
 
 def test_small_events_travel_inline_large_ones_by_id_in_order():
     batch = [
-        event("agent_start", 1, {"invocation": "lead"}),
+        event("agent_start", 1, {"invocation": "lead", "round": 1}),
         event("llm_chunk", 1, {"delta": "hi", "invocation": "lead"}),
         event("agent_complete", 2, {"invocation": "lead", "content": "r" * 20_000}),
         event("complete", 3, {"response": "done", "outcome": "completed", "metrics": {}}),
