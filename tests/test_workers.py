@@ -4,7 +4,8 @@ What a deployment of several workers promises, checked across real processes: a 
 attached to the worker that does not own the run gets every event, token deltas included, in
 order and without duplicates; cancel and delete sent to the other worker stop the run at once;
 two workers racing to resume one pause give one winner and one side effect; a killed worker's
-run is recovered by the survivor (`run.recover_on_start`, 3-second leases).
+run is recovered by the survivor (`run.recover_on_start`, 3-second leases); the run limit per
+database counts both workers' runs.
 
 The servers are started once for the module (one after another: the first creates the schema)
 and share one scripted model server; each test routes its own requests by a tag in its task.
@@ -143,6 +144,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     (config / "artifactflow.yaml").write_text(
         f"database_url: {db_url}\nplugins: [cluster_tools]\nllm:\n  max_retries: 0\n"
         "run:\n  lease_seconds: 3\n  recover_on_start: true\n  max_concurrent_runs: 50\n"
+        "  max_runs_per_database: 2\n"
     )
     with ScriptedLLM() as llm:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ARTIFACTFLOW_")}
@@ -307,6 +309,22 @@ async def test_two_workers_racing_to_resume_one_pause(cluster: Cluster) -> None:
         )
     assert cluster.effects.read_text().splitlines().count("race-once") == 1
     assert cluster.counts["race"] == 2
+
+
+async def test_the_run_limit_per_database_counts_every_workers_runs(cluster: Cluster) -> None:
+    a, b = cluster.workers
+    task = cluster.case("limit", lambda _n, _r: ToolCalls([Call("slow", {"seconds": 60})]))
+    async with httpx.AsyncClient(timeout=30) as client:
+        first = await post_chat(client, a, task)
+        second = await post_chat(client, b, task)
+        refused = await client.post(a.url + "/api/v1/chat", json={"content": task})
+        assert refused.status_code == 429 and "max_runs_per_database" in refused.text
+        assert refused.headers["Retry-After"]
+        for worker, message_id in ((b, first), (a, second)):  # each cancelled from the other worker
+            response = await client.post(f"{worker.url}/api/v1/chat/{message_id}/cancel")
+            assert response.json()["status"] == "cancelled"
+        third = await post_chat(client, a, task)  # places are free again
+        assert (await client.post(f"{b.url}/api/v1/chat/{third}/cancel")).json()["cancelled"] is True
 
 
 async def test_a_killed_workers_run_is_recovered_by_the_other(cluster: Cluster) -> None:
