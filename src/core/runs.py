@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .events import EPHEMERAL_TYPES, Event
+from .store.group_commit import group_commit_for
 
 log = logging.getLogger("artifactflow")
 
@@ -72,7 +73,8 @@ class EventSink:
 
     Events that arrive while a write is in flight are committed together in the next
     transaction, so a burst (agent_complete, tool_start, …) costs one commit instead of one per
-    event, while a lone event is still written at once. Nothing is published before it is
+    event, while a lone event is still written at once; the batches of all runs waiting at the
+    same moment share one transaction (`store/group_commit.py`). Nothing is published before it is
     stored; chunks (never stored) keep their place in the order. With a live `bus` (several
     workers on PostgreSQL) each stored batch, chunks included, is also announced to the other
     workers; a failed announcement is only logged (their readers fill gaps from the log).
@@ -119,7 +121,7 @@ class EventSink:
             try:
                 stored = [e.model_dump(mode="json") for e in batch if e.type not in EPHEMERAL_TYPES]
                 if stored:
-                    await self._store.append_events(self._handle.message_id, stored)
+                    await group_commit_for(self._store).append(self._handle.message_id, stored)
                 if self._bus is not None and self._announce():
                     try:
                         await self._bus.publish(self._handle.message_id, batch)
