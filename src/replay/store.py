@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from ..core.store import schema as t
+from ..core.store.group_commit import group_commit_for
 
 if TYPE_CHECKING:
     from ..core.store.repository import AppStore
@@ -48,19 +49,12 @@ async def next_seq(store: AppStore, message_id: str) -> int:
 async def put(
     store: AppStore, message_id: str, seq: int, kind: str, agent: str | None, data: Any
 ) -> int:
-    """Store one row; returns the size of its payload in bytes."""
+    """Store one row (in the transaction of whatever events are written at the same moment,
+    see `core/store/group_commit.py`); returns the size of its payload in bytes."""
     blob = pack(data)
-    async with store.engine.begin() as conn:
-        await conn.execute(
-            t.model_calls.insert().values(
-                message_id=message_id,
-                seq=seq,
-                kind=kind,
-                agent=agent,
-                created_at=time.time(),
-                data_z=blob,
-            )
-        )
+    row = {"message_id": message_id, "seq": seq, "kind": kind, "agent": agent,
+           "created_at": time.time(), "data_z": blob}
+    await group_commit_for(store).insert(t.model_calls, [row])
     return len(blob)
 
 

@@ -7,6 +7,9 @@ and every commit is a write lock (SQLite has one writer at a time), a thread hop
 write is in flight go into the next transaction together: one INSERT of many rows. Order
 within a run is kept (a run waits for its batch before sending the next one).
 
+Other append-only rows written at the same moments (the recorded model calls of
+`replay/store.py`) can join the same transaction through `insert`.
+
 A failed combined write is retried batch by batch, so one run's bad batch (say a duplicate
 event id) fails that run only.
 """
@@ -22,7 +25,8 @@ from . import schema as t
 if TYPE_CHECKING:
     from .repository import AppStore
 
-Batch = tuple[str, list[dict[str, Any]], "asyncio.Future[None]"]
+# (message id, events) for the event log, or (None, (table, rows)) for other inserts.
+Batch = tuple[Any, Any, "asyncio.Future[None]"]
 
 
 class GroupCommit:
@@ -35,8 +39,15 @@ class GroupCommit:
 
     async def append(self, message_id: str, events: list[dict[str, Any]]) -> None:
         """Store `events` of `message_id` (all or none); returns once they are committed."""
+        await self._submit(message_id, events)
+
+    async def insert(self, table: Any, rows: list[dict[str, Any]]) -> None:
+        """Insert `rows` into `table` (all or none); returns once they are committed."""
+        await self._submit(None, (table, rows))
+
+    async def _submit(self, key: Any, payload: Any) -> None:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending.append((message_id, events, future))
+        self._pending.append((key, payload, future))
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._write_pending(), name="artifactflow-group-commit")
         await future
@@ -58,9 +69,12 @@ class GroupCommit:
                         future.set_result(None)
 
     async def _one(self, batch: Batch) -> None:
-        message_id, events, future = batch
+        key, payload, future = batch
         try:
-            await self._store.append_events(message_id, events)
+            if key is None:
+                await self._together([batch])
+            else:
+                await self._store.append_events(key, payload)
         except Exception as exc:
             if not future.done():
                 future.set_exception(exc)
@@ -69,9 +83,16 @@ class GroupCommit:
                 future.set_result(None)
 
     async def _together(self, batches: list[Batch]) -> None:
-        rows = [self._store._event_row(m, e) for m, events, _ in batches for e in events]
+        inserts: dict[Any, list[dict[str, Any]]] = {}
+        for key, payload, _ in batches:
+            if key is None:
+                table, rows = payload
+                inserts.setdefault(table, []).extend(rows)
+            else:
+                inserts.setdefault(t.events, []).extend(self._store._event_row(key, e) for e in payload)
         async with self._store.engine.begin() as conn:
-            await conn.execute(t.events.insert(), rows)
+            for table, rows in inserts.items():
+                await conn.execute(table.insert(), rows)
 
 
 _WRITERS: weakref.WeakKeyDictionary[Any, GroupCommit] = weakref.WeakKeyDictionary()
