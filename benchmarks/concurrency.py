@@ -68,6 +68,10 @@ def serve_model() -> None:
             return Delay(LATENCY, Text("All entries read."))
         return Delay(LATENCY, ToolCalls([Call("lookup", {"n": done + 1})]))
 
+    import importlib
+
+    module = importlib.import_module("artifactflow.testing.scripted_llm")
+    module._Server.request_queue_size = 1024  # socketserver's default backlog (5) refuses bursts
     llm = ScriptedLLM().start()
     llm.route(answer)
     print(llm.base_url, flush=True)
