@@ -35,3 +35,37 @@ def test_small_events_travel_inline_large_ones_by_id_in_order():
         ("agent_start", 1), ("llm_chunk", 1), (None, 2), ("complete", 3)
     ]
     assert items[3]["d"]["response"] == "done"
+
+
+async def test_the_listener_listens_again_after_its_connection_is_killed():
+    import asyncio
+
+    import asyncpg
+    from pg import fresh_database
+
+    from artifactflow.core.run.bus import PgBus
+    from artifactflow.core.store.repository import AppStore
+
+    async with fresh_database() as url:
+        store = await AppStore.open(url)
+        bus = PgBus(url, store.engine)
+        await bus.start()
+        try:
+            queue = bus.subscribe("m")
+            admin = await asyncpg.connect(url)
+            try:
+                await admin.execute("SELECT pg_terminate_backend($1)", bus._conn.get_server_pid())
+            finally:
+                await admin.close()
+            heard = None
+            for _ in range(100):  # bounded: the bus reconnects within a second or two
+                await bus.publish_position("m", 7)
+                try:
+                    heard = await asyncio.wait_for(queue.get(), 0.1)
+                    break
+                except TimeoutError:
+                    continue
+            assert heard == [{"i": 7}]
+        finally:
+            await bus.close()
+            await store.close()

@@ -157,6 +157,7 @@ class PgBus(NullBus):
         self._handlers: list[ControlHandler] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._watches: dict[str, float] = {}  # message id → when a watch arrived
+        self._closing = False
         self.worker_id = uuid.uuid4().hex[:12]
 
     async def start(self) -> None:
@@ -164,11 +165,34 @@ class PgBus(NullBus):
 
         if self._conn is not None:
             return
-        self._conn = await asyncpg.connect(self._url)
-        await self._conn.add_listener(EVENTS_CHANNEL, self._on_events)
-        await self._conn.add_listener(CONTROL_CHANNEL, self._on_control)
+        self._closing = False
+        conn = await asyncpg.connect(self._url)
+        await conn.add_listener(EVENTS_CHANNEL, self._on_events)
+        await conn.add_listener(CONTROL_CHANNEL, self._on_control)
+        conn.add_termination_listener(self._lost)
+        self._conn = conn
+
+    def _lost(self, _conn: Any) -> None:
+        """The listening connection died (a database restart): listen again, with backoff.
+        Notifications sent meanwhile are lost; readers fill the gap from the log."""
+        self._conn = None
+        if not self._closing:
+            task = asyncio.get_running_loop().create_task(self._reconnect())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _reconnect(self) -> None:
+        delay = 0.5
+        while not self._closing and self._conn is None:
+            try:
+                await self.start()
+                log.warning("cluster: listening again after the connection was lost")
+            except Exception:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
 
     async def close(self) -> None:
+        self._closing = True
         conn, self._conn = self._conn, None
         for task in list(self._tasks):
             task.cancel()

@@ -77,7 +77,6 @@ async def start(rt: Runtime) -> Workers:
         await rt.bus.start()
     workers = Workers(rt)
     if settings.run.recover_on_start:
-        await recover_dead_runs(rt)
         period = settings.run.lease_seconds / 2
         workers.tasks.append(asyncio.create_task(_keep_recovering(rt, period), name="artifactflow-recovery"))
     return workers
@@ -157,12 +156,13 @@ async def recover_dead_runs(rt: Runtime) -> list[str]:
 
 
 async def _keep_recovering(rt: Runtime, period: float) -> None:
+    """At once (the worker is starting), then every `period` seconds."""
     while True:
-        await asyncio.sleep(period)
         try:
             await recover_dead_runs(rt)
         except Exception:
             log.exception("recovery sweep failed; trying again in %.1f s", period)
+        await asyncio.sleep(period)
 
 
 # --- a run limit per database -------------------------------------------------------------------
