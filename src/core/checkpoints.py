@@ -23,6 +23,20 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 # instead of SQLite's 1000 pages = 16 MB) and shrink the file back to 4 MB after it is reset,
 # so a long run's WAL does not stay at its peak (33 MB was seen for one 200-round run).
 WAL_BOUNDS = ("PRAGMA wal_autocheckpoint=256", "PRAGMA journal_size_limit=4194304")
+QUIET_BUSY_MS = 200  # housekeeping at quiet moments waits this long for another process
+
+
+async def truncate_sqlite_wal(engine: Any) -> None:
+    """Fold an SQLite engine's WAL into its file and empty it, unless another process is busy
+    with the file (then it stays bounded by `WAL_BOUNDS` and is emptied another time)."""
+    async with engine.connect() as conn:
+        await conn.exec_driver_sql(f"PRAGMA busy_timeout={QUIET_BUSY_MS}")
+        try:
+            await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        except Exception:  # busy
+            pass
+        finally:
+            await conn.exec_driver_sql("PRAGMA busy_timeout=30000")
 
 
 class CompressingSerializer(JsonPlusSerializer):
@@ -124,13 +138,19 @@ class CheckpointStore:
         process is in flight (a quiet moment: under load freed pages are reused anyway)."""
         if isinstance(self.saver, AsyncSqliteSaver):
             async with self.saver.lock:
+                conn = self.saver.conn
+                # Another process busy with the file must not stall us: give up quickly.
+                await conn.execute(f"PRAGMA busy_timeout={QUIET_BUSY_MS}")
                 try:
-                    # The pragma frees one page per step: read it to the end.
-                    await (await self.saver.conn.execute("PRAGMA incremental_vacuum")).fetchall()
-                    await self.saver.conn.commit()
-                    await (await self.saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")).fetchall()
+                    # Through executescript (sqlite3_exec): the pragma frees one page per
+                    # step, and `execute` steps a statement without result columns only once.
+                    await conn.commit()
+                    await conn.executescript("PRAGMA incremental_vacuum;")
+                    await (await conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")).fetchall()
                 except sqlite3.OperationalError:  # busy: the pages are reused anyway
                     pass
+                finally:
+                    await conn.execute("PRAGMA busy_timeout=30000")
 
     async def close(self) -> None:
         await self._stack.aclose()

@@ -11,6 +11,7 @@ import asyncio
 import time
 from typing import Any
 
+from ..checkpoints import truncate_sqlite_wal
 from ..metrics import records_from_events, summarize
 from .eventlog import append_event
 from .runtime import Runtime
@@ -40,7 +41,10 @@ async def cleanup_checkpoints(rt: Runtime, message: dict[str, Any]) -> None:
     await rt.checkpoints.delete_thread(message["thread_id"])
     await rt.store.update_message(message["id"], checkpoints_deleted=True)
     if not any(not h.done for h in rt.runs.values() if h.message_id != message["id"]):
-        await rt.checkpoints.vacuum()  # a quiet moment: hand the freed pages back
+        # A quiet moment: hand the freed pages back, empty the write-ahead logs.
+        await rt.checkpoints.vacuum()
+        if rt.store.is_sqlite:
+            await truncate_sqlite_wal(rt.store.engine)
 
 
 async def gc(rt: Runtime, retention_hours: float | None, *, dry_run: bool) -> dict[str, Any]:
