@@ -125,9 +125,12 @@ class Tool:
     def json_schema(self) -> dict[str, Any]:
         if self.input_schema is not None or self.args_model is None:
             return copy.deepcopy(self.input_schema or {"type": "object", "properties": {}})
-        schema = self.args_model.model_json_schema()
-        schema.pop("title", None)
-        return schema
+        cached = self.__dict__.get("_schema")
+        if cached is None or cached[0] is not self.args_model:  # pydantic builds it slowly
+            schema = self.args_model.model_json_schema()
+            schema.pop("title", None)
+            cached = self.__dict__["_schema"] = (self.args_model, schema)
+        return copy.deepcopy(cached[1])
 
     def openai_spec(self) -> dict[str, Any]:
         return {
