@@ -125,8 +125,8 @@ async def cancel_elsewhere(rt: Runtime, message_id: str) -> bool:
             current = await rt.message(message_id)
             if current["status"] == "waiting":  # it paused just before the cancel arrived
                 return await runner.cancel(rt, message_id)
-            if current["status"] != "running":
-                return True
+            if current["status"] != "running":  # ended: by this cancel, or just before it
+                return current["status"] == "cancelled"
             if rt.lease_expired(current):
                 return False
     finally:
