@@ -257,6 +257,28 @@ async def test_stream_on_the_other_worker_gets_every_event_and_delta_in_order(cl
     assert "".join(deltas).endswith(text) and len(deltas) > 10
 
 
+async def test_a_reader_attaching_mid_run_on_the_other_worker_catches_up_then_goes_live(
+    cluster: Cluster,
+) -> None:
+    owner, other = cluster.workers
+    text = "late readers still get the rest of the stream " * 4
+
+    def answer(n: int, _request: dict[str, Any]) -> Any:
+        if n == 1:
+            return ToolCalls([Call("slow", {"seconds": 0.8})])  # time to attach mid-run
+        return Text(text, chunk_size=4, chunk_delay=0.01)
+
+    task = cluster.case("late", answer)
+    async with httpx.AsyncClient(timeout=30) as client:
+        message_id = await post_chat(client, owner, task)
+        await wait_for(lambda: _has(client, other, message_id, "tool_start"), "the tool to start")
+        events = await read_stream(client, other, message_id)
+    ids = [e["id"] for e in events if "id" in e]
+    assert ids == list(range(1, len(ids) + 1)) and events[-1]["type"] == "complete"
+    deltas = "".join(e["event"]["data"]["delta"] for e in events if e["type"] == "llm_chunk")
+    assert deltas == text  # the answer streamed after the reader attached: every delta
+
+
 async def test_cancel_on_the_other_worker_stops_the_run_at_once(cluster: Cluster) -> None:
     owner, other = cluster.workers
     task = cluster.case("cancel", lambda n, _r: ToolCalls([Call("slow", {"seconds": 60})]) if n == 1 else Text("late"))
