@@ -56,15 +56,15 @@ async def start_message(
         if parent is None:
             raise NotFoundError(f"parent message {parent_message_id} not found")
         conversation_id = parent["conversation_id"]  # a fork names its parent only
-    if conversation_id is None:
-        conversation = await conversations.start_conversation(user_id=user_id)
-    else:
-        conversation = await conversations.get(conversation_id, user_id=user_id)
+    conversation = None if conversation_id is None else await conversations.get(conversation_id, user_id=user_id)
+    conversation_id = conversation["id"] if conversation else uuid.uuid4().hex
     run_token, message_id = uuid.uuid4().hex, uuid.uuid4().hex
     if rt.services.hooks.wants("before_run"):  # the original content is never stored
-        stub = {"id": message_id, "conversation_id": conversation["id"]}
+        stub = {"id": message_id, "conversation_id": conversation_id}
         run = hook_runs.run_info(stub, rt.services.lead.name, content=content, user_id=user_id)
         content = await rt.services.hooks.before_run(run, content)
+    if conversation is None:  # created after before_run: a failing hook leaves nothing behind
+        conversation = await conversations.start_conversation(conversation_id, user_id=user_id)
     message = await conversations.add_message(
         conversation["id"],
         content,
