@@ -4,8 +4,9 @@
    then answers, through the whole engine (controller, graph, checkpoints in SQLite, event
    log) with the in-process `ScriptedModel` (no sockets, no model latency: the worst case
    for relative overhead). Variants, one controller and data folder each, run interleaved
-   (variant order rotates every repetition) and repeated; the table shows the median and
-   the spread (min–max) per run and per agent step, and the difference from "off":
+   (variant order rotates every repetition) and repeated; the table shows per agent step
+   the fastest and the median wall time and the median CPU time, and the difference from
+   "off":
    - off: no hooks (`telemetry.exporter: none`, the default);
    - tracing: `TracingHooks` on an SDK provider with an in-memory exporter (spans built,
      ended and exported synchronously);
@@ -211,16 +212,14 @@ async def real_runs(runs: int, rounds: int) -> None:
     steps = rounds + 1  # agent steps per run: one per tool round, then the answer
     print(f"Real runs: {rounds} rounds of 2 parallel tool calls + answer ({steps} agent steps), "
           f"{runs} runs per variant, interleaved")
-    print("wall: elapsed time; cpu: this process's CPU time (all threads), steadier when other")
-    print("processes share the cores. Medians; per step = per run / agent steps.")
-    print(f"{'variant':44} {'wall ms/run':>11} {'(min-max)':>12} {'ms/step':>8} {'vs off':>7}"
-          f" {'cpu ms/run':>11} {'ms/step':>8} {'vs off':>7}")
-    base, cpu_base = statistics.median(times[0]), statistics.median(cpu[0])
+    print("Per agent step, in ms. wall: elapsed (min is the least disturbed by other processes;")
+    print("the median shows the load); cpu: this process's CPU time, all threads (median).")
+    print(f"{'variant':44} {'wall min':>9} {'vs off':>7} {'wall med':>9} {'cpu med':>8} {'vs off':>7}")
+    base, cpu_base = min(times[0]), statistics.median(cpu[0])
     for (name, _, _), values, used in zip(specs, times, cpu, strict=True):
-        wall, spent = statistics.median(values), statistics.median(used)
-        spread = f"({min(values):.0f}-{max(values):.0f})"
-        print(f"{name:44} {wall:11.1f} {spread:>12} {wall / steps:8.2f} {(wall - base) / steps:+7.2f}"
-              f" {spent:11.1f} {spent / steps:8.2f} {(spent - cpu_base) / steps:+7.2f}")
+        low, med, spent = min(values), statistics.median(values), statistics.median(used)
+        print(f"{name:44} {low / steps:9.2f} {(low - base) / steps:+7.2f} {med / steps:9.2f}"
+              f" {spent / steps:8.2f} {(spent - cpu_base) / steps:+7.2f}")
     print(f"spans per run with tracing: {1 + steps + 2 * rounds} "
           "(1 invoke_agent, 1 chat per step, 1 execute_tool per call)")
 
