@@ -279,9 +279,10 @@ async def test_the_rewrite_is_what_the_prompt_and_ledger_record_and_edits_meet_t
                    Call("write_note", {"text": "second"}, id="w2")]),
         Text("ok"),
     )
-    controller = await open_controller(config, tmp_path / "data", [Confirmed()], extra_tools=[write_note])
+    recorder = Recorder()
+    controller = await open_controller(config, tmp_path / "data", [Confirmed(), recorder], extra_tools=[write_note])
     try:
-        paused = await controller.execute("write notes")
+        paused = await controller.execute("write notes", user_id="u-1")
         assert paused.status == "waiting"
         assert [c["arguments"] for c in paused.pending_calls] == [{"text": "my p*** is x"}, {"text": "second"}]
         result = await controller.execute_resume(paused.message_id, {"decisions": {
@@ -297,6 +298,16 @@ async def test_the_rewrite_is_what_the_prompt_and_ledger_record_and_edits_meet_t
     assert tool_msgs[1]["content"].startswith("ERROR: refused: text 'something forbidden' matches a denied pattern")
     completes = {e.data["tool_call_id"]: e.data for e in result.events if e.type == "tool_complete"}
     assert completes["w2"]["refused"] is True and "refused" not in completes["w1"]
+    segments = [(run.segment, run.user_id) for (run,) in recorder.args("on_run_start")]
+    assert segments == [("new", "u-1"), ("resumed", "u-1")]
+    (_, request), = recorder.args("on_permission_request")
+    assert [(c.id, c.arguments, c.needs_approval, c.key) for c in request.calls] == [
+        ("w1", {"text": "my p*** is x"}, True, "lead/1/w1"), ("w2", {"text": "second"}, True, "lead/1/w2"),
+    ]
+    (_, answer), = recorder.args("on_permission_result")
+    assert [(d.tool_call_id, d.action, d.arguments) for d in answer.decisions] == [
+        ("w1", "approve", None), ("w2", "edit", {"text": "something forbidden"}),
+    ]
 
 
 async def test_refusal_reaches_a_subagent_and_a_policy_on_web_fetch(tmp_path, llm_env):

@@ -55,6 +55,18 @@ def run_info(
     )
 
 
+async def later_segment(
+    hooks: HookRunner, store: Any, message: dict[str, Any], lead_agent: str, **flags: Any
+) -> RunInfo:
+    """`run_info` for a resumed or recovered segment, with the conversation's user (looked up
+    only when a hook is registered)."""
+    user_id = None
+    if not hooks.empty:
+        conversation = await store.get_conversation(message["conversation_id"])
+        user_id = conversation.get("user_id") if conversation else None
+    return run_info(message, lead_agent, user_id=user_id, **flags)
+
+
 async def run_started(hooks: HookRunner, run: RunInfo, decisions: list[dict[str, Any]] | None) -> None:
     """`on_run_start`, then (for a resume) `on_permission_result` with the decisions."""
     if hooks.empty:

@@ -16,7 +16,7 @@ from typing import Any
 from langgraph.types import Command
 
 from ...errors import ResumeConflictError
-from ...hooks.runs import TRACE_KEY, run_info
+from ...hooks.runs import TRACE_KEY, later_segment
 from ..permissions import normalize_decisions
 from .eventlog import append_event
 from .runner import FirstEvents, launch
@@ -72,7 +72,9 @@ async def resume_start(rt: Runtime, message_id: str, resume_data: Any) -> None:
         for c in calls
     ]
     command = Command(resume={waiting["interrupt_id"]: decisions})
-    info = run_info(message, rt.services.lead.name, resumed=True, trace=waiting.get(TRACE_KEY))
+    info = await later_segment(
+        rt.services.hooks, rt.store, message, rt.services.lead.name, resumed=True, trace=waiting.get(TRACE_KEY)
+    )
     first: FirstEvents = [("permission_result", None, {"decisions": results})]
     launch(rt, message, run_token, command, first_events=first, info=info, decisions=results)
 
@@ -105,7 +107,7 @@ async def recover(rt: Runtime, message: dict[str, Any]) -> None:
             },
         )
         raise ResumeConflictError(f"message {message['id']} cannot be recovered: no checkpoint")
-    info = run_info(message, rt.services.lead.name, recovered=True)
+    info = await later_segment(rt.services.hooks, rt.store, message, rt.services.lead.name, recovered=True)
     launch(rt, message, run_token, None, first_events=[("metadata", None, {"recovered": True})], info=info)
 
 
