@@ -104,7 +104,10 @@ async def _llm_step(
     svc = context.services
     model, target = svc.model_for(spec)
     tools = svc.tools.specs(spec.tools)
-    request = ModelRequest(target, messages, tools or None, agent=spec.name)
+    request = ModelRequest(
+        target, messages, tools or None, agent=spec.name,
+        max_output_tokens=spec.max_output_tokens, tool_choice=spec.tool_choice,
+    )
     request = await hook_points.before_model(context, agent, request)
 
     def on_delta(text: str) -> None:
@@ -124,13 +127,14 @@ async def _llm_step(
         content=response.content,
         tool_calls=response.tool_calls,
         model=response.model,
-        # An unreported usage is sent as zeros, as before: the event's shape stays the same.
+        # A usage the provider did not report stays None (unknown), never a made-up 0.
         usage={
-            "prompt_tokens": usage.prompt_tokens if usage else 0,
-            "completion_tokens": usage.completion_tokens if usage else 0,
+            "prompt_tokens": usage.prompt_tokens if usage else None,
+            "completion_tokens": usage.completion_tokens if usage else None,
         },
         duration_ms=round(duration, 2),
         attempts=response.attempts,
+        finish_reason=response.finish_reason,
     )
     return response
 
