@@ -11,6 +11,7 @@ from ..agents.spec import load_agents
 from ..errors import ConfigError
 from ..hooks.dedupe import StoreHookLedger
 from ..hooks.loader import build_runner
+from ..replay.recording import recording
 from ..settings import Settings, load_settings, packaged_config_dir
 from ..tools.mcp.manager import is_mcp_name, start_mcp_servers
 from ..tools.registry import ToolRegistry
@@ -95,7 +96,7 @@ async def open_engine(
         agents=agents,
         models=models,
         tools=registry,
-        llm=ModelPicker(settings.llm),
+        llm=ModelPicker(settings.llm, wrap=recording),
         store=store,
         hooks=runner,
     )
