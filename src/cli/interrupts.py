@@ -52,6 +52,7 @@ class InterruptGuard:
         self._target: Callable[[], None] | None = None
         self._task: asyncio.Task[object] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._previous: dict[int, object] = {}
 
     @property
     def interrupted(self) -> bool:
@@ -120,11 +121,15 @@ class InterruptGuard:
         """Install for the current task (called inside the command's coroutine)."""
         self._task = asyncio.current_task()
         self._token = _CURRENT.set(self)
+        self._previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
         self._add()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._remove()
+        for signum, handler in self._previous.items():  # a host application's handlers
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(signum, handler)
         _CURRENT.reset(self._token)
 
     @contextlib.contextmanager
