@@ -18,7 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import CLI, CONVERSATION_ID, MESSAGE_ID, TIMEOUT, append_call, make_cli, spawn
+from cli_helpers import (
+    CLI,
+    CONVERSATION_ID,
+    MESSAGE_ID,
+    TIMEOUT,
+    append_call,
+    in_pty,
+    make_cli,
+    spawn,
+)
 from scripted_llm import Error, ScriptedLLM, Text
 
 from artifactflow.cli import interrupts
@@ -61,6 +70,21 @@ def test_sigterm_cancels_like_ctrl_c_keeps_the_partial_answer_and_exits_143(
     assert events[-1]["data"]["partial_response"].startswith("word word")
     (message,) = tree(cli, events[-1]["conversation_id"])["messages"]
     assert message["status"] == "cancelled" and message["response"].startswith("word word")
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_at_a_prompt_leaves_the_message_paused(
+    cli: CLI, llm: ScriptedLLM, tmp_path: Path, signum: int, code: int
+) -> None:
+    llm.script(append_call(tmp_path / "out.txt"))
+    with in_pty(cli, "run", "append") as (proc, reader):
+        reader.until("[a]pprove")
+        proc.send_signal(signum)
+        reader.until("left paused; continue later with: artifactflow resume")
+        assert proc.wait(timeout=TIMEOUT) == code
+    message_id = MESSAGE_ID.search(reader.text).group(1)  # type: ignore[union-attr]
+    assert message_id in cli.call("pending").out
+    assert not (tmp_path / "out.txt").exists()
 
 
 def test_a_run_owned_by_a_killed_process_names_its_lease(cli: CLI, llm: ScriptedLLM) -> None:
