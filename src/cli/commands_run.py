@@ -47,7 +47,7 @@ def run(
     At a terminal you are asked about each call (approve, deny with a reason, edit its
     arguments, always allow the tool); with --yes everything is approved; with --no-input or
     without a terminal the command prints the message id and exits 3. Ctrl-C cancels (the
-    partial answer is saved); a second Ctrl-C quits at once.
+    partial answer is saved); a second Ctrl-C quits at once. SIGTERM does the same (exit 143).
     """
     if parent is not None and new_root:
         raise UserError("use either --parent or --new-root, not both")
