@@ -133,8 +133,10 @@ class ModelRegistry:
                 base_url = self.env.get(spec.base_url_env) or base_url
             key = self.env.get(spec.api_key_env) or ""
             if not key and self.credentials_required:
+                where = f" for {base_url}" if base_url else ""
+                hint = " (any value if the server checks no key)" if base_url else ""
                 raise MissingCredentialsError(
-                    f"model profile '{ref}' needs an API key: set {spec.api_key_env}"
+                    f"model profile '{ref}' needs an API key{where}: set {spec.api_key_env}{hint}"
                 )
             return ResolvedModel(
                 ref, spec.model, base_url, key, dict(spec.params), spec.api,
@@ -144,6 +146,12 @@ class ModelRegistry:
             )
         base_url = self.env.get("OPENAI_BASE_URL") or None
         key = self.env.get("OPENAI_API_KEY") or ""
+        if not key and self.credentials_required and base_url:
+            raise MissingCredentialsError(
+                f"no API key for the endpoint OPENAI_BASE_URL={base_url}: set OPENAI_API_KEY "
+                "(a local server that checks no key, such as llama-server or Ollama, accepts any "
+                "value: OPENAI_API_KEY=none)"
+            )
         if not key and self.credentials_required:
             raise MissingCredentialsError(
                 "no model endpoint configured: set OPENAI_API_KEY (and OPENAI_BASE_URL for a "
