@@ -24,6 +24,7 @@ from . import schema as t
 from .codec import dumps as _dumps
 from .codec import loads as _loads
 from .eventlog import EventLog, message_values
+from .migrate import migrate
 
 FINAL_STATUSES = ("completed", "failed", "cancelled")
 
@@ -71,11 +72,12 @@ class AppStore(EventLog):
             @sa_event.listens_for(engine.sync_engine, "connect")
             def _pragmas(dbapi_conn: Any, _record: Any) -> None:
                 cursor = dbapi_conn.cursor()
+                # First: switching a new file to WAL needs a lock another process may hold.
+                cursor.execute("PRAGMA busy_timeout=30000")
                 # Before WAL, so a new file gets it: event rows of a few KB pack densely.
                 cursor.execute("PRAGMA page_size=16384")
                 cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
                 cursor.execute("PRAGMA journal_mode=WAL")
-                cursor.execute("PRAGMA busy_timeout=30000")
                 cursor.execute("PRAGMA synchronous=NORMAL")
                 cursor.execute("PRAGMA foreign_keys=ON")
                 cursor.close()
@@ -87,24 +89,10 @@ class AppStore(EventLog):
     async def close(self) -> None:
         await self.engine.dispose()
 
-    async def migrate(self) -> None:
-        """Create missing tables and record the schema version (idempotent, concurrent-safe)."""
-        async with self.engine.begin() as conn:
-            await conn.run_sync(t.metadata.create_all)
-            row = (await conn.execute(sa.select(t.meta.c.value).where(t.meta.c.key == "schema"))).first()
-            if row is None:
-                try:
-                    async with conn.begin_nested():
-                        await conn.execute(
-                            t.meta.insert().values(key="schema", value=str(t.SCHEMA_VERSION))
-                        )
-                except sa.exc.IntegrityError:
-                    pass
-            elif int(row[0]) > t.SCHEMA_VERSION:
-                raise ConfigError(
-                    f"the database schema is version {row[0]}, newer than this artifactflow "
-                    f"({t.SCHEMA_VERSION}); upgrade artifactflow"
-                )
+    async def migrate(self) -> int:
+        """Create missing tables and upgrade older schemas, under a lock (see migrate.py);
+        safe from any number of processes at once. Returns the version found before."""
+        return await migrate(self.engine)
 
     async def schema_version(self) -> int:
         async with self.engine.connect() as conn:
