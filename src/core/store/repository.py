@@ -8,6 +8,7 @@ processes on both backends without advisory locks.
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 import time
 import uuid
@@ -17,6 +18,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event as sa_event
+from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ...errors import ArtifactConflictError, ConfigError
@@ -27,6 +29,7 @@ from .eventlog import EventLog, message_values
 from .migrate import migrate
 
 FINAL_STATUSES = ("completed", "failed", "cancelled")
+log = logging.getLogger("artifactflow.store")
 
 
 def normalize_database_url(url: str) -> str:
@@ -43,6 +46,22 @@ def normalize_database_url(url: str) -> str:
         f"unsupported database URL {url.split('://')[0]}://…; use postgresql://user@host:port/db "
         "or sqlite:///path/to/file.db"
     )
+
+
+def _hide_sql(context: ExceptionContext) -> None:
+    """Keep SQL text and parameters out of error messages (they reach people: a message's
+    `error`, a tool result, the CLI); log them at debug level instead. The exception keeps
+    its type, so callers still catch `IntegrityError` and friends."""
+    exc = context.sqlalchemy_exception
+    if not isinstance(exc, sa.exc.StatementError) or exc.statement is None:
+        return
+    log.debug(
+        "database error: %s\n[SQL: %s]\n[parameters: %r]",
+        context.original_exception, exc.statement, exc.params,
+    )
+    exc.statement = None  # type: ignore[assignment]
+    exc.params = None
+    exc.code = None
 
 
 def hash_token(token: str) -> str:
@@ -82,6 +101,7 @@ class AppStore(EventLog):
                 cursor.execute("PRAGMA foreign_keys=ON")
                 cursor.close()
 
+        sa_event.listen(engine.sync_engine, "handle_error", _hide_sql)
         store = cls(engine)
         await store.migrate()
         return store
