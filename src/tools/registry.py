@@ -95,13 +95,16 @@ class ToolRegistry:
             sys.path.insert(0, folder)
         loaded: list[str] = []
         for module_name in modules:
+            where = f"(listed under plugins: in {config_dir / 'artifactflow.yaml'})"
             try:
                 module = importlib.import_module(module_name)
-            except Exception as exc:
+            except SystemExit as exc:  # a plugin must not end the process that loads it
                 raise ConfigError(
-                    f"plugin '{module_name}' (listed under plugins: in "
-                    f"{config_dir / 'artifactflow.yaml'}) failed to import: {exc}"
-                ) from exc
+                    f"plugin '{module_name}' {where} called sys.exit({exc.code!r}) while "
+                    "being imported; a plugin module should only define tools"
+                ) from None
+            except Exception as exc:
+                raise ConfigError(f"plugin '{module_name}' {where} failed to import: {exc}") from exc
             for value in vars(module).values():
                 if isinstance(value, Tool):
                     self.register(value, replace=True)
