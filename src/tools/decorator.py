@@ -72,6 +72,7 @@ def make_tool(
     timeout: float | None = None,
     max_result_chars: int | None = None,
     cancellable: bool = True,
+    idempotent: bool = False,
 ) -> Tool:
     tool_name = name or func.__name__
     summary, _ = _parse_docstring(func.__doc__)
@@ -87,6 +88,7 @@ def make_tool(
         context_param=context_param,
         max_result_chars=max_result_chars,
         cancellable=cancellable,
+        idempotent=idempotent,
     )
 
 
@@ -103,6 +105,7 @@ def tool(
     timeout: float | None = None,
     max_result_chars: int | None = None,
     cancellable: bool = True,
+    idempotent: bool = False,
 ) -> Callable[[ToolFunc], Tool]: ...
 
 
@@ -116,8 +119,12 @@ def tool(
     timeout: float | None = None,
     max_result_chars: int | None = None,
     cancellable: bool = True,
+    idempotent: bool = False,
 ) -> Tool | Callable[[ToolFunc], Tool]:
-    """Turn a typed function into a `Tool`: `@tool` or `@tool(permission="confirm")`."""
+    """Turn a typed function into a `Tool`: `@tool` or `@tool(permission="confirm")`.
+
+    `idempotent=True` says running it twice does no harm: it is run again after a crash or
+    a timeout. By default a call runs at most once (see `tools.background`)."""
 
     def wrap(f: ToolFunc) -> Tool:
         return make_tool(
@@ -128,6 +135,7 @@ def tool(
             timeout=timeout,
             max_result_chars=max_result_chars,
             cancellable=cancellable,
+            idempotent=idempotent,
         )
 
     if func is not None:

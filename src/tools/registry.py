@@ -2,7 +2,8 @@
 
 `run_tool_call` never raises for anything the model did wrong: unknown names, arguments that
 are not JSON, arguments that fail validation, timeouts and exceptions inside the tool all
-become a failed `ToolResult` whose text tells the model what to fix.
+become a failed `ToolResult` whose text tells the model what to fix. A sync tool that cannot
+be stopped in time is not "failed" but "unknown" (background.py says why and what follows).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ..errors import ConfigError
+from .background import BackgroundCalls, Stray, ThreadCall, call_key
 from .base import Permission, Tool, ToolResult
 from .context import ToolContext
 from .decorator import make_tool
@@ -49,6 +51,7 @@ class ToolRegistry:
     def __init__(self, tools: Iterable[Any] = ()) -> None:
         self._tools: dict[str, Tool] = {}
         self._overrides: dict[str, Permission] = {}
+        self.background = BackgroundCalls()  # sync calls we stopped waiting for
         for item in tools:
             self.register(item)
 
@@ -78,6 +81,11 @@ class ToolRegistry:
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
+
+    def may_rerun(self, name: str) -> bool:
+        """Whether a call interrupted by a crash may run again (the tool is idempotent)."""
+        tool = self._tools.get(name)
+        return bool(tool and tool.idempotent)
 
     def names(self) -> list[str]:
         return sorted(self._tools)
@@ -159,7 +167,12 @@ async def run_tool_call(
     default_timeout: float,
     allowed: Iterable[str] | None = None,
 ) -> tuple[ToolResult, float]:
-    """Run one call; return its result and duration in ms. Never raises on tool errors."""
+    """Run one call; return its result and duration in ms. Never raises on tool errors.
+
+    A sync tool that outlives its timeout keeps running (threads cannot be stopped): its
+    result says so (`outcome` `timed_out`, `may_still_take_effect`), and an identical call of
+    a tool that is not `idempotent` is not run again in the same message (see background.py).
+    """
     started = time.perf_counter()
     allowed_names = set(allowed) if allowed is not None else None
     tool = registry.get(name)
@@ -174,32 +187,110 @@ async def run_tool_call(
         args, error = validate_arguments(tool, args)
     if error is not None or args is None:
         return ToolResult.fail(error or "invalid arguments"), (time.perf_counter() - started) * 1000
-    result = await invoke_tool(tool, args, context, default_timeout=default_timeout)
+    stray = None if tool.is_async else registry.background.find(context.message_id, call_key(name, args))
+    if stray is not None and not tool.idempotent:
+        return registry.background.repeat_result(stray), (time.perf_counter() - started) * 1000
+    result = await invoke_tool(
+        tool, args, context, default_timeout=default_timeout, background=registry.background
+    )
     return result, (time.perf_counter() - started) * 1000
 
 
 async def invoke_tool(
-    tool: Tool, args: dict[str, Any], context: ToolContext, *, default_timeout: float
+    tool: Tool,
+    args: dict[str, Any],
+    context: ToolContext,
+    *,
+    default_timeout: float,
+    background: BackgroundCalls | None = None,
 ) -> ToolResult:
     kwargs = dict(args)
     if tool.context_param:
         kwargs[tool.context_param] = context
     timeout = tool.timeout or default_timeout
+    if not tool.is_async:
+        return await _invoke_sync(tool, args, kwargs, context, timeout, background)
     try:
-        if tool.is_async:
-            work = tool.func(**kwargs)
-        else:
-            work = asyncio.to_thread(tool.func, **kwargs)
+        work = tool.func(**kwargs)
         if tool.cancellable:
             value = await asyncio.wait_for(work, timeout)  # type: ignore[arg-type]
         else:
             value = await _finish_even_if_cancelled(asyncio.wait_for(work, timeout))  # type: ignore[arg-type]
     except TimeoutError:
-        return ToolResult.fail(f"tool '{tool.name}' timed out after {timeout:g} s")
+        return ToolResult.fail(
+            f"tool '{tool.name}' timed out after {timeout:g} s and was stopped", outcome="timed_out"
+        )
     except asyncio.CancelledError:
         raise
     except Exception as exc:
         return ToolResult.fail(f"{type(exc).__name__}: {exc}")
+    return _to_result(value)
+
+
+async def _invoke_sync(
+    tool: Tool,
+    args: dict[str, Any],
+    kwargs: dict[str, Any],
+    context: ToolContext,
+    limit: float,
+    background: BackgroundCalls | None,
+) -> ToolResult:
+    call = ThreadCall(tool.func, kwargs, tool.name)
+    waiting = asyncio.wait_for(asyncio.shield(call.future), limit)
+    try:
+        if tool.cancellable:
+            value = await waiting
+        else:
+            value = await _finish_even_if_cancelled(waiting)
+    except TimeoutError:
+        retry = (
+            "It is safe to call it again."
+            if tool.idempotent
+            else "Do not call it again with the same arguments before checking whether it happened."
+        )
+        result = ToolResult.unknown(
+            f"tool '{tool.name}' did not finish within {limit:g} s and is still running in the "
+            f"background: its effect is unknown (it may still happen). {retry}",
+            "timed_out",
+        )
+        _note(background, tool, args, context, call, result)
+        return result
+    except asyncio.CancelledError:
+        if not call.done:
+            result = ToolResult.unknown(
+                f"the run was cancelled while tool '{tool.name}' was running; it is still running "
+                "in the background, so its effect is unknown (it may still happen).",
+                "abandoned",
+            )
+            _note(background, tool, args, context, call, result)
+        raise
+    except Exception as exc:
+        return ToolResult.fail(f"{type(exc).__name__}: {exc}")
+    return _to_result(value)
+
+
+def _note(
+    background: BackgroundCalls | None,
+    tool: Tool,
+    args: dict[str, Any],
+    context: ToolContext,
+    call: ThreadCall,
+    result: ToolResult,
+) -> None:
+    if background is None:
+        return
+    stray = Stray(
+        message_id=context.message_id,
+        tool_call_id=context.tool_call_id,
+        tool=tool.name,
+        key=call_key(tool.name, args),
+        outcome=result.outcome,
+        result=result,
+    )
+    background.note(stray, call, _to_result)
+
+
+def _to_result(value: Any) -> ToolResult:
     if isinstance(value, ToolResult):
         return value
     return ToolResult(success=True, data=_jsonable(value))
