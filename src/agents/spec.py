@@ -9,6 +9,7 @@ model: fast           # a profile from models.yaml or a model name; empty = ARTI
 tools: [create_artifact, call_subagent]
 subagents: [search_agent]   # lead only; default: every subagent
 max_tool_rounds: 20
+max_tokens: 200000    # optional: tokens this agent may use in one run (all its calls)
 ---
 You are ...
 ```
@@ -42,6 +43,7 @@ class AgentSpec(BaseModel):
     tools: tuple[str, ...] = ()
     subagents: tuple[str, ...] | None = None
     max_tool_rounds: int = Field(20, ge=1, le=1000)
+    max_tokens: int | None = Field(None, ge=1)  # budget: prompt + completion in one run
     prompt: str = ""
     source: str | None = None
 

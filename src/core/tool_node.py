@@ -13,6 +13,10 @@ Order matters because LangGraph re-runs this node from its first line on resume:
 
 `call_subagent` is handled here too: a valid call starts a subagent invocation whose answer
 becomes this call's result later; an invalid one is a tool error listing the valid names.
+
+The node ends by setting the phase: LEAD_EXECUTING when the lead's results are all in,
+SUBAGENT_EXECUTING when subagents were started or got their results (the lead's own results
+are held until its subagents answer).
 """
 
 from __future__ import annotations

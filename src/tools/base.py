@@ -6,6 +6,7 @@ A tool's failure is data for the model, not a crash: every path through a tool e
 
 from __future__ import annotations
 
+import copy
 import enum
 import json
 from collections.abc import Awaitable, Callable
@@ -102,12 +103,13 @@ class Tool:
     """A callable the model may invoke, with its argument model and permission level.
 
     `invoke` receives validated arguments as a dict plus, when the function asks for it, the
-    per-call `ToolContext` (conversation id, store, settings).
+    per-call `ToolContext` (conversation id, store, settings). Tools described elsewhere (MCP
+    servers, LangChain) carry a ready JSON schema in `input_schema` and no `args_model`.
     """
 
     name: str
     description: str
-    args_model: type[BaseModel]
+    args_model: type[BaseModel] | None
     func: ToolFunc
     permission: Permission = Permission.AUTO
     timeout: float | None = None
@@ -119,8 +121,13 @@ class Tool:
     # True: running it twice does no harm, so it may be run again after a crash or a timeout.
     # False (default): at most once; a call whose effect is unknown is never repeated for it.
     idempotent: bool = False
+    input_schema: dict[str, Any] | None = None
+    # Where the tool comes from (builtin, plugin, langchain, mcp:SERVER); "" = ask the registry.
+    source: str = ""
 
     def json_schema(self) -> dict[str, Any]:
+        if self.input_schema is not None or self.args_model is None:
+            return copy.deepcopy(self.input_schema or {"type": "object", "properties": {}})
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
         return schema
