@@ -109,7 +109,7 @@ def script(llm: ScriptedLLM, rounds: int) -> None:
 async def modules_loop(llm: ScriptedLLM, rounds: int, window: int) -> tuple[str, str | None, str | None]:
     """The agent loop without the graph: fit (compact), call, observe usage, append."""
     client = ChatClient(LLMSettings(max_retries=0))
-    model = ResolvedModel(None, "scripted-model", llm.base_url, "benchmark")
+    model = ResolvedModel(None, "scripted-model", llm.base_url, "benchmark", context_window=window)
     spec = AgentSpec(name="lead_agent", role="lead", tools=("fetch_page",),
                      prompt="You are the lead agent. Read the pages one by one.")
     tools = [fetch_page.openai_spec()]

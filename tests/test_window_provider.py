@@ -112,7 +112,8 @@ async def run_tool_loop(llm: ScriptedLLM, rounds: int, window: int, keep: int = 
                         first_memory: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """What an agent node will do: fit, call, observe, append; recover once on overflow."""
     client = ChatClient(LLMSettings(max_retries=0))
-    model = ResolvedModel(None, "m", llm.base_url, "k")
+    # the window is declared, so the default output bound (max_tokens) leaves the prompt room
+    model = ResolvedModel(None, "m", llm.base_url, "k", context_window=window)
     counter = TokenCounter()
     config = CompactionConfig(window=window, keep_recent_rounds=keep, summary_max_tokens=400,
                               agent="lead_agent", model_label="model 'm'")

@@ -5,6 +5,9 @@ ids and titles, versions, the optimistic lock, exact and approximate edits. A to
 arguments for the model, calls the service, turns an `ArtifactError` into a failed `ToolResult`
 (the error's message, its details as metadata), and reports each written change as an
 `artifact_created` / `artifact_updated` event.
+
+Calls of one response on the same artifact id run one after another in call order
+(`serial_key`), so a create followed by an update of that artifact in one response works.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from ..decorator import tool
 logger = logging.getLogger(__name__)
 
 READ_MAX_RESULT_CHARS = 100_000
+ARTIFACT_KEY = "artifact:{id}"  # calls on one artifact id run in call order (create, then update)
 _FUZZY_NOTE = (
     "old_str was not found exactly; the most similar text (shown in 'replaced') was replaced. "
     "Check that this was the intended text."
@@ -82,7 +86,7 @@ async def _updated(ctx: ToolContext, change: ArtifactChange, **extra: Any) -> To
     return ToolResult(success=True, data=data, metadata=dict(data))
 
 
-@tool(permission="auto")
+@tool(permission="auto", serial_key=ARTIFACT_KEY)
 async def create_artifact(
     id: str,
     title: str,
@@ -132,7 +136,7 @@ async def create_artifact(
     return ToolResult(success=True, data=data, metadata=dict(data))
 
 
-@tool(permission="auto")
+@tool(permission="auto", serial_key=ARTIFACT_KEY)
 async def update_artifact(id: str, old_str: str, new_str: str, ctx: ToolContext) -> ToolResult:
     """Edit part of an artifact: replace the text old_str with new_str, creating a new version.
     old_str should be copied exactly from the current content (read_artifact shows it) and must
@@ -167,7 +171,7 @@ async def update_artifact(id: str, old_str: str, new_str: str, ctx: ToolContext)
     )
 
 
-@tool(permission="auto")
+@tool(permission="auto", serial_key=ARTIFACT_KEY)
 async def rewrite_artifact(
     id: str, content: str, ctx: ToolContext, title: str | None = None
 ) -> ToolResult:
@@ -202,7 +206,7 @@ async def rewrite_artifact(
     return await _updated(ctx, change)
 
 
-@tool(permission="auto", max_result_chars=READ_MAX_RESULT_CHARS)
+@tool(permission="auto", max_result_chars=READ_MAX_RESULT_CHARS, serial_key=ARTIFACT_KEY)
 async def read_artifact(id: str, ctx: ToolContext, version: int | None = None) -> ToolResult:
     """Read an artifact's content: the current version, or an earlier one. The answer starts
     with one header line (id, version, title, content type) followed by the exact content.
