@@ -29,6 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ConfigError, MissingCredentialsError
+from ..settings import read_config_text
 
 DEFAULT_MODEL = "gpt-4o-mini"
 
@@ -101,7 +102,7 @@ class ModelRegistry:
         profiles: dict[str, ProfileSpec] = {}
         if path.exists():
             try:
-                raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+                raw = yaml.safe_load(read_config_text(path)) or {}
             except yaml.YAMLError as exc:
                 raise ConfigError(f"{path}: invalid YAML: {exc}") from None
             section = raw.get("profiles", raw) if isinstance(raw, dict) else None
