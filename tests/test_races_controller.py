@@ -1,9 +1,9 @@
 """Races the controller must order (issue 12: D1-D5 controller side, D8, gc).
 
-Each test reproduces a defect deterministically; they fail on the current controller and are
-marked `xfail(strict=True)` until the controller uses the store's compare-and-set writes
-(`AppStore.change_status`, token-checked `append_events`) and the tool registry's record of
-abandoned calls (`ToolRegistry.background.take_abandoned`). The follow-up removes the mark.
+Each test reproduces a defect deterministically; each failed before the controller used the
+store's compare-and-set writes (`AppStore.change_status`, token-checked `append_events`), the
+owner-checked checkpoint writes and the tool registry's record of abandoned calls
+(`ToolRegistry.background.take_abandoned`).
 
 "Two processes" are two controllers on one data folder. A race is made certain by running the
 other side at the exact moment it must land: inside the first store write of a cancel (after
@@ -26,8 +26,6 @@ from langgraph.checkpoint.base import empty_checkpoint
 from scripted_llm import Call, Text, ToolCalls
 
 from artifactflow import ExecutionController, ResumeConflictError, tool
-
-pytestmark = pytest.mark.xfail(strict=True, reason="controller part pending")
 
 DEPLOYS: list[str] = []
 EFFECTS: list[str] = []

@@ -21,7 +21,7 @@ from conftest import make_config
 from pg import fresh_database
 from scripted_llm import Call, Text, ToolCalls
 
-from artifactflow import ExecutionController, ToolContext, load_settings, tool
+from artifactflow import ExecutionController, ToolContext, UserError, load_settings, tool
 from artifactflow.api.app import create_app
 
 API = "/api/v1"
@@ -92,16 +92,14 @@ async def test_nul_in_a_request_is_refused_before_anything_is_written(served: An
     assert response.status_code == 404, response.text
 
 
-@pytest.mark.parametrize(
-    "backend",
-    [
-        "sqlite",
-        pytest.param("postgres", marks=pytest.mark.xfail(strict=True, reason=(
-            "the PostgreSQL saver keeps string state values inline in jsonb, which refuses "
-            "\\u0000: the model's text must be cleaned where it enters state (agents/llm.py)"
-        ))),
-    ],
-)
+async def test_nul_through_the_python_api_is_refused_like_over_http(served: Any):
+    _, controller = served
+    with pytest.raises(UserError, match="NUL"):
+        await controller.start("a\u0000b")
+    assert await controller.count_conversations() == 0
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 async def test_nul_from_the_model_is_stored_alike_on_both_backends(
     backend: str, tmp_path: Path, llm_env: Any
 ):

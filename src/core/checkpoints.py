@@ -125,6 +125,16 @@ class CheckpointStore:
     async def delete_thread(self, thread_id: str) -> None:
         await self.saver.adelete_thread(thread_id)
 
+    async def thread_ids(self) -> set[str]:
+        """Every thread that has checkpoint rows (gc compares them with the messages)."""
+        query = "SELECT DISTINCT thread_id FROM checkpoints"
+        if isinstance(self.saver, AsyncSqliteSaver):
+            async with self.saver.lock, self.saver.conn.execute(query) as cursor:
+                return {row[0] for row in await cursor.fetchall()}
+        async with self.saver.lock, self.saver.conn.cursor() as cur:
+            await cur.execute(query)
+            return {row["thread_id"] if isinstance(row, dict) else row[0] for row in await cur.fetchall()}
+
     async def has_checkpoint(self, thread_id: str) -> bool:
         config: Any = {"configurable": {"thread_id": thread_id}}
         return await self.saver.aget_tuple(config) is not None

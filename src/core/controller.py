@@ -27,6 +27,7 @@ from .graph import build_graph
 from .run import follow as _follow
 from .run import maintenance, resume, retry, runner
 from .run.data import StoredData
+from .run.ownership import guard_saver
 from .run.runtime import Runtime
 
 
@@ -52,7 +53,7 @@ class ExecutionController(StoredData):
         self.checkpoints = checkpoints
         self.store = services.store
         self.conversations = ConversationManager(services.store)
-        self.graph = build_graph(checkpoints.saver)
+        self.graph = build_graph(guard_saver(checkpoints.saver))  # a stale run writes none
         self._rt = Runtime(services, checkpoints, self.graph)
         self._runs = self._rt.runs
 

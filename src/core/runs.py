@@ -23,6 +23,9 @@ class RunHandle:
     events: list[Event] = field(default_factory=list)
     done: bool = False
     cancel_requested: bool = False
+    started: bool = False  # the run's task has entered its body (a cancel may interrupt it)
+    finishing: bool = False  # its final status is stored: a cancel must not rewrite it
+    lost: bool = False  # another process took the message over: the run stopped writing
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
     async def publish(self, event: Event) -> None:
@@ -68,9 +71,10 @@ class EventSink:
     stored; chunks (never stored) keep their place in the order.
     """
 
-    def __init__(self, store: Any, handle: RunHandle) -> None:
+    def __init__(self, store: Any, handle: RunHandle, *, run_token: str | None = None) -> None:
         self._store = store
         self._handle = handle
+        self._run_token = run_token  # written only while it owns the message (LeaseLostError)
         self._queue: asyncio.Queue[Event] = asyncio.Queue()
         self._task = asyncio.create_task(self._drain(), name=f"artifactflow-events-{handle.message_id}")
 
@@ -103,7 +107,9 @@ class EventSink:
             try:
                 stored = [e.model_dump(mode="json") for e in batch if e.type not in EPHEMERAL_TYPES]
                 if stored:
-                    await self._store.append_events(self._handle.message_id, stored)
+                    await self._store.append_events(
+                        self._handle.message_id, stored, run_token=self._run_token
+                    )
                 for event in batch:
                     await self._handle.publish(event)
             finally:

@@ -120,7 +120,20 @@ async def _run_one(
     emit = schedule.emitter(Emitter(runtime, call["agent"], call["invocation"]), call["id"])
     arguments: Any = call["arguments"]
     note = None
+    ledger_key = f"{call['invocation']}/{call.get('round', 0)}/{call['id']}" if decision else None
     if decision is not None:
+        if decision["action"] == "deny" and await svc.store.ledger_get(context.message_id, ledger_key):
+            # A re-asked approval after a crash: the call already started. Never say "denied".
+            result = ToolResult.fail(
+                "this tool call was interrupted by a process failure while running; its effect "
+                "is unknown. It was not run again (declined at the re-asked approval). Check "
+                "its effect before retrying.",
+                interrupted=True,
+            )
+            result = await hook_points.tool_finished(context, call, call["arguments"], result, 0.0)
+            emit("tool_complete", tool_call_id=call["id"], tool=call["name"], success=False,
+                 result=result.to_dict(), duration_ms=0.0, outcome=result.outcome)
+            return result, 0.0
         if decision["action"] == "deny":
             reason = decision.get("reason")
             text = "the user denied this tool call" + (f": {reason}" if reason else "")
@@ -140,8 +153,7 @@ async def _run_one(
     emit("tool_start", tool_call_id=call["id"], tool=call["name"],
          arguments=parsed if parsed is not None else arguments, edited=note is not None)
     # Approved calls go through the ledger (exactly once across crashes); AUTO calls are
-    # at-least-once, like any step LangGraph re-runs, and skip the extra writes.
-    ledger_key = f"{call['invocation']}/{call.get('round', 0)}/{call['id']}" if decision else None
+    # at-least-once, like any step LangGraph re-runs, and skip the extra writes (`ledger_key`).
     record = (
         await svc.store.ledger_get(context.message_id, ledger_key) if ledger_key else None
     )

@@ -2,17 +2,21 @@
 checkpoints of a finished message, and gc of checkpoints no run needs any more.
 
 Checkpoints matter only while a run is in flight or paused; once a message finishes, its event
-log is the record. gc also abandons pauses (and dead runs) idle past the retention window.
+log is the record. gc also abandons pauses (and dead runs) idle past the retention window,
+each with one compare-and-set (a resume or cancel landing meanwhile wins, and gc skips it), and
+removes checkpoint rows found behind any finished message (a stale owner's late write, or a
+crash between two deletes).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from typing import Any
 
 from ..metrics import records_from_events, summarize
-from .eventlog import append_event
+from .eventlog import change_status
 from .runtime import Runtime
 
 
@@ -48,8 +52,9 @@ async def gc(rt: Runtime, retention_hours: float | None, *, dry_run: bool) -> di
     hours = settings.retention_hours if retention_hours is None else retention_hours
     cutoff = time.time() - hours * 3600
     finished, abandoned = [], []
+    threads = await rt.checkpoints.thread_ids()
     for message in await rt.store.messages_with_status(["completed", "failed", "cancelled"]):
-        if not message["checkpoints_deleted"]:
+        if not message["checkpoints_deleted"] or message["thread_id"] in threads:
             finished.append(message)
     for message in await rt.store.messages_with_status(["waiting", "running"]):
         if message["id"] in rt.runs or message["updated_at"] >= cutoff:
@@ -61,22 +66,20 @@ async def gc(rt: Runtime, retention_hours: float | None, *, dry_run: bool) -> di
         for message in finished:
             await rt.checkpoints.delete_thread(message["thread_id"])
             await rt.store.update_message(message["id"], checkpoints_deleted=True)
-        for message in abandoned:
-            await rt.checkpoints.delete_thread(message["thread_id"])
-            await rt.store.update_message(
-                message["id"],
-                status="failed",
+        for message in list(abandoned):
+            stale = {"stale_before": time.time()} if message["status"] == "running" else {}
+            ended = await change_status(
+                rt.store, message,
+                ("error", None, {"message": "abandoned; checkpoints removed by gc", "kind": "abandoned"}),
+                expected_status=message["status"], expected_run_token=message["run_token"],
+                status="failed", run_token=uuid.uuid4().hex, lease_expires_at=None,
                 error=f"abandoned: no activity for more than {hours:g} h (removed by gc)",
-                waiting_for=None,
-                checkpoints_deleted=True,
+                waiting_for=None, checkpoints_deleted=True, **stale,
             )
-            await append_event(
-                rt.store,
-                message,
-                "error",
-                None,
-                {"message": "abandoned; checkpoints removed by gc", "kind": "abandoned"},
-            )
+            if ended is None:  # resumed or cancelled meanwhile: not abandoned after all
+                abandoned.remove(message)
+                continue
+            await rt.checkpoints.delete_thread(message["thread_id"])
         await rt.store.ledger_clear_finished()
         await rt.store.hook_marks_clear()
         await rt.checkpoints.vacuum()

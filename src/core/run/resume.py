@@ -1,7 +1,8 @@
 """Continuing a paused message, and recovering a run whose process died.
 
 Claiming a paused message is one conditional UPDATE (expected status and run token), so of
-two racing resumes exactly one wins, across processes; the loser gets `ResumeConflictError`.
+two racing resumes — or a resume and a cancel — exactly one wins, across processes; the loser
+gets `ResumeConflictError` saying what happened instead.
 The run — not the tool node — emits `permission_result` from the validated decisions. A run
 whose process died keeps status `running` with an expired lease: it is claimed the same way
 and continued from its last checkpoint, and the tool ledger keeps tools from running twice.
@@ -19,7 +20,7 @@ from langgraph.types import Command
 from ...errors import ResumeConflictError
 from ...hooks.runs import TRACE_KEY, later_segment
 from ..permissions import normalize_decisions
-from .eventlog import append_event
+from .eventlog import change_status
 from .runner import FirstEvents, launch
 from .runtime import Runtime
 
@@ -73,21 +74,24 @@ async def resume_start(rt: Runtime, message_id: str, resume_data: Any) -> None:
     calls = waiting.get("calls", [])
     decisions = normalize_decisions(resume_data, calls, rt.services.tools)
     run_token = uuid.uuid4().hex
-    won = await rt.store.claim_message(
+    claim = await rt.store.change_status(
         message_id,
         expected_status="waiting",
         expected_run_token=message["run_token"],
+        status="running",
         run_token=run_token,
         lease_expires_at=rt.lease(),
+        waiting_for=None,
     )
-    if not won:
-        raise ResumeConflictError(
-            f"message {message_id} was already resumed by another request", message_id=message_id
+    if not claim.won:
+        how = (
+            "it was cancelled" if claim.status == "cancelled"
+            else "it was already resumed by another request"
         )
+        raise ResumeConflictError(f"message {message_id} cannot be resumed: {how}", message_id=message_id)
     always = [c["tool"] for c in calls if decisions[c["tool_call_id"]]["action"] == "always"]
     if always:
         await rt.store.allow_always(message["conversation_id"], always)
-    await rt.store.update_message(message_id, waiting_for=None)
     results = [
         {
             "tool_call_id": c["tool_call_id"],
@@ -120,18 +124,14 @@ async def recover(rt: Runtime, message: dict[str, Any]) -> None:
     if not won:
         raise ResumeConflictError(f"message {message['id']} is being recovered elsewhere")
     if not await rt.checkpoints.has_checkpoint(message["thread_id"]):
-        await rt.store.update_message(
-            message["id"], status="failed", error="the process died before the first checkpoint"
-        )
-        await append_event(
-            rt.store,
-            message,
-            "error",
-            None,
-            {
-                "message": "the run's process died before its first checkpoint; nothing to recover",
-                "kind": "recovery",
-            },
+        data = {
+            "message": "the run's process died before its first checkpoint; nothing to recover",
+            "kind": "recovery",
+        }
+        await change_status(
+            rt.store, message, ("error", None, data),
+            expected_status="running", expected_run_token=run_token, status="failed",
+            error="the process died before the first checkpoint", lease_expires_at=None,
         )
         raise ResumeConflictError(f"message {message['id']} cannot be recovered: no checkpoint")
     info = await later_segment(rt.services.hooks, rt.store, message, rt.services.lead.name, recovered=True)

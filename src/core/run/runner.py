@@ -5,7 +5,14 @@ A run is a background task, independent of any reader. It drives the compiled gr
 persisted, then published to readers (`EventSink`). The run — never a node — emits
 `permission_request` from the interrupt payload, so nothing repeats when LangGraph re-runs the
 interrupted node. A run ends in exactly one final event: `complete`, `permission_request`
-(paused), `cancelled` or `error`.
+(paused), `cancelled` or `error`, written with its status change as one compare-and-set on
+the run's token (`eventlog.change_status`).
+
+Ownership: every event batch is written only while the run's token still owns the message,
+and so is every checkpoint (`ownership.owned_by`). A run that lost its message (its lease ran
+out and another process recovered it, or it was cancelled elsewhere) stops quietly with a
+warning and writes nothing more. A cancel that lands before the run's task has started is
+seen by the task's first line, so its cleanup always runs and its slot is always freed.
 
 Path of a run: `start_message` → `launch` → `Run.drive` → `graph.astream` (see `core/graph.py`:
 `lead_agent` → `tool_execution` → tools).
@@ -20,7 +27,14 @@ import time
 import uuid
 from typing import Any
 
-from ...errors import ArtifactFlowError, LLMError, NotFoundError, ResumeConflictError, UserError
+from ...errors import (
+    ArtifactFlowError,
+    LeaseLostError,
+    LLMError,
+    NotFoundError,
+    ResumeConflictError,
+    UserError,
+)
 from ...hooks import runs as hook_runs
 from ...hooks.types import RunEnd, RunInfo
 from ..context import RunContext
@@ -28,8 +42,10 @@ from ..conversations import ConversationManager
 from ..events import Event
 from ..runs import EventSink, RunHandle
 from ..state import create_initial_state
-from .eventlog import append_event, new_event
+from .eventlog import change_status, new_event
 from .maintenance import cleanup_checkpoints, keep_lease, run_metrics
+from .interrupted import mark_interrupted
+from .ownership import owned_by
 from .runtime import Runtime
 
 log = logging.getLogger("artifactflow")
@@ -49,6 +65,8 @@ async def start_message(
     """Store the user message, build the initial state, and launch its run."""
     if not isinstance(content, str) or not content.strip():
         raise UserError("content must be a non-empty string")
+    if "\x00" in content:  # as the HTTP API: PostgreSQL cannot store it
+        raise UserError("content must not contain NUL (U+0000), which cannot be stored")
     for agent in rt.services.agents.values():  # missing credentials fail before anything is stored
         rt.services.models.resolve(agent.model)
     if conversation_id is None and isinstance(parent_message_id, str):
@@ -109,7 +127,7 @@ def launch(
 async def cancel(rt: Runtime, message_id: str) -> bool:
     """Stop a run in this process, or close a paused message. False if neither applies."""
     handle = rt.runs.get(message_id)
-    if handle is not None and handle.task is not None and handle.events and handle.events[-1].is_final:
+    if handle is not None and handle.task is not None and handle.finishing:
         # Its final event is out: only cleanup is left, and a cancel must not rewrite the outcome.
         with contextlib.suppress(BaseException):
             await asyncio.shield(handle.task)
@@ -117,12 +135,20 @@ async def cancel(rt: Runtime, message_id: str) -> bool:
         message = await rt.message(message_id)
         if message["status"] != "waiting":
             return False
-        await rt.store.update_message(message_id, status="cancelled", waiting_for=None)
-        await append_event(rt.store, message, "cancelled", None, {"reason": "cancelled while paused"})
+        # Ordered against a resume (and another cancel): one compare-and-set wins.
+        closed = await change_status(
+            rt.store, message, ("cancelled", None, {"reason": "cancelled while paused"}),
+            expected_status="waiting", expected_run_token=message["run_token"],
+            status="cancelled", run_token=uuid.uuid4().hex, waiting_for=None,
+        )
+        if closed is None:
+            return False
         await cleanup_checkpoints(rt, message)
         return True
-    handle.cancel_requested = True
-    handle.task.cancel()
+    if not handle.cancel_requested:
+        handle.cancel_requested = True
+        if handle.started:  # otherwise the task's first line sees the request
+            handle.task.cancel()
     with contextlib.suppress(BaseException):
         await asyncio.shield(handle.task)
     return True
@@ -150,7 +176,7 @@ class Run:
         self.started = time.perf_counter()
         self.partial: list[str] = []  # the lead's streamed text, kept for a cancel
         self._last_id = 0
-        self._sink = EventSink(rt.store, handle)
+        self._sink = EventSink(rt.store, handle, run_token=run_token)
 
     async def emit(self, type_: str, agent: str | None, data: dict[str, Any]) -> Event:
         """Number, persist, then publish an event (`llm_chunk`: published only)."""
@@ -163,45 +189,86 @@ class Run:
         return event
 
     async def drive(self, graph_input: Any, first_events: FirstEvents) -> None:
+        self.handle.started = True  # no await before the try: cleanup always runs
         message_id = self.message["id"]
-        self._last_id = await self.store.last_event_id(message_id)
-        context = RunContext(self.rt.services, self.message["conversation_id"], message_id, self.info)
-        lease = asyncio.create_task(keep_lease(self.rt, message_id, self.run_token))
+        lease: asyncio.Task[None] | None = None
         interrupts: list[Any] = []
         try:
-            for type_, agent, data in first_events:
-                await self.emit(type_, agent, data)
-            await hook_runs.run_started(self.hooks, self.info, self.decisions)
-            async for mode, chunk in self.rt.graph.astream(
-                graph_input,
-                self.config,
-                context=context,
-                stream_mode=["custom", "updates"],
-                durability="sync",
-            ):
-                if mode == "custom":
-                    await self._relay(chunk)
-                elif mode == "updates" and "__interrupt__" in chunk:
-                    interrupts.extend(chunk["__interrupt__"])
-            if interrupts:
-                await self._pause(interrupts)
-            else:
-                await self._complete()
-        except asyncio.CancelledError:
-            await self._cancelled()
-        except Exception as exc:  # the run failed: record it, never crash the process
-            await self._failed(exc)
+            try:
+                if self.handle.cancel_requested:  # cancelled before the task started
+                    raise asyncio.CancelledError
+                self._last_id = await self.store.last_event_id(message_id)
+                context = RunContext(self.rt.services, self.message["conversation_id"], message_id, self.info)
+                lease = asyncio.create_task(keep_lease(self.rt, message_id, self.run_token))
+                for type_, agent, data in first_events:
+                    await self.emit(type_, agent, data)
+                await hook_runs.run_started(self.hooks, self.info, self.decisions)
+                with owned_by(self.store, message_id, self.run_token):
+                    async for mode, chunk in self.rt.graph.astream(
+                        graph_input,
+                        self.config,
+                        context=context,
+                        stream_mode=["custom", "updates"],
+                        durability="sync",
+                    ):
+                        if mode == "custom":
+                            await self._relay(chunk)
+                        elif mode == "updates" and "__interrupt__" in chunk:
+                            interrupts.extend(chunk["__interrupt__"])
+                if interrupts:
+                    await self._pause(interrupts)
+                else:
+                    await self._complete()
+            except asyncio.CancelledError:
+                await self._cancelled()
+            except LeaseLostError:
+                raise
+            except Exception as exc:  # the run failed: record it, never crash the process
+                await self._failed(exc)
+        except LeaseLostError:
+            self._lost()
         finally:
-            lease.cancel()
-            with contextlib.suppress(BaseException):
-                await lease
+            if lease is not None:
+                lease.cancel()
+                with contextlib.suppress(BaseException):
+                    await lease
             try:
                 await self._sink.close()
+            except LeaseLostError:
+                self._lost()
             except Exception:
                 log.exception("run %s: could not store its last events", message_id)
             await self.handle.finish()
             if self.rt.runs.get(message_id) is self.handle:
                 del self.rt.runs[message_id]
+
+    def _lost(self) -> None:
+        if not self.handle.lost:
+            self.handle.lost = True
+            log.warning(
+                "run %s stopped: this process no longer owns message %s (its lease ran out and "
+                "another process took it over, or it was cancelled elsewhere); nothing more "
+                "was written", self.run_token, self.message["id"],
+            )
+
+    async def _finish(
+        self, status: str, type_: str, agent: str | None, data: dict[str, Any], **fields: Any
+    ) -> Event:
+        """End the run: `status` and its final event in one compare-and-set on the run token,
+        after every earlier event is stored. `LeaseLostError` if the run no longer owns it."""
+        await self._sink.flush()
+        event = await change_status(
+            self.store, self.message, (type_, agent, data),
+            expected_status="running", expected_run_token=self.run_token, status=status, **fields,
+        )
+        if event is None:
+            raise LeaseLostError(
+                f"message {self.message['id']} is no longer owned by this run",
+                message_id=self.message["id"],
+            )
+        self._last_id = event.event_id
+        self.handle.finishing = True
+        return event
 
     async def _relay(self, chunk: dict[str, Any]) -> None:
         kind = chunk.get("type")
@@ -219,17 +286,16 @@ class Run:
         intr = interrupts[0]
         payload = intr.value if isinstance(intr.value, dict) else {"calls": []}
         waiting = {"interrupt_id": intr.id, "kind": payload.get("kind"), "calls": payload.get("calls", [])}
+        waiting["calls"] = await mark_interrupted(self.rt, self.message["id"], waiting["calls"], self._pending_calls)
         waiting = await hook_runs.run_paused(self.hooks, self.info, waiting, self._pending_calls)  # + trace
-        await self.store.update_message(
-            self.message["id"],
-            status="waiting",
+        event = await self._finish(
+            "waiting", "permission_request", None, hook_runs.event_view(waiting),
             waiting_for=waiting,
             metrics=await run_metrics(self.rt, self.message["id"], self.started),
-            run_token=self.run_token,
             lease_expires_at=None,
         )
         await hook_runs.run_ended(self.hooks, self.info, RunEnd("waiting"))
-        await self.emit("permission_request", None, hook_runs.event_view(waiting))
+        await self.handle.publish(event)
 
     async def _pending_calls(self) -> list[dict[str, Any]]:
         return (await self.rt.graph.aget_state(self.config)).values.get("pending_tool_calls") or []
@@ -239,28 +305,29 @@ class Run:
         metrics = await run_metrics(self.rt, self.message["id"], self.started)
         response = values.get("graph_response") or ""
         outcome = values.get("outcome") or "completed"
-        await self.store.update_message(
-            self.message["id"],
-            status="completed",
-            response=response,
-            outcome=outcome,
-            metrics=metrics,
-            run_token=self.run_token,
-            lease_expires_at=None,
+        summary = {k: v for k, v in metrics.items() if k != "calls"}
+        event = await self._finish(
+            "completed", "complete", None, {"response": response, "outcome": outcome, "metrics": summary},
+            response=response, outcome=outcome, metrics=metrics, lease_expires_at=None,
         )
         await self.store.touch_conversation(self.message["conversation_id"])
-        summary = {k: v for k, v in metrics.items() if k != "calls"}
         await hook_runs.run_ended(self.hooks, self.info, RunEnd("completed", response, outcome))
-        await self.emit("complete", None, {"response": response, "outcome": outcome, "metrics": summary})
+        await self.handle.publish(event)
         await cleanup_checkpoints(self.rt, self.message)
 
     async def _cancelled(self) -> None:
         text = "".join(self.partial)
-        await self.store.update_message(
-            self.message["id"], status="cancelled", response=text or None, run_token=self.run_token
+        # Sync tools still running on their threads: say so, rather than nothing.
+        for record in self.rt.services.tools.background.take_abandoned(self.message["id"]):
+            await self.emit("tool_complete", None, {
+                **record, "success": False, "duration_ms": 0.0,
+            })
+        event = await self._finish(
+            "cancelled", "cancelled", None, {"partial_response": text, "reason": "cancelled by request"},
+            response=text or None, lease_expires_at=None,
         )
         await hook_runs.run_ended(self.hooks, self.info, RunEnd("cancelled"))
-        await self.emit("cancelled", None, {"partial_response": text, "reason": "cancelled by request"})
+        await self.handle.publish(event)
         await cleanup_checkpoints(self.rt, self.message)
 
     async def _failed(self, exc: Exception) -> None:
@@ -268,9 +335,9 @@ class Run:
             log.exception("run %s failed", self.message["id"])
         kind = "llm" if isinstance(exc, LLMError) else type(exc).__name__
         text = str(exc) if isinstance(exc, ArtifactFlowError) else f"{type(exc).__name__}: {exc}"
-        await self.store.update_message(
-            self.message["id"], status="failed", error=text, run_token=self.run_token
-        )
         data = {"message": text, "kind": kind, **hook_runs.error_fields(exc)}  # a hook's: kind "hook"
+        event = await self._finish(
+            "failed", "error", getattr(exc, "agent", None), data, error=text, lease_expires_at=None
+        )
         await hook_runs.run_failed(self.hooks, self.info, exc, text, data["kind"])
-        await self.emit("error", getattr(exc, "agent", None), data)
+        await self.handle.publish(event)
