@@ -43,8 +43,8 @@ from ..events import Event
 from ..runs import EventSink, RunHandle
 from ..state import create_initial_state
 from .eventlog import change_status, new_event
-from .maintenance import cleanup_checkpoints, keep_lease, run_metrics
 from .interrupted import mark_interrupted
+from .maintenance import cleanup_checkpoints, keep_lease, run_metrics
 from .ownership import owned_by
 from .runtime import Runtime
 
