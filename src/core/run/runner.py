@@ -255,7 +255,8 @@ class Run:
         self, status: str, type_: str, agent: str | None, data: dict[str, Any], **fields: Any
     ) -> Event:
         """End the run: `status` and its final event in one compare-and-set on the run token,
-        after every earlier event is stored. `LeaseLostError` if the run no longer owns it."""
+        after every earlier event is stored (and after `on_run_end`, so whoever sees the event
+        knows the hooks are done). `LeaseLostError` if the run no longer owns it."""
         await self._sink.flush()
         event = await change_status(
             self.store, self.message, (type_, agent, data),
@@ -268,6 +269,7 @@ class Run:
             )
         self._last_id = event.event_id
         self.handle.finishing = True
+        await self.handle.publish(event)
         return event
 
     async def _relay(self, chunk: dict[str, Any]) -> None:
@@ -288,14 +290,12 @@ class Run:
         waiting = {"interrupt_id": intr.id, "kind": payload.get("kind"), "calls": payload.get("calls", [])}
         waiting["calls"] = await mark_interrupted(self.rt, self.message["id"], waiting["calls"], self._pending_calls)
         waiting = await hook_runs.run_paused(self.hooks, self.info, waiting, self._pending_calls)  # + trace
-        event = await self._finish(
-            "waiting", "permission_request", None, hook_runs.event_view(waiting),
-            waiting_for=waiting,
-            metrics=await run_metrics(self.rt, self.message["id"], self.started),
-            lease_expires_at=None,
-        )
+        metrics = await run_metrics(self.rt, self.message["id"], self.started)
         await hook_runs.run_ended(self.hooks, self.info, RunEnd("waiting"))
-        await self.handle.publish(event)
+        await self._finish(
+            "waiting", "permission_request", None, hook_runs.event_view(waiting),
+            waiting_for=waiting, metrics=metrics, lease_expires_at=None,
+        )
 
     async def _pending_calls(self) -> list[dict[str, Any]]:
         return (await self.rt.graph.aget_state(self.config)).values.get("pending_tool_calls") or []
@@ -306,13 +306,12 @@ class Run:
         response = values.get("graph_response") or ""
         outcome = values.get("outcome") or "completed"
         summary = {k: v for k, v in metrics.items() if k != "calls"}
-        event = await self._finish(
+        await hook_runs.run_ended(self.hooks, self.info, RunEnd("completed", response, outcome))
+        await self._finish(
             "completed", "complete", None, {"response": response, "outcome": outcome, "metrics": summary},
             response=response, outcome=outcome, metrics=metrics, lease_expires_at=None,
         )
         await self.store.touch_conversation(self.message["conversation_id"])
-        await hook_runs.run_ended(self.hooks, self.info, RunEnd("completed", response, outcome))
-        await self.handle.publish(event)
         await cleanup_checkpoints(self.rt, self.message)
 
     async def _cancelled(self) -> None:
@@ -322,12 +321,11 @@ class Run:
             await self.emit("tool_complete", None, {
                 **record, "success": False, "duration_ms": 0.0,
             })
-        event = await self._finish(
+        await hook_runs.run_ended(self.hooks, self.info, RunEnd("cancelled"))
+        await self._finish(
             "cancelled", "cancelled", None, {"partial_response": text, "reason": "cancelled by request"},
             response=text or None, lease_expires_at=None,
         )
-        await hook_runs.run_ended(self.hooks, self.info, RunEnd("cancelled"))
-        await self.handle.publish(event)
         await cleanup_checkpoints(self.rt, self.message)
 
     async def _failed(self, exc: Exception) -> None:
@@ -336,8 +334,5 @@ class Run:
         kind = "llm" if isinstance(exc, LLMError) else type(exc).__name__
         text = str(exc) if isinstance(exc, ArtifactFlowError) else f"{type(exc).__name__}: {exc}"
         data = {"message": text, "kind": kind, **hook_runs.error_fields(exc)}  # a hook's: kind "hook"
-        event = await self._finish(
-            "failed", "error", getattr(exc, "agent", None), data, error=text, lease_expires_at=None
-        )
         await hook_runs.run_failed(self.hooks, self.info, exc, text, data["kind"])
-        await self.handle.publish(event)
+        await self._finish("failed", "error", getattr(exc, "agent", None), data, error=text, lease_expires_at=None)
