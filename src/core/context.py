@@ -64,3 +64,5 @@ class RunContext:
     services: Services
     conversation_id: str
     message_id: str
+    # Per-segment context-window state (token counters by invocation; see core/agent_window).
+    window: dict[str, Any] = field(default_factory=dict)

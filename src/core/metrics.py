@@ -3,6 +3,8 @@
 Every LLM call's usage and duration is in its `llm_complete` event and every tool call's
 duration and outcome in its `tool_complete` event, so the figures stored on a message are a
 fold over its events: correct across pauses, resumes and processes, and nothing extra in state.
+A compaction's summary call is in its `context_compacted` event and counts as an LLM call
+(`purpose: "summary"`): it costs tokens like any other and budgets include it.
 """
 
 from __future__ import annotations
@@ -21,10 +23,25 @@ def records_from_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "agent": event.get("agent"),
                 "invocation": data.get("invocation"),
                 "model": data.get("model"),
-                "prompt_tokens": usage.get("prompt_tokens", 0),
-                "completion_tokens": usage.get("completion_tokens", 0),
+                "prompt_tokens": usage.get("prompt_tokens") or 0,
+                "completion_tokens": usage.get("completion_tokens") or 0,
                 "duration_ms": data.get("duration_ms", 0.0),
                 "attempts": data.get("attempts", 1),
+                "cost_usd": data.get("cost_usd"),
+            })
+        elif event["type"] == "context_compacted" and (data.get("usage") or {}).get("prompt_tokens"):
+            usage = data["usage"]
+            records.append({
+                "kind": "llm",
+                "purpose": "summary",
+                "agent": event.get("agent"),
+                "invocation": data.get("invocation"),
+                "model": data.get("summary_model"),
+                "prompt_tokens": usage.get("prompt_tokens") or 0,
+                "completion_tokens": usage.get("completion_tokens") or 0,
+                "duration_ms": 0.0,
+                "attempts": 1,
+                "cost_usd": data.get("cost_usd"),
             })
         elif event["type"] == "tool_complete":
             records.append({
@@ -40,12 +57,16 @@ def records_from_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def summarize(records: list[dict[str, Any]], wall_ms: float) -> dict[str, Any]:
     by_agent: dict[str, dict[str, Any]] = {}
-    llm_ms = tool_ms = 0.0
+    llm_ms = tool_ms = cost = 0.0
     prompt = completion = 0
-    tool_ok = tool_failed = llm_calls = 0
+    tool_ok = tool_failed = llm_calls = unpriced = 0
     for rec in records:
         if rec.get("kind") == "llm":
             llm_calls += 1
+            if rec.get("cost_usd") is None:
+                unpriced += 1
+            else:
+                cost += rec["cost_usd"]
             llm_ms += rec.get("duration_ms", 0.0)
             prompt += rec.get("prompt_tokens", 0)
             completion += rec.get("completion_tokens", 0)
@@ -77,6 +98,9 @@ def summarize(records: list[dict[str, Any]], wall_ms: float) -> dict[str, Any]:
             "completion": completion,
             "total": prompt + completion,
         },
+        # None when no call was priced; `cost_complete` says whether every call was.
+        "cost_usd": round(cost, 6) if llm_calls > unpriced else None,
+        "cost_complete": unpriced == 0,
         "by_agent": by_agent,
         "calls": records,
     }
