@@ -219,7 +219,10 @@ async def windowed_call(
             if overflow.limit_tokens and overflow.limit_tokens < config.window:
                 _state(context)["windows"][model_label(target)] = overflow.limit_tokens
                 config = dataclasses.replace(config, window=overflow.limit_tokens)
-            await fit(aggressive=True)
+            try:
+                await fit(aggressive=True)
+            except ContextWindowExceeded as error:
+                raise error from exc  # the provider's refusal stays visible as the cause
             continue
         usage = response.usage
         counter.observe(measured.raw, usage.prompt_tokens if usage else None)
