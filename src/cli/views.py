@@ -94,6 +94,8 @@ def _node_label(node: dict[str, Any], active_tip: str | None) -> Text:
     )
     label += Text(node["id"], style="bold" if node.get("active") else "")
     label += Text(f" [{status}]", style=STATUS_STYLES.get(status, ""))
+    if node.get("tokens"):
+        label += Text(f" {usage_text(node['tokens'], node.get('cost_usd'))}", style="dim")
     if len(node.get("children") or []) > 1:
         label += Text(f" ({len(node['children'])} branches)", style="yellow")
     if node["id"] == active_tip:
@@ -102,6 +104,10 @@ def _node_label(node: dict[str, Any], active_tip: str | None) -> Text:
     if node.get("response"):
         label += Text(f" → {short(node.get('response'), 60)!r}", style="dim")
     return label
+
+
+def usage_text(tokens: int, cost_usd: float | None) -> str:
+    return f"{tokens:,} tokens" + (f" · ${cost_usd:.4f}" if cost_usd is not None else "")
 
 
 def history(console: Console, tree: dict[str, Any]) -> None:
@@ -125,6 +131,10 @@ def history(console: Console, tree: dict[str, Any]) -> None:
         root.add(Text("(no messages)", style="dim"))
     console.print(root, soft_wrap=False)  # wrap long previews inside the tree, never crop
     console.print(Text("● active branch  ○ other branches", style="dim"))
+    usage = tree.get("usage") or {}
+    if usage.get("messages"):
+        total = usage_text(usage["tokens"]["total"], usage.get("cost_usd"))
+        console.print(Text(f"conversation: {usage['messages']} messages · {total}", style="dim"))
 
 
 def event_line(event: Event) -> Text:

@@ -4,7 +4,8 @@ Every LLM call's usage and duration is in its `llm_complete` event and every too
 duration and outcome in its `tool_complete` event, so the figures stored on a message are a
 fold over its events: correct across pauses, resumes and processes, and nothing extra in state.
 A compaction's summary call is in its `context_compacted` event and counts as an LLM call
-(`purpose: "summary"`): it costs tokens like any other and budgets include it.
+(`purpose: "summary"`): it costs tokens like any other and budgets include it. A
+conversation's totals are a fold over its messages' stored metrics.
 """
 
 from __future__ import annotations
@@ -104,3 +105,33 @@ def summarize(records: list[dict[str, Any]], wall_ms: float) -> dict[str, Any]:
         "by_agent": by_agent,
         "calls": records,
     }
+
+
+def conversation_usage(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Tokens and cost over a conversation's messages (from their stored metrics)."""
+    tokens = prompt = completion = 0
+    cost = 0.0
+    priced = unpriced = 0
+    for message in messages:
+        metrics = message.get("metrics") or {}
+        figures = metrics.get("tokens") or {}
+        tokens += int(figures.get("total") or 0)
+        prompt += int(figures.get("prompt") or 0)
+        completion += int(figures.get("completion") or 0)
+        if metrics.get("cost_usd") is not None:
+            cost += float(metrics["cost_usd"])
+            priced += 1
+        if metrics.get("cost_complete", not metrics.get("llm_calls")) is False:
+            unpriced += 1
+    return {
+        "messages": len(messages),
+        "tokens": {"prompt": prompt, "completion": completion, "total": tokens},
+        "cost_usd": round(cost, 6) if priced else None,
+        "cost_complete": unpriced == 0,
+    }
+
+
+def message_usage(message: dict[str, Any]) -> dict[str, Any]:
+    """One message's tokens and cost (from its stored metrics) for trees and listings."""
+    metrics = message.get("metrics") or {}
+    return {"tokens": int((metrics.get("tokens") or {}).get("total") or 0), "cost_usd": metrics.get("cost_usd")}

@@ -37,7 +37,8 @@ contents, tool calls and tool schemas divided by ``chars_per_token``, plus a per
 frame). Above the window the server answers HTTP 400 with OpenAI's
 ``context_length_exceeded`` body, without consuming a scripted response, and records the
 figure in ``llm.rejected``; otherwise ``usage.prompt_tokens`` is that same figure and it is
-recorded in ``llm.accepted_prompt_tokens``. ``request_sizes`` and ``request_times`` (body
+recorded in ``llm.accepted_prompt_tokens``. ``report_usage=False`` plays a local server that
+sends no usage at all (nothing to calibrate an estimate with). ``request_sizes`` and ``request_times`` (body
 bytes and arrival ``perf_counter``) are kept for benchmarks.
 """
 
@@ -461,12 +462,13 @@ class _Handler(BaseHTTPRequestHandler):
                 "choices": [
                     {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
                 ],
-                "usage": self._usage(request, text, args),
+                "usage": self._usage(request, text, args) if self.llm.report_usage else None,
             },
         )
 
     def _stream(self, request: dict[str, Any], response: Text | ToolCalls) -> None:
         include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
+        include_usage = include_usage and self.llm.report_usage
         completion_id = self.llm._new_completion_id()
         created = int(time.time())
         model = request.get("model") or self.llm.models[0]
@@ -556,10 +558,12 @@ class ScriptedLLM:
         models: list[str] | None = None,
         context_window: int | None = None,
         chars_per_token: float = 4.0,
+        report_usage: bool = True,
     ) -> None:
         self.models: list[str] = list(models or ["scripted-model"])
         self.context_window = context_window
         self.chars_per_token = chars_per_token
+        self.report_usage = report_usage
         self._rejected: list[int] = []
         self._accepted: list[int] = []
         self._sizes: list[int] = []

@@ -108,26 +108,3 @@ class Spending:
     def partial_answer(self, stopped: BudgetExceeded) -> str:
         return self.lead_text or f"(stopped before an answer: {stopped.message})"
 
-
-def conversation_usage(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """Tokens and cost over a conversation's messages (from their stored metrics)."""
-    tokens = prompt = completion = 0
-    cost = 0.0
-    priced = unpriced = 0
-    for message in messages:
-        metrics = message.get("metrics") or {}
-        figures = metrics.get("tokens") or {}
-        tokens += int(figures.get("total") or 0)
-        prompt += int(figures.get("prompt") or 0)
-        completion += int(figures.get("completion") or 0)
-        if metrics.get("cost_usd") is not None:
-            cost += float(metrics["cost_usd"])
-            priced += 1
-        if metrics.get("cost_complete", not metrics.get("llm_calls")) is False:
-            unpriced += 1
-    return {
-        "messages": len(messages),
-        "tokens": {"prompt": prompt, "completion": completion, "total": tokens},
-        "cost_usd": round(cost, 6) if priced else None,
-        "cost_complete": unpriced == 0,
-    }

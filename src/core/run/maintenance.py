@@ -12,9 +12,8 @@ import asyncio
 import time
 from typing import Any
 
-from ..metrics import records_from_events, summarize
+from ..metrics import conversation_usage, records_from_events, summarize
 from .eventlog import append_event
-from .limits import conversation_usage
 from .runtime import Runtime
 
 
