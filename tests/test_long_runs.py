@@ -244,7 +244,7 @@ async def test_a_long_conversation_reuses_its_stored_history_summary(tmp_path: P
     config = config_for(tmp_path, [])
     long_answer = "because " * 500
     llm, controller = await engine(config)
-    llm.route(summarizing(lambda messages: Text(f"answer {len(messages)}: {long_answer}")))
+    llm.route(summarizing(lambda messages: Text(f"answer {len(messages)}: {long_answer}", chunk_size=500)))
     conversation_id = None
     for n in range(60):
         result = await controller.execute(f"question {n}: " + "why " * 400, conversation_id)
