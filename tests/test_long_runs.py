@@ -9,6 +9,7 @@ receives is checked: inside the window, every tool call with all of its results.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -99,8 +100,9 @@ async def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterat
         server.close()
 
 
-def config_for(root: Path, lead_tools: list[str], *, rounds: int = 400, yaml_text: str = "") -> Path:
-    return make_config(root, lead_tools=lead_tools, max_tool_rounds=rounds,
+def config_for(root: Path, lead_tools: list[str], *, rounds: int = 400, yaml_text: str = "",
+               plugin_files: dict[str, str] | None = None) -> Path:
+    return make_config(root, lead_tools=lead_tools, max_tool_rounds=rounds, plugin_files=plugin_files,
                        yaml_text=f"context:\n  default_window: {WINDOW}\n" + yaml_text)
 
 
@@ -373,3 +375,20 @@ def test_budget_exit_code_is_documented():
 
     assert exitcodes.for_outcome("complete", "budget_exceeded") == exitcodes.BUDGET == 6
     assert "budget" in exitcodes.HELP and "| 6" in exitcodes.__doc__
+
+
+def test_cli_budget_exit_code_closing_line_and_history_totals(tmp_path: Path, llm_env: ScriptedLLM, capsys):
+    from test_cli import CLI, CONVERSATION_ID
+
+    plugin = "from artifactflow import tool\n\n@tool\ndef fetch_page(n: int) -> str:\n    \"\"\"Fetch.\"\"\"\n    return 'word ' * 800\n"
+    config = config_for(tmp_path, ["fetch_page"], yaml_text="plugins: [pages]\nbudget:\n  max_tokens: 3000\n",
+                        plugin_files={"pages.py": plugin})
+    llm_env.route(summarizing(looping))
+    cli = CLI(config, tmp_path / "data", capsys)
+    result = cli.call("run", TASK, "--no-input")
+    assert result.code == 6, result.out + result.err
+    assert "⚠ stopped: token budget reached" in result.out and "budget.max_tokens" in result.out
+    conversation_id = CONVERSATION_ID.search(result.out).group(1)
+    shown = cli.call("history", conversation_id)
+    assert shown.code == 0 and re.search(r"· [\d,]+ tokens", shown.out)
+    assert re.search(r"conversation: 1 messages · [\d,]+ tokens", shown.out)

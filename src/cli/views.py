@@ -94,8 +94,6 @@ def _node_label(node: dict[str, Any], active_tip: str | None) -> Text:
     )
     label += Text(node["id"], style="bold" if node.get("active") else "")
     label += Text(f" [{status}]", style=STATUS_STYLES.get(status, ""))
-    if node.get("tokens"):
-        label += Text(f" {usage_text(node['tokens'], node.get('cost_usd'))}", style="dim")
     if len(node.get("children") or []) > 1:
         label += Text(f" ({len(node['children'])} branches)", style="yellow")
     if node["id"] == active_tip:
@@ -103,6 +101,8 @@ def _node_label(node: dict[str, Any], active_tip: str | None) -> Text:
     label += Text(f"\n{short(node.get('content'), 60)!r}")
     if node.get("response"):
         label += Text(f" → {short(node.get('response'), 60)!r}", style="dim")
+    if node.get("tokens"):
+        label += Text(f" · {usage_text(node['tokens'], node.get('cost_usd'))}", style="dim")
     return label
 
 
