@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import ArtifactFlowError, UserError
 from ..metrics import records_from_events
 from ..state import LEAD, ExecutionPhase
-from ..window import Budget, BudgetExceeded, check, recursion_limit, tally
+from ..window import Budget, BudgetExceeded, Usage, check, recursion_limit, tally
 from ..window.budget import unpriced_message, unpriced_models
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class Spending:
     def __init__(self, services: Services, events: list[dict[str, Any]]) -> None:
         self.budget = Budget.from_config(services.settings.budget, services.agents)
         self.sources = {name: spec.source or "" for name, spec in services.agents.items()}
-        self.records: list[dict[str, Any]] = []
+        self.usage = Usage()
         self.lead_text = ""
         for event in events:
             self.add(event["type"], event.get("agent"), event.get("data") or {})
@@ -91,12 +91,20 @@ class Spending:
         if type_ == "llm_complete" and data.get("invocation") == LEAD:
             self.lead_text = str(data.get("content") or "") or self.lead_text
         if self.budget.active and type_ in ("llm_complete", "context_compacted"):
-            self.records += records_from_events([{"type": type_, "agent": agent, "data": dict(data)}])
+            new = tally(records_from_events([{"type": type_, "agent": agent, "data": dict(data)}]))
+            usage = self.usage
+            usage.prompt_tokens += new.prompt_tokens
+            usage.completion_tokens += new.completion_tokens
+            usage.cost_usd += new.cost_usd
+            usage.unpriced_calls += new.unpriced_calls
+            usage.calls += new.calls
+            for name, tokens in new.by_agent.items():
+                usage.by_agent[name] = usage.by_agent.get(name, 0) + tokens
 
     def verdict(self) -> BudgetExceeded | None:
         if not self.budget.active:
             return None
-        return check(tally(self.records), self.budget, agent_sources=self.sources)
+        return check(self.usage, self.budget, agent_sources=self.sources)
 
     def stop_after(self, chunk: Mapping[str, Any]) -> BudgetExceeded | None:
         """After a graph step (`chunk`: its "updates" stream item): the budget crossed, if the
