@@ -150,6 +150,36 @@ async def test_300_rounds_of_4kb_results_through_an_8k_window(tmp_path: Path, en
     assert sum(e.data.usage.prompt_tokens for e in compactions) > 0
 
 
+async def test_a_subagents_memory_is_compacted_with_its_instruction_kept(tmp_path: Path, engine):
+    config = config_for(tmp_path, ["call_subagent"])
+    write_agent(config / "agents", "reader", tools=["fetch_page"], max_tool_rounds=100,
+                prompt="You are reader, a subagent.")
+    instruction = "INSTRUCTION-MARKER: read pages 1 to 15"
+
+    def answer(messages: list[dict[str, Any]]) -> Any:
+        done = rounds_in(messages)
+        if messages[0]["content"].startswith("You are reader"):
+            return ToolCalls([Call("fetch_page", {"n": done + 1})]) if done < 15 else Text("reader: w9972")
+        if done == 0:
+            return ToolCalls([Call("call_subagent", {"agent_name": "reader", "instruction": instruction})])
+        return Text("the reader says w9972")
+
+    llm, controller = await engine(config)
+    llm.route(summarizing(answer))
+    result = await controller.execute(TASK)
+    assert (result.status, result.response) == ("completed", "the reader says w9972"), result.error
+    assert llm.rejected == []
+    reader = [m for m in agent_requests(llm) if m[0]["content"].startswith("You are reader")]
+    assert len(reader) == 16 and rounds_in(reader[-1]) == 15
+    for messages in reader:
+        assert_well_formed(messages)
+        assert messages[1] == {"role": "user", "content": instruction}
+    compactions = [e for e in events_of(result, "context_compacted") if e.agent == "reader"]
+    assert compactions and any(is_summary(m) for m in reader[-1])
+    lead_last = agent_requests(llm)[-1]
+    assert {"role": "tool", "tool_call_id": lead_last[-1]["tool_call_id"], "content": "reader: w9972"} == lead_last[-1]
+
+
 async def test_pause_for_permission_after_a_compaction_and_resume_in_a_new_process(tmp_path: Path, engine):
     config = config_for(tmp_path, ["fetch_page", "publish"])
 
