@@ -40,8 +40,12 @@ class LLMSettings(BaseModel):
     max_retries: int = Field(3, ge=0, le=10)
     backoff_base: float = Field(0.5, ge=0)
     backoff_max: float = Field(8.0, ge=0)
-    timeout: float = Field(120.0, gt=0)
+    timeout: float = Field(120.0, gt=0)  # seconds per read (connect, each streamed chunk)
     temperature: float | None = None
+    # Output bound of every model call unless the agent or its profile sets one; None: none.
+    max_output_tokens: int | None = Field(4096, ge=1)
+    # Seconds one model call may take in all (retries and streaming included); None: no limit.
+    call_deadline: float | None = Field(600.0, gt=0)
 
 
 class ToolSettings(BaseModel):

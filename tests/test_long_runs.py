@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from conftest import make_config, write_agent
-from scripted_llm import Call, ScriptedLLM, Text, ToolCalls
+from scripted_llm import Call, Quirks, ScriptedLLM, Text, ToolCalls
 
 from artifactflow import ExecutionController, load_settings, tool
 from artifactflow.core.window.history import HISTORY_SYSTEM
@@ -218,7 +218,7 @@ async def test_overflow_recovery_against_a_server_that_reports_no_usage(tmp_path
         done = rounds_in(messages)
         return ToolCalls([Call("fetch_page", {"n": done + 1})]) if done < 12 else Text("done reading")
 
-    llm, controller = await engine(config, chars_per_token=2.0, report_usage=False)
+    llm, controller = await engine(config, chars_per_token=2.0, quirks=Quirks(no_usage=True))
     llm.route(summarizing(answer))
     result = await controller.execute(TASK)
     assert (result.status, result.response) == ("completed", "done reading"), result.error

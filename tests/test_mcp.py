@@ -116,7 +116,7 @@ async def test_lead_calls_stdio_tools_and_results_map(make_controller, llm, jour
     attachment = completes["c3"]["result"]["metadata"]["attachments"][0]
     assert attachment["kind"] == "image" and attachment["mime_type"] == "image/png"
     assert saved[0].read_bytes() == PNG
-    assert base64.b64encode(PNG).decode()[:16] not in json.dumps(completes["c3"])  # no base64
+    assert base64.b64encode(PNG).decode()[:16] not in json.dumps(completes["c3"].to_dict())  # no base64
     assert completes["c4"]["success"] is False
 
 

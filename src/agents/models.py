@@ -2,7 +2,11 @@
 
 `config/models.yaml` maps profile names to `{api, base_url, api_key_env, model, params}`, plus
 what the engine must know about the model: `context_window` (tokens; unset means the
-`context.default_window` setting) and optional prices per million tokens. An agent
+`context.default_window` setting) and optional prices per million tokens. Three fields adapt
+the calls to the server: `max_output_tokens` (the output bound of each call; unset means
+`llm.max_output_tokens`), `tool_choice` (sent with tools; llama-cpp-python ignores tools
+without it) and `stream_tools: false` (the server cannot stream tool calls, so turns that
+offer tools are sent unstreamed). An agent
 whose `model` is not a profile name uses that string as the model name on the default
 endpoint, which is configured exactly as the OpenAI SDK is: `OPENAI_BASE_URL` and
 `OPENAI_API_KEY`. Credentials are checked when a run starts, so a missing key is a clear
@@ -41,6 +45,9 @@ class ProfileSpec(BaseModel):
     context_window: int | None = Field(None, ge=256)
     input_per_mtok: float | None = Field(None, ge=0)  # USD per million prompt tokens
     output_per_mtok: float | None = Field(None, ge=0)  # USD per million completion tokens
+    max_output_tokens: int | None = Field(None, ge=1)  # per call; None: llm.max_output_tokens
+    tool_choice: str | dict[str, Any] | None = None  # "auto", "required", "none" or a function
+    stream_tools: bool = True  # False: turns that offer tools are sent without streaming
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,9 @@ class ResolvedModel:
     context_window: int | None = None  # None: the `context.default_window` setting applies
     input_per_mtok: float | None = None
     output_per_mtok: float | None = None
+    max_output_tokens: int | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    stream_tools: bool = True
 
     @property
     def client_key(self) -> tuple[str | None, str]:
@@ -129,6 +139,8 @@ class ModelRegistry:
             return ResolvedModel(
                 ref, spec.model, base_url, key, dict(spec.params), spec.api,
                 spec.context_window, spec.input_per_mtok, spec.output_per_mtok,
+                max_output_tokens=spec.max_output_tokens, tool_choice=spec.tool_choice,
+                stream_tools=spec.stream_tools,
             )
         base_url = self.env.get("OPENAI_BASE_URL") or None
         key = self.env.get("OPENAI_API_KEY") or ""

@@ -72,10 +72,14 @@ def closing_line(data: CompleteData | dict[str, Any]) -> str:
     tokens = metrics.get("tokens") or {}
     parts = [seconds(metrics.get("wall_ms"))]
     if tokens:
-        parts.append(
-            f"{tokens.get('total', 0)} tokens ({tokens.get('prompt', 0)} prompt + "
-            f"{tokens.get('completion', 0)} completion)"
+        text = (
+            f"{_tokens(tokens.get('total'))} tokens ({_tokens(tokens.get('prompt'))} prompt + "
+            f"{_tokens(tokens.get('completion'))} completion)"
         )
+        unreported = tokens.get("unreported_calls") or 0
+        if unreported and tokens.get("total") is not None:
+            text += f" + n/a for {unreported} call{'' if unreported == 1 else 's'} without usage"
+        parts.append(text)
     if metrics.get("cost_usd") is not None:
         parts.append(f"${metrics['cost_usd']:.4f}" + ("" if metrics.get("cost_complete", True) else "+"))
     conversation = metrics.get("conversation") or {}

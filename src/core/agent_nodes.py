@@ -104,7 +104,10 @@ async def _llm_step(
     svc = context.services
     model, target = svc.model_for(spec)
     tools = svc.tools.specs(spec.tools)
-    request = ModelRequest(target, messages, tools or None, agent=spec.name)
+    request = ModelRequest(
+        target, messages, tools or None, agent=spec.name,
+        max_output_tokens=spec.max_output_tokens, tool_choice=spec.tool_choice,
+    )
 
     def on_delta(text: str) -> None:
         emit("llm_chunk", delta=text)
@@ -117,10 +120,10 @@ async def _llm_step(
         content=response.content,
         tool_calls=response.tool_calls,
         model=response.model,
-        # An unreported usage is sent as zeros, as before: the event's shape stays the same.
+        # A usage the provider did not report stays None (unknown), never a made-up 0.
         usage={
-            "prompt_tokens": usage.prompt_tokens if usage else 0,
-            "completion_tokens": usage.completion_tokens if usage else 0,
+            "prompt_tokens": usage.prompt_tokens if usage else None,
+            "completion_tokens": usage.completion_tokens if usage else None,
         },
         duration_ms=round((time.perf_counter() - started) * 1000, 2),
         attempts=response.attempts,

@@ -31,6 +31,7 @@ from typing import Any
 from langgraph.types import Command
 
 from ..agents.model import ModelRequest, ModelResponse
+from ..agents.model.openai_wire import output_limit
 from ..agents.spec import AgentSpec
 from ..errors import ContextOverflowError, LLMError
 from .context import RunContext, Services
@@ -51,6 +52,7 @@ from .window import (
 log = logging.getLogger("artifactflow")
 
 Message = dict[str, Any]
+MIN_SHARE = 0.1  # the lowest compaction threshold an output bound may push us to
 Emit = Callable[..., None]
 Call = Callable[[list[Message]], Awaitable[ModelResponse]]
 
@@ -59,14 +61,22 @@ def model_label(target: Any) -> str:
     return f"model profile '{target.profile}'" if target.profile else f"model '{target.model}'"
 
 
-def compaction_config(context: RunContext, spec: AgentSpec, target: Any) -> CompactionConfig:
-    """The agent's model window (or the smaller one a provider named in this run)."""
-    settings = context.services.settings.context
-    window = context_window(target, settings)
-    learned = _state(context)["windows"].get(model_label(target))
-    return CompactionConfig.from_settings(
-        settings, min(window, learned or window), agent=spec.name, model_label=model_label(target)
+def compaction_config(
+    svc: Services, spec: AgentSpec, target: Any, learned: int | None = None
+) -> CompactionConfig:
+    """The agent's model window (or the smaller one a provider named in this run), with the
+    threshold lowered when needed so that a prompt at it plus the call's output bound still
+    fit: servers refuse prompt + max_tokens > window."""
+    window = context_window(target, svc.settings.context)
+    window = min(window, learned or window)
+    config = CompactionConfig.from_settings(
+        svc.settings.context, window, agent=spec.name, model_label=model_label(target)
     )
+    probe = ModelRequest(target, [], agent=spec.name, max_output_tokens=spec.max_output_tokens)
+    _, bound = output_limit(probe, svc.settings.llm)
+    if bound and window * config.compact_at + bound > window:
+        config = dataclasses.replace(config, compact_at=max(MIN_SHARE, (window - bound) / window))
+    return config
 
 
 def _state(context: RunContext) -> dict[str, Any]:
@@ -88,13 +98,18 @@ class Summarizer:
 
     def __init__(self, svc: Services, agent: str, model_ref: str | None) -> None:
         self.agent = agent
-        self.target = svc.models.resolve(svc.settings.context.summary_model or model_ref)
+        self.target = svc.resolve(svc.settings.context.summary_model or model_ref)
         self.model = svc.llm.for_target(self.target)
         self.window = context_window(self.target, svc.settings.context)
+        self.max_output_tokens = svc.settings.context.summary_max_tokens
         self.prompt_tokens = self.completion_tokens = 0
 
     async def __call__(self, messages: list[Message]) -> str:
-        request = ModelRequest(self.target, messages, None, agent=self.agent)
+        # The summary request is sized to leave `summary_max_tokens` of the window for the
+        # answer (twice that, for a tokenizer denser than our estimate): bound the call to it.
+        request = ModelRequest(
+            self.target, messages, None, agent=self.agent, max_output_tokens=2 * self.max_output_tokens
+        )
         try:
             response = await self.model.complete(request)
         except LLMError as exc:
@@ -179,10 +194,12 @@ async def windowed_call(
     svc = context.services
     tools = svc.tools.specs(spec.tools) or None
     settings = svc.settings.context
-    target = svc.models.resolve(spec.model)
-    config = compaction_config(context, spec, target)
+    target = svc.resolve(spec.model)
+    windows = _state(context)["windows"]
+    config = compaction_config(svc, spec, target, windows.get(model_label(target)))
     counter = counter_for(context, invocation)
     summarizer = Summarizer(svc, spec.name, spec.model)
+    summarizer.max_output_tokens = config.summary_tokens
     compacted = False
 
     async def fit(aggressive: bool) -> None:
@@ -217,8 +234,8 @@ async def windowed_call(
                 raise _still_too_long(config, measured.tokens, overflow, settings.compaction) from exc
             counter.observe(measured.raw, overflow.requested_tokens)
             if overflow.limit_tokens and overflow.limit_tokens < config.window:
-                _state(context)["windows"][model_label(target)] = overflow.limit_tokens
-                config = dataclasses.replace(config, window=overflow.limit_tokens)
+                windows[model_label(target)] = overflow.limit_tokens
+                config = compaction_config(svc, spec, target, overflow.limit_tokens)
             try:
                 await fit(aggressive=True)
             except ContextWindowExceeded as error:

@@ -12,6 +12,7 @@ All values are plain data (dicts, lists, str, numbers) so checkpoints deserializ
 from __future__ import annotations
 
 import enum
+import json
 import uuid
 from collections.abc import Sequence
 from typing import Annotated, Any, TypedDict
@@ -121,17 +122,35 @@ def create_initial_state(
 
 
 def assistant_message(content: str, tool_calls: list[dict[str, Any]]) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": content or None}
+    """The assistant turn as memory keeps it and every later request resends it.
+
+    `content` is `""`, never `null` (llama-cpp-python refuses null with HTTP 500), and
+    arguments that are not a JSON object are stored as `{}`: strict servers (llama-server)
+    refuse every later request whose history holds malformed arguments. The model still learns
+    what was wrong from the tool's error, which quotes the arguments it sent.
+    """
+    message: dict[str, Any] = {"role": "assistant", "content": content or ""}
     if tool_calls:
         message["tool_calls"] = [
             {
                 "id": call["id"],
                 "type": "function",
-                "function": {"name": call["name"], "arguments": call["arguments"] or "{}"},
+                "function": {"name": call["name"], "arguments": history_arguments(call["arguments"])},
             }
             for call in tool_calls
         ]
     return message
+
+
+def history_arguments(raw: str | None) -> str:
+    """Tool-call arguments safe to send back: `raw` if it is a JSON object, else `"{}"`."""
+    if not raw:
+        return "{}"
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return "{}"
+    return raw if isinstance(value, dict) else "{}"
 
 
 def merge_agent_response_to_state(

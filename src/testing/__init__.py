@@ -12,6 +12,7 @@ run through the real `openai` client. Point `OPENAI_BASE_URL` at `llm.base_url`:
         ...
 """
 
+from .quirks import LLAMA_CPP_PYTHON, LLAMA_SERVER, Quirks
 from .scripted_llm import (
     NO_RESPONSE_MESSAGE,
     Call,
@@ -30,11 +31,14 @@ from .scripted_llm import (
 )
 
 __all__ = [
+    "LLAMA_CPP_PYTHON",
+    "LLAMA_SERVER",
     "NO_RESPONSE_MESSAGE",
     "Call",
     "Delay",
     "Error",
     "Hang",
+    "Quirks",
     "Response",
     "Route",
     "ScriptedLLM",

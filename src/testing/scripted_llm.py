@@ -28,6 +28,16 @@ registered with ``route`` are consulted first and may answer based on the reques
 concurrently); returning ``None`` falls back to the queue.  When nothing answers, the
 server replies HTTP 500 and records the request in ``llm.unexpected``.
 
+Habits of real servers (llama-cpp-python, llama.cpp's ``llama-server``) are switched on with
+``Quirks`` (see ``quirks``), for the whole server or for one response::
+
+    llm = ScriptedLLM(quirks=LLAMA_CPP_PYTHON)
+    llm.script(Text("cut short", quirks=Quirks(no_finish_reason=True)))
+
+A request the quirky server refuses (``"content": null``, malformed tool-call arguments) is
+answered with its HTTP error before any scripted response is consumed, and recorded in
+``llm.refused``.
+
 A small context window, the way real providers enforce one::
 
     llm = ScriptedLLM(context_window=8192, chars_per_token=3.0)
@@ -37,8 +47,7 @@ contents, tool calls and tool schemas divided by ``chars_per_token``, plus a per
 frame). Above the window the server answers HTTP 400 with OpenAI's
 ``context_length_exceeded`` body, without consuming a scripted response, and records the
 figure in ``llm.rejected``; otherwise ``usage.prompt_tokens`` is that same figure and it is
-recorded in ``llm.accepted_prompt_tokens``. ``report_usage=False`` plays a local server that
-sends no usage at all (nothing to calibrate an estimate with). ``request_sizes`` and ``request_times`` (body
+recorded in ``llm.accepted_prompt_tokens``. ``request_sizes`` and ``request_times`` (body
 bytes and arrival ``perf_counter``) are kept for benchmarks.
 """
 
@@ -56,12 +65,25 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from .quirks import (
+    LLAMA_CPP_PYTHON,
+    LLAMA_SERVER,
+    NO_QUIRKS,
+    Quirks,
+    argument_delta,
+    request_refusal,
+    streams_nothing,
+)
+
 __all__ = [
     "NO_RESPONSE_MESSAGE",
     "Call",
     "Delay",
     "Error",
     "Hang",
+    "LLAMA_CPP_PYTHON",
+    "LLAMA_SERVER",
+    "Quirks",
     "Response",
     "Route",
     "ScriptedLLM",
@@ -87,12 +109,15 @@ class Text:
     """Assistant text; streamed in pieces of ``chunk_size`` characters, finish_reason "stop".
 
     ``chunk_delay`` sleeps between streamed chunks (to test cancellation mid-stream or
-    attaching to a run while it is producing output).
+    attaching to a run while it is producing output). ``quirks`` add server habits to this
+    response only.
     """
 
     content: str
     chunk_size: int = 8
     chunk_delay: float = 0.0
+    quirks: Quirks | None = None
+    finish_reason: str = "stop"  # "length": the answer was cut off by max_tokens
 
 
 @dataclass
@@ -115,6 +140,8 @@ class ToolCalls:
     content: str = ""
     chunk_size: int = 8
     chunk_delay: float = 0.0
+    quirks: Quirks | None = None
+    finish_reason: str = "tool_calls"
 
 
 @dataclass
@@ -380,11 +407,25 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_json(400, context_length_body(window, prompt, completion))
                 return
             self.llm._record_accepted(prompt)
+        if self._refuse(self.llm.quirks, body):
+            return
         response = self.llm._next_response(body)
         if response is None:
             self._send_error(500, NO_RESPONSE_MESSAGE)
             return
+        if isinstance(response, Text | ToolCalls) and response.quirks:
+            if self._refuse(response.quirks, body):
+                return
         self._answer(body, response)
+
+    def _refuse(self, quirks: Quirks, body: dict[str, Any]) -> bool:
+        refusal = request_refusal(quirks, body)
+        if refusal is None:
+            return False
+        status, message = refusal
+        self.llm._record_refused(message)
+        self._send_json(status, {"error": {"code": status, "message": message, "type": "server_error"}})
+        return True
 
     # ---- answering
 
@@ -438,11 +479,12 @@ class _Handler(BaseHTTPRequestHandler):
         return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
 
     def _complete(self, request: dict[str, Any], response: Text | ToolCalls) -> None:
+        quirks = self.llm.quirks | response.quirks
         message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None}
         args: list[str] = []
         if isinstance(response, Text):
             message["content"] = response.content
-            text, finish = response.content, "stop"
+            text, finish = response.content, response.finish_reason
         else:
             calls = self._tool_calls(response)
             args = [a for _, _, a in calls]
@@ -451,24 +493,29 @@ class _Handler(BaseHTTPRequestHandler):
                 {"id": cid, "type": "function", "function": {"name": name, "arguments": a}}
                 for cid, name, a in calls
             ]
-            text, finish = response.content, "tool_calls"
-        self._send_json(
-            200,
-            {
-                "id": self.llm._new_completion_id(),
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": request.get("model") or self.llm.models[0],
-                "choices": [
-                    {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
-                ],
-                "usage": self._usage(request, text, args) if self.llm.report_usage else None,
-            },
-        )
+            text, finish = response.content, response.finish_reason
+        body: dict[str, Any] = {
+            "id": self.llm._new_completion_id(),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": request.get("model") or self.llm.models[0],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": None if quirks.no_finish_reason else finish,
+                    "logprobs": None,
+                }
+            ],
+        }
+        if not quirks.no_usage:
+            body["usage"] = self._usage(request, text, args)
+        self._send_json(200, body)
 
     def _stream(self, request: dict[str, Any], response: Text | ToolCalls) -> None:
+        quirks = self.llm.quirks | response.quirks
         include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
-        include_usage = include_usage and self.llm.report_usage
+        include_usage = include_usage and not quirks.no_usage
         completion_id = self.llm._new_completion_id()
         created = int(time.time())
         model = request.get("model") or self.llm.models[0]
@@ -482,6 +529,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except OSError as exc:
             raise _ClientGone() from exc
+        if streams_nothing(quirks, request):
+            return  # HTTP 200 and an empty body: the stream ends before any chunk
 
         def chunk(
             delta: dict[str, Any] | None,
@@ -514,10 +563,8 @@ class _Handler(BaseHTTPRequestHandler):
             if not pause():
                 return
             chunk({"content": piece})
-        if isinstance(response, Text):
-            finish = "stop"
-        else:
-            finish = "tool_calls"
+        finish = response.finish_reason
+        if isinstance(response, ToolCalls):
             for index, (cid, name, arguments) in enumerate(self._tool_calls(response)):
                 args.append(arguments)
                 if not pause():
@@ -537,10 +584,11 @@ class _Handler(BaseHTTPRequestHandler):
                 for fragment in _chunks(arguments, response.chunk_size):
                     if not pause():
                         return
-                    chunk({"tool_calls": [{"index": index, "function": {"arguments": fragment}}]})
+                    chunk(argument_delta(quirks, index, cid, name, fragment))
         if not pause():
             return
-        chunk({}, finish)
+        if not quirks.no_finish_reason:
+            chunk({}, finish)
         if include_usage:
             chunk(None, usage=self._usage(request, text, args))
         self._write(b"data: [DONE]\n\n")
@@ -558,12 +606,13 @@ class ScriptedLLM:
         models: list[str] | None = None,
         context_window: int | None = None,
         chars_per_token: float = 4.0,
-        report_usage: bool = True,
+        quirks: Quirks = NO_QUIRKS,
     ) -> None:
         self.models: list[str] = list(models or ["scripted-model"])
+        self.quirks = quirks  # may be changed between requests
+        self._refused: list[str] = []
         self.context_window = context_window
         self.chars_per_token = chars_per_token
-        self.report_usage = report_usage
         self._rejected: list[int] = []
         self._accepted: list[int] = []
         self._sizes: list[int] = []
@@ -725,6 +774,12 @@ class ScriptedLLM:
             return list(self._times)
 
     @property
+    def refused(self) -> list[str]:
+        """Error messages of the requests refused because of ``quirks`` (null content, …)."""
+        with self._lock:
+            return list(self._refused)
+
+    @property
     def disconnects(self) -> int:
         """How many responses were cut short because the client went away."""
         with self._lock:
@@ -746,6 +801,10 @@ class ScriptedLLM:
     def _record_accepted(self, prompt: int) -> None:
         with self._lock:
             self._accepted.append(prompt)
+
+    def _record_refused(self, message: str) -> None:
+        with self._lock:
+            self._refused.append(message)
 
     def _record_unexpected(self, item: Unexpected) -> None:
         with self._lock:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import enum
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +74,7 @@ class ToolResult:
 
 
 ToolFunc = Callable[..., Any] | Callable[..., Awaitable[Any]]
+SerialKey = str | Callable[[dict[str, Any]], "str | None"]
 
 
 @dataclass
@@ -99,6 +100,27 @@ class Tool:
     input_schema: dict[str, Any] | None = None
     # Where the tool comes from (builtin, plugin, langchain, mcp:SERVER); "" = ask the registry.
     source: str = ""
+    # Calls whose keys are equal never run at the same time: within one round they run one
+    # after another in call order. A template formatted with the call's arguments
+    # ("artifact:{id}") or a function of them; None: the call runs concurrently with any.
+    serial_key: SerialKey | None = None
+
+    def serial_key_for(self, args: Mapping[str, Any]) -> str | None:
+        """This call's resource key. A template naming an argument the call lacks, or a key
+        function that fails, gives the template (or the tool's name): serial, to be safe."""
+        key = self.serial_key
+        if key is None:
+            return None
+        if callable(key):
+            try:
+                value = key(dict(args))
+            except Exception:
+                return f"tool:{self.name}"
+            return None if value is None else str(value)
+        try:
+            return key.format_map(dict(args))
+        except (KeyError, IndexError, ValueError, AttributeError):
+            return key
 
     def json_schema(self) -> dict[str, Any]:
         if self.input_schema is not None or self.args_model is None:

@@ -40,6 +40,10 @@ class ToolRegistry:
     """Name → tool, plus the effective permission of each (config overrides the default).
 
     It also owns what keeps some tools alive (MCP server connections): `aclose()` stops them.
+
+    `specs(names)` is asked for on every agent step; the OpenAI tool specs of each list of
+    names are built once and kept until the next `register` (building a pydantic JSON schema
+    per tool per step was a measurable share of a round).
     """
 
     def __init__(self, tools: Iterable[Any] = ()) -> None:
@@ -48,6 +52,7 @@ class ToolRegistry:
         self._sources: dict[str, str] = {}
         self._absent_prefixes: set[str] = set()
         self._closers: list[Callable[[], Awaitable[None]]] = []
+        self._specs: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         for item in tools:
             self.register(item)
 
@@ -63,6 +68,7 @@ class ToolRegistry:
         if tool.name in self._tools and not replace and self._tools[tool.name] is not tool:
             raise ConfigError(f"a tool named '{tool.name}' is already registered")
         self._tools[tool.name] = tool
+        self._specs.clear()
         self._sources[tool.name] = source or tool.source or _infer_source(tool)
         return tool
 
@@ -89,7 +95,15 @@ class ToolRegistry:
         return name in self._tools
 
     def specs(self, names: Iterable[str]) -> list[dict[str, Any]]:
-        return [self._tools[n].openai_spec() for n in names if n in self._tools]
+        """OpenAI tool specs of the registered tools among `names`, in that order. The list is
+        cached and shared: do not change it (re-register a tool to change its spec)."""
+        key = tuple(names)
+        specs = self._specs.get(key)
+        if specs is None:
+            specs = self._specs[key] = [
+                self._tools[n].openai_spec() for n in key if n in self._tools
+            ]
+        return specs
 
     def describe(self) -> list[dict[str, Any]]:
         """Every tool with its source, effective permission, timeout and JSON schema."""

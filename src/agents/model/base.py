@@ -38,12 +38,17 @@ class Usage:
 
 @dataclass(frozen=True)
 class ModelRequest:
-    """One completion to run: where (`target`), what (`messages`, `tools`), for whom."""
+    """One completion to run: where (`target`), what (`messages`, `tools`), for whom.
+
+    `max_output_tokens` and `tool_choice` are the agent's overrides of its profile's (None:
+    the profile's, then the `llm` settings' default)."""
 
     target: ResolvedModel
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] | None = None
     agent: str | None = None
+    max_output_tokens: int | None = None
+    tool_choice: str | dict[str, Any] | None = None
 
 
 @dataclass

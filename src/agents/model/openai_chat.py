@@ -4,27 +4,49 @@ We drive `openai.AsyncOpenAI` with the SDK's own retries switched off and retry 
 `retry.with_retries`, so the policy (which errors, how many times, backoff with jitter, the
 `Retry-After` cap) is ours and visible in metrics. One `AsyncOpenAI` is cached per
 endpoint + key, so its connection pool is reused across runs.
+
+The body (`openai_wire.request_body`) is already valid JSON-ready data, so it goes through the
+client's low-level `post` (the SDK's documented way to call any path) instead of
+`chat.completions.create`, whose request transform re-walks every message on every call: at
+200 rounds that walk was most of a round's CPU. `post` keeps what the SDK is good at: auth
+headers, the `APIStatusError` family, timeouts and the SSE parse into `ChatCompletionChunk`s.
+
+Two bounds apply to each call: `llm.timeout` per read (the SDK's), and `llm.call_deadline` for
+the whole call, retries included, so a server that keeps streaming cannot hold a run forever.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
-import random
 import time
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from ...errors import ContextOverflowError, FatalLLMError, LLMError, RetryableLLMError
 from ...settings import LLMSettings
 from ..models import ResolvedModel
-from .base import DeltaCallback, ModelRequest, ModelResponse, Usage, is_context_overflow, send_delta
+from .base import DeltaCallback, ModelRequest, ModelResponse, is_context_overflow, send_delta
+from .openai_wire import Assembly, request_body
 from .retry import Attempt, Failure, Sleep, with_retries
+
+_PATH = "/chat/completions"
+# Bearer auth only, as `create()` asks for it (older SDKs have no `security` option).
+_OPTIONS: Any = (
+    {"security": {"bearer_auth": True}}
+    if "security" in getattr(openai._types.RequestOptions, "__annotations__", {})
+    else {}
+)
 
 
 class OpenAIChatModel:
-    """Streamed chat completions with native tool calling and usage in the last chunk."""
+    """Streamed chat completions with native tool calling and usage in the last chunk.
+
+    A profile with `stream_tools: false` gets unstreamed requests for the turns that offer
+    tools (its server cannot stream tool calls); the text then reaches `on_delta` in one piece.
+    """
 
     api = "chat_completions"
 
@@ -53,80 +75,68 @@ class OpenAIChatModel:
     async def complete(
         self, request: ModelRequest, on_delta: DeltaCallback | None = None
     ) -> ModelResponse:
-        async def run(attempt: Attempt) -> ModelResponse:
-            return await self._stream_once(request, on_delta, attempt)
+        stream = bool(request.target.stream_tools or not request.tools)
+        body = request_body(request, self.settings, stream=stream)
 
-        return await with_retries(
-            run, classify, self.settings, agent=request.agent, sleep=self._sleep
-        )
+        async def run(attempt: Attempt) -> ModelResponse:
+            if stream:
+                return await self._stream_once(request, body, on_delta, attempt)
+            return await self._complete_once(request, body, on_delta, attempt)
+
+        deadline = self.settings.call_deadline
+        try:
+            async with asyncio.timeout(deadline):
+                return await with_retries(
+                    run, classify, self.settings, agent=request.agent, sleep=self._sleep
+                )
+        except TimeoutError:
+            raise RetryableLLMError(
+                f"model call exceeded llm.call_deadline ({deadline:g} s) and was stopped; raise "
+                "llm.call_deadline, or lower max_output_tokens if the model writes too long",
+                agent=request.agent,
+            ) from None
 
     async def _stream_once(
-        self, request: ModelRequest, on_delta: DeltaCallback | None, attempt: Attempt
+        self,
+        request: ModelRequest,
+        body: dict[str, Any],
+        on_delta: DeltaCallback | None,
+        attempt: Attempt,
     ) -> ModelResponse:
-        target = request.target
-        params: dict[str, Any] = dict(target.params)
-        if self.settings.temperature is not None:
-            params.setdefault("temperature", self.settings.temperature)
-        if request.tools:
-            params["tools"] = request.tools
-        stream = await self._client(target).chat.completions.create(
-            model=target.model,
-            messages=request.messages,  # type: ignore[arg-type]
+        stream = await self._client(request.target).post(
+            _PATH,
+            body=body,
+            cast_to=ChatCompletion,
             stream=True,
-            stream_options={"include_usage": True},
-            **params,
+            stream_cls=openai.AsyncStream[ChatCompletionChunk],
+            options=_OPTIONS,
         )
-        content: list[str] = []
-        calls: dict[int, dict[str, Any]] = {}
-        usage = None
-        finish_reason = None
-        response_model = target.model
+        assembly = Assembly(request.target.model)
         async with stream:
             async for chunk in stream:
-                if chunk.model:
-                    response_model = chunk.model
-                if chunk.usage is not None:
-                    usage = chunk.usage
-                for choice in chunk.choices:
-                    if choice.finish_reason:
-                        finish_reason = choice.finish_reason
-                    delta = choice.delta
-                    if delta is None:
-                        continue
-                    if delta.content:
-                        content.append(delta.content)
-                        attempt.output_seen = True
-                        await send_delta(on_delta, delta.content)
-                    for part in delta.tool_calls or []:
-                        slot = calls.setdefault(
-                            part.index, {"id": None, "name": "", "arguments": ""}
-                        )
-                        if part.id:
-                            slot["id"] = part.id
-                        if part.function is not None:
-                            if part.function.name:
-                                slot["name"] += part.function.name
-                            if part.function.arguments:
-                                slot["arguments"] += part.function.arguments
-        tool_calls = [
-            {
-                "id": call["id"] or f"call_{index}_{random.getrandbits(32):08x}",
-                "name": call["name"],
-                "arguments": call["arguments"],
-            }
-            for index, call in sorted(calls.items())
-        ]
-        return ModelResponse(
-            content="".join(content),
-            tool_calls=tool_calls,
-            model=response_model,
-            usage=(
-                Usage(usage.prompt_tokens or 0, usage.completion_tokens or 0)
-                if usage is not None
-                else None
-            ),
-            finish_reason=finish_reason,
+                text = assembly.add_chunk(chunk)
+                if text:
+                    attempt.output_seen = True
+                    await send_delta(on_delta, text)
+        return assembly.response(offered_tools=bool(request.tools))
+
+    async def _complete_once(
+        self,
+        request: ModelRequest,
+        body: dict[str, Any],
+        on_delta: DeltaCallback | None,
+        attempt: Attempt,
+    ) -> ModelResponse:
+        completion = await self._client(request.target).post(
+            _PATH, body=body, cast_to=ChatCompletion, options=_OPTIONS
         )
+        assembly = Assembly(request.target.model)
+        text = assembly.add_completion(completion)
+        response = assembly.response(offered_tools=bool(request.tools))
+        if text:
+            attempt.output_seen = True
+            await send_delta(on_delta, text)
+        return response
 
 
 def classify(exc: Exception) -> Failure:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ..agent_window import Summarizer, model_label
+from ..agent_window import Summarizer, compaction_config
 from ..state import LEAD
-from ..window import CompactionConfig, HistorySummaries, context_window, conversation_history
+from ..window import HistorySummaries, conversation_history
 from ..window.history import message_turns
 
 if TYPE_CHECKING:
@@ -43,11 +43,9 @@ async def history_for(
         return plain, None
     lead = services.lead
     try:
-        target = services.models.resolve(lead.model)
-        config = CompactionConfig.from_settings(
-            settings, context_window(target, settings), agent=lead.name, model_label=model_label(target)
-        )
+        config = compaction_config(services, lead, services.resolve(lead.model))
         summarizer = Summarizer(services, lead.name, lead.model)
+        summarizer.max_output_tokens = config.summary_tokens
         turns, event = await conversation_history(
             path,
             summaries=HistorySummaries(services.store),

@@ -531,7 +531,7 @@ class AppStore:
         async with self.engine.begin() as conn:
             await conn.execute(t.hook_marks.delete().where(where))
 
-    # --- artifacts -------------------------------------------------------------------------
+    # --- artifacts (rows only; the rules live in core.artifacts.ArtifactService) ------------
 
     async def get_artifact(self, conversation_id: str, artifact_id: str) -> dict[str, Any] | None:
         async with self.engine.connect() as conn:
@@ -625,8 +625,7 @@ class AppStore:
                 )
         except sa.exc.IntegrityError:
             raise ArtifactConflictError(
-                f"artifact '{artifact_id}' already exists in this conversation; use "
-                "update_artifact or rewrite_artifact"
+                f"artifact '{artifact_id}' already exists in conversation '{conversation_id}'"
             ) from None
         return record
 
