@@ -36,6 +36,10 @@ from .errors import (
     UserError,
 )
 from .hooks import HookError, Hooks, Refuse
+from .replay.evaluate import EvalResult, eval_sessions
+from .replay.replayer import replay_session
+from .replay.report import Divergence, ReplayReport
+from .replay.session import Session, SessionFileError, read_session
 from .settings import Settings, load_settings
 from .tools.base import Permission, Tool, ToolResult
 from .tools.context import ToolContext
@@ -56,6 +60,8 @@ __all__ = [
     "ContextOverflowError",
     "ContextWindowExceeded",
     "ConversationManager",
+    "Divergence",
+    "EvalResult",
     "Event",
     "EventData",
     "EventType",
@@ -78,11 +84,14 @@ __all__ = [
     "Permission",
     "Reply",
     "Refuse",
+    "ReplayReport",
     "ResumeConflictError",
     "RetryableLLMError",
     "RunContext",
     "ScriptedModel",
     "Services",
+    "Session",
+    "SessionFileError",
     "Settings",
     "Tool",
     "ToolCall",
@@ -93,8 +102,11 @@ __all__ = [
     "Usage",
     "UserError",
     "create_initial_state",
+    "eval_sessions",
     "load_settings",
     "merge_agent_response_to_state",
+    "read_session",
+    "replay_session",
     "tool",
     "wrap_tool",
 ]

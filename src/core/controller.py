@@ -201,6 +201,20 @@ class ExecutionController(StoredData):
         caller just started."""
         return _follow.follow(self._rt, message_id, after_event_id, from_start=from_start)
 
+    # --- record and replay ----------------------------------------------------------------------
+
+    async def export_session(
+        self, message_id: str, path: Any = None, *, full_messages: bool = False
+    ) -> Any:
+        """The recorded run of `message_id` as a replayable `Session` (see `replay/`); with
+        `path`, also written there as a session file."""
+        from ..replay.export import export_session
+
+        session = await export_session(self, message_id)
+        if path is not None:
+            await asyncio.to_thread(session.write, path, full_messages=full_messages)
+        return session
+
     # --- maintenance -------------------------------------------------------------------------
 
     async def gc(self, retention_hours: float | None = None, *, dry_run: bool = False) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from ..agents.model import ModelPicker
 from ..agents.models import ModelRegistry
 from ..agents.spec import load_agents
 from ..errors import ConfigError
+from ..replay.recording import recording
 from ..settings import Settings, load_settings, packaged_config_dir
 from ..tools.mcp.manager import is_mcp_name, start_mcp_servers
 from ..tools.registry import ToolRegistry
@@ -87,7 +88,7 @@ async def open_engine(
         agents=agents,
         models=models,
         tools=registry,
-        llm=ModelPicker(settings.llm),
+        llm=ModelPicker(settings.llm, wrap=recording),
         store=store,
     )
     return services, checkpoints
