@@ -19,7 +19,7 @@ import pytest_asyncio
 from conftest import make_config, write_agent
 from scripted_llm import Call, Quirks, ScriptedLLM, Text, ToolCalls
 
-from artifactflow import ExecutionController, load_settings, tool
+from artifactflow import ExecutionController, Hooks, load_settings, tool
 from artifactflow.core.window.history import HISTORY_SYSTEM
 from artifactflow.core.window.history_store import HistorySummaries
 from artifactflow.core.window.rounds import check_pairs, is_summary, rounds_in
@@ -82,14 +82,16 @@ async def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterat
     controllers: list[ExecutionController] = []
 
     async def start(config: Path, *, llm: ScriptedLLM | None = None, tools: tuple[Any, ...] = (),
-                    **server: Any) -> tuple[ScriptedLLM, ExecutionController]:
+                    hooks: tuple[Any, ...] = (), **server: Any) -> tuple[ScriptedLLM, ExecutionController]:
         if llm is None:
             llm = ScriptedLLM(**{"context_window": WINDOW, "chars_per_token": 3.0, **server}).start()
             servers.append(llm)
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
         settings = load_settings(config, config.parent / "data")
-        controller = await ExecutionController.open(settings, extra_tools=[fetch_page, fetch_huge, publish, *tools])
+        controller = await ExecutionController.open(
+            settings, extra_tools=[fetch_page, fetch_huge, publish, *tools], hooks=hooks
+        )
         controllers.append(controller)
         return llm, controller
 
@@ -164,7 +166,16 @@ async def test_a_subagents_memory_is_compacted_with_its_instruction_kept(tmp_pat
             return ToolCalls([Call("call_subagent", {"agent_name": "reader", "instruction": instruction})])
         return Text("the reader says w9972")
 
-    llm, controller = await engine(config)
+    class Compactions(Hooks):
+        def __init__(self) -> None:
+            self.seen: list[tuple[str, int, int, str | None]] = []
+
+        async def on_compaction(self, run, agent, compaction) -> None:
+            self.seen.append((agent.name, compaction.tokens_before, compaction.tokens_after,
+                              compaction.summary_model))
+
+    hook = Compactions()
+    llm, controller = await engine(config, hooks=(hook,))
     llm.route(summarizing(answer))
     result = await controller.execute(TASK)
     assert (result.status, result.response) == ("completed", "the reader says w9972"), result.error
@@ -176,6 +187,9 @@ async def test_a_subagents_memory_is_compacted_with_its_instruction_kept(tmp_pat
         assert messages[1] == {"role": "user", "content": instruction}
     compactions = [e for e in events_of(result, "context_compacted") if e.agent == "reader"]
     assert compactions and any(is_summary(m) for m in reader[-1])
+    # the on_compaction hook saw each one, with the same figures
+    assert hook.seen == [("reader", e.data.tokens_before, e.data.tokens_after, e.data.summary_model)
+                         for e in compactions]
     lead_last = agent_requests(llm)[-1]
     assert {"role": "tool", "tool_call_id": lead_last[-1]["tool_call_id"], "content": "reader: w9972"} == lead_last[-1]
 

@@ -188,9 +188,12 @@ async def windowed_call(
     task: str,
     emit: Emit,
     call: Call,
+    on_compacted: Callable[[CompactionResult, str], Awaitable[None]] | None = None,
 ) -> WindowedStep:
     """Fit the request, call the model (`call(messages)`), calibrate; recover once from an
-    overflow. `fixed` is the request without the memory; `task` goes into summary requests."""
+    overflow. `fixed` is the request without the memory; `task` goes into summary requests;
+    `on_compacted(result, summary_model)` runs after each compaction (the `on_compaction`
+    hook)."""
     svc = context.services
     tools = svc.tools.specs(spec.tools) or None
     settings = svc.settings.context
@@ -219,6 +222,8 @@ async def windowed_call(
             memory, compacted = result.memory, True
             _announce(emit, result, summarizer)
             summarizer.prompt_tokens = summarizer.completion_tokens = 0
+            if on_compacted is not None:
+                await on_compacted(result, summarizer.target.model)
 
     if settings.compaction:
         await fit(aggressive=False)

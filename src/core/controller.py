@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,13 +64,19 @@ class ExecutionController(StoredData):
 
     @classmethod
     async def open(
-        cls, settings: Any = None, *, extra_tools: list[Any] | None = None, **overrides: Any
+        cls,
+        settings: Any = None,
+        *,
+        extra_tools: list[Any] | None = None,
+        hooks: Sequence[Any] = (),
+        **overrides: Any,
     ) -> ExecutionController:
         """Build everything from settings (default: `load_settings()`); `extra_tools` are
-        registered next to the built-ins and plugins."""
+        registered next to the built-ins and plugins; `hooks` (objects with hook methods, see
+        `artifactflow.hooks`) run after those named in the config's `hooks:`."""
         from .engine import open_engine
 
-        services, checkpoints = await open_engine(settings, extra_tools=extra_tools, **overrides)
+        services, checkpoints = await open_engine(settings, extra_tools=extra_tools, hooks=hooks, **overrides)
         return cls(services, checkpoints)
 
     async def __aenter__(self) -> ExecutionController:
@@ -89,6 +95,7 @@ class ExecutionController(StoredData):
                     await handle.task
         await self.services.llm.aclose()
         await self.services.tools.aclose()  # stops MCP servers
+        await self.services.hooks.aclose()  # ends open spans, flushes exporters
         await self.checkpoints.close()
         await self.store.close()
 

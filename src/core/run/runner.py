@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 from langgraph.errors import GraphRecursionError
 
 from ...errors import ArtifactFlowError, LLMError, NotFoundError, ResumeConflictError, UserError
+from ...hooks import runs as hook_runs
+from ...hooks.types import RunEnd, RunInfo
 from ..context import RunContext
 from ..conversations import ConversationManager
 from ..event_payloads import Outcome
@@ -63,17 +65,22 @@ async def start_message(
         if parent is None:
             raise NotFoundError(f"parent message {parent_message_id} not found")
         conversation_id = parent["conversation_id"]  # a fork names its parent only
-    if conversation_id is None:
-        conversation = await conversations.start_conversation(user_id=user_id)
-    else:
-        conversation = await conversations.get(conversation_id, user_id=user_id)
-    run_token = uuid.uuid4().hex
+    conversation = None if conversation_id is None else await conversations.get(conversation_id, user_id=user_id)
+    conversation_id = conversation["id"] if conversation else uuid.uuid4().hex
+    run_token, message_id = uuid.uuid4().hex, uuid.uuid4().hex
+    if rt.services.hooks.wants("before_run"):  # the original content is never stored
+        stub = {"id": message_id, "conversation_id": conversation_id}
+        run = hook_runs.run_info(stub, rt.services.lead.name, content=content, user_id=user_id)
+        content = await rt.services.hooks.before_run(run, content)
+    if conversation is None:  # created after before_run: a failing hook leaves nothing behind
+        conversation = await conversations.start_conversation(conversation_id, user_id=user_id)
     message = await conversations.add_message(
         conversation["id"],
         content,
         parent_id=parent_message_id,
         run_token=run_token,
         lease_expires_at=rt.lease(),
+        message_id=message_id,
     )
     history, compacted = await history_for(rt.services, conversations, message["parent_id"])
     state = create_initial_state(content, conversation_history=history)
@@ -82,8 +89,9 @@ async def start_message(
         "content": content,
         "lead_agent": rt.services.lead.name,
     }
+    info = hook_runs.run_info(message, rt.services.lead.name, user_id=user_id)
     first: FirstEvents = [("metadata", None, metadata), *([compacted] if compacted else [])]
-    launch(rt, message, run_token, state, first_events=first)
+    launch(rt, message, run_token, state, first_events=first, info=info)
     return {
         "conversation_id": conversation["id"],
         "message_id": message["id"],
@@ -92,15 +100,17 @@ async def start_message(
 
 
 def launch(
-    rt: Runtime, message: dict[str, Any], run_token: str, graph_input: Any, *, first_events: FirstEvents
+    rt: Runtime, message: dict[str, Any], run_token: str, graph_input: Any, *, first_events: FirstEvents,
+    info: RunInfo | None = None, decisions: list[dict[str, Any]] | None = None,
 ) -> None:
     """Start `message`'s run as a background task (`graph_input`: an initial state, a resume
-    `Command`, or None to continue from the last checkpoint)."""
+    `Command`, or None to continue from the last checkpoint). `info` is the segment as hooks
+    see it; `decisions` the permission results a resume starts with."""
     if message["id"] in rt.runs and not rt.runs[message["id"]].done:
         raise ResumeConflictError(f"message {message['id']} is already running in this process")
     handle = RunHandle(message["id"])
     rt.runs[message["id"]] = handle
-    run = Run(rt, handle, message, run_token)
+    run = Run(rt, handle, message, run_token, info, decisions)
     handle.task = asyncio.create_task(
         run.drive(graph_input, first_events), name=f"artifactflow-run-{message['id']}"
     )
@@ -127,8 +137,14 @@ async def cancel(rt: Runtime, message_id: str) -> bool:
 class Run:
     """One segment of a message's run, from its first event to its final one."""
 
-    def __init__(self, rt: Runtime, handle: RunHandle, message: dict[str, Any], run_token: str) -> None:
+    def __init__(
+        self, rt: Runtime, handle: RunHandle, message: dict[str, Any], run_token: str,
+        info: RunInfo | None = None, decisions: list[dict[str, Any]] | None = None,
+    ) -> None:
         self.rt = rt
+        self.hooks = rt.services.hooks
+        self.info = info or hook_runs.run_info(message, rt.services.lead.name)
+        self.decisions = decisions
         self.store = rt.store
         self.handle = handle
         self.message = message
@@ -158,13 +174,14 @@ class Run:
         message_id = self.message["id"]
         self._last_id = await self.store.last_event_id(message_id)
         self.spending = await Spending.load(self.rt, message_id)
-        context = RunContext(self.rt.services, self.message["conversation_id"], message_id)
+        context = RunContext(self.rt.services, self.message["conversation_id"], message_id, self.info)
         lease = asyncio.create_task(keep_lease(self.rt, message_id, self.run_token))
         interrupts: list[Any] = []
         stopped = None  # a budget crossed between two steps
         try:
             for type_, agent, data in first_events:
                 await self.emit(type_, agent, data)
+            await hook_runs.run_started(self.hooks, self.info, self.decisions)
             stream = self.rt.graph.astream(
                 graph_input,
                 self.config,
@@ -218,6 +235,7 @@ class Run:
         intr = interrupts[0]
         payload = intr.value if isinstance(intr.value, dict) else {"calls": []}
         waiting = {"interrupt_id": intr.id, "kind": payload.get("kind"), "calls": payload.get("calls", [])}
+        waiting = await hook_runs.run_paused(self.hooks, self.info, waiting, self._pending_calls)  # + trace
         await self.store.update_message(
             self.message["id"],
             status="waiting",
@@ -226,7 +244,11 @@ class Run:
             run_token=self.run_token,
             lease_expires_at=None,
         )
-        await self.emit("permission_request", None, waiting)
+        await hook_runs.run_ended(self.hooks, self.info, RunEnd("waiting"))
+        await self.emit("permission_request", None, hook_runs.event_view(waiting))
+
+    async def _pending_calls(self) -> list[dict[str, Any]]:
+        return (await self.rt.graph.aget_state(self.config)).values.get("pending_tool_calls") or []
 
     async def _complete(self, stopped: BudgetExceeded | None = None) -> None:
         values = (await self.rt.graph.aget_state(self.config)).values
@@ -247,6 +269,7 @@ class Run:
         )
         await self.store.touch_conversation(self.message["conversation_id"])
         summary = {k: v for k, v in metrics.items() if k != "calls"}
+        await hook_runs.run_ended(self.hooks, self.info, RunEnd("completed", response, outcome))
         data = {"response": response, "outcome": outcome, "metrics": summary}
         await self.emit("complete", None, {**data, **({"reason": stopped.message} if stopped else {})})
         await cleanup_checkpoints(self.rt, self.message)
@@ -256,6 +279,7 @@ class Run:
         await self.store.update_message(
             self.message["id"], status="cancelled", response=text or None, run_token=self.run_token
         )
+        await hook_runs.run_ended(self.hooks, self.info, RunEnd("cancelled"))
         await self.emit("cancelled", None, {"partial_response": text, "reason": "cancelled by request"})
         await cleanup_checkpoints(self.rt, self.message)
 
@@ -269,4 +293,6 @@ class Run:
         await self.store.update_message(
             self.message["id"], status="failed", error=text, run_token=self.run_token
         )
-        await self.emit("error", getattr(exc, "agent", None), {"message": text, "kind": kind})
+        data = {"message": text, "kind": kind, **hook_runs.error_fields(exc)}  # a hook's: kind "hook"
+        await hook_runs.run_failed(self.hooks, self.info, exc, text, data["kind"])
+        await self.emit("error", getattr(exc, "agent", None), data)
