@@ -30,6 +30,7 @@ EventType = Literal[
     "subagent_complete",
     "artifact_created",
     "artifact_updated",
+    "context_compacted",
     "complete",
     "cancelled",
     "error",
