@@ -194,6 +194,12 @@ class ExecutionController:
             if started and cancel_on_exit and not finished:
                 await self.cancel(message_id)
 
+    def run_workflow(self, name: str, input: dict[str, Any] | None = None, **kwargs: Any) -> AsyncIterator[Event]:
+        """Run the workflow `name` (config/workflows/NAME.yaml); yields the same `Event`s."""
+        from ..workflows.runner import run_workflow  # workflows build on core, not the reverse
+
+        return run_workflow(self, name, input, **kwargs)
+
     async def resume(self, message_id: str, resume_data: Any) -> AsyncIterator[Event]:
         """Continue a paused message; yields the events of the resumed segment."""
         async for event in self.stream_execute(message_id=message_id, resume_data=resume_data):
@@ -383,7 +389,8 @@ class ExecutionController:
             }
             for c in waiting.get("calls", [])
         ]
-        command = Command(resume={waiting["interrupt_id"]: decisions})
+        ids = waiting.get("interrupt_ids") or [waiting["interrupt_id"]]
+        command = Command(resume=dict.fromkeys(ids, decisions))
         self._launch(
             message,
             run_token,
@@ -473,7 +480,8 @@ class ExecutionController:
         try:
             for type_, agent, data in first_events:
                 await emit(type_, agent, data)
-            async for mode, chunk in self.graph.astream(
+            graph = await self._graph_for(message)
+            async for mode, chunk in graph.astream(
                 graph_input,
                 config,
                 context=context,
@@ -492,7 +500,7 @@ class ExecutionController:
             if interrupts:
                 await self._pause(message, run_token, interrupts, emit, started)
             else:
-                await self._complete(message, run_token, config, started, emit)
+                await self._complete(message, run_token, config, started, emit, graph)
         except asyncio.CancelledError:
             text = "".join(partial)
             await self.store.update_message(
@@ -528,7 +536,9 @@ class ExecutionController:
         # branches and are answered together in a later version.
         intr = interrupts[0]
         payload = intr.value if isinstance(intr.value, dict) else {"calls": []}
-        waiting = {"interrupt_id": intr.id, "kind": payload.get("kind"), "calls": payload.get("calls", [])}
+        calls = [c for i in interrupts if isinstance(i.value, dict) for c in i.value.get("calls", [])]
+        waiting = {"interrupt_id": intr.id, "kind": payload.get("kind"), "calls": calls,
+                   "interrupt_ids": [i.id for i in interrupts]}
         await self.store.update_message(
             message["id"],
             status="waiting",
@@ -540,9 +550,10 @@ class ExecutionController:
         await emit("permission_request", None, waiting)
 
     async def _complete(
-        self, message: dict[str, Any], run_token: str, config: dict[str, Any], started: float, emit: Any
+        self, message: dict[str, Any], run_token: str, config: dict[str, Any], started: float, emit: Any,
+        graph: Any = None,
     ) -> None:
-        snapshot = await self.graph.aget_state(config)
+        snapshot = await (graph or self.graph).aget_state(config)
         values = snapshot.values
         metrics = await self._metrics(message["id"], started)
         response = values.get("graph_response") or ""
@@ -560,6 +571,12 @@ class ExecutionController:
         summary = {k: v for k, v in metrics.items() if k != "calls"}
         await emit("complete", None, {"response": response, "outcome": outcome, "metrics": summary})
         await self._cleanup_checkpoints(message)
+
+    async def _graph_for(self, message: dict[str, Any]) -> Any:
+        """The chat graph, or the compiled workflow a workflow message runs on."""
+        from ..workflows.runner import graph_for_message
+
+        return await graph_for_message(self, message) or self.graph
 
     async def _metrics(self, message_id: str, started: float) -> dict[str, Any]:
         previous = (await self._message(message_id)).get("metrics") or {}

@@ -27,6 +27,7 @@ EventType = Literal[
     "subagent_complete",
     "artifact_created",
     "artifact_updated",
+    "workflow_node_start", "workflow_node_complete", "handoff",  # workflows (artifactflow.workflows)
     "complete",
     "cancelled",
     "error",

@@ -19,6 +19,7 @@ from typing import Any
 from .errors import WorkflowIssue, WorkflowValidationError
 from .schemas import choice_schema, enum_of, follow, schema_problem
 from .spec import NodeSpec, WorkflowSpec
+from .state import RESERVED_IDS
 from .templates import ROOTS, references
 from .topology import Topology, analyse
 
@@ -91,6 +92,8 @@ def check_workflow(
 def _check_ids_and_edges(spec: WorkflowSpec, issues: _Issues) -> None:
     seen: set[str] = set()
     for node in spec.nodes:
+        if node.id in RESERVED_IDS or node.id.startswith("wf_"):
+            issues.add(node.id, "this id is reserved for the workflow's own state", "rename the node")
         if node.id in seen:
             issues.add(node.id, "this id is used by more than one node", "give each node its own id")
         seen.add(node.id)
