@@ -37,10 +37,11 @@ def instruction_of(request: dict[str, Any]) -> str:
 
 
 class ByAgent:
-    """Answers each request from a per-agent queue; a callable entry decides from the request."""
+    """Answers each request by its agent: from a FIFO list, or from a function of the request
+    (for parallel items, which arrive in any order). Records (agent, instruction) pairs."""
 
-    def __init__(self, llm: ScriptedLLM, answers: dict[str, list[Any]]) -> None:
-        self.answers = {k: list(v) for k, v in answers.items()}
+    def __init__(self, llm: ScriptedLLM, answers: dict[str, list[Any] | Callable[[dict], Any]]) -> None:
+        self.answers = {k: (v if callable(v) else list(v)) for k, v in answers.items()}
         self.lock = threading.Lock()
         self.seen: list[tuple[str, str]] = []
         llm.route(self)
@@ -49,16 +50,28 @@ class ByAgent:
         agent = agent_of(request)
         with self.lock:
             self.seen.append((agent, instruction_of(request)))
-            queue = self.answers.get(agent)
-            if not queue:
-                return None
-            entry = queue[0]
-            if callable(entry):
-                answer = entry(request)
-                if answer is not None:
-                    return answer
-                return None
-            return queue.pop(0)
+            entry = self.answers.get(agent)
+            if not callable(entry):
+                return entry.pop(0) if entry else None
+        return entry(request)  # outside the lock: it may wait for another request
+
+    def agents(self) -> list[str]:
+        return [agent for agent, _ in self.seen]
+
+
+def by_item(table: dict[str, Any]) -> Callable[[dict], Any]:
+    """Answer by which key occurs in the request's instruction (one answer per key, or a
+    list consumed in order for repeated requests of the same item)."""
+    lists = {k: list(v) if isinstance(v, list) else [v] for k, v in table.items()}
+
+    def answer(request: dict[str, Any]) -> Any:
+        text = instruction_of(request)
+        for key, queue in lists.items():
+            if key in text and queue:
+                return queue.pop(0) if len(queue) > 1 else queue[0]
+        return None
+
+    return answer
 
 
 def as_json(value: Any) -> str:

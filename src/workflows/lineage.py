@@ -99,7 +99,7 @@ def tree_lines(tree: dict[str, Any] | None) -> list[str]:
         if rec.get("kind"):
             where.append(rec["kind"])
         if rec.get("group_id"):
-            where.append(f"in {rec['group_id']}")
+            where.append(f"{'joins' if rec['role'] == 'merge' else 'in'} {rec['group_id']}")
         label = f"{node['execution_id']} [{rec['role']}{', ' + ', '.join(where) if where else ''}] {rec['status']}"
         if node["repeated"]:
             text = f"{label} (shown above)"

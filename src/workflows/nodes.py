@@ -387,6 +387,8 @@ class WorkflowNode:
             result = {"status": "cancelled", "output": None, "error": CANCELLED}
         else:
             result, recorded = await self._run_kind(x, runtime, schema=node.output_schema, cancel=cancel)
+            if not branch:
+                recorded = {"item": task["item"], **(recorded or {})}
         status = result["status"]
         if status == "cancelled":
             return await self._finish(x, runtime, status=status, error=result.get("error"),

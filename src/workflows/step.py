@@ -198,20 +198,28 @@ async def run_step(
                         result = update["result"]
         return result or {"status": "failed", "output": None, "error": "the step ended without a result"}
 
-    if cancel is None:
-        return await consume()
-    if cancel.is_set():
+    if cancel is not None and cancel.is_set():
         return {"status": "cancelled", "output": None, "error": "another path finished first"}
+    # The nested run is a task of its own, stopped explicitly: when LangGraph cancels this
+    # node (a sibling failed, the run was cancelled) the nested graph's running tasks would
+    # otherwise outlive it (a model stream left open).
     work = asyncio.ensure_future(consume())
-    stop = asyncio.ensure_future(cancel.wait())
+    stop = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
     try:
-        await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({work, stop} - {None}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        await _stop(work)
+        raise
     finally:
-        stop.cancel()
-        if not work.done():
-            work.cancel()  # closes the nested run: its model stream or tool is cancelled
-            with contextlib.suppress(asyncio.CancelledError):
-                await work
-    if work.cancelled():
+        if stop is not None:
+            stop.cancel()
+    if not work.done():  # the branch was won by another path
+        await _stop(work)
         return {"status": "cancelled", "output": None, "error": "another path finished first"}
     return work.result()
+
+
+async def _stop(work: asyncio.Future[Any]) -> None:
+    work.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await work
