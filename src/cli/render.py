@@ -110,6 +110,8 @@ def summary(event: Event) -> str:
             return f"{d.get('status')}" + (f": {short(d.get('error'))}" if d.get("error") else "")
         case "artifact_created" | "artifact_updated":
             return f"{d.get('artifact_id')} v{d.get('version')} {short(d.get('title'), 60)}"
+        case "workflow_node_start" | "workflow_node_complete":
+            return f"{d.get('execution')} {d.get('status', d.get('role'))} {short(d.get('error') or d.get('output_summary') or '', 60)}"
         case "complete":
             return f"{d.get('outcome')} · {closing_line(d)} · {short(d.get('response'), 60)!r}"
         case "cancelled":
@@ -270,6 +272,15 @@ class LiveRenderer:
         self._line(
             event, f"◆ artifact {d.get('artifact_id')} updated → v{d.get('version')}", "yellow"
         )
+
+    def _on_workflow_node_start(self, event: Event) -> None:
+        self._line(event, f"▶ {event.data.get('execution')} [{event.data.get('role')}]", "bold")
+
+    def _on_workflow_node_complete(self, event: Event) -> None:
+        d = event.data
+        detail = f": {short(d.get('error'))}" if d.get("error") else f" → {short(d.get('output_summary'), 80)}"
+        self._line(event, f"{'✓' if d.get('status') == 'ok' else '✗'} {d.get('execution')} {d.get('status')}{detail}",
+                   "green" if d.get("status") == "ok" else "yellow")
 
     def _on_complete(self, event: Event) -> None:
         self._close_stream()

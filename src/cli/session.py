@@ -68,6 +68,10 @@ class Session:
         stream = self.controller.stream_execute(content, conversation_id, parent)
         return await self._guarded(self._drive(stream))
 
+    async def run_stream(self, stream: AsyncIterator[Event]) -> int:
+        """Drive a stream that starts a run (a workflow), answering its pauses as `run` does."""
+        return await self._guarded(self._drive(stream))
+
     async def resume(
         self, message_id: str, decide: Callable[[list[dict[str, Any]]], ResumeData | None]
     ) -> int:

@@ -172,3 +172,10 @@ async def run_workflow(
     finally:
         if cancel_on_exit and not finished:
             await controller.cancel(ids["message_id"])
+
+
+async def lineage_of(controller: ExecutionController, message_id: str) -> list[dict[str, Any]]:
+    """A workflow run's node executions (NotFoundError for an unknown message)."""
+    if await controller.store.get_message(message_id) is None:
+        raise NotFoundError(f"message {message_id} not found")
+    return await controller.store.lineage(message_id)

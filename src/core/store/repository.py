@@ -671,9 +671,10 @@ class AppStore:
         return {**row, "input": _loads(row["input"])}
 
     async def list_workflow_runs(
-        self, workflow: str | None = None, *, limit: int = 20, offset: int = 0
+        self, workflow: str | None = None, *, user_id: str | None = None, limit: int = 20,
+        offset: int = 0,
     ) -> list[dict[str, Any]]:
-        """Newest first, joined with their message's status."""
+        """Newest first, joined with their message's status; only `user_id`'s when given."""
         query = (
             sa.select(
                 t.workflow_runs.c.message_id, t.workflow_runs.c.conversation_id,
@@ -687,6 +688,10 @@ class AppStore:
         )
         if workflow is not None:
             query = query.where(t.workflow_runs.c.workflow == workflow)
+        if user_id is not None:
+            query = query.join(
+                t.conversations, t.conversations.c.id == t.workflow_runs.c.conversation_id
+            ).where(t.conversations.c.user_id == user_id)
         async with self.engine.connect() as conn:
             rows = (await conn.execute(query)).mappings().all()
         return [{**r, "input": _loads(r["input"])} for r in rows]
