@@ -42,6 +42,7 @@ from .templates import TemplateError, render, to_text
 from .topology import Topology
 
 CANCELLED = "another path finished first"
+DEFAULT_TURNS = 8
 
 
 @dataclass
@@ -56,6 +57,12 @@ class Exec:
     context: dict[str, Any]
     task: dict[str, Any] | None = None  # the Send payload, for nodes inside a split/branch
     visits: dict[str, int] = field(default_factory=dict)
+
+
+def _note(result: dict[str, Any]) -> dict[str, Any] | None:
+    """Extra facts for `workflow_node_complete`: a repaired answer, a group's outcome."""
+    note = {k: result[k] for k in ("repaired", "outcome") if result.get(k)}
+    return note or None
 
 
 def _group_event(runtime: Runtime[RunContext], group: str) -> asyncio.Event:
@@ -168,6 +175,16 @@ class WorkflowNode:
                 recorded: Any = {"agent": node.agent, "instruction": instruction}
                 prompt = instruction + (schema_prompt(schema, labels) if schema else "")
                 task.update(agent=node.agent, instruction=prompt, schema=schema)
+            elif node.kind == "group":
+                instruction = to_text(render(node.instruction, x.context))
+                recorded = {"agents": list(node.agents or ()), "mode": node.mode or "handoff",
+                            "instruction": instruction}
+                agents = runtime.context.services.agents
+                members = list(node.agents or ())
+                task.update(instruction=instruction, agents=members, mode=node.mode or "handoff",
+                            moderator=node.moderator, max_turns=node.max_turns or DEFAULT_TURNS,
+                            targets={a: [t for t in agents[a].handoffs if t in members] for a in members},
+                            descriptions={a: agents[a].description for a in members})
             else:
                 arguments = render(node.arguments or {}, x.context)
                 recorded = {"tool": node.tool, "arguments": arguments}
@@ -192,7 +209,7 @@ class WorkflowNode:
         result, recorded = await self._run_kind(x, runtime, schema=self.node.output_schema)
         return await self._finish(x, runtime, status=result["status"], output=result.get("output"),
                                   error=result.get("error"), input=recorded, extra=self._came_from(x),
-                                  note={"repaired": True} if result.get("repaired") else None)
+                                  note=_note(result))
 
     async def _decision(self, x: Exec, state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
         node = self.node
@@ -409,5 +426,4 @@ class WorkflowNode:
             if branch and status == "ok" and cancel is not None:
                 cancel.set()  # first success: cancel the other paths at once
         return await self._finish(x, runtime, status=status, output=output, error=result.get("error"),
-                                  input=recorded, extra=extra, step=step,
-                                  note={"repaired": True} if result.get("repaired") else None)
+                                  input=recorded, extra=extra, step=step, note=_note(result))

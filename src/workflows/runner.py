@@ -38,10 +38,10 @@ def workflows_dir(services: Services) -> Path:
     return Path(services.settings.config_dir) / "workflows"
 
 
-def known(services: Services) -> tuple[set[str], dict[str, Any]]:
-    """Agent names and tool argument schemas a workflow may use."""
+def known(services: Services) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Agents and tool argument schemas a workflow may use."""
     tools = {name: services.tools.get(name).json_schema() for name in services.tools.names()}  # type: ignore[union-attr]
-    return set(services.agents), tools
+    return dict(services.agents), tools
 
 
 def validate_spec(services: Services, spec: WorkflowSpec) -> list[WorkflowIssue]:

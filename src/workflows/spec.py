@@ -54,7 +54,7 @@ class NodeSpec(BaseModel):
     id: str = Field(pattern=ID_PATTERN)
     role: Role
     description: str = ""
-    kind: Literal["agent", "tool"] | None = None
+    kind: Literal["agent", "tool", "group"] | None = None
     agent: str | None = None
     tool: str | None = None
     instruction: str | None = None
@@ -67,6 +67,10 @@ class NodeSpec(BaseModel):
     route_on: str | None = None  # decision without an agent: the value that names the label
     fallback: str | None = None  # decision: label taken when the chosen loop is exhausted
     output: Any = None  # exit: template of the workflow's output
+    agents: tuple[str, ...] | None = None  # group: its members, in speaking order
+    mode: Literal["handoff", "order", "moderator"] | None = None  # group: who speaks next
+    moderator: str | None = None  # group in moderator mode: the agent that picks
+    max_turns: int | None = Field(None, ge=1, le=100)  # group: turns before outcome max_turns
 
 
 class EdgeSpec(BaseModel):

@@ -189,7 +189,10 @@ async def run_step(
 
     async def consume() -> dict[str, Any]:
         result: dict[str, Any] | None = None
-        async for mode, chunk in STEP_GRAPH.astream({"task": task}, stream_mode=["custom", "updates"]):
+        graph = STEP_GRAPH
+        if task["kind"] == "group":
+            from .group import GROUP_GRAPH as graph
+        async for mode, chunk in graph.astream({"task": task}, stream_mode=["custom", "updates"]):
             if mode == "custom":
                 runtime.stream_writer(chunk)
             elif isinstance(chunk, dict):

@@ -25,7 +25,8 @@ from .topology import Topology, analyse
 
 # Fields each role/kind may use (beyond id, role, description, on_failure).
 _KIND_FIELDS = {"agent": {"agent", "instruction", "output_schema"},
-                "tool": {"tool", "arguments", "output_schema"}}
+                "tool": {"tool", "arguments", "output_schema"},
+                "group": {"agents", "mode", "moderator", "max_turns", "instruction"}}
 _ROLE_FIELDS = {
     "start": set(),
     "linear": set(),
@@ -49,12 +50,14 @@ class _Issues(list[WorkflowIssue]):
 
 
 def validate_workflow(
-    spec: WorkflowSpec, *, agents: Iterable[str], tools: Iterable[str] | Mapping[str, Any]
+    spec: WorkflowSpec, *, agents: Iterable[str] | Mapping[str, Any],
+    tools: Iterable[str] | Mapping[str, Any],
 ) -> tuple[list[WorkflowIssue], Topology]:
     """Every problem found (empty when the workflow is valid) and the graph's topology.
 
-    `tools` are tool names, or a mapping of names to argument JSON Schemas (then tool steps'
-    argument names are checked too)."""
+    `agents` are names, or a mapping of names to `AgentSpec`s (then group members' handoffs
+    are checked too); `tools` are names, or a mapping of names to argument JSON Schemas (then
+    tool steps' argument names are checked too)."""
     issues = _Issues(spec.source or f"workflow '{spec.name}'")
     agent_names, tool_names = set(agents), set(tools)
     tool_schemas = tools if isinstance(tools, Mapping) else {}
@@ -64,6 +67,8 @@ def validate_workflow(
     _check_shape(topo, issues)
     for node in spec.nodes:
         _check_fields(node, issues, agent_names, tool_names)
+        if node.kind == "group":
+            _check_group(node, issues, agents if isinstance(agents, Mapping) else {}, agent_names)
         if node.kind == "tool" and node.tool in tool_schemas:
             _check_arguments(node, tool_schemas[node.tool], issues)
     _check_schemas(spec, issues)
@@ -77,7 +82,8 @@ def validate_workflow(
 
 
 def check_workflow(
-    spec: WorkflowSpec, *, agents: Iterable[str], tools: Iterable[str] | Mapping[str, Any]
+    spec: WorkflowSpec, *, agents: Iterable[str] | Mapping[str, Any],
+    tools: Iterable[str] | Mapping[str, Any],
 ) -> Topology:
     """Validate and return the topology; raise `WorkflowValidationError` listing every problem."""
     issues, topo = validate_workflow(spec, agents=agents, tools=tools)
@@ -219,6 +225,44 @@ def _check_fields(node: NodeSpec, issues: _Issues, agents: set[str], tools: set[
         elif node.tool not in tools:
             issues.add(node.id, f"unknown tool '{node.tool}'",
                        f"use one of: {', '.join(sorted(tools - NOT_TOOL_STEPS))}")
+
+
+def _check_group(node: NodeSpec, issues: _Issues, specs: Mapping[str, Any], names: set[str]) -> None:
+    if node.role != "linear":
+        issues.add(node.id, f"a group runs as a step: it must be a linear node, not {node.role}",
+                   "use role: linear (put a decision after it to route on its outcome)")
+    members = list(node.agents or ())
+    if not members:
+        issues.add(node.id, "kind: group needs agents: the members, in speaking order", "add agents: [a, b]")
+    for name in dict.fromkeys(members):
+        if name not in names:
+            issues.add(node.id, f"unknown agent '{name}' in agents",
+                       f"use one of: {', '.join(sorted(names)) or 'none'} (files in config/agents/)")
+    if not node.instruction:
+        issues.add(node.id, "kind: group needs an instruction (what the group works on)", "add instruction:")
+    mode = node.mode or "handoff"
+    if mode == "moderator":
+        if not node.moderator:
+            issues.add(node.id, "mode: moderator needs moderator: the agent that picks the next speaker",
+                       "add moderator:")
+        elif node.moderator not in names:
+            issues.add(node.id, f"unknown moderator '{node.moderator}'", f"use one of: {', '.join(sorted(names))}")
+    elif node.moderator:
+        issues.add(node.id, f"moderator is only used in mode: moderator (this group uses {mode})",
+                   "remove moderator, or set mode: moderator")
+    if mode in ("order", "moderator") and len(set(members)) < 2:
+        issues.add(node.id, f"mode {mode} needs at least two different agents", "add members")
+    for name in dict.fromkeys(members):
+        agent = specs.get(name)
+        if agent is None or not agent.handoffs:
+            continue
+        if "handoff" not in agent.tools:
+            issues.add(node.id, f"'{name}' declares handoffs but cannot call the handoff tool",
+                       f"add handoff to tools: in {agent.source or name}")
+        for target in agent.handoffs:  # targets outside this group are simply not offered here
+            if target not in names:
+                issues.add(node.id, f"'{name}' may hand over to '{target}', which is not an agent",
+                           f"fix handoffs: in {agent.source or name}")
 
 
 def _check_arguments(node: NodeSpec, schema: Any, issues: _Issues) -> None:
