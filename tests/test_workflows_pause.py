@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,49 @@ async def test_deny_one_item_and_fail_the_denied_tool_step(make_controller, conf
     assert result.status == "failed"
     assert "workflow node 'stamp' failed: the user denied this tool call" in result.error
     assert lines(journal) == ["a"]
+
+
+RACE = """
+name: race
+nodes:
+  - {id: start, role: start}
+  - {id: fork, role: branch}
+  - {id: careful, role: linear, kind: agent, agent: scribe, instruction: "Record a"}
+  - {id: quick, role: linear, kind: agent, agent: fast, instruction: "answer"}
+  - {id: first, role: merge}
+  - {id: done, role: exit}
+edges:
+  - {from: start, to: fork}
+  - {from: fork, to: careful}
+  - {from: fork, to: quick}
+  - {from: careful, to: first}
+  - {from: quick, to: first}
+  - {from: first, to: done}
+"""
+
+
+async def test_a_losing_branch_path_is_never_asked_for_approval(make_controller, tmp_path, llm, journal):
+    config = workflow_config(
+        tmp_path, {"race": RACE}, agents={"scribe": ["append_line"], "fast": []},
+        yaml_text="plugins: [journal_tools]\n", plugin_files={"journal_tools.py": PLUGIN},
+    )
+    controller = await make_controller(config_dir=config)
+    a_answered = threading.Event()
+
+    def scribe_answer(request):
+        a_answered.set()
+        return ToolCalls([Call("append_line", {"text": "a"})])
+
+    def fast_answer(request):
+        a_answered.wait(10)  # the careful path asks for approval first, then this one wins
+        return Text("quick answer", chunk_size=1, chunk_delay=0.02)
+
+    ByAgent(llm, {"scribe": scribe_answer, "fast": fast_answer})
+    events = [e async for e in controller.run_workflow("race", {})]
+    assert events[-1].type == "complete" and events[-1].data["response"] == "quick answer"
+    assert "permission_request" not in [e.type for e in events]
+    records = {r["execution_id"]: r for r in await controller.store.lineage(events[0].message_id)}
+    assert records["careful#1[0]"]["status"] == "cancelled" and records["first#1"]["parents"] == ["quick#1[1]"]
+    assert lines(journal) == []
+    message = await controller.store.get_message(events[0].message_id)
+    assert message["status"] == "completed" and message["waiting_for"] is None

@@ -333,3 +333,47 @@ async def test_lineage_tree_of_a_split_and_merge(make_controller, tmp_path, llm)
     assert lines[2] == '   ├─ work#1[0] [linear, agent, in fan#1] ok → A'
     assert lines[-1] == '      └─ fan#1 [split] ok (shown above)'
     assert any(line.endswith('start#1 [start] ok → {"items": ["a", "b"]}') for line in lines)
+
+
+TOOL_DECISION = """
+name: gate
+nodes:
+  - {id: start, role: start}
+  - id: check
+    role: decision
+    kind: tool
+    tool: measure
+    arguments: {text: "{{ input.text }}"}
+    output_schema: {type: object, properties: {size: {enum: [short, long]}}, required: [size]}
+    route_on: "{{ output.size }}"
+  - {id: brief, role: linear, kind: agent, agent: writer, instruction: "Expand {{ input.text }}", on_failure: continue}
+  - {id: summary, role: linear, kind: agent, agent: writer, instruction: "Shorten {{ input.text }}"}
+  - {id: done, role: exit}
+edges:
+  - {from: start, to: check}
+  - {from: check, to: brief, label: short}
+  - {from: check, to: summary, label: long}
+  - {from: brief, to: done}
+  - {from: summary, to: done}
+"""
+
+
+async def test_tool_decision_routes_on_its_output_and_continue_on_failure(make_controller, tmp_path, llm):
+    from artifactflow import tool
+
+    @tool
+    def measure(text: str) -> dict:
+        """Say whether a text is short or long."""
+        return {"size": "short" if len(text) < 10 else "long", "chars": len(text)}
+
+    config = workflow_config(tmp_path, {"gate": TOOL_DECISION}, agents={"writer": []})
+    controller = await make_controller(config_dir=config, extra_tools=[measure])
+    ByAgent(llm, {"writer": [Error(400, "model refused")]})
+    events = await run(controller, "gate", {"text": "hi"})
+    assert events[-1].type == "complete" and events[-1].data["response"] == ""
+    records = {r["execution_id"]: r for r in await controller.store.lineage(events[0].message_id)}
+    assert records["check#1"]["output"] == {"choice": "short"}
+    assert records["check#1"]["input"]["arguments"] == {"text": "hi"} and records["check#1"]["input"]["value"] == "short"
+    assert records["brief#1"]["status"] == "failed" and "model refused" in records["brief#1"]["error"]
+    assert records["done#1"]["parents"] == ["brief#1"] and records["done#1"]["output"] is None
+    assert [e.data["tool"] for e in events if e.type == "tool_start"] == ["measure"]

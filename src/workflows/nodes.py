@@ -12,7 +12,8 @@ node, a list of `Send`s, or a decision label (see `compile.py`).
   from `route_on`; loop edges count their uses and fall back when exhausted.
 - split: fans out over a list, one `Send` per item; the merge waits for every item.
 - branch: clones its input into one `Send` per path; the first path to succeed wins and the
-  others are cancelled (a running model call is cancelled; later steps of a lost path stop).
+  others are cancelled (a running model call is cancelled; later steps of a lost path stop; a
+  path that paused for approval in the same step is dropped rather than asked, see `Race`).
 - merge: joins `wf_groups` results by strategy (list, concatenate, an agent, or first).
 - exit: the workflow's output; `graph_response` is what the controller stores.
 
@@ -28,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from langgraph.errors import GraphInterrupt
 from langgraph.graph import END
 from langgraph.runtime import Runtime
 
@@ -65,10 +67,43 @@ def _note(result: dict[str, Any]) -> dict[str, Any] | None:
     return note or None
 
 
-def _group_event(runtime: Runtime[RunContext], group: str) -> asyncio.Event:
-    """Set when a branch group has a winner; lives as long as this run segment."""
-    registry = runtime.context.__dict__.setdefault("_workflow_groups", {})
-    return registry.setdefault(group, asyncio.Event())
+class Race:
+    """The paths of one branch racing in this process (lives as long as the run segment).
+
+    `won` is set by the first path to succeed: paths still running are cancelled. A path that
+    pauses for permission first waits until the race is decided: if another path wins, its
+    pause is dropped (it lost; nobody needs to approve its tool); if every other path has
+    finished or paused too, the pause stands.
+    """
+
+    def __init__(self) -> None:
+        self.won = asyncio.Event()
+        self.running = 0
+        self.changed = asyncio.Event()
+
+    def enter(self) -> None:
+        self.running += 1
+
+    def leave(self) -> None:
+        self.running -= 1
+        self.changed.set()
+
+    async def decided_by_another(self) -> bool:
+        """After this path paused: True once another path won, False once none is running."""
+        while not self.won.is_set() and self.running > 0:
+            self.changed.clear()
+            waiters = {asyncio.ensure_future(self.won.wait()), asyncio.ensure_future(self.changed.wait())}
+            try:
+                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in waiters:
+                    waiter.cancel()
+        return self.won.is_set()
+
+
+def _race(runtime: Runtime[RunContext], group: str) -> Race:
+    registry = runtime.context.__dict__.setdefault("_workflow_races", {})
+    return registry.setdefault(group, Race())
 
 
 class WorkflowNode:
@@ -310,7 +345,7 @@ class WorkflowNode:
         scope = self.topo.scopes[self.node.id]
         outputs = state.get("wf_outputs") or {}
         value = outputs.get(node_of(x.parents[0])) if x.parents else None
-        _group_event(runtime, x.execution)
+        _race(runtime, x.execution)
         group = {"kind": "branch", "count": len(scope.chains), "results": {}}
         sends = [[chain[0], self._payload(x, i, None, state=state)] for i, chain in enumerate(scope.chains)]
         return await self._finish(x, runtime, status="ok", output=value, input=value,
@@ -353,7 +388,7 @@ class WorkflowNode:
                 return await self._finish(x, runtime, status="failed", error="every path of the branch failed",
                                           extra=closed, step={"goto": self.successor})
             winner = wins[0]
-            _group_event(runtime, group_id).set()  # stop the paths still running
+            _race(runtime, group_id).won.set()  # stop the paths still running
             x.parents = [winner["execution"]]
             closed["wf_groups"][group_id]["winner"] = winner.get("index")
             return await self._finish(x, runtime, status="ok", output=winner["output"],
@@ -383,6 +418,26 @@ class WorkflowNode:
 
     # --- inside a split or branch ------------------------------------------------------------
 
+    async def _race_step(self, x: Exec, runtime: Runtime[RunContext], race: Race, last: bool) -> tuple[dict[str, Any], Any]:
+        """A branch path's step: cancelled when another path wins; its first success wins."""
+        race.enter()
+        paused = False
+        try:
+            try:
+                result, recorded = await self._run_kind(x, runtime, schema=self.node.output_schema, cancel=race.won)
+            except GraphInterrupt:
+                paused = True
+                race.leave()  # paused paths no longer hold the race open
+                if await race.decided_by_another():
+                    return {"status": "cancelled", "output": None, "error": CANCELLED}, None
+                raise
+            if last and result["status"] == "ok":
+                race.won.set()  # first success: cancel the other paths at once
+            return result, recorded
+        finally:
+            if not paused:
+                race.leave()
+
     async def _scoped(self, task: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
         node = self.node
         base = task["base"]
@@ -394,7 +449,9 @@ class WorkflowNode:
         x = Exec(f"{node.id}#{task['iteration']}[{task['index']}]", task["iteration"], task["group"],
                  task["index"], list(task["parents"]), context, task=task)
         branch = self.topo.scopes[task["opener"]].kind == "branch"
-        cancel = _group_event(runtime, task["group"]) if branch else None
+        race = _race(runtime, task["group"]) if branch else None
+        cancel = race.won if race is not None else None
+        last = self.topo.next_in_chain(node.id) is None
         recorded: Any = {"item": task["item"]} if not branch else None
         if task.get("skip"):
             self._emit(runtime, "workflow_node_start", self._start_data(x))
@@ -403,7 +460,8 @@ class WorkflowNode:
             self._emit(runtime, "workflow_node_start", self._start_data(x))
             result = {"status": "cancelled", "output": None, "error": CANCELLED}
         else:
-            result, recorded = await self._run_kind(x, runtime, schema=node.output_schema, cancel=cancel)
+            result, recorded = await self._race_step(x, runtime, race, last) if race else \
+                await self._run_kind(x, runtime, schema=node.output_schema)
             if not branch:
                 recorded = {"item": task["item"], **(recorded or {})}
         status = result["status"]
@@ -423,7 +481,5 @@ class WorkflowNode:
                       "index": task["index"], "finished_at": time.time()}
             step = {"goto": self.topo.scopes[task["opener"]].merge}
             extra = {"wf_groups": {task["group"]: {"results": {str(task["index"]): report}}}}
-            if branch and status == "ok" and cancel is not None:
-                cancel.set()  # first success: cancel the other paths at once
         return await self._finish(x, runtime, status=status, output=output, error=result.get("error"),
                                   input=recorded, extra=extra, step=step, note=_note(result))
