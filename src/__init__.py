@@ -38,6 +38,16 @@ from .tools.base import Permission, Tool, ToolResult  # noqa: E402
 from .tools.context import ToolContext  # noqa: E402
 from .tools.decorator import tool  # noqa: E402
 from .tools.registry import ToolRegistry  # noqa: E402
+from .workflows import (  # noqa: E402
+    WorkflowIssue,
+    WorkflowNodeError,
+    WorkflowSpec,
+    WorkflowValidationError,
+    check_workflow,
+    load_workflow_file,
+    to_mermaid,
+    validate_workflow,
+)
 
 __version__ = "0.1.0"
 
@@ -68,8 +78,16 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "UserError",
+    "WorkflowIssue",
+    "WorkflowNodeError",
+    "WorkflowSpec",
+    "WorkflowValidationError",
+    "check_workflow",
     "create_initial_state",
     "load_settings",
+    "load_workflow_file",
     "merge_agent_response_to_state",
+    "to_mermaid",
     "tool",
+    "validate_workflow",
 ]

@@ -377,3 +377,19 @@ async def test_tool_decision_routes_on_its_output_and_continue_on_failure(make_c
     assert records["brief#1"]["status"] == "failed" and "model refused" in records["brief#1"]["error"]
     assert records["done#1"]["parents"] == ["brief#1"] and records["done#1"]["output"] is None
     assert [e.data["tool"] for e in events if e.type == "tool_start"] == ["measure"]
+
+
+async def test_leaving_the_stream_cancels_the_run_and_its_items(make_controller, tmp_path, llm):
+    config = workflow_config(tmp_path, {"fanout": SPLIT.replace("POLICY", "fail")}, agents={"worker": []})
+    controller = await make_controller(config_dir=config)
+    ByAgent(llm, {"worker": lambda request: SLOW})
+    stream = controller.run_workflow("fanout", {"items": ["a", "b"]})
+    async for event in stream:
+        if event.type == "llm_chunk":
+            break  # both items are streaming (or about to): leave early
+    await stream.aclose()
+    message = await controller.store.get_message(event.message_id)
+    assert message["status"] == "cancelled"
+    assert (await controller.events(event.message_id))[-1].type == "cancelled"
+    assert await eventually(lambda: llm.disconnects >= 1)
+    assert [t for t in asyncio.all_tasks() if t.get_name() == "agent"] == []  # no nested step left
