@@ -1,11 +1,13 @@
 """Workflows: YAML DAGs of agent and tool steps, compiled to LangGraph.
 
 A workflow file (`config/workflows/*.yaml`) declares nodes with one of seven roles and the
-edges between them. It is parsed (`spec`), checked as a whole before anything runs
-(`validate`, on the shape computed by `topology`), drawn (`mermaid`), and compiled to a
-LangGraph `StateGraph` (`compile`) that runs through the same controller, tool node,
-permission interrupts, checkpoints and event log as a chat run. Every node execution is
-recorded with its parents (`lineage`).
+edges between them. It is parsed (`spec`, `templates`), checked as a whole before anything
+runs (`validate`, `references`, on the shape computed by `topology`), drawn (`mermaid`), and
+compiled to a LangGraph `StateGraph` (`compile`; role semantics in `nodes`, branch races in
+`race`) whose agent, tool and group steps are nested graphs on the chat graph's subagent step
+and shared tool node (`step`, `group`). `runner` starts runs through the controller's own run
+driver, so pauses, resumes, checkpoints and the event log work as for a chat run. Every node
+execution is recorded with its parents (`lineage`).
 """
 
 from __future__ import annotations

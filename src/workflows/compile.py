@@ -26,11 +26,11 @@ from langgraph.types import Send
 
 from ..core.context import RunContext
 from .nodes import WorkflowNode
+from .references import template_fields
 from .spec import WorkflowSpec
 from .state import WorkflowState
 from .templates import references
 from .topology import Topology
-from .validate import _template_fields
 
 
 def _label(state: dict[str, Any]) -> str:
@@ -52,7 +52,7 @@ def scope_refs(topo: Topology) -> dict[str, set[str]]:
         refs: set[str] = set()
         for chain in scope.chains:
             for node_id in chain:
-                for _, value in _template_fields(topo.nodes[node_id]):
+                for _, value in template_fields(topo.nodes[node_id]):
                     for _, path in references(value):
                         if path and path[0] == "nodes" and len(path) > 1 and path[1] not in topo.scope_of:
                             refs.add(path[1])

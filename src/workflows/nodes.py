@@ -37,6 +37,7 @@ from ..core.context import RunContext
 from . import lineage
 from .errors import WorkflowNodeError
 from .lineage import node_of, summary
+from .race import Race, race_for
 from .schemas import choice_schema, problems
 from .spec import NodeSpec
 from .step import run_step, schema_prompt
@@ -65,45 +66,6 @@ def _note(result: dict[str, Any]) -> dict[str, Any] | None:
     """Extra facts for `workflow_node_complete`: a repaired answer, a group's outcome."""
     note = {k: result[k] for k in ("repaired", "outcome") if result.get(k)}
     return note or None
-
-
-class Race:
-    """The paths of one branch racing in this process (lives as long as the run segment).
-
-    `won` is set by the first path to succeed: paths still running are cancelled. A path that
-    pauses for permission first waits until the race is decided: if another path wins, its
-    pause is dropped (it lost; nobody needs to approve its tool); if every other path has
-    finished or paused too, the pause stands.
-    """
-
-    def __init__(self) -> None:
-        self.won = asyncio.Event()
-        self.running = 0
-        self.changed = asyncio.Event()
-
-    def enter(self) -> None:
-        self.running += 1
-
-    def leave(self) -> None:
-        self.running -= 1
-        self.changed.set()
-
-    async def decided_by_another(self) -> bool:
-        """After this path paused: True once another path won, False once none is running."""
-        while not self.won.is_set() and self.running > 0:
-            self.changed.clear()
-            waiters = {asyncio.ensure_future(self.won.wait()), asyncio.ensure_future(self.changed.wait())}
-            try:
-                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for waiter in waiters:
-                    waiter.cancel()
-        return self.won.is_set()
-
-
-def _race(runtime: Runtime[RunContext], group: str) -> Race:
-    registry = runtime.context.__dict__.setdefault("_workflow_races", {})
-    return registry.setdefault(group, Race())
 
 
 class WorkflowNode:
@@ -345,7 +307,7 @@ class WorkflowNode:
         scope = self.topo.scopes[self.node.id]
         outputs = state.get("wf_outputs") or {}
         value = outputs.get(node_of(x.parents[0])) if x.parents else None
-        _race(runtime, x.execution)
+        race_for(runtime, x.execution)
         group = {"kind": "branch", "count": len(scope.chains), "results": {}}
         sends = [[chain[0], self._payload(x, i, None, state=state)] for i, chain in enumerate(scope.chains)]
         return await self._finish(x, runtime, status="ok", output=value, input=value,
@@ -388,7 +350,7 @@ class WorkflowNode:
                 return await self._finish(x, runtime, status="failed", error="every path of the branch failed",
                                           extra=closed, step={"goto": self.successor})
             winner = wins[0]
-            _race(runtime, group_id).won.set()  # stop the paths still running
+            race_for(runtime, group_id).won.set()  # stop the paths still running
             x.parents = [winner["execution"]]
             closed["wf_groups"][group_id]["winner"] = winner.get("index")
             return await self._finish(x, runtime, status="ok", output=winner["output"],
@@ -449,7 +411,7 @@ class WorkflowNode:
         x = Exec(f"{node.id}#{task['iteration']}[{task['index']}]", task["iteration"], task["group"],
                  task["index"], list(task["parents"]), context, task=task)
         branch = self.topo.scopes[task["opener"]].kind == "branch"
-        race = _race(runtime, task["group"]) if branch else None
+        race = race_for(runtime, task["group"]) if branch else None
         cancel = race.won if race is not None else None
         last = self.topo.next_in_chain(node.id) is None
         recorded: Any = {"item": task["item"]} if not branch else None
