@@ -38,16 +38,20 @@ from .tools.base import Permission, Tool, ToolResult  # noqa: E402
 from .tools.context import ToolContext  # noqa: E402
 from .tools.decorator import tool  # noqa: E402
 from .tools.registry import ToolRegistry  # noqa: E402
-from .workflows import (  # noqa: E402
-    WorkflowIssue,
-    WorkflowNodeError,
-    WorkflowSpec,
-    WorkflowValidationError,
-    check_workflow,
-    load_workflow_file,
-    to_mermaid,
-    validate_workflow,
-)
+
+_WORKFLOW_NAMES = frozenset({
+    "WorkflowIssue", "WorkflowNodeError", "WorkflowSpec", "WorkflowValidationError",
+    "check_workflow", "load_workflow_file", "to_mermaid", "validate_workflow",
+})
+
+
+def __getattr__(name: str) -> object:
+    """Workflow names load on first use: a chat-only program does not import the engine."""
+    if name in _WORKFLOW_NAMES:
+        from . import workflows
+
+        return getattr(workflows, name)
+    raise AttributeError(f"module 'artifactflow' has no attribute {name!r}")
 
 __version__ = "0.1.0"
 
