@@ -16,7 +16,7 @@ run: setup
 
 test: setup
 	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -rs -p no:cacheprovider
 
 bench: setup
 	$(BIN)/python benchmarks/storage_and_overhead.py

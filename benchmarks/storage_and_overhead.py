@@ -29,7 +29,7 @@ from langgraph.graph import END, START, StateGraph
 os.environ.setdefault("OPENAI_API_KEY", "benchmark-no-network")
 
 from artifactflow import ExecutionController, load_settings, tool  # noqa: E402
-from artifactflow.agents.llm import LLMClient, LLMResponse  # noqa: E402
+from artifactflow.agents.model import ModelRequest, Reply, ScriptedModel, ToolCall, Usage  # noqa: E402
 
 PAYLOAD_BYTES = 4096
 WORDS = ["".join(random.Random(i).choices(string.ascii_lowercase, k=random.Random(i).randint(2, 9))) for i in range(2000)]
@@ -53,22 +53,17 @@ def fetch_page(n: int) -> str:
     return payload(n)
 
 
-class InstantModel(LLMClient):
+def instant_model(rounds: int) -> ScriptedModel:
     """Answers at once: `rounds` tool calls, then a final text."""
 
-    def __init__(self, rounds: int) -> None:
-        super().__init__(load_settings().llm)
-        self.rounds = rounds
-        self.calls = 0
+    def answer(request: ModelRequest) -> Reply:
+        n = sum(1 for m in request.messages if m.get("role") == "tool")
+        if n < rounds:
+            call = ToolCall("fetch_page", {"n": n}, id=f"call_{n}")
+            return Reply(tool_calls=[call], usage=Usage(10, 5), model="instant")
+        return Reply("done", usage=Usage(10, 1), model="instant")
 
-    async def complete(self, model: Any, messages: list[dict[str, Any]], tools: Any = None,
-                       on_delta: Any = None, agent: str | None = None) -> LLMResponse:
-        self.calls += 1
-        n = sum(1 for m in messages if m.get("role") == "tool")
-        if n < self.rounds:
-            call = {"id": f"call_{n}", "name": "fetch_page", "arguments": f'{{"n": {n}}}'}
-            return LLMResponse("", [call], "instant", 10, 5)
-        return LLMResponse("done", [], "instant", 10, 1)
+    return ScriptedModel(function=answer)
 
 
 def write_config(root: Path) -> Path:
@@ -90,10 +85,10 @@ async def ours(rounds: int, root: Path) -> dict[str, float]:
     settings = load_settings(config, root / "data")
     controller = await ExecutionController.open(settings, extra_tools=[fetch_page])
     # warm up connections and code paths; its checkpoints are deleted as usual
-    controller.services.llm = InstantModel(1)
+    controller.services.use_model(instant_model(1))
     await controller.execute("warm-up")
     settings.checkpoints.keep_completed = True  # measure what a run leaves before cleanup
-    controller.services.llm = InstantModel(rounds)
+    controller.services.use_model(instant_model(rounds))
     data = root / "data"
     async with controller.store.engine.connect() as conn:
         await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -168,7 +163,7 @@ async def growth(messages: int, rounds: int, root: Path) -> list[tuple[int, int]
     points: list[tuple[int, int]] = []
     try:
         for i in range(1, messages + 1):
-            controller.services.llm = InstantModel(rounds)
+            controller.services.use_model(instant_model(rounds))
             result = await controller.execute(f"message {i}")
             assert result.status == "completed"
             if i % max(1, messages // 4) == 0:

@@ -1,8 +1,8 @@
 """A scripted research run, offline: the lead plans, two subagents research in parallel, the
 lead writes a report artifact.
 
-The "model" is the scripted OpenAI-compatible server the tests use, started on 127.0.0.1, so
-this runs anywhere without a key. Usage:
+The "model" is `artifactflow.testing.ScriptedLLM`, a scripted OpenAI-compatible server started
+on 127.0.0.1, so this runs anywhere without a key. Usage:
 
     .venv/bin/python examples/research_demo.py --data-dir /tmp/af-demo
 
@@ -14,15 +14,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 import threading
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from scripted_llm import Call, Delay, ScriptedLLM, Text, ToolCalls  # noqa: E402
-
-from artifactflow import ExecutionController, load_settings  # noqa: E402
+from artifactflow import ExecutionController, load_settings
+from artifactflow.testing import Call, Delay, ScriptedLLM, Text, ToolCalls
 
 PLAN = "# Plan\n- [ ] Survey SQLite WAL mode\n- [ ] Survey PostgreSQL MVCC\n- [ ] Write the report\n"
 REPORT = "# Concurrency report\n\n## SQLite\nWAL lets readers run beside one writer.\n\n## PostgreSQL\nMVCC gives every transaction a snapshot.\n"

@@ -1,43 +1,47 @@
 """artifactflow: a LangGraph multi-agent orchestrator.
 
 Public API: everything importable from here. Graph wiring and node functions are internal to
-`artifactflow.core`.
+`artifactflow.core`. Importing the package has no side effects (no environment variables, no
+`sys.path` edits); checkpoints are read strictly by the serializer the saver is built with.
 """
 
 from __future__ import annotations
 
-import os
-
-# Checkpoints hold plain data only; deserialize strictly (set before LangGraph is imported).
-os.environ.setdefault("LANGGRAPH_STRICT_MSGPACK", "true")
-
-from .agents.spec import AgentSpec  # noqa: E402
-from .core.context import RunContext, Services  # noqa: E402
-from .core.controller import ExecutionController, ExecutionResult  # noqa: E402
-from .core.conversations import ACTIVE_BRANCH, ConversationManager  # noqa: E402
-from .core.events import Event, EventType  # noqa: E402
-from .core.state import (  # noqa: E402
+from .agents.model import Model, ModelRequest, ModelResponse, Reply, ScriptedModel, ToolCall, Usage
+from .agents.spec import AgentSpec
+from .core.context import RunContext, Services
+from .core.controller import ExecutionController, ExecutionResult
+from .core.conversations import ACTIVE_BRANCH, ConversationManager
+from .core.event_payloads import EventData, MessageStatus, Outcome
+from .core.events import Event, EventType, TypedEvent
+from .core.state import (
     AgentState,
     ExecutionPhase,
     create_initial_state,
     merge_agent_response_to_state,
 )
-from .errors import (  # noqa: E402
+from .errors import (
     ArtifactConflictError,
     ArtifactFlowError,
     ConfigError,
+    ContextOverflowError,
+    FatalLLMError,
     InvalidResumeError,
     LLMError,
     MissingCredentialsError,
     NotFoundError,
     ResumeConflictError,
+    RetryableLLMError,
     UserError,
 )
-from .settings import Settings, load_settings  # noqa: E402
-from .tools.base import Permission, Tool, ToolResult  # noqa: E402
-from .tools.context import ToolContext  # noqa: E402
-from .tools.decorator import tool  # noqa: E402
-from .tools.registry import ToolRegistry  # noqa: E402
+from .hooks import HookError, Hooks, Refuse
+from .settings import Settings, load_settings
+from .tools.base import Permission, Tool, ToolResult
+from .tools.context import ToolContext
+from .tools.decorator import tool
+from .tools.langchain import wrap_tool
+from .tools.mcp import McpServerConfig
+from .tools.registry import ToolRegistry
 
 _WORKFLOW_NAMES = frozenset({
     "WorkflowIssue", "WorkflowNodeError", "WorkflowSpec", "WorkflowValidationError",
@@ -62,25 +66,43 @@ __all__ = [
     "ArtifactConflictError",
     "ArtifactFlowError",
     "ConfigError",
+    "ContextOverflowError",
     "ConversationManager",
     "Event",
+    "EventData",
     "EventType",
     "ExecutionController",
     "ExecutionPhase",
     "ExecutionResult",
+    "FatalLLMError",
+    "HookError",
+    "Hooks",
     "InvalidResumeError",
     "LLMError",
+    "McpServerConfig",
+    "MessageStatus",
     "MissingCredentialsError",
+    "Model",
+    "ModelRequest",
+    "ModelResponse",
     "NotFoundError",
+    "Outcome",
     "Permission",
+    "Reply",
+    "Refuse",
     "ResumeConflictError",
+    "RetryableLLMError",
     "RunContext",
+    "ScriptedModel",
     "Services",
     "Settings",
     "Tool",
+    "ToolCall",
     "ToolContext",
     "ToolRegistry",
     "ToolResult",
+    "TypedEvent",
+    "Usage",
     "UserError",
     "WorkflowIssue",
     "WorkflowNodeError",
@@ -94,4 +116,5 @@ __all__ = [
     "to_mermaid",
     "tool",
     "validate_workflow",
+    "wrap_tool",
 ]

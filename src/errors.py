@@ -52,9 +52,41 @@ class ArtifactConflictError(ArtifactFlowError):
 
 
 class LLMError(ArtifactFlowError):
-    """The model provider failed after retries, or answered something unusable."""
+    """The model provider failed after retries, or answered something unusable.
+
+    A `Model` raises one of the three subclasses, so callers can act on the kind of failure
+    without knowing the provider: retry later, shorten the context, or give up.
+    """
 
     def __init__(self, message: str, *, agent: str | None = None, retryable: bool = False):
         super().__init__(message)
         self.agent = agent
         self.retryable = retryable
+
+
+class RetryableLLMError(LLMError):
+    """A transient failure (rate limit, 5xx, timeout, lost connection).
+
+    Raised once the model's own retries are spent, or when output had already reached the
+    user (a replay would show it twice). The same request may succeed later.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        agent: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, agent=agent, retryable=True)
+        self.retry_after = retry_after
+
+
+class ContextOverflowError(LLMError):
+    """The request does not fit the model's context window: shorten the messages (compact
+    the memory, truncate tool results) or pick a model with a larger window."""
+
+
+class FatalLLMError(LLMError):
+    """The provider refused the request (bad key, unknown model, invalid request): sending it
+    again unchanged will fail again. Fix the configuration or the request."""

@@ -3,7 +3,8 @@
 The config folder is `ARTIFACTFLOW_CONFIG_DIR` (default `./config`); when that folder does not
 exist the packaged defaults are used, so the CLI works outside a checkout. Environment beats
 the YAML file (`ARTIFACTFLOW_WEB__ALLOW_PRIVATE_NETWORKS=true` sets `web.allow_private_networks`),
-and explicit keyword overrides from Python beat both.
+and explicit keyword overrides from Python beat both (validated the same way: a bad value is a
+`ConfigError` naming the field).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .errors import ConfigError
+from .hooks.config import HooksSettings, TelemetrySettings
 from .tools.base import Permission
+from .tools.mcp.config import McpServerConfig
 
 PACKAGED_CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
 
@@ -37,8 +40,12 @@ class LLMSettings(BaseModel):
     max_retries: int = Field(3, ge=0, le=10)
     backoff_base: float = Field(0.5, ge=0)
     backoff_max: float = Field(8.0, ge=0)
-    timeout: float = Field(120.0, gt=0)
+    timeout: float = Field(120.0, gt=0)  # seconds per read (connect, each streamed chunk)
     temperature: float | None = None
+    # Output bound of every model call unless the agent or its profile sets one; None: none.
+    max_output_tokens: int | None = Field(4096, ge=1)
+    # Seconds one model call may take in all (retries and streaming included); None: no limit.
+    call_deadline: float | None = Field(600.0, gt=0)
 
 
 class ToolSettings(BaseModel):
@@ -70,6 +77,26 @@ class RunSettings(BaseModel):
     lease_seconds: float = Field(30.0, gt=1)
 
 
+class ContextSettings(BaseModel):
+    """Keeping each model request inside the model's context window (see core/window)."""
+
+    compaction: bool = True  # summarize old tool rounds before a request would overflow
+    default_window: int = Field(32_768, ge=256)  # tokens, for models without `context_window`
+    compact_at: float = Field(0.8, gt=0.1, lt=1.0)  # fraction of the window that triggers it
+    keep_recent_rounds: int = Field(4, ge=1)  # newest tool rounds kept verbatim
+    summary_model: str | None = None  # profile or model name; None: the agent's own model
+    summary_max_tokens: int = Field(1024, ge=64)
+    history_share: float = Field(0.5, gt=0.0, le=1.0)  # of the compaction threshold
+    keep_recent_messages: int = Field(4, ge=0)  # conversation turns kept verbatim
+
+
+class BudgetSettings(BaseModel):
+    """Per-run limits; crossing one ends the run with outcome `budget_exceeded`."""
+
+    max_tokens: int | None = Field(None, ge=1)  # prompt + completion, all agents
+    max_cost_usd: float | None = Field(None, gt=0)  # from the model profiles' prices
+
+
 class AuthSettings(BaseModel):
     enabled: bool | None = None  # None: on unless the server binds to loopback
 
@@ -97,8 +124,13 @@ class Settings(BaseSettings):
     checkpoints: CheckpointSettings = CheckpointSettings()
     web: WebSettings = WebSettings()
     run: RunSettings = RunSettings()
+    context: ContextSettings = ContextSettings()
+    budget: BudgetSettings = BudgetSettings()
     auth: AuthSettings = AuthSettings()
     server: ServerSettings = ServerSettings()
+    hooks: HooksSettings = HooksSettings()
+    telemetry: TelemetrySettings = TelemetrySettings()
+    mcp_servers: dict[str, McpServerConfig] = {}
 
     @field_validator("permissions", mode="before")
     @classmethod
@@ -172,9 +204,38 @@ def load_settings(
     updates: dict[str, Any] = {"config_dir": folder}
     if data_dir is not None:
         updates["data_dir"] = Path(data_dir)
-    for key, value in overrides.items():
-        if value is not None:
-            updates[key] = value
-    settings = settings.model_copy(update=updates)
+    updates.update({k: v for k, v in overrides.items() if v is not None})
+    settings = _override(settings, updates)
     settings.data_dir = Path(settings.data_dir).expanduser().resolve()
     return settings
+
+
+def _override(settings: Settings, updates: Mapping[str, Any]) -> Settings:
+    """A copy of `settings` with `updates` validated like any other source (a bad value is a
+    `ConfigError` naming the field). A mapping for a section merges into it:
+    `run={"lease_seconds": 10}` keeps the section's other values."""
+    result = settings.model_copy(deep=True)
+    for key, value in updates.items():
+        if key not in Settings.model_fields:
+            known = ", ".join(sorted(Settings.model_fields))
+            raise ConfigError(f"unknown setting '{key}' (known settings: {known})")
+        current = getattr(result, key)
+        if isinstance(value, Mapping) and isinstance(current, BaseModel):
+            value = _merged(current.model_dump(), value)
+        try:
+            Settings.__pydantic_validator__.validate_assignment(result, key, value)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"]) or key
+            raise ConfigError(f"setting '{where}' (passed to load_settings): {err['msg']}") from None
+    return result
+
+
+def _merged(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out

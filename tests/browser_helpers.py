@@ -4,6 +4,7 @@ chromium driven by Playwright (never `playwright install`)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -29,7 +30,10 @@ CHROMIUM_ARGS = [
 
 def require_chromium() -> str:
     if not CHROMIUM.exists() and not shutil.which("chromium"):
-        pytest.skip("chromium not installed: apt-get install chromium")
+        reason = "chromium not installed: apt-get install chromium"
+        if os.environ.get("CI"):  # in CI a browser test that cannot run is a failure
+            pytest.fail(f"{reason} (.ci/run installs it; CI must not skip the browser tests)")
+        pytest.skip(reason)
     return str(CHROMIUM if CHROMIUM.exists() else shutil.which("chromium"))
 
 

@@ -188,7 +188,7 @@ def test_missing_credentials_exit_2_without_traceback(cli: CLI) -> None:
 
 def test_provider_that_keeps_failing_exits_1_with_one_line(cli: CLI, llm: ScriptedLLM) -> None:
     llm.route(lambda request: Error(500, "upstream exploded"))
-    result = cli.sub("run", "hi")
+    result = cli.call("run", "hi", "--no-input")  # in-process: no subprocess timeout to race
     assert result.code == 1
     assert "Traceback" not in result.out + result.err
     reason = result.err.strip().splitlines()

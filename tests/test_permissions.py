@@ -334,7 +334,13 @@ async def test_process_dies_after_approval_tool_runs_once(make_controller, confi
                 break
             await asyncio.sleep(0.02)
         assert lines(journal) == ["exactly-once"]
-        await asyncio.sleep(0.2)  # the tool node's checkpoint may or may not be written yet
+        # Kill only once the next model call has consumed the delayed reply: before that, the
+        # reply would still be queued and answer the recovery below instead.
+        for _ in range(500):
+            if llm.remaining == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert llm.remaining == 0
     finally:
         proc.kill()
         await proc.wait()

@@ -67,7 +67,7 @@ async def test_direct_handoff_passes_the_conversation(make_controller, tmp_path,
     assert "triager handed the conversation to you: invoice 42 is wrong" in billing_prompt
     assert "handoff tool with one of: triager" in billing_prompt
     handoffs = [e.data for e in events if e.type == "handoff"]
-    assert handoffs == [{"execution": "talk#1", "node": "talk", "from": "triager", "to": "billing",
+    assert handoffs == [{"execution": "talk#1", "node": "talk", "from_agent": "triager", "to_agent": "billing",
                          "message": "invoice 42 is wrong", "by": "handoff", "turn": 1}]
     triager_prompt = answers.seen[0][1]
     assert "handoff tool with one of: billing" in triager_prompt and "support" in triager_prompt
@@ -85,7 +85,7 @@ async def test_handoff_ping_pong_stops_at_max_turns_with_an_explicit_outcome(mak
     assert record["output"]["outcome"] == "max_turns" and record["output"]["turns"] == 3
     done = next(e.data for e in events if e.type == "workflow_node_complete" and e.data["node"] == "talk")
     assert done["outcome"] == "max_turns" and done["status"] == "ok"
-    assert [e.data["to"] for e in events if e.type == "handoff"] == ["billing", "triager", "billing"]
+    assert [e.data.to_agent for e in events if e.type == "handoff"] == ["billing", "triager", "billing"]
 
 
 async def test_fixed_order_runs_the_list(make_controller, tmp_path, llm):

@@ -1,10 +1,20 @@
 """Model profiles: which endpoint, key and model name an agent's `model:` field means.
 
-`config/models.yaml` maps profile names to `{base_url, api_key_env, model, params}`. An agent
+`config/models.yaml` maps profile names to `{api, base_url, api_key_env, model, params}`, plus
+what the engine must know about the model: `context_window` (tokens; unset means the
+`context.default_window` setting) and optional prices per million tokens. Three fields adapt
+the calls to the server: `max_output_tokens` (the output bound of each call; unset means
+`llm.max_output_tokens`), `tool_choice` (sent with tools; llama-cpp-python ignores tools
+without it) and `stream_tools: false` (the server cannot stream tool calls, so turns that
+offer tools are sent unstreamed). An agent
 whose `model` is not a profile name uses that string as the model name on the default
 endpoint, which is configured exactly as the OpenAI SDK is: `OPENAI_BASE_URL` and
 `OPENAI_API_KEY`. Credentials are checked when a run starts, so a missing key is a clear
 message naming the variable, never a traceback from deep inside the SDK.
+
+`api` names the provider API that serves the profile (`chat_completions`, the default);
+`agents.model.registry` maps it to a `Model` implementation, so a new provider API is a new
+module registered there, never a change to the nodes.
 """
 
 from __future__ import annotations
@@ -16,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ConfigError, MissingCredentialsError
 
@@ -27,10 +37,17 @@ class ProfileSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str
+    api: str = "chat_completions"
     base_url: str | None = None
     base_url_env: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     params: dict[str, Any] = {}
+    context_window: int | None = Field(None, ge=256)
+    input_per_mtok: float | None = Field(None, ge=0)  # USD per million prompt tokens
+    output_per_mtok: float | None = Field(None, ge=0)  # USD per million completion tokens
+    max_output_tokens: int | None = Field(None, ge=1)  # per call; None: llm.max_output_tokens
+    tool_choice: str | dict[str, Any] | None = None  # "auto", "required", "none" or a function
+    stream_tools: bool = True  # False: turns that offer tools are sent without streaming
 
 
 @dataclass(frozen=True)
@@ -42,6 +59,13 @@ class ResolvedModel:
     base_url: str | None
     api_key: str
     params: dict[str, Any] = field(default_factory=dict)
+    api: str = "chat_completions"
+    context_window: int | None = None  # None: the `context.default_window` setting applies
+    input_per_mtok: float | None = None
+    output_per_mtok: float | None = None
+    max_output_tokens: int | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    stream_tools: bool = True
 
     @property
     def client_key(self) -> tuple[str | None, str]:
@@ -49,22 +73,31 @@ class ResolvedModel:
 
 
 class ModelRegistry:
-    """Resolves agent model references against profiles and the environment."""
+    """Resolves agent model references against profiles and the environment.
+
+    `credentials_required=False` resolves without API keys (an empty key): for a process whose
+    every agent is served by one in-process model (`Services.use_model`), where no key is sent.
+    """
 
     def __init__(
         self,
         profiles: Mapping[str, ProfileSpec] | None = None,
         default_model: str | None = None,
         env: Mapping[str, str] | None = None,
+        *,
+        credentials_required: bool = True,
     ) -> None:
         self.profiles = dict(profiles or {})
         self.default_model = default_model
         self.env = os.environ if env is None else env
+        self.credentials_required = credentials_required
 
     @classmethod
     def from_file(
         cls, path: Path, default_model: str | None = None, env: Mapping[str, str] | None = None
     ) -> ModelRegistry:
+        from .model.registry import model_api_names
+
         profiles: dict[str, ProfileSpec] = {}
         if path.exists():
             try:
@@ -83,6 +116,12 @@ class ModelRegistry:
                     raise ConfigError(
                         f"{path}: profile '{name}', field '{where}': {err['msg']}"
                     ) from None
+                api = profiles[str(name)].api
+                if api not in model_api_names():
+                    raise ConfigError(
+                        f"{path}: profile '{name}', field 'api': unknown model API '{api}'; "
+                        f"known: {', '.join(model_api_names())}"
+                    )
         return cls(profiles, default_model=default_model, env=env)
 
     def resolve(self, reference: str | None) -> ResolvedModel:
@@ -92,15 +131,20 @@ class ModelRegistry:
             base_url = spec.base_url
             if spec.base_url_env:
                 base_url = self.env.get(spec.base_url_env) or base_url
-            key = self.env.get(spec.api_key_env)
-            if not key:
+            key = self.env.get(spec.api_key_env) or ""
+            if not key and self.credentials_required:
                 raise MissingCredentialsError(
                     f"model profile '{ref}' needs an API key: set {spec.api_key_env}"
                 )
-            return ResolvedModel(ref, spec.model, base_url, key, dict(spec.params))
+            return ResolvedModel(
+                ref, spec.model, base_url, key, dict(spec.params), spec.api,
+                spec.context_window, spec.input_per_mtok, spec.output_per_mtok,
+                max_output_tokens=spec.max_output_tokens, tool_choice=spec.tool_choice,
+                stream_tools=spec.stream_tools,
+            )
         base_url = self.env.get("OPENAI_BASE_URL") or None
-        key = self.env.get("OPENAI_API_KEY")
-        if not key:
+        key = self.env.get("OPENAI_API_KEY") or ""
+        if not key and self.credentials_required:
             raise MissingCredentialsError(
                 "no model endpoint configured: set OPENAI_API_KEY (and OPENAI_BASE_URL for a "
                 "non-OpenAI endpoint, e.g. http://localhost:11434/v1), or name a profile from "

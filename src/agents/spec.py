@@ -9,6 +9,9 @@ model: fast           # a profile from models.yaml or a model name; empty = ARTI
 tools: [create_artifact, call_subagent]
 subagents: [search_agent]   # lead only; default: every subagent
 max_tool_rounds: 20
+max_tokens: 200000    # optional: tokens this agent may use in one run (all its calls)
+max_output_tokens: 2048   # optional: output bound of each of its model calls
+tool_choice: auto     # optional: sent with its tools (auto, required, none)
 ---
 You are ...
 ```
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -42,6 +45,9 @@ class AgentSpec(BaseModel):
     subagents: tuple[str, ...] | None = None
     handoffs: tuple[str, ...] = ()  # agents this one may hand over to (agent groups)
     max_tool_rounds: int = Field(20, ge=1, le=1000)
+    max_tokens: int | None = Field(None, ge=1)  # budget: prompt + completion in one run
+    max_output_tokens: int | None = Field(None, ge=1)  # per call; None: the profile's
+    tool_choice: str | dict[str, Any] | None = None  # None: the profile's
     prompt: str = ""
     source: str | None = None
 

@@ -47,7 +47,7 @@ ControllerFactory = Callable[[], Awaitable[ExecutionController]]
 
 
 def _attach(app: FastAPI, controller: ExecutionController, host: str) -> None:
-    settings: Settings = controller.services.settings
+    settings: Settings = controller.settings
     state = app.state
     state.controller = controller
     state.settings = settings

@@ -20,7 +20,6 @@ from typing import Any
 from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from ..errors import NotFoundError
 from .deps import get_controller
 from .errors import ApiError
 
@@ -52,7 +51,7 @@ async def _user_for(request: Request, token: str | None) -> str | None:
             "(create one with `artifactflow token create NAME`)",
             headers={"WWW-Authenticate": "Bearer"},
         )
-    user_id = await get_controller(request).store.user_for_token(token)
+    user_id = await get_controller(request).user_for_token(token)
     if user_id is None:
         raise ApiError(
             401, "unauthorized", "invalid or revoked token", headers={"WWW-Authenticate": "Bearer"}
@@ -98,15 +97,8 @@ class RedactTokens(logging.Filter):
 async def owned_conversation(
     controller: Any, conversation_id: str, user_id: str | None
 ) -> dict[str, Any]:
-    return await controller.conversations.get(conversation_id, user_id=user_id)
+    return await controller.get_conversation(conversation_id, user_id=user_id)
 
 
 async def owned_message(controller: Any, message_id: str, user_id: str | None) -> dict[str, Any]:
-    message = await controller.store.get_message(message_id)
-    if message is not None and user_id is not None:
-        conversation = await controller.store.get_conversation(message["conversation_id"])
-        if conversation is None or conversation["user_id"] != user_id:
-            message = None
-    if message is None:
-        raise NotFoundError(f"message {message_id} not found")
-    return message
+    return await controller.get_message(message_id, user_id=user_id)

@@ -89,7 +89,7 @@ async def stream(
     cursor = last_event_id if last_event_id is not None else (after or 0)
     if (
         message["status"] != "running"
-        and await controller.store.last_event_id(message_id) <= cursor
+        and await controller.last_event_id(message_id) <= cursor
     ):
         return Response(status_code=204)  # tells EventSource to stop reconnecting
     state = request.app.state

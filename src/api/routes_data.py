@@ -6,7 +6,6 @@ import re
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from ..core.artifacts import ArtifactService
 from ..core.controller import ExecutionController
 from .auth import current_user, owned_conversation
 from .deps import MAX_INT, error_docs, get_controller
@@ -44,10 +43,8 @@ async def list_conversations(
     controller: ExecutionController = Controller,
 ) -> ConversationPage:
     """Your conversations, most recently active first."""
-    rows = await controller.conversations.list_conversations(
-        user_id=user, limit=limit, offset=offset
-    )
-    total = await controller.store.count_conversations(user_id=user)
+    rows = await controller.list_conversations(user_id=user, limit=limit, offset=offset)
+    total = await controller.count_conversations(user_id=user)
     items = [ConversationInfo(**{k: r[k] for k in ConversationInfo.model_fields}) for r in rows]
     return ConversationPage(items=items, total=total, limit=limit, offset=offset)
 
@@ -62,8 +59,7 @@ async def get_conversation(
     conversation_id: str, user: str | None = User, controller: ExecutionController = Controller
 ) -> ConversationTree:
     """The conversation as a message tree; `active` marks the current branch."""
-    await owned_conversation(controller, conversation_id, user)
-    tree = await controller.conversations.tree(conversation_id)
+    tree = await controller.conversation_tree(conversation_id, user_id=user)
     tree.pop("user_id", None)
     return ConversationTree(**tree)
 
@@ -79,12 +75,7 @@ async def delete_conversation(
 ) -> Response:
     """Delete a conversation, its messages, events, artifacts and checkpoints. Runs still in
     progress in it are cancelled first."""
-    await owned_conversation(controller, conversation_id, user)
-    for message in await controller.store.list_messages(conversation_id):
-        if message["status"] == "running":
-            await controller.cancel(message["id"])
-    for thread_id in await controller.conversations.delete(conversation_id):
-        await controller.checkpoints.delete_thread(thread_id)
+    await controller.delete_conversation(conversation_id, user_id=user)
     return Response(status_code=204)
 
 
@@ -98,7 +89,7 @@ async def list_artifacts(
     conversation_id: str, user: str | None = User, controller: ExecutionController = Controller
 ) -> ArtifactList:
     await owned_conversation(controller, conversation_id, user)
-    rows = await ArtifactService(controller.store).list(conversation_id)
+    rows = await controller.list_artifacts(conversation_id)
     return ArtifactList(
         conversation_id=conversation_id, artifacts=[ArtifactSummary(**r) for r in rows]
     )
@@ -118,9 +109,7 @@ async def get_artifact(
     controller: ExecutionController = Controller,
 ) -> ArtifactDetail:
     await owned_conversation(controller, conversation_id, user)
-    return ArtifactDetail(
-        **await ArtifactService(controller.store).get(conversation_id, artifact_id, version)
-    )
+    return ArtifactDetail(**await controller.get_artifact(conversation_id, artifact_id, version))
 
 
 @router.get(
@@ -136,7 +125,7 @@ async def artifact_versions(
     controller: ExecutionController = Controller,
 ) -> ArtifactVersions:
     await owned_conversation(controller, conversation_id, user)
-    rows = await ArtifactService(controller.store).versions(conversation_id, artifact_id)
+    rows = await controller.artifact_versions(conversation_id, artifact_id)
     return ArtifactVersions(artifact_id=artifact_id, versions=[ArtifactVersion(**r) for r in rows])
 
 
@@ -158,10 +147,9 @@ async def artifact_diff(
 ) -> ArtifactDiff:
     """Unified diff between two versions."""
     await owned_conversation(controller, conversation_id, user)
-    service = ArtifactService(controller.store)
     if to_version is None:
-        to_version = (await service.get(conversation_id, artifact_id))["version"]
-    diff = await service.diff(conversation_id, artifact_id, from_version, to_version)
+        to_version = (await controller.get_artifact(conversation_id, artifact_id))["version"]
+    diff = await controller.artifact_diff(conversation_id, artifact_id, from_version, to_version)
     return ArtifactDiff(
         artifact_id=artifact_id, from_version=from_version, to_version=to_version, diff=diff
     )
@@ -185,9 +173,7 @@ async def export_artifact(
 ) -> Response:
     """The artifact as a standalone Markdown download."""
     await owned_conversation(controller, conversation_id, user)
-    text = await ArtifactService(controller.store).export_markdown(
-        conversation_id, artifact_id, version
-    )
+    text = await controller.export_artifact(conversation_id, artifact_id, version)
     filename = re.sub(r"[^A-Za-z0-9_.-]", "_", artifact_id) or "artifact"
     return Response(
         text,

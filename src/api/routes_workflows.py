@@ -16,7 +16,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..core.controller import ExecutionController
 from ..workflows.lineage import provenance
 from ..workflows.mermaid import to_mermaid
-from ..workflows.runner import find_workflow, lineage_of, list_workflows, start_workflow
 from .auth import current_user, owned_conversation, owned_message
 from .deps import MAX_INT, api_url, error_docs, get_controller
 
@@ -109,13 +108,13 @@ class Lineage(BaseModel):
 @router.get("/workflows", response_model=WorkflowList, responses=error_docs(),
             summary="The workflows in config/workflows/, with their problems")
 async def workflows(user: str | None = User, controller: ExecutionController = Controller) -> WorkflowList:
-    return WorkflowList(items=[WorkflowInfo(**w) for w in list_workflows(controller.services)])
+    return WorkflowList(items=[WorkflowInfo(**w) for w in controller.workflows()])
 
 
 @router.get("/workflows/{name}", response_model=WorkflowDetail, responses=error_docs(404),
             summary="One workflow and its graph as Mermaid")
 async def workflow(name: str, user: str | None = User, controller: ExecutionController = Controller) -> WorkflowDetail:
-    spec = find_workflow(controller.services, name)
+    spec = controller.workflow(name)
     return WorkflowDetail(name=spec.name, description=spec.description, file=spec.source or "",
                           valid=True, nodes=len(spec.nodes), input=spec.input, issues=[],
                           mermaid=to_mermaid(spec))
@@ -131,8 +130,8 @@ async def start_run(
     if body.conversation_id is not None:
         await owned_conversation(controller, body.conversation_id, user)
     async with request.app.state.limiter.slot(controller):
-        ids = await start_workflow(controller, name, body.input,
-                                   conversation_id=body.conversation_id, user_id=user)
+        ids = await controller.start_workflow(name, body.input, conversation_id=body.conversation_id,
+                                              user_id=user)
     return RunAccepted(**ids, stream_url=api_url(request, f"/stream/{ids['message_id']}"))
 
 
@@ -145,7 +144,7 @@ async def runs(
     user: str | None = User,
     controller: ExecutionController = Controller,
 ) -> RunList:
-    rows = await controller.store.list_workflow_runs(name, user_id=user, limit=limit, offset=offset)
+    rows = await controller.workflow_runs(name, user_id=user, limit=limit, offset=offset)
     return RunList(items=[RunInfo(**r) for r in rows], limit=limit, offset=offset)
 
 
@@ -153,7 +152,7 @@ async def runs(
             summary="Where a workflow run's values came from: every node execution and its parents")
 async def lineage(message_id: str, user: str | None = User, controller: ExecutionController = Controller) -> Lineage:
     await owned_message(controller, message_id, user)
-    records = await lineage_of(controller, message_id)
+    records = await controller.lineage(message_id)
     return Lineage(message_id=message_id, records=records, tree=_strip(provenance(records)))
 
 

@@ -74,7 +74,7 @@ def token_create(
     """Create an API token for NAME; the token alone is printed on the last line."""
 
     async def work(controller: ExecutionController) -> None:
-        user_id, token = await controller.store.create_token(name)
+        user_id, token = await controller.create_token(name)
         console(stderr=True).print(
             f"Created a token for user {name!r} ({user_id}). Only its hash is stored: copy it now."
         )

@@ -1,5 +1,5 @@
 """Commands that read stored data: paused messages, conversations and their trees, event
-logs, and artifacts (through `ArtifactService`, imported when needed).
+logs, and artifacts, all asked of the controller.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ def conversations(
     """List conversations, newest first."""
 
     async def work(controller: ExecutionController) -> None:
-        rows = await controller.store.list_conversations(limit=limit, offset=offset)
-        total = await controller.store.count_conversations()
+        rows = await controller.list_conversations(limit=limit, offset=offset)
+        total = await controller.count_conversations()
         if json_:
             views.print_json({"items": rows, "total": total, "limit": limit, "offset": offset})
         else:
@@ -61,7 +61,7 @@ def history(
     """Show a conversation as a tree of messages, branches and the active branch marked."""
 
     async def work(controller: ExecutionController) -> None:
-        tree = await controller.conversations.tree(conversation_id)
+        tree = await controller.conversation_tree(conversation_id)
         if json_:
             views.print_json(tree)
         else:
@@ -113,9 +113,7 @@ def list_artifacts(
     """List a conversation's artifacts."""
 
     async def work(controller: ExecutionController) -> None:
-        from ..core.artifacts import ArtifactService
-
-        items = await ArtifactService(controller.store).list(conversation_id)
+        items = await controller.list_artifacts(conversation_id)
         if json_:
             views.print_json(items)
         else:
@@ -155,16 +153,13 @@ def show_artifact(
     out = console()
 
     async def work(controller: ExecutionController) -> None:
-        from ..core.artifacts import ArtifactService
-
-        service = ArtifactService(controller.store)
         if diff is not None:
-            text = await service.diff(conversation_id, artifact_id, diff, version)
+            text = await controller.artifact_diff(conversation_id, artifact_id, diff, version)
             views.diff(out, text, diff, version if version is not None else "current")
         if export is not None:
-            path = await service.export_to(export, conversation_id, artifact_id, version)
+            path = await controller.export_artifact_to(export, conversation_id, artifact_id, version)
             out.print(f"wrote {path}")
         if diff is None and export is None:
-            views.artifact(out, await service.get(conversation_id, artifact_id, version))
+            views.artifact(out, await controller.get_artifact(conversation_id, artifact_id, version))
 
     execute(work)

@@ -22,13 +22,7 @@ from ..errors import UserError
 from ..workflows import lineage as wf_lineage
 from ..workflows.errors import WorkflowValidationError
 from ..workflows.mermaid import to_mermaid
-from ..workflows.runner import (
-    find_workflow,
-    lineage_of,
-    list_workflows,
-    validate_spec,
-    workflows_dir,
-)
+from ..workflows.runner import find_workflow, list_workflows, validate_spec, workflows_dir
 from ..workflows.spec import load_workflow_file
 from . import exitcodes, views
 from .app import JsonOption, NoInputOption, YesOption, app, execute, make_session
@@ -152,7 +146,7 @@ def run(
     """Run a workflow and show its nodes at work; pauses for approval like `run`."""
 
     async def work(controller: ExecutionController) -> int:
-        spec = find_workflow(controller.services, name)
+        spec = controller.workflow(name)
         value = parse_inputs(input_ or [], input_file, spec.input)
         session = make_session(controller, json_=json_, no_input=no_input, yes=yes)
         return await session.run_stream(
@@ -172,7 +166,7 @@ def lineage(
     """Show where a workflow run's output came from: each node execution and its parents."""
 
     async def work(controller: ExecutionController) -> int:
-        records = await lineage_of(controller, message_id)
+        records = await controller.lineage(message_id)
         if json_:
             views.print_json(records)
             return exitcodes.OK

@@ -17,6 +17,27 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
+from ..core.event_payloads import (
+    AgentCompleteData,
+    AgentStartData,
+    ArtifactCreatedData,
+    ArtifactUpdatedData,
+    CancelledData,
+    CompleteData,
+    ErrorData,
+    HandoffData,
+    LLMChunkData,
+    LLMCompleteData,
+    MetadataData,
+    PermissionRequestData,
+    PermissionResultData,
+    SubagentCompleteData,
+    SubagentStartData,
+    ToolCompleteData,
+    ToolStartData,
+    WorkflowNodeCompleteData,
+    WorkflowNodeStartData,
+)
 from ..core.events import Event
 
 LEAD = "lead"
@@ -48,15 +69,19 @@ def seconds(ms: float | None) -> str:
     return f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
 
 
-def closing_line(data: dict[str, Any]) -> str:
+def closing_line(data: CompleteData | dict[str, Any]) -> str:
     metrics = data.get("metrics") or {}
     tokens = metrics.get("tokens") or {}
     parts = [seconds(metrics.get("wall_ms"))]
     if tokens:
-        parts.append(
-            f"{tokens.get('total', 0)} tokens ({tokens.get('prompt', 0)} prompt + "
-            f"{tokens.get('completion', 0)} completion)"
+        text = (
+            f"{_tokens(tokens.get('total'))} tokens ({_tokens(tokens.get('prompt'))} prompt + "
+            f"{_tokens(tokens.get('completion'))} completion)"
         )
+        unreported = tokens.get("unreported_calls") or 0
+        if unreported and tokens.get("total") is not None:
+            text += f" + n/a for {unreported} call{'' if unreported == 1 else 's'} without usage"
+        parts.append(text)
     llm_calls, tool_calls = metrics.get("llm_calls"), metrics.get("tool_calls")
     if llm_calls is not None:
         parts.append(f"{llm_calls} LLM call{'' if llm_calls == 1 else 's'}")
@@ -65,60 +90,59 @@ def closing_line(data: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def _result_text(data: dict[str, Any]) -> str:
-    result = data.get("result") or {}
-    if data.get("success"):
-        return short(result.get("data"), 80)
-    return short(result.get("error") or "failed", 120)
+def _result_text(data: ToolCompleteData) -> str:
+    if data.success:
+        return short(data.result.data, 80)
+    return short(data.result.error or "failed", 120)
+
+
+def _tokens(value: int | None) -> str:
+    return "n/a" if value is None else str(value)
 
 
 def summary(event: Event) -> str:
     """A one-line description of an event (for `artifactflow events`)."""
-    d = event.data
-    match event.type:
-        case "metadata":
-            return "recovered after a crash" if d.get("recovered") else short(d.get("content"))
-        case "agent_start":
-            return f"round {d.get('round', '?')}"
-        case "llm_chunk":
-            return repr(d.get("delta", ""))
-        case "llm_complete":
-            usage = d.get("usage") or {}
-            calls = d.get("tool_calls") or []
-            names = ", ".join(c.get("name", "?") for c in calls if isinstance(c, dict))
-            text = f"{usage.get('prompt_tokens', 0)}+{usage.get('completion_tokens', 0)} tokens"
-            return text + (f", calls {names}" if names else f", {short(d.get('content'), 60)!r}")
-        case "agent_complete":
-            return f"{d.get('outcome') or 'done'}, {d.get('tool_calls', 0)} tool call(s)"
-        case "tool_start":
-            return f"{d.get('tool')} {short(d.get('arguments'), 80)}"
-        case "tool_complete":
-            mark = "✓" if d.get("success") else "✗"
-            return f"{mark} {d.get('tool')} ({seconds(d.get('duration_ms'))}) {_result_text(d)}"
-        case "permission_request":
-            calls = d.get("calls") or []
-            return "waiting for " + ", ".join(
-                f"{c.get('tool')} ({c.get('tool_call_id')})" for c in calls
-            )
-        case "permission_result":
-            return ", ".join(
-                f"{x.get('tool')}: {x.get('action')}" for x in d.get("decisions") or []
-            )
-        case "subagent_start":
-            return short(d.get("instruction"))
-        case "subagent_complete":
-            return f"{d.get('status')}" + (f": {short(d.get('error'))}" if d.get("error") else "")
-        case "artifact_created" | "artifact_updated":
-            return f"{d.get('artifact_id')} v{d.get('version')} {short(d.get('title'), 60)}"
-        case "workflow_node_start" | "workflow_node_complete":
-            return f"{d.get('execution')} {d.get('status', d.get('role'))} {short(d.get('error') or d.get('output_summary') or '', 60)}"
-        case "complete":
-            return f"{d.get('outcome')} · {closing_line(d)} · {short(d.get('response'), 60)!r}"
-        case "cancelled":
-            return f"partial answer: {short(d.get('partial_response'), 60)!r}"
-        case "error":
-            return short(d.get("message"), 200)
-    return short(d)
+    match event.data:
+        case MetadataData() as d:
+            return "recovered after a crash" if d.recovered else short(d.content)
+        case AgentStartData() as d:
+            return f"round {d.round}"
+        case LLMChunkData() as d:
+            return repr(d.delta)
+        case LLMCompleteData() as d:
+            names = ", ".join(c.name for c in d.tool_calls)
+            text = f"{_tokens(d.usage.prompt_tokens)}+{_tokens(d.usage.completion_tokens)} tokens"
+            return text + (f", calls {names}" if names else f", {short(d.content, 60)!r}")
+        case AgentCompleteData() as d:
+            return f"{d.outcome or 'done'}, {d.tool_calls} tool call(s)"
+        case ToolStartData() as d:
+            return f"{d.tool} {short(d.arguments, 80)}"
+        case ToolCompleteData() as d:
+            mark = "✓" if d.success else "✗"
+            return f"{mark} {d.tool} ({seconds(d.duration_ms)}) {_result_text(d)}"
+        case PermissionRequestData() as d:
+            return "waiting for " + ", ".join(f"{c.tool} ({c.tool_call_id})" for c in d.calls)
+        case PermissionResultData() as d:
+            return ", ".join(f"{x.tool}: {x.action}" for x in d.decisions)
+        case SubagentStartData() as d:
+            return short(d.instruction)
+        case SubagentCompleteData() as d:
+            return f"{d.status}" + (f": {short(d.error)}" if d.error else "")
+        case ArtifactCreatedData() | ArtifactUpdatedData() as d:
+            return f"{d.artifact_id} v{d.version} {short(d.title, 60)}"
+        case WorkflowNodeCompleteData() as d:
+            return f"{d.execution} {d.status} {short(d.error or d.output_summary, 60)}"
+        case WorkflowNodeStartData() as d:
+            return f"{d.execution} {d.role}"
+        case HandoffData() as d:
+            return f"{d.from_agent} → {d.to_agent} ({d.by}) {short(d.message, 60)}"
+        case CompleteData() as d:
+            return f"{d.outcome} · {closing_line(d)} · {short(d.response, 60)!r}"
+        case CancelledData() as d:
+            return f"partial answer: {short(d.partial_response, 60)!r}"
+        case ErrorData() as d:
+            return short(d.message, 200)
+    return short(event.data.to_dict())
 
 
 class Renderer(Protocol):
@@ -224,28 +248,28 @@ class LiveRenderer:
     _on_permission_request = _on_llm_complete
 
     def _on_tool_start(self, event: Event) -> None:
-        d = event.data
-        edited = " (edited)" if d.get("edited") else ""
-        self._line(event, f"  → {d.get('tool')} {short(d.get('arguments'), 120)}{edited}", "cyan")
+        d: ToolStartData = event.data  # type: ignore[assignment]
+        edited = " (edited)" if d.edited else ""
+        self._line(event, f"  → {d.tool} {short(d.arguments, 120)}{edited}", "cyan")
 
     def _on_tool_complete(self, event: Event) -> None:
-        d = event.data
-        if d.get("success"):
-            text = f"  ✓ {d.get('tool')} · {seconds(d.get('duration_ms'))}"
+        d: ToolCompleteData = event.data  # type: ignore[assignment]
+        if d.success:
+            text = f"  ✓ {d.tool} · {seconds(d.duration_ms)}"
             result = _result_text(d)
             self._line(event, text + (f" · {result}" if result else ""), "green")
         else:
-            label = "denied" if d.get("denied") else "failed"
-            self._line(event, f"  ✗ {d.get('tool')} {label} · {_result_text(d)}", "red")
+            label = "denied" if d.denied else "failed"
+            self._line(event, f"  ✗ {d.tool} {label} · {_result_text(d)}", "red")
 
     def _on_permission_result(self, event: Event) -> None:
-        for decision in event.data.get("decisions") or []:
-            action = decision.get("action")
-            reason = f": {decision['reason']}" if decision.get("reason") else ""
-            style = "red" if action == "deny" else "green"
+        d: PermissionResultData = event.data  # type: ignore[assignment]
+        for decision in d.decisions:
+            reason = f": {decision.reason}" if decision.reason else ""
+            style = "red" if decision.action == "deny" else "green"
             self._line(
                 event,
-                f"  {action} {decision.get('tool')} ({decision.get('tool_call_id')}){reason}",
+                f"  {decision.action} {decision.tool} ({decision.tool_call_id}){reason}",
                 style,
             )
 
@@ -253,34 +277,36 @@ class LiveRenderer:
         self._line(event, f"↳ delegated: {short(event.data.get('instruction'))}", "magenta")
 
     def _on_subagent_complete(self, event: Event) -> None:
-        d = event.data
-        if d.get("status") == "failed":
-            self._line(event, f"↳ failed: {short(d.get('error'))}", "red")
+        d: SubagentCompleteData = event.data  # type: ignore[assignment]
+        if d.status == "failed":
+            self._line(event, f"↳ failed: {short(d.error)}", "red")
         else:
             self._line(event, "↳ finished", "magenta")
 
     def _on_artifact_created(self, event: Event) -> None:
-        d = event.data
+        d: ArtifactCreatedData = event.data  # type: ignore[assignment]
         self._line(
-            event,
-            f"◆ artifact {d.get('artifact_id')} created (v{d.get('version', 1)}) · {short(d.get('title'), 60)}",
-            "yellow",
+            event, f"◆ artifact {d.artifact_id} created (v{d.version}) · {short(d.title, 60)}", "yellow"
         )
 
     def _on_artifact_updated(self, event: Event) -> None:
-        d = event.data
-        self._line(
-            event, f"◆ artifact {d.get('artifact_id')} updated → v{d.get('version')}", "yellow"
-        )
+        d: ArtifactUpdatedData = event.data  # type: ignore[assignment]
+        self._line(event, f"◆ artifact {d.artifact_id} updated → v{d.version}", "yellow")
 
     def _on_workflow_node_start(self, event: Event) -> None:
-        self._line(event, f"▶ {event.data.get('execution')} [{event.data.get('role')}]", "bold")
+        d: WorkflowNodeStartData = event.data  # type: ignore[assignment]
+        self._line(event, f"▶ {d.execution} [{d.role}]", "bold")
 
     def _on_workflow_node_complete(self, event: Event) -> None:
-        d = event.data
-        detail = f": {short(d.get('error'))}" if d.get("error") else f" → {short(d.get('output_summary'), 80)}"
-        self._line(event, f"{'✓' if d.get('status') == 'ok' else '✗'} {d.get('execution')} {d.get('status')}{detail}",
-                   "green" if d.get("status") == "ok" else "yellow")
+        d: WorkflowNodeCompleteData = event.data  # type: ignore[assignment]
+        ok = d.status == "ok"
+        detail = f": {short(d.error)}" if d.error else f" → {short(d.output_summary, 80)}"
+        self._line(event, f"{'✓' if ok else '✗'} {d.execution} {d.status}{detail}", "green" if ok else "yellow")
+
+    def _on_handoff(self, event: Event) -> None:
+        d: HandoffData = event.data  # type: ignore[assignment]
+        note = f": {short(d.message, 80)}" if d.message else ""
+        self._line(event, f"⇢ {d.from_agent} hands over to {d.to_agent}{note}", "cyan")
 
     def _on_complete(self, event: Event) -> None:
         self._close_stream()

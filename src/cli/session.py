@@ -24,7 +24,7 @@ from rich.text import Text
 
 from ..core.controller import ExecutionController
 from ..core.events import Event
-from ..errors import InvalidResumeError, NotFoundError
+from ..errors import InvalidResumeError
 from . import exitcodes
 from .approvals import PromptAborted, ask, print_paused
 from .interrupts import InterruptGuard
@@ -109,9 +109,7 @@ class Session:
     async def _resume(
         self, message_id: str, decide: Callable[[list[dict[str, Any]]], ResumeData | None]
     ) -> int:
-        message = await self.controller.store.get_message(message_id)
-        if message is None:
-            raise NotFoundError(f"message {message_id} not found")
+        message = await self.controller.get_message(message_id)
         self.message_id = message_id
         self.notices.print(
             Text(

@@ -1,7 +1,8 @@
 """Graph nodes that call a model: `lead_agent` and `subagents`.
 
-One LLM call per agent step. Both nodes return partial updates built by
-`merge_agent_response_to_state`. Parallel delegation: every subagent invocation that needs a
+One model call per agent step, through the `Model` protocol only (`Services.model_for` picks
+the implementation from the agent's profile). Both nodes return partial updates built by
+`merge_agent_response_to_state`, including the phase that routes the next step. Parallel delegation: every subagent invocation that needs a
 step runs concurrently inside one `subagents` node (asyncio), so their model calls overlap
 while their tool rounds still go through the shared tool node, where permissions apply.
 A subagent failure becomes that call's error result; its siblings still answer.
@@ -10,17 +11,18 @@ A subagent failure becomes that call's error result; its siblings still answer.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from langgraph.runtime import Runtime
 
-from ..agents.llm import LLMResponse
+from ..agents.model import ModelRequest, ModelResponse
 from ..agents.prompts import PLAN_ID, lead_messages, subagent_messages
 from ..agents.spec import AgentSpec
 from ..errors import ArtifactFlowError, LLMError
 from ..tools.base import Permission
 from .context import RunContext
-from .state import LEAD, AgentState, merge_agent_response_to_state, rounds_used
+from .state import LEAD, AgentState, ExecutionPhase, merge_agent_response_to_state, rounds_used
 
 HELD = "lead~held"  # lead tool results waiting for the round's subagents to finish
 
@@ -95,26 +97,34 @@ async def _llm_step(
     spec: AgentSpec,
     messages: list[dict[str, Any]],
     emit: Emitter,
-) -> LLMResponse:
+) -> ModelResponse:
     svc = context.services
-    model = svc.models.resolve(spec.model)
+    model, target = svc.model_for(spec)
     tools = svc.tools.specs(spec.tools)
+    request = ModelRequest(
+        target, messages, tools or None, agent=spec.name,
+        max_output_tokens=spec.max_output_tokens, tool_choice=spec.tool_choice,
+    )
 
     def on_delta(text: str) -> None:
         emit("llm_chunk", delta=text)
 
-    response = await svc.llm.complete(model, messages, tools or None, on_delta, agent=spec.name)
+    started = time.perf_counter()
+    response = await model.complete(request, on_delta)
+    usage = response.usage
     emit(
         "llm_complete",
         content=response.content,
         tool_calls=response.tool_calls,
         model=response.model,
+        # A usage the provider did not report stays None (unknown), never a made-up 0.
         usage={
-            "prompt_tokens": response.prompt_tokens,
-            "completion_tokens": response.completion_tokens,
+            "prompt_tokens": usage.prompt_tokens if usage else None,
+            "completion_tokens": usage.completion_tokens if usage else None,
         },
-        duration_ms=round(response.duration_ms, 2),
+        duration_ms=round((time.perf_counter() - started) * 1000, 2),
         attempts=response.attempts,
+        finish_reason=response.finish_reason,
     )
     return response
 
@@ -230,7 +240,6 @@ async def subagents(state: AgentState, runtime: Runtime[RunContext]) -> dict[str
     merged: dict[str, Any] = {
         "agent_memories": {},
         "subagent_pending": {},
-        "phase": "subagent_executing",
         "current_agent": ",".join(rec["agent"] for _, rec in running),
     }
     calls: list[dict[str, Any]] = []
@@ -238,6 +247,12 @@ async def subagents(state: AgentState, runtime: Runtime[RunContext]) -> dict[str
         merged["agent_memories"].update(update.get("agent_memories", {}))
         merged["subagent_pending"].update(update.get("subagent_pending", {}))
         calls += update.get("pending_tool_calls") or []
+    # Every running invocation took its step: each now waits for tools, or is done/failed.
+    # Any tool call sends the round to the tool node; otherwise all answered, and the lead
+    # closes its round.
     if calls:
         merged["pending_tool_calls"] = calls
+        merged["phase"] = ExecutionPhase.TOOL_EXECUTING.value
+    else:
+        merged["phase"] = ExecutionPhase.LEAD_EXECUTING.value
     return merged

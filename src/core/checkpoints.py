@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import zlib
+from collections.abc import Iterable
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,12 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 
 class CompressingSerializer(JsonPlusSerializer):
-    """LangGraph's serializer (strict msgpack allow-list kept), with zlib on large blobs.
+    """LangGraph's serializer, strict, with zlib on large blobs.
+
+    Strict whatever the environment says (no `LANGGRAPH_STRICT_MSGPACK` needed): state holds
+    plain data, so only LangGraph's own safe types and `allowed_types` are ever constructed
+    when a checkpoint is read; any other object comes back as its raw data (and LangGraph logs
+    a warning naming it). Put a type on `allowed_types` only if it must survive a checkpoint.
 
     Every checkpoint row repeats the channel-version maps (~2 KB for this graph), and tool
     results are text; both compress well. The type tag records the compression, so rows
@@ -29,6 +35,9 @@ class CompressingSerializer(JsonPlusSerializer):
 
     PREFIX = "z:"
     THRESHOLD = 512
+
+    def __init__(self, allowed_types: Iterable[type | tuple[str, ...]] = ()) -> None:
+        super().__init__(allowed_msgpack_modules=tuple(allowed_types) or None)
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         type_, data = super().dumps_typed(obj)
@@ -54,7 +63,9 @@ class CheckpointStore:
         self.path = path
 
     @classmethod
-    async def open_sqlite(cls, path: Path) -> CheckpointStore:
+    async def open_sqlite(
+        cls, path: Path, *, allowed_types: Iterable[type | tuple[str, ...]] = ()
+    ) -> CheckpointStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         stack = AsyncExitStack()
         conn = await stack.enter_async_context(aiosqlite.connect(str(path)))
@@ -66,18 +77,20 @@ class CheckpointStore:
         await conn.execute("PRAGMA journal_mode=WAL")
         await conn.execute("PRAGMA busy_timeout=30000")
         await conn.execute("PRAGMA synchronous=NORMAL")
-        saver = AsyncSqliteSaver(conn, serde=CompressingSerializer())
+        saver = AsyncSqliteSaver(conn, serde=CompressingSerializer(allowed_types))
         await saver.setup()
         return cls(saver, stack, path)
 
     @classmethod
-    async def open_postgres(cls, url: str) -> CheckpointStore:
+    async def open_postgres(
+        cls, url: str, *, allowed_types: Iterable[type | tuple[str, ...]] = ()
+    ) -> CheckpointStore:
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
         stack = AsyncExitStack()
         plain = url.replace("postgresql+asyncpg://", "postgresql://", 1)
         saver = await stack.enter_async_context(
-            AsyncPostgresSaver.from_conn_string(plain, serde=CompressingSerializer())
+            AsyncPostgresSaver.from_conn_string(plain, serde=CompressingSerializer(allowed_types))
         )
         await saver.setup()
         return cls(saver, stack, None)

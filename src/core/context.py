@@ -2,18 +2,17 @@
 
 The graph is compiled once per process; nothing request-specific is captured in closures.
 `RunContext` carries the run's ids and a handle on the process-wide `Services` (settings,
-agents, tools, the LLM client, the app store).
+agents, tools, the models, the app store).
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..agents.llm import LLMClient
-    from ..agents.models import ModelRegistry
+    from ..agents.model import Model, ModelPicker
+    from ..agents.models import ModelRegistry, ResolvedModel
     from ..agents.spec import AgentSpec
     from ..settings import Settings
     from ..tools.registry import ToolRegistry
@@ -22,13 +21,17 @@ if TYPE_CHECKING:
 
 @dataclass
 class Services:
-    """Process-wide collaborators shared by every run."""
+    """Process-wide collaborators shared by every run.
+
+    `models` resolves an agent's `model:` to a profile (endpoint, key, model name, API);
+    `llm` picks the `Model` that serves that profile's API. Nodes call `model_for(spec)`.
+    """
 
     settings: Settings
     agents: dict[str, AgentSpec]
     models: ModelRegistry
     tools: ToolRegistry
-    llm: LLMClient
+    llm: ModelPicker
     store: AppStore
     extras: dict[str, Any] = field(default_factory=dict)
 
@@ -44,10 +47,20 @@ class Services:
             if a.role == "subagent" and (names is None or a.name in names)
         ]
 
+    def model_for(self, spec: AgentSpec) -> tuple[Model, ResolvedModel]:
+        """The model that serves `spec`, and the profile it resolved to."""
+        target = self.models.resolve(spec.model)
+        return self.llm.for_target(target), target
+
+    def use_model(self, model: Model) -> None:
+        """Serve every agent with `model` (e.g. a `ScriptedModel` in tests); API keys are no
+        longer required, since none is sent."""
+        self.llm.fixed = model
+        self.models.credentials_required = False
+
 
 @dataclass
 class RunContext:
     services: Services
     conversation_id: str
     message_id: str
-    cancel_event: asyncio.Event = field(default_factory=asyncio.Event)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..agents.llm import LLMClient
+from ..agents.model import ModelPicker
 from ..agents.models import ModelRegistry
 from ..agents.spec import load_agents
 from ..errors import ConfigError
 from ..settings import Settings, load_settings, packaged_config_dir
+from ..tools.mcp.manager import is_mcp_name, start_mcp_servers
 from ..tools.registry import ToolRegistry
 from .checkpoints import CheckpointStore
 from .context import Services
@@ -25,11 +26,15 @@ def builtin_tools() -> list[Any]:
 
 
 def build_registry(settings: Settings, extra_tools: list[Any] | None = None) -> ToolRegistry:
+    """Built-ins, then tools from installed packages (entry points), `extra_tools`, and the
+    config's `plugins:` — a later tool of the same name replaces an earlier one."""
     registry = ToolRegistry(builtin_tools())
+    registry.load_entry_points()
     for item in extra_tools or ():
         registry.register(item, replace=True)
     registry.load_plugins(settings.plugins, settings.config_dir)
-    unknown = [name for name in settings.permissions if name not in registry]
+    # MCP tools are checked once their servers have started (open_engine).
+    unknown = [n for n in settings.permissions if n not in registry and not is_mcp_name(n, settings)]
     if unknown:
         raise ConfigError(
             f"{settings.config_dir / 'artifactflow.yaml'}: field 'permissions': unknown tool(s) "
@@ -44,13 +49,14 @@ def load_agent_specs(settings: Settings, registry: ToolRegistry) -> dict[str, An
     if not folder.is_dir():
         folder = packaged_config_dir() / "agents"
     agents = load_agents(folder)
-    for spec in agents.values():
-        missing = [t for t in spec.tools if t not in registry]
+    for name, spec in agents.items():
+        tools, missing = registry.expand(spec.tools)  # SERVER__* wildcards
         if missing:
             raise ConfigError(
                 f"{spec.source}: field 'tools': unknown tool(s) {', '.join(missing)}; "
                 f"available: {', '.join(registry.names())}"
             )
+        agents[name] = spec.model_copy(update={"tools": tuple(tools)})
     return agents
 
 
@@ -59,8 +65,13 @@ async def open_engine(
 ) -> tuple[Services, CheckpointStore]:
     settings = settings or load_settings(**overrides)
     registry = build_registry(settings, extra_tools)
-    agents = load_agent_specs(settings, registry)
     models = ModelRegistry.from_file(settings.config_dir / "models.yaml", default_model=settings.model)
+    await start_mcp_servers(settings, registry)  # stopped by registry.aclose()
+    try:
+        agents = load_agent_specs(settings, registry)
+    except BaseException:
+        await registry.aclose()
+        raise
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     url = settings.database_url
     store = await AppStore.open(url, sqlite_path=settings.app_db_path)
@@ -77,7 +88,7 @@ async def open_engine(
         agents=agents,
         models=models,
         tools=registry,
-        llm=LLMClient(settings.llm),
+        llm=ModelPicker(settings.llm),
         store=store,
     )
     return services, checkpoints

@@ -1,4 +1,4 @@
-"""Graph wiring: three nodes and one routing function.
+"""Graph wiring: three nodes and one routing function that reads only `phase`.
 
 ```
 lead_agent ──► tool_execution ──► (lead_agent | subagents)
@@ -7,6 +7,21 @@ lead_agent ──► tool_execution ──► (lead_agent | subagents)
     ▼                └─── subagents ◄───┘  (a subagent needs another step)
    END (phase COMPLETED)
 ```
+
+Every node ends by setting the phase it means, and `route` maps phase → node:
+
+| node           | sets                                                               |
+|----------------|--------------------------------------------------------------------|
+| lead_agent     | TOOL_EXECUTING (it called tools), COMPLETED (it answered, or hit    |
+|                | max_tool_rounds)                                                    |
+| tool_execution | LEAD_EXECUTING (the lead's tool results are in), SUBAGENT_EXECUTING |
+|                | (subagents were started or got their results)                      |
+| subagents      | TOOL_EXECUTING (some invocation called tools), LEAD_EXECUTING (all  |
+|                | invocations answered or failed: the lead closes its round)         |
+
+A permission pause is not a phase: the tool node's `interrupt()` stops the run in
+TOOL_EXECUTING and the resume re-enters the tool node.
+
 Compiled once per process with the process's checkpointer; per-request objects arrive as
 runtime context (`RunContext`).
 """
@@ -22,16 +37,23 @@ from .context import RunContext
 from .state import AgentState, ExecutionPhase
 from .tool_node import tool_execution
 
+_NEXT = {
+    ExecutionPhase.LEAD_EXECUTING.value: "lead_agent",
+    ExecutionPhase.TOOL_EXECUTING.value: "tool_execution",
+    ExecutionPhase.SUBAGENT_EXECUTING.value: "subagents",
+    ExecutionPhase.COMPLETED.value: END,
+}
+
 
 def route(state: AgentState) -> str:
-    if state.get("phase") == ExecutionPhase.COMPLETED.value:
-        return END
-    if state.get("pending_tool_calls"):
-        return "tool_execution"
-    invocations = state.get("subagent_pending") or {}
-    if any(rec.get("status") == "running" for rec in invocations.values()):
-        return "subagents"
-    return "lead_agent"
+    """The node that runs next, by `phase` alone."""
+    phase = state.get("phase")
+    try:
+        return _NEXT[str(phase)]
+    except KeyError:
+        raise RuntimeError(
+            f"graph state has unknown phase {phase!r}; expected one of {', '.join(_NEXT)}"
+        ) from None
 
 
 def build_graph(checkpointer: Any = None) -> Any:

@@ -3,6 +3,11 @@
 Every LLM call's usage and duration is in its `llm_complete` event and every tool call's
 duration and outcome in its `tool_complete` event, so the figures stored on a message are a
 fold over its events: correct across pauses, resumes and processes, and nothing extra in state.
+
+A call whose provider reported no usage has `None` tokens, not 0: the totals then count only
+the reported calls and say how many were not (`tokens.unreported_calls`); when no call
+reported usage, the totals are `None` (shown as "n/a"), so a missing figure never reads as a
+real zero.
 """
 
 from __future__ import annotations
@@ -21,8 +26,8 @@ def records_from_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "agent": event.get("agent"),
                 "invocation": data.get("invocation"),
                 "model": data.get("model"),
-                "prompt_tokens": usage.get("prompt_tokens", 0),
-                "completion_tokens": usage.get("completion_tokens", 0),
+                "prompt_tokens": usage.get("prompt_tokens"),
+                "completion_tokens": usage.get("completion_tokens"),
                 "duration_ms": data.get("duration_ms", 0.0),
                 "attempts": data.get("attempts", 1),
             })
@@ -38,25 +43,34 @@ def records_from_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return records
 
 
+def _known(value: Any) -> int | None:
+    return value if isinstance(value, int) else None
+
+
 def summarize(records: list[dict[str, Any]], wall_ms: float) -> dict[str, Any]:
     by_agent: dict[str, dict[str, Any]] = {}
     llm_ms = tool_ms = 0.0
     prompt = completion = 0
-    tool_ok = tool_failed = llm_calls = 0
+    tool_ok = tool_failed = llm_calls = unreported = 0
     for rec in records:
         if rec.get("kind") == "llm":
             llm_calls += 1
             llm_ms += rec.get("duration_ms", 0.0)
-            prompt += rec.get("prompt_tokens", 0)
-            completion += rec.get("completion_tokens", 0)
+            p, c = _known(rec.get("prompt_tokens")), _known(rec.get("completion_tokens"))
+            if p is None and c is None:
+                unreported += 1
+            prompt += p or 0
+            completion += c or 0
             agent = by_agent.setdefault(rec["agent"], {})
             model = agent.setdefault(
                 rec.get("model") or "?",
-                {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "duration_ms": 0.0},
+                {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "duration_ms": 0.0,
+                 "unreported_calls": 0},
             )
             model["calls"] += 1
-            model["prompt_tokens"] += rec.get("prompt_tokens", 0)
-            model["completion_tokens"] += rec.get("completion_tokens", 0)
+            model["prompt_tokens"] += p or 0
+            model["completion_tokens"] += c or 0
+            model["unreported_calls"] += int(p is None and c is None)
             model["duration_ms"] = round(model["duration_ms"] + rec.get("duration_ms", 0.0), 2)
         elif rec.get("kind") == "tool":
             tool_ms += rec.get("duration_ms", 0.0)
@@ -64,6 +78,11 @@ def summarize(records: list[dict[str, Any]], wall_ms: float) -> dict[str, Any]:
                 tool_ok += 1
             else:
                 tool_failed += 1
+    for agent in by_agent.values():
+        for model in agent.values():
+            if model["unreported_calls"] == model["calls"]:
+                model["prompt_tokens"] = model["completion_tokens"] = None
+    known = llm_calls == 0 or unreported < llm_calls
     return {
         "wall_ms": round(wall_ms, 2),
         "llm_calls": llm_calls,
@@ -73,9 +92,10 @@ def summarize(records: list[dict[str, Any]], wall_ms: float) -> dict[str, Any]:
         "tool_success": tool_ok,
         "tool_failed": tool_failed,
         "tokens": {
-            "prompt": prompt,
-            "completion": completion,
-            "total": prompt + completion,
+            "prompt": prompt if known else None,
+            "completion": completion if known else None,
+            "total": prompt + completion if known else None,
+            "unreported_calls": unreported,
         },
         "by_agent": by_agent,
         "calls": records,

@@ -12,6 +12,7 @@ All values are plain data (dicts, lists, str, numbers) so checkpoints deserializ
 from __future__ import annotations
 
 import enum
+import json
 import uuid
 from collections.abc import Sequence
 from typing import Annotated, Any, TypedDict
@@ -26,11 +27,16 @@ _SNAPSHOT_EVERY = 100_000
 
 
 class ExecutionPhase(enum.StrEnum):
-    LEAD_EXECUTING = "lead_executing"
-    SUBAGENT_EXECUTING = "subagent_executing"
-    TOOL_EXECUTING = "tool_executing"
-    WAITING_PERMISSION = "waiting_permission"
-    COMPLETED = "completed"
+    """What runs next; every node sets it and `graph.route` reads nothing else.
+
+    A pause for permission is not a phase: the tool node's `interrupt()` stops the run while
+    the phase stays TOOL_EXECUTING, and the resume re-enters that node.
+    """
+
+    LEAD_EXECUTING = "lead_executing"  # the lead takes a step
+    SUBAGENT_EXECUTING = "subagent_executing"  # running subagent invocations take a step
+    TOOL_EXECUTING = "tool_executing"  # the tool node runs `pending_tool_calls`
+    COMPLETED = "completed"  # the lead answered (or was stopped): the run ends
 
 
 # --- reducers (deterministic and batching-invariant: they fold writes in order) ----------
@@ -73,9 +79,6 @@ def _invocations(
 
 class AgentState(TypedDict, total=False):
     current_task: Annotated[str, DeltaChannel(_replace, str, snapshot_frequency=_SNAPSHOT_EVERY)]
-    session_id: str
-    thread_id: str
-    user_message_id: str
     conversation_history: Annotated[
         list[list[str]], DeltaChannel(_replace, list, snapshot_frequency=_SNAPSHOT_EVERY)
     ]
@@ -90,7 +93,6 @@ class AgentState(TypedDict, total=False):
         dict[str, list[dict[str, Any]]],
         DeltaChannel(_memories, dict, snapshot_frequency=_SNAPSHOT_EVERY),
     ]
-    compression_level: int
     graph_response: str | None
     outcome: str | None
     # Execution metrics are not kept in state: every LLM and tool call's usage and duration is
@@ -99,45 +101,56 @@ class AgentState(TypedDict, total=False):
 
 
 def create_initial_state(
-    task: str,
-    *,
-    session_id: str,
-    thread_id: str,
-    user_message_id: str,
-    conversation_history: list[dict[str, Any]] | None = None,
+    task: str, *, conversation_history: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
+    """The graph input for a new message. The run's ids are not state: nodes read them from
+    the runtime context (`RunContext`)."""
     # Stored as [role, content] pairs: LangGraph's DeltaChannel turns lists of role/content
     # dicts into LangChain message objects, which are not plain data.
     turns = [[m["role"], m["content"]] for m in conversation_history or []]
     return {
         "current_task": task,
-        "session_id": session_id,
-        "thread_id": thread_id,
-        "user_message_id": user_message_id,
         "conversation_history": turns,
         "phase": ExecutionPhase.LEAD_EXECUTING.value,
         "current_agent": "lead_agent",
         "subagent_pending": None,
         "pending_tool_calls": None,
         "agent_memories": {},
-        "compression_level": 0,
         "graph_response": None,
         "outcome": None,
     }
 
 
 def assistant_message(content: str, tool_calls: list[dict[str, Any]]) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": content or None}
+    """The assistant turn as memory keeps it and every later request resends it.
+
+    `content` is `""`, never `null` (llama-cpp-python refuses null with HTTP 500), and
+    arguments that are not a JSON object are stored as `{}`: strict servers (llama-server)
+    refuse every later request whose history holds malformed arguments. The model still learns
+    what was wrong from the tool's error, which quotes the arguments it sent.
+    """
+    message: dict[str, Any] = {"role": "assistant", "content": content or ""}
     if tool_calls:
         message["tool_calls"] = [
             {
                 "id": call["id"],
                 "type": "function",
-                "function": {"name": call["name"], "arguments": call["arguments"] or "{}"},
+                "function": {"name": call["name"], "arguments": history_arguments(call["arguments"])},
             }
             for call in tool_calls
         ]
     return message
+
+
+def history_arguments(raw: str | None) -> str:
+    """Tool-call arguments safe to send back: `raw` if it is a JSON object, else `"{}"`."""
+    if not raw:
+        return "{}"
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return "{}"
+    return raw if isinstance(value, dict) else "{}"
 
 
 def merge_agent_response_to_state(
@@ -153,9 +166,10 @@ def merge_agent_response_to_state(
     """Agent response → partial state update with the next phase.
 
     Tool calls → TOOL_EXECUTING (every call of the response, in order). No call → COMPLETED
-    for the lead; a subagent is marked done and its answer becomes the result of the lead's
-    `call_subagent`. An agent that wants another round after `max_tool_rounds` is stopped
-    with an explicit outcome rather than nudged.
+    for the lead; a subagent is marked done and the phase goes back to the lead
+    (LEAD_EXECUTING), where its answer becomes the result of the lead's `call_subagent`. An
+    agent that wants another round after `max_tool_rounds` is stopped with an explicit
+    outcome rather than nudged (COMPLETED for the lead; a failed invocation for a subagent).
     """
     approvals = needs_approval or {}
     update: dict[str, Any] = {
@@ -177,6 +191,7 @@ def merge_agent_response_to_state(
             update["subagent_pending"] = {
                 invocation: {"status": "failed", "error": message, "result": content}
             }
+            update["phase"] = ExecutionPhase.LEAD_EXECUTING.value
         return update
     if tool_calls:
         update["pending_tool_calls"] = [
@@ -201,6 +216,7 @@ def merge_agent_response_to_state(
         )
     else:
         update["subagent_pending"] = {invocation: {"status": "done", "result": content}}
+        update["phase"] = ExecutionPhase.LEAD_EXECUTING.value
     return update
 
 

@@ -5,7 +5,9 @@ Order matters because LangGraph re-runs this node from its first line on resume:
 1. Compute the round's CONFIRM calls (decided when the agent answered, so a re-run sees the
    same set) and, if any, `interrupt()` once with all of them. Nothing before this point has a
    side effect or emits an event.
-2. Run the approved calls concurrently; results come back in call order.
+2. Run the approved calls concurrently; results come back in call order. `RoundSchedule`
+   (`tool_schedule`) runs calls on the same resource one after another and releases their
+   `tool_complete` events in call order.
 3. A ledger in the app store makes each approved call run at most once even if the process
    dies between running the tool and saving the checkpoint: a finished call's stored result
    is reused; a call that started but never finished is reported as interrupted, not re-run.
@@ -13,6 +15,10 @@ Order matters because LangGraph re-runs this node from its first line on resume:
 
 `call_subagent` is handled here too: a valid call starts a subagent invocation whose answer
 becomes this call's result later; an invalid one is a tool error listing the valid names.
+
+The node ends by setting the phase: LEAD_EXECUTING when the lead's results are all in,
+SUBAGENT_EXECUTING when subagents were started or got their results (the lead's own results
+are held until its subagents answer).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from ..tools.registry import parse_arguments, run_tool_call
 from .agent_nodes import HELD, Emitter
 from .context import RunContext
 from .state import CALL_SUBAGENT, LEAD, AgentState, ExecutionPhase, new_invocation_id
+from .tool_schedule import RoundSchedule, serial_key
 
 TRUNCATION_MARKER = "\n\n[... truncated: showing {shown} of {total} characters]"
 
@@ -107,9 +114,10 @@ async def _run_one(
     runtime: Runtime[RunContext],
     call: dict[str, Any],
     decision: dict[str, Any] | None,
+    schedule: RoundSchedule,
 ) -> tuple[ToolResult, float]:
     svc = context.services
-    emit = Emitter(runtime, call["agent"], call["invocation"])
+    emit = schedule.emitter(Emitter(runtime, call["agent"], call["invocation"]), call["id"])
     arguments: Any = call["arguments"]
     note = None
     if decision is not None:
@@ -196,15 +204,26 @@ async def tool_execution(state: AgentState, runtime: Runtime[RunContext]) -> dic
             else:
                 assert error is not None
                 immediate[call["id"]] = error
-                Emitter(runtime, call["agent"], call["invocation"])(
-                    "tool_complete", tool_call_id=call["id"], tool=call["name"], success=False,
-                    result=error.to_dict(), duration_ms=0.0,
-                )
             continue
         decision = _decision_for(decisions, call["id"]) if call.get("needs_approval") else None
         runnable.append((call, decision))
 
-    outcomes = await asyncio.gather(*(_run_one(context, runtime, c, d) for c, d in runnable))
+    schedule = RoundSchedule(
+        (c["id"] for c in calls if c["id"] not in deferred),
+        {c["id"]: serial_key(svc.tools, c, d) for c, d in runnable},
+    )
+    for call in calls:
+        if call["id"] in immediate:
+            schedule.emitter(Emitter(runtime, call["agent"], call["invocation"]), call["id"])(
+                "tool_complete", tool_call_id=call["id"], tool=call["name"], success=False,
+                result=immediate[call["id"]].to_dict(), duration_ms=0.0,
+            )
+
+    async def run(call: dict[str, Any], decision: dict[str, Any] | None) -> tuple[ToolResult, float]:
+        async with schedule.turn(call["id"]):
+            return await _run_one(context, runtime, call, decision, schedule)
+
+    outcomes = await asyncio.gather(*(run(c, d) for c, d in runnable))
     results = dict(immediate)
     for (call, _), (result, _) in zip(runnable, outcomes, strict=True):
         results[call["id"]] = result

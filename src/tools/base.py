@@ -6,9 +6,10 @@ A tool's failure is data for the model, not a crash: every path through a tool e
 
 from __future__ import annotations
 
+import copy
 import enum
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +74,7 @@ class ToolResult:
 
 
 ToolFunc = Callable[..., Any] | Callable[..., Awaitable[Any]]
+SerialKey = str | Callable[[dict[str, Any]], "str | None"]
 
 
 @dataclass
@@ -80,12 +82,13 @@ class Tool:
     """A callable the model may invoke, with its argument model and permission level.
 
     `invoke` receives validated arguments as a dict plus, when the function asks for it, the
-    per-call `ToolContext` (conversation id, store, settings).
+    per-call `ToolContext` (conversation id, store, settings). Tools described elsewhere (MCP
+    servers, LangChain) carry a ready JSON schema in `input_schema` and no `args_model`.
     """
 
     name: str
     description: str
-    args_model: type[BaseModel]
+    args_model: type[BaseModel] | None
     func: ToolFunc
     permission: Permission = Permission.AUTO
     timeout: float | None = None
@@ -94,8 +97,34 @@ class Tool:
     max_result_chars: int | None = None
     # False: a cancelled run lets this tool finish (its side effect completes) before stopping.
     cancellable: bool = True
+    input_schema: dict[str, Any] | None = None
+    # Where the tool comes from (builtin, plugin, langchain, mcp:SERVER); "" = ask the registry.
+    source: str = ""
+    # Calls whose keys are equal never run at the same time: within one round they run one
+    # after another in call order. A template formatted with the call's arguments
+    # ("artifact:{id}") or a function of them; None: the call runs concurrently with any.
+    serial_key: SerialKey | None = None
+
+    def serial_key_for(self, args: Mapping[str, Any]) -> str | None:
+        """This call's resource key. A template naming an argument the call lacks, or a key
+        function that fails, gives the template (or the tool's name): serial, to be safe."""
+        key = self.serial_key
+        if key is None:
+            return None
+        if callable(key):
+            try:
+                value = key(dict(args))
+            except Exception:
+                return f"tool:{self.name}"
+            return None if value is None else str(value)
+        try:
+            return key.format_map(dict(args))
+        except (KeyError, IndexError, ValueError, AttributeError):
+            return key
 
     def json_schema(self) -> dict[str, Any]:
+        if self.input_schema is not None or self.args_model is None:
+            return copy.deepcopy(self.input_schema or {"type": "object", "properties": {}})
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
         return schema

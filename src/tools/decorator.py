@@ -14,7 +14,7 @@ from typing import Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from .base import Permission, Tool, ToolFunc
+from .base import Permission, SerialKey, Tool, ToolFunc
 from .context import ToolContext
 
 _ARG_LINE = re.compile(r"^\s{0,8}(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
@@ -72,6 +72,7 @@ def make_tool(
     timeout: float | None = None,
     max_result_chars: int | None = None,
     cancellable: bool = True,
+    serial_key: SerialKey | None = None,
 ) -> Tool:
     tool_name = name or func.__name__
     summary, _ = _parse_docstring(func.__doc__)
@@ -87,6 +88,7 @@ def make_tool(
         context_param=context_param,
         max_result_chars=max_result_chars,
         cancellable=cancellable,
+        serial_key=serial_key,
     )
 
 
@@ -103,6 +105,7 @@ def tool(
     timeout: float | None = None,
     max_result_chars: int | None = None,
     cancellable: bool = True,
+    serial_key: SerialKey | None = None,
 ) -> Callable[[ToolFunc], Tool]: ...
 
 
@@ -116,8 +119,13 @@ def tool(
     timeout: float | None = None,
     max_result_chars: int | None = None,
     cancellable: bool = True,
+    serial_key: SerialKey | None = None,
 ) -> Tool | Callable[[ToolFunc], Tool]:
-    """Turn a typed function into a `Tool`: `@tool` or `@tool(permission="confirm")`."""
+    """Turn a typed function into a `Tool`: `@tool` or `@tool(permission="confirm")`.
+
+    `serial_key="artifact:{id}"` (formatted with the call's arguments, or a function of them)
+    keeps calls on the same resource from running at the same time: within one response they
+    run one after another, in call order."""
 
     def wrap(f: ToolFunc) -> Tool:
         return make_tool(
@@ -128,6 +136,7 @@ def tool(
             timeout=timeout,
             max_result_chars=max_result_chars,
             cancellable=cancellable,
+            serial_key=serial_key,
         )
 
     if func is not None:

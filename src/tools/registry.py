@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import importlib
+import importlib.metadata
+import importlib.util
 import json
 import sys
 import time
-from collections.abc import Iterable, Mapping
+import types
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,40 +27,40 @@ from ..errors import ConfigError
 from .base import Permission, Tool, ToolResult
 from .context import ToolContext
 from .decorator import make_tool
+from .langchain import is_langchain_tool, wrap_tool
+
+BUILTIN, PLUGIN = "builtin", "plugin"
+WILDCARD = "__*"  # `SERVER__*` in an agent's tools: every tool of that MCP server
 
 
-def _from_langchain(obj: Any) -> Tool:
-    """Wrap a LangChain `BaseTool` so it behaves like one of ours."""
-    schema = obj.args_schema
-    if schema is None or not (isinstance(schema, type) and issubclass(schema, BaseModel)):
-        raise ConfigError(f"LangChain tool '{obj.name}' needs a pydantic args_schema")
-
-    async def call(**kwargs: Any) -> Any:
-        return await obj.ainvoke(kwargs)
-
-    return Tool(
-        name=obj.name,
-        description=obj.description or obj.name,
-        args_model=schema,
-        func=call,
-        permission=Permission.AUTO,
-    )
+ENTRY_POINT_GROUP = "artifactflow.tools"  # installed packages publish tools here
 
 
 class ToolRegistry:
-    """Name → tool, plus the effective permission of each (config overrides the default)."""
+    """Name → tool, plus the effective permission of each (config overrides the default).
+
+    It also owns what keeps some tools alive (MCP server connections): `aclose()` stops them.
+
+    `specs(names)` is asked for on every agent step; the OpenAI tool specs of each list of
+    names are built once and kept until the next `register` (building a pydantic JSON schema
+    per tool per step was a measurable share of a round).
+    """
 
     def __init__(self, tools: Iterable[Any] = ()) -> None:
         self._tools: dict[str, Tool] = {}
         self._overrides: dict[str, Permission] = {}
+        self._sources: dict[str, str] = {}
+        self._absent_prefixes: set[str] = set()
+        self._closers: list[Callable[[], Awaitable[None]]] = []
+        self._specs: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         for item in tools:
             self.register(item)
 
-    def register(self, item: Any, *, replace: bool = False) -> Tool:
+    def register(self, item: Any, *, replace: bool = False, source: str | None = None) -> Tool:
         if isinstance(item, Tool):
             tool = item
-        elif _is_langchain_tool(item):
-            tool = _from_langchain(item)
+        elif is_langchain_tool(item):
+            tool = wrap_tool(item)
         elif callable(item):
             tool = make_tool(item)
         else:
@@ -64,6 +68,8 @@ class ToolRegistry:
         if tool.name in self._tools and not replace and self._tools[tool.name] is not tool:
             raise ConfigError(f"a tool named '{tool.name}' is already registered")
         self._tools[tool.name] = tool
+        self._specs.clear()
+        self._sources[tool.name] = source or tool.source or _infer_source(tool)
         return tool
 
     def set_permissions(self, overrides: Mapping[str, Permission | str]) -> None:
@@ -82,39 +88,180 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return sorted(self._tools)
 
+    def source(self, name: str) -> str:
+        return self._sources.get(name, "")
+
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 
     def specs(self, names: Iterable[str]) -> list[dict[str, Any]]:
-        return [self._tools[n].openai_spec() for n in names if n in self._tools]
+        """OpenAI tool specs of the registered tools among `names`, in that order. The list is
+        cached and shared: do not change it (re-register a tool to change its spec)."""
+        key = tuple(names)
+        specs = self._specs.get(key)
+        if specs is None:
+            specs = self._specs[key] = [
+                self._tools[n].openai_spec() for n in key if n in self._tools
+            ]
+        return specs
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Every tool with its source, effective permission, timeout and JSON schema."""
+        return [
+            {
+                "name": name,
+                "source": self.source(name),
+                "permission": self.permission(name).value,
+                "timeout": tool.timeout,
+                "description": tool.description,
+                "schema": tool.json_schema(),
+            }
+            for name, tool in sorted(self._tools.items())
+        ]
+
+    # --- names in agent files ----------------------------------------------------------------
+
+    def mark_absent(self, prefix: str) -> None:
+        """Tools under `prefix` (`SERVER__`) are knowingly missing: an optional MCP server did
+        not start. Agents naming them get nothing instead of a config error."""
+        self._absent_prefixes.add(prefix)
+
+    def expand(self, names: Iterable[str]) -> tuple[list[str], list[str]]:
+        """Resolve an agent's `tools:` (with `SERVER__*` wildcards) → (tool names, unknown)."""
+        resolved: list[str] = []
+        unknown: list[str] = []
+        for name in names:
+            if name.endswith(WILDCARD):
+                prefix = name[: -len("*")]
+                matches = [n for n in sorted(self._tools) if n.startswith(prefix)]
+                if not matches and prefix not in self._absent_prefixes:
+                    unknown.append(name)
+                found = matches
+            elif name in self._tools:
+                found = [name]
+            else:
+                if not any(name.startswith(p) for p in self._absent_prefixes):
+                    unknown.append(name)
+                found = []
+            resolved.extend(n for n in found if n not in resolved)
+        return resolved, unknown
+
+    # --- lifetime ------------------------------------------------------------------------------
+
+    def add_closer(self, closer: Callable[[], Awaitable[None]]) -> None:
+        self._closers.append(closer)
+
+    async def aclose(self) -> None:
+        """Stop what the tools hold (MCP servers); the registry can be closed more than once."""
+        closers, self._closers = self._closers, []
+        for closer in reversed(closers):
+            await closer()
 
     def load_plugins(self, modules: Iterable[str], config_dir: Path) -> list[str]:
-        """Import plugin modules (the config folder is importable) and register their tools."""
-        folder = str(config_dir)
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
+        """Register the tools of each plugin listed under `plugins:`: a file in the config
+        folder (`name.py` or `name/__init__.py`, loaded by path), else an installed module."""
         loaded: list[str] = []
-        for module_name in modules:
+        for name in modules:
             try:
-                module = importlib.import_module(module_name)
+                module = _load_plugin_module(name, Path(config_dir))
+            except ConfigError:
+                raise
             except Exception as exc:
                 raise ConfigError(
-                    f"plugin '{module_name}' (listed under plugins: in "
-                    f"{config_dir / 'artifactflow.yaml'}) failed to import: {exc}"
+                    f"plugin '{name}' (listed under plugins: in "
+                    f"{Path(config_dir) / 'artifactflow.yaml'}) failed to import: {exc}"
                 ) from exc
-            for value in vars(module).values():
-                if isinstance(value, Tool):
-                    self.register(value, replace=True)
-                    loaded.append(value.name)
+            loaded += self._register_all(vars(module).values())
         return loaded
 
+    def load_entry_points(self, group: str = ENTRY_POINT_GROUP) -> list[str]:
+        """Register the tools that installed packages publish under the entry-point `group`.
 
-def _is_langchain_tool(obj: Any) -> bool:
+        An entry point may name a module (its tools are registered), a tool, or a list of
+        tools: `[project.entry-points."artifactflow.tools"] mine = "my_pkg.tools"`."""
+        loaded: list[str] = []
+        for point in importlib.metadata.entry_points(group=group):
+            source = point.dist.name if point.dist is not None else "an unknown package"
+            try:
+                target = point.load()
+            except Exception as exc:
+                raise ConfigError(
+                    f"plugin entry point '{point.name} = {point.value}' (group {group}, from "
+                    f"{source}) failed to load: {exc}; fix or uninstall that package"
+                ) from exc
+            if isinstance(target, types.ModuleType):
+                items: Iterable[Any] = vars(target).values()
+            elif isinstance(target, list | tuple):
+                items = target
+            else:
+                items = [target]
+            found = self._register_all(items, strict=not isinstance(target, types.ModuleType))
+            if not found:
+                raise ConfigError(
+                    f"plugin entry point '{point.name} = {point.value}' (group {group}, from "
+                    f"{source}) has no tools: point it at a module, a @tool or a list of tools"
+                )
+            loaded += found
+        return loaded
+
+    def _register_all(self, items: Iterable[Any], *, strict: bool = False) -> list[str]:
+        """Register the `Tool`s among `items` (with `strict`, every item must be a tool).
+
+        Bare LangChain tools in a module come after its `Tool`s and do not replace them, so a
+        `wrap_tool` of the same tool (with its permission and timeout) wins; they are AUTO
+        unless `permissions:` says otherwise."""
+        values = list(items)
+        names = []
+        for value in values:
+            if isinstance(value, Tool) or (strict and (is_langchain_tool(value) or callable(value))):
+                names.append(self.register(value, replace=True).name)
+        if not strict:
+            for value in values:
+                if is_langchain_tool(value) and value.name not in names:
+                    names.append(self.register(value, replace=True).name)
+        return names
+
+
+def _load_plugin_module(name: str, config_dir: Path) -> types.ModuleType:
+    """A config-folder plugin loaded from its file, under a module name unique to that file,
+    without touching `sys.path`; otherwise the installed module `name`."""
+    relative = Path(*name.split("."))
+    for path, package in ((config_dir / relative.with_suffix(".py"), False),
+                          (config_dir / relative / "__init__.py", True)):
+        if not path.is_file():
+            continue
+        resolved = path.resolve()
+        digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:12]
+        unique = f"_artifactflow_plugin_{digest}_{name.replace('.', '_')}"
+        if unique in sys.modules:
+            return sys.modules[unique]
+        spec = importlib.util.spec_from_file_location(
+            unique, resolved, submodule_search_locations=[str(resolved.parent)] if package else None
+        )
+        if spec is None or spec.loader is None:  # pragma: no cover - a .py file always has one
+            raise ConfigError(f"plugin '{name}': cannot load {resolved}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[unique] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[unique]
+            raise
+        return module
     try:
-        from langchain_core.tools import BaseTool
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(obj, BaseTool)
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != name and not name.startswith(f"{exc.name}."):
+            raise
+        raise ConfigError(
+            f"plugin '{name}' (listed under plugins: in {config_dir / 'artifactflow.yaml'}): "
+            f"no file {config_dir / relative.with_suffix('.py')} and no installed module '{name}'"
+        ) from None
+
+
+def _infer_source(tool: Tool) -> str:
+    module = getattr(tool.func, "__module__", "") or ""
+    return BUILTIN if module.startswith("artifactflow.") else PLUGIN
 
 
 def parse_arguments(raw: str | Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, str | None]:
@@ -137,6 +284,8 @@ def parse_arguments(raw: str | Mapping[str, Any] | None) -> tuple[dict[str, Any]
 
 
 def validate_arguments(tool: Tool, args: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    if tool.args_model is None:
+        return _validate_json_schema(tool, args)
     try:
         model = tool.args_model.model_validate(dict(args))
     except ValidationError as exc:
@@ -145,6 +294,26 @@ def validate_arguments(tool: Tool, args: Mapping[str, Any]) -> tuple[dict[str, A
         )
         return None, f"invalid arguments for '{tool.name}': {problems}"
     return {name: getattr(model, name) for name in type(model).model_fields}, None
+
+
+def _validate_json_schema(
+    tool: Tool, args: Mapping[str, Any]
+) -> tuple[dict[str, Any] | None, str | None]:
+    """Check arguments against a ready JSON schema; the arguments pass through unchanged."""
+    import jsonschema
+
+    schema = tool.json_schema()
+    try:
+        validator = jsonschema.validators.validator_for(schema)(schema)
+        errors = sorted(validator.iter_errors(dict(args)), key=lambda e: list(e.path))
+    except jsonschema.exceptions.SchemaError:  # the server's schema is broken: let it judge
+        return dict(args), None
+    if not errors:
+        return dict(args), None
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in e.path) or 'arguments'}: {e.message}" for e in errors[:5]
+    )
+    return None, f"invalid arguments for '{tool.name}': {problems}"
 
 
 async def run_tool_call(

@@ -83,7 +83,7 @@ def _record(agent: str, instruction: str) -> dict[str, Any]:
 
 
 def _emit(runtime: Runtime[RunContext], task: dict[str, Any], **data: Any) -> None:
-    runtime.stream_writer({"type": "handoff", "agent": data.get("to"),
+    runtime.stream_writer({"type": "handoff", "agent": data.get("to_agent"),
                            "data": {"execution": task["execution"], "node": task["node"], **data}})
 
 
@@ -171,8 +171,8 @@ def _handoff(task: dict[str, Any], state: dict[str, Any], update: dict[str, Any]
     content = (update["agent_memories"][invocation][0].get("content") or "").strip()
     text = (content + "\n" if content else "") + f"(hands over to {target}" + (f": {message})" if message else ")")
     transcript = [*(state.get("transcript") or []), {"agent": speaker, "text": text}]
-    _emit(runtime, task, **{"from": speaker, "to": target, "message": message, "by": "handoff",
-                            "turn": state["turn"]})
+    _emit(runtime, task, from_agent=speaker, to_agent=target, message=message, by="handoff",
+          turn=state["turn"])
     base = {k: v for k, v in update.items() if k != "pending_tool_calls"}
     base["pending_tool_calls"] = None
     base["subagent_pending"] = {invocation: {"status": "done"}}
@@ -223,8 +223,8 @@ async def moderate(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[
         return {**update, **_finish(state, "completed", last, transcript)}
     if state["turn"] >= task["max_turns"]:
         return {**update, **_finish(state, "max_turns", last, transcript)}
-    _emit(runtime, task, **{"from": state["speaker"], "to": nxt, "message": choice.get("reason") or "",
-                            "by": "moderator", "turn": state["turn"]})
+    _emit(runtime, task, from_agent=state["speaker"], to_agent=nxt, message=choice.get("reason") or "",
+          by="moderator", turn=state["turn"])
     return {**update, **_next_turn(task, state, nxt, state["position"], transcript, None)}
 
 

@@ -1,25 +1,26 @@
-"""Running workflows through the controller's own run driver.
+"""Running workflows through the core run engine (`core/run/`).
 
 A workflow run is a message like any other: it gets a conversation, a message id, a thread,
-an event log, a lease and a run token, and it is driven by `ExecutionController._run` — only
-the compiled graph differs. `af_workflow_runs` remembers which workflow (and which exact file
-text) a message runs, so a pause is resumed, from any process, on the same graph it paused in,
-with the controller's ordinary `resume`, `artifactflow resume` or `POST …/resume`.
+an event log, a lease and a run token, and it is driven by `core.run.runner.Run` — only the
+compiled graph differs. `af_workflow_runs` remembers which workflow (and which exact file
+text) a message runs; `Runtime.graph_for` asks `graph_for_run` for that graph, so a pause is
+resumed, from any process, on the graph it paused in, with the ordinary `resume`,
+`artifactflow resume` or `POST …/resume`.
 
-Compiled graphs are cached per controller by the digest of the workflow text.
+Compiled graphs are cached on the run `Runtime` by the digest of the workflow text.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.conversations import ACTIVE_BRANCH
 from ..core.events import Event
+from ..core.run import runner
 from ..errors import NotFoundError, UserError
 from .compile import compile_workflow
 from .errors import WorkflowIssue, WorkflowValidationError
@@ -30,8 +31,8 @@ from .validate import check_workflow, validate_workflow
 if TYPE_CHECKING:
     from ..core.context import Services
     from ..core.controller import ExecutionController
-
-_GRAPHS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+    from ..core.conversations import ConversationManager
+    from ..core.run.runtime import Runtime
 
 
 def workflows_dir(services: Services) -> Path:
@@ -80,24 +81,20 @@ def find_workflow(services: Services, name: str) -> WorkflowSpec:
     )
 
 
-def compiled(controller: ExecutionController, spec: WorkflowSpec) -> Any:
-    cache = _GRAPHS.setdefault(controller, {})
-    graph = cache.get(spec.digest)
+def compiled(rt: Runtime, spec: WorkflowSpec) -> Any:
+    graph = rt.workflow_graphs.get(spec.digest)
     if graph is None:
-        agents, tools = known(controller.services)
+        agents, tools = known(rt.services)
         topo = check_workflow(spec, agents=agents, tools=tools)
-        graph = compile_workflow(spec, topo, controller.checkpoints.saver)
-        cache[spec.digest] = graph
+        graph = compile_workflow(spec, topo, rt.checkpoints.saver)
+        rt.workflow_graphs[spec.digest] = graph
     return graph
 
 
-async def graph_for_message(controller: ExecutionController, message: dict[str, Any]) -> Any:
-    """The compiled workflow a message runs on, or None for a chat message."""
-    row = await controller.store.get_workflow_run(message["id"])
-    if row is None:
-        return None
-    spec = parse_workflow(row["definition"], source=f"workflow '{row['workflow']}' of message {message['id']}")
-    return compiled(controller, spec)
+def graph_for_run(rt: Runtime, row: dict[str, Any]) -> Any:
+    """The compiled graph of a stored workflow run (its own file text, not today's file)."""
+    source = f"workflow '{row['workflow']}' of message {row['message_id']}"
+    return compiled(rt, parse_workflow(row["definition"], source=source))
 
 
 def check_input(spec: WorkflowSpec, value: Any) -> dict[str, Any]:
@@ -115,7 +112,8 @@ def check_input(spec: WorkflowSpec, value: Any) -> dict[str, Any]:
 
 
 async def start_workflow(
-    controller: ExecutionController,
+    rt: Runtime,
+    conversations: ConversationManager,
     name: str,
     input: dict[str, Any] | None = None,
     *,
@@ -123,31 +121,30 @@ async def start_workflow(
     user_id: str | None = None,
 ) -> dict[str, Any]:
     """Validate, create the message and start the run in the background; return its ids."""
-    services = controller.services
+    services = rt.services
     spec = find_workflow(services, name)
     value = check_input(spec, input)
-    graph = compiled(controller, spec)
+    compiled(rt, spec)
     for node in spec.nodes:  # missing credentials fail now, not halfway through the run
         if node.agent:
             services.models.resolve(services.agents[node.agent].model)
     if conversation_id is None:
-        conversation = await controller.conversations.start_conversation(user_id=user_id, title=f"workflow {spec.name}")
+        conversation = await conversations.start_conversation(user_id=user_id, title=f"workflow {spec.name}")
     else:
-        conversation = await controller.conversations.get(conversation_id, user_id=user_id)
+        conversation = await conversations.get(conversation_id, user_id=user_id)
     content = f"workflow {spec.name}: {json.dumps(value, ensure_ascii=False)}"
     run_token = uuid.uuid4().hex
-    message = await controller.conversations.add_message(
+    message = await conversations.add_message(
         conversation["id"], content, parent_id=ACTIVE_BRANCH, run_token=run_token,
-        lease_expires_at=controller._lease(),
+        lease_expires_at=rt.lease(),
     )
-    await controller.store.add_workflow_run({
+    await rt.store.add_workflow_run({
         "message_id": message["id"], "conversation_id": conversation["id"], "workflow": spec.name,
         "digest": spec.digest, "definition": spec.text or "", "input": value,
     })
-    assert graph is not None
     metadata = {"workflow": spec.name, "input": value, "content": content,
                 "parent_message_id": message["parent_id"]}
-    controller._launch(message, run_token, {"wf_input": value}, first_events=[("metadata", None, metadata)])
+    runner.launch(rt, message, run_token, {"wf_input": value}, first_events=[("metadata", None, metadata)])
     return {"conversation_id": conversation["id"], "message_id": message["id"],
             "thread_id": message["thread_id"], "workflow": spec.name}
 
@@ -163,7 +160,7 @@ async def run_workflow(
 ) -> AsyncIterator[Event]:
     """Start a workflow and yield its events until the run ends or pauses (as
     `stream_execute`); leaving early cancels the run (`cancel_on_exit`)."""
-    ids = await start_workflow(controller, name, input, conversation_id=conversation_id, user_id=user_id)
+    ids = await controller.start_workflow(name, input, conversation_id=conversation_id, user_id=user_id)
     finished = False
     try:
         async for event in controller.follow(ids["message_id"], from_start=True):
@@ -174,8 +171,7 @@ async def run_workflow(
             await controller.cancel(ids["message_id"])
 
 
-async def lineage_of(controller: ExecutionController, message_id: str) -> list[dict[str, Any]]:
+async def lineage_of(rt: Runtime, message_id: str) -> list[dict[str, Any]]:
     """A workflow run's node executions (NotFoundError for an unknown message)."""
-    if await controller.store.get_message(message_id) is None:
-        raise NotFoundError(f"message {message_id} not found")
-    return await controller.store.lineage(message_id)
+    await rt.message(message_id)
+    return await rt.store.lineage(message_id)

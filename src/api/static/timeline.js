@@ -22,7 +22,8 @@ function describe(event) {
       return ["agent", "agent", `${agent} <span class="muted">round ${d.round ?? 1}</span>`];
     case "llm_complete": {
       const usage = d.usage || {};
-      const tokens = (usage.prompt_tokens || 0) + (usage.completion_tokens || 0);
+      const known = usage.prompt_tokens != null || usage.completion_tokens != null;
+      const tokens = known ? (usage.prompt_tokens || 0) + (usage.completion_tokens || 0) : "n/a";
       const calls = (d.tool_calls || []).length;
       return ["model", "", `${agent} · ${tokens} tokens${calls ? ` · ${calls} tool call${calls > 1 ? "s" : ""}` : ""}`];
     }
@@ -49,8 +50,8 @@ function describe(event) {
       return [d.status, d.status === "ok" ? "ok" : "bad", `${escapeHtml(d.execution)} <span class="muted">${escapeHtml(short(d.error || d.output_summary || ""))}</span>`];
     case "complete": {
       const m = d.metrics || {};
-      const tokens = m.tokens?.total;
-      return ["complete", "ok", `${m.wall_ms ? seconds(m.wall_ms) : ""}${tokens ? ` · ${tokens} tokens` : ""}`];
+      const tokens = m.tokens && m.llm_calls ? (m.tokens.total ?? "n/a") : null;
+      return ["complete", "ok", `${m.wall_ms ? seconds(m.wall_ms) : ""}${tokens != null ? ` · ${tokens} tokens` : ""}`];
     }
     case "error":
       return ["error", "bad", escapeHtml(d.message || "failed")];

@@ -497,7 +497,43 @@ class AppStore:
         async with self.engine.begin() as conn:
             await conn.execute(t.tool_executions.delete().where(t.tool_executions.c.message_id.in_(finished)))
 
-    # --- artifacts -------------------------------------------------------------------------
+    # --- hook marks (exactly-once hook points, src/hooks/dedupe.py) ---------------------------
+
+    async def hook_mark_get(self, message_id: str, key: str) -> str | None:
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(t.hook_marks.c.value).where(
+                        t.hook_marks.c.message_id == message_id, t.hook_marks.c.key == key
+                    )
+                )
+            ).first()
+        return None if row is None else row[0]
+
+    async def hook_mark_put(self, message_id: str, key: str, value: str) -> bool:
+        """Store a mark once; False when the key was already marked (the first one stays)."""
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(
+                    t.hook_marks.insert().values(
+                        message_id=message_id, key=key, value=value, created_at=time.time()
+                    )
+                )
+        except sa.exc.IntegrityError:
+            return False
+        return True
+
+    async def hook_marks_clear(self, message_id: str | None = None) -> None:
+        """Drop one message's marks, or (no id) those of messages that can no longer resume."""
+        if message_id is not None:
+            where = t.hook_marks.c.message_id == message_id
+        else:
+            finished = sa.select(t.messages.c.id).where(t.messages.c.status.in_(FINAL_STATUSES))
+            where = t.hook_marks.c.message_id.in_(finished)
+        async with self.engine.begin() as conn:
+            await conn.execute(t.hook_marks.delete().where(where))
+
+    # --- artifacts (rows only; the rules live in core.artifacts.ArtifactService) ------------
 
     async def get_artifact(self, conversation_id: str, artifact_id: str) -> dict[str, Any] | None:
         async with self.engine.connect() as conn:
@@ -591,8 +627,7 @@ class AppStore:
                 )
         except sa.exc.IntegrityError:
             raise ArtifactConflictError(
-                f"artifact '{artifact_id}' already exists in this conversation; use "
-                "update_artifact or rewrite_artifact"
+                f"artifact '{artifact_id}' already exists in conversation '{conversation_id}'"
             ) from None
         return record
 

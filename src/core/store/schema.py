@@ -131,6 +131,35 @@ tool_executions = sa.Table(
     sa.Column("updated_at", sa.Float, nullable=False),
 )
 
+# Exactly-once marks of hook points that fire inside re-runnable nodes (src/hooks/dedupe.py).
+hook_marks = sa.Table(
+    "af_hook_marks",
+    metadata,
+    sa.Column("message_id", sa.String(64), primary_key=True),
+    sa.Column("key", sa.String(400), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),  # JSON output of the first firing
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+history_summaries = sa.Table(
+    "af_history_summaries",
+    metadata,
+    # The conversation path root → message_id (inclusive) condensed once (core/window/history);
+    # every later message whose path passes through message_id reuses it.
+    sa.Column("message_id", sa.String(64), primary_key=True),
+    sa.Column(
+        "conversation_id",
+        sa.String(64),
+        sa.ForeignKey("af_conversations.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    sa.Column("covers", sa.Integer, nullable=False),  # messages on the path it replaces
+    sa.Column("summary", sa.Text, nullable=False),
+    sa.Column("model", sa.String(200), nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
 workflow_runs = sa.Table(
     "af_workflow_runs",
     metadata,

@@ -1,0 +1,31 @@
+"""The model seam: the `Model` protocol, its implementations, and what picks one.
+
+- `base`: the protocol and its plain data (`ModelRequest`, `ModelResponse`, `Usage`).
+- `retry`: the shared retry policy (backoff, the `Retry-After` cap, no replay after output).
+- `openai_chat`: `api: chat_completions`, the OpenAI chat-completions client.
+- `scripted`: `ScriptedModel`, an in-process model for tests.
+- `registry`: API name → implementation, and `ModelPicker` for `Services`.
+"""
+
+from __future__ import annotations
+
+from .base import DeltaCallback, Model, ModelRequest, ModelResponse, Usage, is_context_overflow
+from .openai_chat import OpenAIChatModel
+from .registry import ModelPicker, model_api_names, register_model_api
+from .scripted import Reply, ScriptedModel, ToolCall
+
+__all__ = [
+    "DeltaCallback",
+    "Model",
+    "ModelPicker",
+    "ModelRequest",
+    "ModelResponse",
+    "OpenAIChatModel",
+    "Reply",
+    "ScriptedModel",
+    "ToolCall",
+    "Usage",
+    "is_context_overflow",
+    "model_api_names",
+    "register_model_api",
+]

@@ -1,0 +1,189 @@
+"""`chat_completions`: the OpenAI chat-completions API, against any compatible endpoint.
+
+We drive `openai.AsyncOpenAI` with the SDK's own retries switched off and retry in
+`retry.with_retries`, so the policy (which errors, how many times, backoff with jitter, the
+`Retry-After` cap) is ours and visible in metrics. One `AsyncOpenAI` is cached per
+endpoint + key, so its connection pool is reused across runs.
+
+The body (`openai_wire.request_body`) is already valid JSON-ready data, so it goes through the
+client's low-level `post` (the SDK's documented way to call any path) instead of
+`chat.completions.create`, whose request transform re-walks every message on every call: at
+200 rounds that walk was most of a round's CPU. `post` keeps what the SDK is good at: auth
+headers, the `APIStatusError` family, timeouts and the SSE parse into `ChatCompletionChunk`s.
+
+Two bounds apply to each call: `llm.timeout` per read (the SDK's), and `llm.call_deadline` for
+the whole call, retries included, so a server that keeps streaming cannot hold a run forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import time
+from typing import Any
+
+import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+from ...errors import ContextOverflowError, FatalLLMError, LLMError, RetryableLLMError
+from ...settings import LLMSettings
+from ..models import ResolvedModel
+from .base import DeltaCallback, ModelRequest, ModelResponse, is_context_overflow, send_delta
+from .openai_wire import Assembly, request_body
+from .retry import Attempt, Failure, Sleep, with_retries
+
+_PATH = "/chat/completions"
+# Bearer auth only, as `create()` asks for it (older SDKs have no `security` option).
+_OPTIONS: Any = (
+    {"security": {"bearer_auth": True}}
+    if "security" in getattr(openai._types.RequestOptions, "__annotations__", {})
+    else {}
+)
+
+
+class OpenAIChatModel:
+    """Streamed chat completions with native tool calling and usage in the last chunk.
+
+    A profile with `stream_tools: false` gets unstreamed requests for the turns that offer
+    tools (its server cannot stream tool calls); the text then reaches `on_delta` in one piece.
+    """
+
+    api = "chat_completions"
+
+    def __init__(self, settings: LLMSettings, *, sleep: Sleep = asyncio.sleep) -> None:
+        self.settings = settings
+        self._sleep = sleep
+        self._clients: dict[tuple[str | None, str], openai.AsyncOpenAI] = {}
+
+    def _client(self, target: ResolvedModel) -> openai.AsyncOpenAI:
+        client = self._clients.get(target.client_key)
+        if client is None:
+            client = openai.AsyncOpenAI(
+                base_url=target.base_url,
+                api_key=target.api_key,
+                max_retries=0,
+                timeout=self.settings.timeout,
+            )
+            self._clients[target.client_key] = client
+        return client
+
+    async def aclose(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()
+
+    async def complete(
+        self, request: ModelRequest, on_delta: DeltaCallback | None = None
+    ) -> ModelResponse:
+        stream = bool(request.target.stream_tools or not request.tools)
+        body = request_body(request, self.settings, stream=stream)
+
+        async def run(attempt: Attempt) -> ModelResponse:
+            if stream:
+                return await self._stream_once(request, body, on_delta, attempt)
+            return await self._complete_once(request, body, on_delta, attempt)
+
+        deadline = self.settings.call_deadline
+        try:
+            async with asyncio.timeout(deadline):
+                return await with_retries(
+                    run, classify, self.settings, agent=request.agent, sleep=self._sleep
+                )
+        except TimeoutError:
+            raise RetryableLLMError(
+                f"model call exceeded llm.call_deadline ({deadline:g} s) and was stopped; raise "
+                "llm.call_deadline, or lower max_output_tokens if the model writes too long",
+                agent=request.agent,
+            ) from None
+
+    async def _stream_once(
+        self,
+        request: ModelRequest,
+        body: dict[str, Any],
+        on_delta: DeltaCallback | None,
+        attempt: Attempt,
+    ) -> ModelResponse:
+        stream = await self._client(request.target).post(
+            _PATH,
+            body=body,
+            cast_to=ChatCompletion,
+            stream=True,
+            stream_cls=openai.AsyncStream[ChatCompletionChunk],
+            options=_OPTIONS,
+        )
+        assembly = Assembly(request.target.model)
+        async with stream:
+            async for chunk in stream:
+                text = assembly.add_chunk(chunk)
+                if text:
+                    attempt.output_seen = True
+                    await send_delta(on_delta, text)
+        return assembly.response(offered_tools=bool(request.tools))
+
+    async def _complete_once(
+        self,
+        request: ModelRequest,
+        body: dict[str, Any],
+        on_delta: DeltaCallback | None,
+        attempt: Attempt,
+    ) -> ModelResponse:
+        completion = await self._client(request.target).post(
+            _PATH, body=body, cast_to=ChatCompletion, options=_OPTIONS
+        )
+        assembly = Assembly(request.target.model)
+        text = assembly.add_completion(completion)
+        response = assembly.response(offered_tools=bool(request.tools))
+        if text:
+            attempt.output_seen = True
+            await send_delta(on_delta, text)
+        return response
+
+
+def classify(exc: Exception) -> Failure:
+    """An `openai` exception → which `LLMError` it is, and a short reason in words."""
+    if isinstance(exc, LLMError):
+        return Failure(type(exc), str(exc), getattr(exc, "retry_after", None))
+    if isinstance(exc, openai.APITimeoutError):
+        return Failure(RetryableLLMError, "request timed out")
+    if isinstance(exc, openai.APIConnectionError):
+        return Failure(RetryableLLMError, f"connection failed: {exc.__cause__ or exc}")
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        reason = f"HTTP {status}: {exc.message or exc}"
+        if is_context_overflow(status, exc.message or str(exc), _code(exc)):
+            return Failure(ContextOverflowError, reason)
+        if status >= 500 or status in (408, 409, 429):
+            return Failure(RetryableLLMError, reason, retry_after(exc.response.headers))
+        return Failure(FatalLLMError, reason)
+    return Failure(FatalLLMError, f"{type(exc).__name__}: {exc}")
+
+
+def _code(exc: openai.APIStatusError) -> str | None:
+    code = getattr(exc, "code", None)
+    if code is None and isinstance(exc.body, dict):
+        error = exc.body.get("error")
+        code = error.get("code") if isinstance(error, dict) else exc.body.get("code")
+    return code if isinstance(code, str) else None
+
+
+def retry_after(headers: Any) -> float | None:
+    """Seconds a server asked us to wait: `retry-after-ms`, or `retry-after` as seconds or
+    an HTTP date. None when absent or unreadable."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return float(millis) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return when.timestamp() - time.time()

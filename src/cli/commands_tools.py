@@ -1,0 +1,77 @@
+"""`artifactflow tools`: every tool the agents can be given, with where it comes from
+(builtin, plugin, langchain, mcp:SERVER), its effective permission and its JSON schema.
+
+Opening the controller starts the configured MCP servers, so their tools are listed as the
+servers describe them right now; an optional server that did not start is reported on stderr.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from ..core.controller import ExecutionController
+from ..errors import NotFoundError
+from . import views
+from .app import JsonOption, app, execute
+from .options import with_globals
+from .render import console, short
+
+
+@app.command()
+@with_globals
+def tools(
+    schema: Annotated[
+        str | None,
+        typer.Option(
+            "--schema",
+            help="Print one tool's JSON schema (with --json: its whole entry).",
+            show_default=False,
+        ),
+    ] = None,
+    json_: JsonOption = False,
+) -> None:
+    """List every tool with its source, permission and schema."""
+
+    async def work(controller: ExecutionController) -> None:
+        rows = describe(controller)
+        if schema is not None:
+            row = next((r for r in rows if r["name"] == schema), None)
+            if row is None:
+                raise NotFoundError(
+                    f"no tool named {schema!r}; known tools: {', '.join(r['name'] for r in rows)}"
+                )
+            views.print_json(row if json_ else row["schema"])
+            return
+        if json_:
+            views.print_json(rows)
+        else:
+            _print_table(rows)
+
+    execute(work)
+
+
+def describe(controller: ExecutionController) -> list[dict[str, Any]]:
+    services = controller.services
+    rows = services.tools.describe()
+    for row in rows:
+        row["agents"] = sorted(a.name for a in services.agents.values() if row["name"] in a.tools)
+    return rows
+
+
+def _print_table(rows: list[dict[str, Any]]) -> None:
+    out = console()
+    width = max((len(r["name"]) for r in rows), default=4)
+    source_width = max((len(r["source"]) for r in rows), default=6)
+    for row in rows:
+        level = row["permission"]
+        style = "yellow" if level == "confirm" else "green"
+        agents = f"  [dim](used by {', '.join(row['agents'])})[/dim]" if row["agents"] else ""
+        out.print(
+            f"{escape(row['name']):<{width}}  {escape(row['source']):<{source_width}}  "
+            f"[{style}]{level:<7}[/{style}]  {escape(short(row['description'], 80))}{agents}"
+        )
+    out.print(f"[dim]{len(rows)} tools. `artifactflow tools --schema NAME` prints a schema.[/dim]")
+

@@ -1,0 +1,106 @@
+"""Renders the event reference (docs/events.md) from the payload classes.
+
+The classes in `event_payloads` are the one definition of every event type; the reference page
+is generated from them so it cannot fall behind (a test compares the two). Regenerate with
+`python -m artifactflow.core.event_docs > docs/events.md`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+from typing import Any
+
+from pydantic import BaseModel
+
+from .event_payloads import PAYLOADS
+from .events import EPHEMERAL_TYPES, FINAL_TYPES
+
+HEADER = """# Event reference
+
+Every event is one JSON object: the envelope below plus `data`, whose fields depend on `type`.
+This page is generated from `src/core/event_payloads.py` (`python -m artifactflow.core.event_docs`);
+the HTTP API publishes the same shapes in its OpenAPI schema (`TypedEvent`, discriminated on
+`type`). Fields marked optional are left out of `data` when the emitter did not set them.
+
+| envelope field | type | meaning |
+|---|---|---|
+| `type` | string | one of the types below; names never change |
+| `event_id` | integer | monotonic and gap-free per message (0 for `llm_chunk`) |
+| `timestamp` | number | seconds since the epoch |
+| `agent` | string or null | the agent that produced it |
+| `conversation_id`, `message_id`, `thread_id` | string | where it belongs |
+
+From Python, `event.data` is the typed payload (`event.data.delta`); `event.data["delta"]` and
+`.get()` also work.
+"""
+
+
+def _type_name(annotation: Any) -> str:
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in args)
+    if origin is list:
+        return f"list of {_type_name(args[0])}" if args else "list"
+    if origin is dict:
+        return "object"
+    if origin is typing.Literal:
+        return " | ".join(repr(a) for a in args)
+    if annotation is type(None):
+        return "null"
+    if annotation is Any:
+        return "any"
+    if inspect.isclass(annotation):
+        if issubclass(annotation, BaseModel):
+            return f"`{annotation.__name__}`"
+        if issubclass(annotation, str) and annotation is not str:  # a StrEnum
+            return " | ".join(f"`{m.value}`" for m in annotation)  # type: ignore[attr-defined]
+        return {str: "string", int: "integer", float: "number", bool: "boolean"}.get(
+            annotation, annotation.__name__
+        )
+    return str(annotation)
+
+
+def _fields(model: type[BaseModel]) -> list[str]:
+    rows = []
+    for name, field in model.model_fields.items():
+        optional = "" if field.is_required() else " (optional)"
+        description = field.description or ""
+        rows.append(f"| `{name}` | {_type_name(field.annotation)}{optional} | {description} |")
+    return rows
+
+
+def render() -> str:
+    lines = [HEADER]
+    nested: dict[str, type[BaseModel]] = {}
+    for type_, payload in PAYLOADS.items():
+        notes = []
+        if type_ in EPHEMERAL_TYPES:
+            notes.append("streamed only, never stored")
+        if type_ in FINAL_TYPES:
+            notes.append("ends a stream")
+        suffix = f" ({'; '.join(notes)})" if notes else ""
+        lines.append(f"## `{type_}`{suffix}\n")
+        doc = inspect.getdoc(payload)
+        if doc and payload.__doc__:
+            lines.append(doc + "\n")
+        lines.append("| field | type | meaning |\n|---|---|---|")
+        lines.extend(_fields(payload))
+        lines.append("")
+        for field in payload.model_fields.values():
+            for arg in (field.annotation, *typing.get_args(field.annotation)):
+                if inspect.isclass(arg) and issubclass(arg, BaseModel):
+                    nested[arg.__name__] = arg
+    lines.append("## Shared shapes\n")
+    for name, model in sorted(nested.items()):
+        lines.append(f"### `{name}`\n")
+        lines.append("| field | type | meaning |\n|---|---|---|")
+        lines.extend(_fields(model))
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")

@@ -1,0 +1,359 @@
+"""One typed definition per event type: the `data` of every `Event`.
+
+The wire format is the JSON object each class dumps to: exactly the fields the emitter set, so
+adding an optional field never changes what older events look like. Readers use attributes
+(`event.data.delta`); the mapping methods (`event.data["delta"]`, `.get`) keep scripts written
+against the first release working. Emitters build these through `Event.build`, which refuses a
+field the type does not declare, so a shape cannot drift silently; events read back from the
+log are parsed leniently (an older or newer writer's extra fields are kept, not rejected).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
+
+
+class MessageStatus(enum.StrEnum):
+    """Where a message's run stands. `waiting` means paused for a person's decision."""
+
+    RUNNING = "running"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+FINAL_STATUSES = frozenset({MessageStatus.COMPLETED, MessageStatus.FAILED, MessageStatus.CANCELLED})
+
+
+class Outcome(enum.StrEnum):
+    """Why a completed run stopped."""
+
+    COMPLETED = "completed"
+    MAX_TOOL_ROUNDS = "max_tool_rounds"
+    BUDGET_EXCEEDED = "budget_exceeded"
+
+
+class SubagentStatus(enum.StrEnum):
+    """A subagent invocation's state; `done` and `failed` are final."""
+
+    RUNNING = "running"
+    TOOLS = "tools"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class WorkflowNodeStatus(enum.StrEnum):
+    """How a workflow node execution ended."""
+
+    OK = "ok"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # an earlier node of its split item or branch path failed
+    CANCELLED = "cancelled"  # another path of its branch finished first
+
+
+class DecisionAction(enum.StrEnum):
+    APPROVE = "approve"
+    DENY = "deny"
+    EDIT = "edit"
+    ALWAYS = "always"
+
+
+class Record(BaseModel):
+    """Typed fields, dumped as set, readable (and comparable) like the dicts of old."""
+
+    model_config = ConfigDict(extra="allow")
+
+    @model_serializer(mode="wrap")
+    def _only_set(self, handler: Any):  # noqa: ANN202 - unannotated: keeps the model schema
+        dumped = handler(self)
+        keep = self.model_fields_set | set(self.__pydantic_extra__ or {})
+        return {k: v for k, v in dumped.items() if k in keep}
+
+    # --- mapping compatibility (first-release readers used dicts) ---------------------------
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self:
+            return getattr(self, key)
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key) if key in self else default
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and (
+            key in self.model_fields_set or key in (self.__pydantic_extra__ or {})
+        )
+
+    def keys(self) -> list[str]:
+        return list(self.to_dict())
+
+    def items(self) -> Iterator[tuple[str, Any]]:
+        return iter(self.to_dict().items())
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, dict):
+            return self.to_dict() == other
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class EventData(Record):
+    """Base of every event payload."""
+
+    event_type: ClassVar[str] = ""
+
+
+class _AgentData(EventData):
+    invocation: str | None = Field(
+        None, description="Which agent invocation: 'lead' or 'agent:xxxxxxxx' for a subagent"
+    )
+
+
+class Usage(Record):
+    prompt_tokens: int | None = Field(None, description="None when the provider reported none")
+    completion_tokens: int | None = Field(None, description="None when the provider reported none")
+
+
+class ToolCallRequest(Record):
+    id: str = Field(description="The model's id for the call")
+    name: str = Field(description="Tool name")
+    arguments: str = Field(description="Raw JSON text as the model produced it")
+
+
+class ToolResultData(Record):
+    success: bool
+    data: Any = Field(None, description="What the tool returned (JSON)")
+    error: str | None = Field(None, description="The error text the model saw")
+    metadata: dict[str, Any] = Field({}, description="Flags such as denied, interrupted")
+
+
+class PendingCall(Record):
+    tool_call_id: str = Field(description="Answer with this id")
+    tool: str = Field(description="Tool name")
+    arguments: Any = Field(description="Parsed arguments (raw text when they were not JSON)")
+    agent: str | None = Field(None, description="The agent that asked")
+    invocation: str | None = Field(None, description="The agent invocation that asked")
+
+
+class DecisionRecord(Record):
+    tool_call_id: str
+    tool: str
+    action: DecisionAction
+    reason: str | None = Field(None, description="A denial's message for the model")
+    arguments: Any = Field(None, description="An edit's new arguments")
+
+
+# --- one class per event type ----------------------------------------------------------------
+
+
+class MetadataData(EventData):
+    """First event of a run: what was asked, or that a dead owner's run was recovered."""
+
+    event_type: ClassVar[str] = "metadata"
+    parent_message_id: str | None = Field(None, description="The message this one answers after")
+    content: str | None = Field(None, description="The user's message")
+    lead_agent: str | None = Field(None, description="Name of the lead agent that runs it")
+    recovered: bool | None = Field(
+        None, description="True when this segment continues a run whose process died"
+    )
+    workflow: str | None = Field(None, description="The workflow this message runs")
+    input: dict[str, Any] | None = Field(None, description="The workflow's validated input")
+
+
+class AgentStartData(_AgentData):
+    event_type: ClassVar[str] = "agent_start"
+    round: int = Field(description="1-based step of this invocation")
+
+
+class LLMChunkData(_AgentData):
+    """A text delta (not the accumulated text). Streamed only, never stored."""
+
+    event_type: ClassVar[str] = "llm_chunk"
+    delta: str = Field(description="New text since the previous chunk")
+
+
+class LLMCompleteData(_AgentData):
+    event_type: ClassVar[str] = "llm_complete"
+    content: str = Field(description="The full text of the answer")
+    tool_calls: list[ToolCallRequest] = Field([], description="Tool calls, in call order")
+    model: str | None = Field(None, description="The model name the provider reported")
+    usage: Usage = Field(Usage(), description="Token counts of this call")
+    duration_ms: float = Field(0.0, description="Wall time including retries")
+    attempts: int = Field(1, description="1 plus the number of retries")
+    finish_reason: str | None = Field(None, description="'stop', 'tool_calls', 'length', …")
+
+
+class AgentCompleteData(_AgentData):
+    event_type: ClassVar[str] = "agent_complete"
+    content: str = Field("", description="The step's text")
+    tool_calls: int = Field(0, description="How many tool calls the step made")
+    outcome: str | None = Field(
+        None, description="For the lead: the run's outcome if this step ended it; for a subagent: its status"
+    )
+    error: str | None = Field(None, description="Why the step failed")
+
+
+class ToolStartData(_AgentData):
+    event_type: ClassVar[str] = "tool_start"
+    tool_call_id: str = Field(description="The model's id for the call")
+    tool: str = Field(description="Tool name")
+    arguments: Any = Field(None, description="Parsed arguments (raw text if not JSON)")
+    edited: bool = Field(False, description="True when a person edited the arguments")
+
+
+class ToolCompleteData(_AgentData):
+    event_type: ClassVar[str] = "tool_complete"
+    tool_call_id: str = Field(description="The model's id for the call")
+    tool: str = Field(description="Tool name")
+    success: bool = Field(description="Whether the tool succeeded")
+    result: ToolResultData = Field(description="The full result (the model may see it truncated)")
+    duration_ms: float = Field(0.0, description="How long the tool ran")
+    denied: bool | None = Field(None, description="True when a person denied the call")
+
+
+class PermissionRequestData(EventData):
+    """The run paused: answer every call in `calls` (by `tool_call_id`) to resume it."""
+
+    event_type: ClassVar[str] = "permission_request"
+    interrupt_id: str = Field(description="LangGraph's id of the pause")
+    interrupt_ids: list[str] | None = Field(
+        None, description="Every pause answered together (parallel workflow steps); set when several"
+    )
+    kind: str | None = Field(None, description="'permission'")
+    calls: list[PendingCall] = Field(description="The calls waiting for a decision")
+
+
+class PermissionResultData(EventData):
+    event_type: ClassVar[str] = "permission_result"
+    decisions: list[DecisionRecord] = Field(description="One decision per paused call")
+
+
+class SubagentStartData(_AgentData):
+    event_type: ClassVar[str] = "subagent_start"
+    instruction: str = Field(description="What the lead asked the subagent to do")
+    tool_call_id: str | None = Field(description="The lead's call_subagent call (None in a workflow step)")
+
+
+class SubagentCompleteData(_AgentData):
+    event_type: ClassVar[str] = "subagent_complete"
+    status: SubagentStatus = Field(description="'done' or 'failed'")
+    result: str | None = Field(None, description="The subagent's answer (partial when failed)")
+    error: str | None = Field(None, description="Why it failed")
+    tool_call_id: str | None = Field(description="The lead's call_subagent call (None in a workflow step)")
+
+
+class ArtifactCreatedData(_AgentData):
+    event_type: ClassVar[str] = "artifact_created"
+    artifact_id: str = Field(description="The artifact's id in its conversation")
+    title: str
+    version: int = Field(description="The new version number")
+    content_type: str = Field(description="A MIME type such as text/markdown")
+
+
+class ArtifactUpdatedData(_AgentData):
+    event_type: ClassVar[str] = "artifact_updated"
+    artifact_id: str = Field(description="The artifact's id in its conversation")
+    title: str
+    version: int = Field(description="The new version number")
+    previous_version: int
+    change: str = Field(description="'update' (an edit) or 'rewrite' (new full text)")
+    content_type: str = Field(description="A MIME type such as text/markdown")
+
+
+class WorkflowNodeStartData(EventData):
+    """A workflow node execution started (README "Workflows")."""
+
+    event_type: ClassVar[str] = "workflow_node_start"
+    node: str = Field(description="The node's id in the workflow file")
+    role: str = Field(description="start, linear, decision, split, branch, merge or exit")
+    kind: str | None = Field(None, description="'agent', 'tool' or 'group'; None for a role without a step")
+    execution: str = Field(description="node#iteration, with [index] inside a split or branch")
+    iteration: int = Field(description="1-based run of this node (loops run it again)")
+    group: str | None = Field(None, description="The split/branch execution it runs in (a merge: the one it joins)")
+    index: int | None = Field(None, description="Its item (split) or path (branch) index")
+    parents: list[str] = Field([], description="Executions whose output led here")
+
+
+class WorkflowNodeCompleteData(WorkflowNodeStartData):
+    """A workflow node execution ended; its full input and output are in the lineage."""
+
+    event_type: ClassVar[str] = "workflow_node_complete"
+    status: WorkflowNodeStatus = Field(description="How it ended")
+    output_summary: str = Field("", description="The output, shortened to one line")
+    error: str | None = Field(None, description="Why it failed, was skipped or cancelled")
+    repaired: bool | None = Field(None, description="True when the answer matched its schema after the repair round")
+    outcome: str | None = Field(None, description="An agent group's outcome: 'completed' or 'max_turns'")
+    choice: str | None = Field(None, description="The label a decision chose")
+    exhausted: str | None = Field(None, description="A loop label that ran out of iterations (the fallback was taken)")
+    count: int | None = Field(None, description="How many items a split fanned out to")
+    paths: int | None = Field(None, description="How many paths a branch started")
+    failed_items: list[int] | None = Field(None, description="Split items a merge received as failed")
+
+
+class HandoffData(EventData):
+    """An agent group's floor passed to another member (`envelope.agent` is the new speaker)."""
+
+    event_type: ClassVar[str] = "handoff"
+    execution: str = Field(description="The group node's execution")
+    node: str = Field(description="The group node's id")
+    from_agent: str = Field(description="Who had the floor")
+    to_agent: str = Field(description="Who speaks next")
+    message: str = Field("", description="What the handing agent (or the moderator) said about it")
+    by: str = Field(description="'handoff' (the agent called the tool) or 'moderator'")
+    turn: int = Field(description="The turn that ended")
+
+
+class CompleteData(EventData):
+    event_type: ClassVar[str] = "complete"
+    response: str = Field(description="The final answer")
+    outcome: Outcome | str = Field(Outcome.COMPLETED, description="Why the run stopped")
+    metrics: dict[str, Any] = Field(
+        default_factory=dict, description="Tokens, durations and per-agent figures"
+    )
+
+
+class CancelledData(EventData):
+    event_type: ClassVar[str] = "cancelled"
+    reason: str = Field(description="Who or what cancelled it")
+    partial_response: str | None = Field(None, description="The answer streamed so far")
+
+
+class ErrorData(EventData):
+    event_type: ClassVar[str] = "error"
+    message: str = Field(description="What went wrong, for people")
+    kind: str | None = Field(None, description="'llm', 'abandoned', 'recovery' or an error class")
+
+
+PAYLOADS: dict[str, type[EventData]] = {
+    cls.event_type: cls
+    for cls in (
+        MetadataData,
+        AgentStartData,
+        LLMChunkData,
+        LLMCompleteData,
+        AgentCompleteData,
+        ToolStartData,
+        ToolCompleteData,
+        PermissionRequestData,
+        PermissionResultData,
+        SubagentStartData,
+        SubagentCompleteData,
+        ArtifactCreatedData,
+        ArtifactUpdatedData,
+        WorkflowNodeStartData,
+        WorkflowNodeCompleteData,
+        HandoffData,
+        CompleteData,
+        CancelledData,
+        ErrorData,
+    )
+}

@@ -1,0 +1,140 @@
+"""Stored data, as the interfaces need it: conversations and their message trees, messages,
+event-log positions, API tokens, artifacts, and deleting a conversation.
+
+`ExecutionController` inherits these methods so the HTTP and CLI layers ask the controller,
+never the store or the checkpointer. `user_id` (where taken) restricts a lookup to that user's
+resources: another user's conversation answers `NotFoundError` exactly like a missing one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...errors import NotFoundError
+from . import runner
+
+if TYPE_CHECKING:
+    from ..checkpoints import CheckpointStore
+    from ..conversations import ConversationManager
+    from ..store.repository import AppStore
+    from .runtime import Runtime
+
+
+class StoredData:
+    """Read (and delete) what runs leave behind; mixed into `ExecutionController`."""
+
+    store: AppStore
+    checkpoints: CheckpointStore
+    conversations: ConversationManager
+    _rt: Runtime
+
+    # --- conversations ---------------------------------------------------------------------
+
+    async def get_conversation(self, conversation_id: str, *, user_id: str | None = None) -> dict[str, Any]:
+        """The conversation record (`NotFoundError` if missing or not `user_id`'s)."""
+        return await self.conversations.get(conversation_id, user_id=user_id)
+
+    async def list_conversations(
+        self, *, user_id: str | None = None, limit: int = 20, offset: int = 0
+    ) -> list[dict[str, Any]]:
+        """Conversations, most recently active first (only `user_id`'s when given)."""
+        return await self.conversations.list_conversations(user_id=user_id, limit=limit, offset=offset)
+
+    async def count_conversations(self, *, user_id: str | None = None) -> int:
+        return await self.store.count_conversations(user_id=user_id)
+
+    async def conversation_tree(self, conversation_id: str, *, user_id: str | None = None) -> dict[str, Any]:
+        """The conversation with its messages as a tree; `active` marks the current branch."""
+        await self.get_conversation(conversation_id, user_id=user_id)
+        return await self.conversations.tree(conversation_id)
+
+    async def delete_conversation(self, conversation_id: str, *, user_id: str | None = None) -> None:
+        """Delete a conversation: cancel its runs in this process, drop its threads'
+        checkpoints, then its rows (messages, events, artifacts, approvals).
+
+        Checkpoints go first: should the row delete fail, the messages still exist and gc
+        can find them; the other way round would orphan checkpoints nothing points to."""
+        await self.get_conversation(conversation_id, user_id=user_id)
+        messages = await self.store.list_messages(conversation_id)
+        for message in messages:
+            if self._rt.running_here(message["id"]):
+                await runner.cancel(self._rt, message["id"])
+        for message in messages:
+            await self.checkpoints.delete_thread(message["thread_id"])
+        await self.conversations.delete(conversation_id)
+
+    # --- messages and tokens ---------------------------------------------------------------
+
+    async def list_messages(self, conversation_id: str, *, user_id: str | None = None) -> list[dict[str, Any]]:
+        """Every message of the conversation, oldest first."""
+        await self.get_conversation(conversation_id, user_id=user_id)
+        return await self.store.list_messages(conversation_id)
+
+    async def get_message(self, message_id: str, *, user_id: str | None = None) -> dict[str, Any]:
+        """The message record (`NotFoundError` if missing or not in one of `user_id`'s
+        conversations)."""
+        message = await self.store.get_message(message_id)
+        if message is not None and user_id is not None:
+            conversation = await self.store.get_conversation(message["conversation_id"])
+            if conversation is None or conversation["user_id"] != user_id:
+                message = None
+        if message is None:
+            raise NotFoundError(f"message {message_id} not found")
+        return message
+
+    async def last_event_id(self, message_id: str) -> int:
+        """The id of the message's last stored event (0 when none)."""
+        return await self.store.last_event_id(message_id)
+
+    async def pending(self) -> list[dict[str, Any]]:
+        """Messages paused for a permission decision."""
+        return await self.store.messages_with_status(["waiting"])
+
+    async def create_token(self, user_name: str) -> tuple[str, str]:
+        """Create (or reuse) the user and a new API token; returns (user_id, token). Only the
+        token's hash is stored."""
+        return await self.store.create_token(user_name)
+
+    async def user_for_token(self, token: str) -> str | None:
+        """The user a token belongs to (None for an unknown or revoked token)."""
+        return await self.store.user_for_token(token)
+
+    # --- artifacts (read side) ---------------------------------------------------------------
+
+    def _artifacts(self) -> Any:
+        from ..artifacts import ArtifactService
+
+        return ArtifactService(self.store)
+
+    async def list_artifacts(self, conversation_id: str) -> list[dict[str, Any]]:
+        """Summaries (no content) of the conversation's artifacts."""
+        return await self._artifacts().list(conversation_id)
+
+    async def get_artifact(
+        self, conversation_id: str, artifact_id: str, version: int | None = None
+    ) -> dict[str, Any]:
+        """One artifact with content, at its current version or at `version`."""
+        return await self._artifacts().get(conversation_id, artifact_id, version)
+
+    async def artifact_versions(self, conversation_id: str, artifact_id: str) -> list[dict[str, Any]]:
+        """The artifact's version history, oldest first (no content)."""
+        return await self._artifacts().versions(conversation_id, artifact_id)
+
+    async def artifact_diff(
+        self, conversation_id: str, artifact_id: str, from_version: int, to_version: int | None = None
+    ) -> str:
+        """Unified diff between two versions (`to_version` default: the current one)."""
+        return await self._artifacts().diff(conversation_id, artifact_id, from_version, to_version)
+
+    async def export_artifact(
+        self, conversation_id: str, artifact_id: str, version: int | None = None
+    ) -> str:
+        """The artifact as a standalone Markdown document."""
+        return await self._artifacts().export_markdown(conversation_id, artifact_id, version)
+
+    async def export_artifact_to(
+        self, path: str | Path, conversation_id: str, artifact_id: str, version: int | None = None
+    ) -> Path:
+        """Write `export_artifact` to `path` (parent folders are created); returns the path."""
+        return await self._artifacts().export_to(path, conversation_id, artifact_id, version)

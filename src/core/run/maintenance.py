@@ -1,0 +1,85 @@
+"""Upkeep around runs: renewing a lease, computing a message's metrics, dropping the
+checkpoints of a finished message, and gc of checkpoints no run needs any more.
+
+Checkpoints matter only while a run is in flight or paused; once a message finishes, its event
+log is the record. gc also abandons pauses (and dead runs) idle past the retention window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from ..metrics import records_from_events, summarize
+from .eventlog import append_event
+from .runtime import Runtime
+
+
+async def keep_lease(rt: Runtime, message_id: str, run_token: str) -> None:
+    """Renew the lease every third of its length until cancelled."""
+    period = rt.services.settings.run.lease_seconds / 3
+    while True:
+        await asyncio.sleep(period)
+        await rt.store.update_message(message_id, run_token=run_token, lease_expires_at=rt.lease())
+
+
+async def run_metrics(rt: Runtime, message_id: str, started: float) -> dict[str, Any]:
+    """The message's metrics from its event log; wall time adds up over resumed segments."""
+    previous = (await rt.message(message_id)).get("metrics") or {}
+    wall = (time.perf_counter() - started) * 1000 + float(previous.get("wall_ms", 0.0))
+    return summarize(records_from_events(await rt.store.events(message_id)), wall)
+
+
+async def cleanup_checkpoints(rt: Runtime, message: dict[str, Any]) -> None:
+    """A message finished: forget its tool ledger and (unless configured to keep them) its
+    thread's checkpoints."""
+    await rt.store.ledger_clear(message["id"])
+    if rt.services.settings.checkpoints.keep_completed:
+        return
+    await rt.checkpoints.delete_thread(message["thread_id"])
+    await rt.store.update_message(message["id"], checkpoints_deleted=True)
+
+
+async def gc(rt: Runtime, retention_hours: float | None, *, dry_run: bool) -> dict[str, Any]:
+    """See `ExecutionController.gc`."""
+    settings = rt.services.settings.checkpoints
+    hours = settings.retention_hours if retention_hours is None else retention_hours
+    cutoff = time.time() - hours * 3600
+    finished, abandoned = [], []
+    for message in await rt.store.messages_with_status(["completed", "failed", "cancelled"]):
+        if not message["checkpoints_deleted"]:
+            finished.append(message)
+    for message in await rt.store.messages_with_status(["waiting", "running"]):
+        if message["id"] in rt.runs or message["updated_at"] >= cutoff:
+            continue
+        if message["status"] == "running" and not rt.lease_expired(message):
+            continue
+        abandoned.append(message)
+    if not dry_run:
+        for message in finished:
+            await rt.checkpoints.delete_thread(message["thread_id"])
+            await rt.store.update_message(message["id"], checkpoints_deleted=True)
+        for message in abandoned:
+            await rt.checkpoints.delete_thread(message["thread_id"])
+            await rt.store.update_message(
+                message["id"],
+                status="failed",
+                error=f"abandoned: no activity for more than {hours:g} h (removed by gc)",
+                waiting_for=None,
+                checkpoints_deleted=True,
+            )
+            await append_event(
+                rt.store,
+                message,
+                "error",
+                None,
+                {"message": "abandoned; checkpoints removed by gc", "kind": "abandoned"},
+            )
+        await rt.store.ledger_clear_finished()
+        await rt.checkpoints.vacuum()
+    return {
+        "finished": [m["id"] for m in finished],
+        "abandoned": [m["id"] for m in abandoned],
+        "dry_run": dry_run,
+    }

@@ -1,0 +1,121 @@
+"""Continuing a paused message, and recovering a run whose process died.
+
+Claiming a paused message is one conditional UPDATE (expected status and run token), so of
+two racing resumes exactly one wins, across processes; the loser gets `ResumeConflictError`.
+The run — not the tool node — emits `permission_result` from the validated decisions. A run
+whose process died keeps status `running` with an expired lease: it is claimed the same way
+and continued from its last checkpoint, and the tool ledger keeps tools from running twice.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from langgraph.types import Command
+
+from ...errors import ResumeConflictError
+from ..permissions import normalize_decisions
+from .eventlog import append_event
+from .runner import launch
+from .runtime import Runtime
+
+_NOT_WAITING = {
+    "running": "it is running",
+    "completed": "it has completed",
+    "failed": "it has failed",
+    "cancelled": "it was cancelled",
+}
+
+
+async def resume_start(rt: Runtime, message_id: str, resume_data: Any) -> None:
+    """Validate decisions, claim the paused message, and start the resumed run."""
+    message = await rt.message(message_id)
+    status = message["status"]
+    if status == "running" and message_id not in rt.runs and rt.lease_expired(message):
+        await recover(rt, message)
+        return
+    if status != "waiting":
+        detail = _NOT_WAITING.get(status, f"its status is {status}")
+        raise ResumeConflictError(
+            f"message {message_id} is not waiting for a decision: {detail}", message_id=message_id
+        )
+    waiting = message["waiting_for"] or {}
+    calls = waiting.get("calls", [])
+    decisions = normalize_decisions(resume_data, calls, rt.services.tools)
+    run_token = uuid.uuid4().hex
+    won = await rt.store.claim_message(
+        message_id,
+        expected_status="waiting",
+        expected_run_token=message["run_token"],
+        run_token=run_token,
+        lease_expires_at=rt.lease(),
+    )
+    if not won:
+        raise ResumeConflictError(
+            f"message {message_id} was already resumed by another request", message_id=message_id
+        )
+    always = [c["tool"] for c in calls if decisions[c["tool_call_id"]]["action"] == "always"]
+    if always:
+        await rt.store.allow_always(message["conversation_id"], always)
+    await rt.store.update_message(message_id, waiting_for=None)
+    results = [
+        {
+            "tool_call_id": c["tool_call_id"],
+            "tool": c["tool"],
+            "action": decisions[c["tool_call_id"]]["action"],
+            "reason": decisions[c["tool_call_id"]].get("reason"),
+            "arguments": decisions[c["tool_call_id"]].get("arguments"),
+        }
+        for c in calls
+    ]
+    command = resume_command(waiting, decisions)
+    launch(rt, message, run_token, command, first_events=[("permission_result", None, {"decisions": results})])
+
+
+def resume_command(waiting: dict[str, Any], decisions: dict[str, Any]) -> Command:
+    """The resume for a pause: every pending interrupt (parallel workflow steps pause
+    together) gets the decisions, by id; each tool node reads the ones for its own calls."""
+    ids = waiting.get("interrupt_ids") or [waiting["interrupt_id"]]
+    return Command(resume=dict.fromkeys(ids, decisions))
+
+
+async def recover(rt: Runtime, message: dict[str, Any]) -> None:
+    """Continue a run whose process died, from its last checkpoint."""
+    run_token = uuid.uuid4().hex
+    won = await rt.store.claim_message(
+        message["id"],
+        expected_status="running",
+        expected_run_token=message["run_token"],
+        run_token=run_token,
+        lease_expires_at=rt.lease(),
+        stale_before=time.time(),
+    )
+    if not won:
+        raise ResumeConflictError(f"message {message['id']} is being recovered elsewhere")
+    if not await rt.checkpoints.has_checkpoint(message["thread_id"]):
+        await rt.store.update_message(
+            message["id"], status="failed", error="the process died before the first checkpoint"
+        )
+        await append_event(
+            rt.store,
+            message,
+            "error",
+            None,
+            {
+                "message": "the run's process died before its first checkpoint; nothing to recover",
+                "kind": "recovery",
+            },
+        )
+        raise ResumeConflictError(f"message {message['id']} cannot be recovered: no checkpoint")
+    launch(rt, message, run_token, None, first_events=[("metadata", None, {"recovered": True})])
+
+
+async def resume_cursor(rt: Runtime, message_id: str) -> int:
+    """Where a resumed stream starts: just after the pause's permission_request."""
+    last_request = 0
+    for row in await rt.store.events(message_id):
+        if row["type"] == "permission_request":
+            last_request = row["event_id"]
+    return last_request

@@ -1,0 +1,251 @@
+"""Starting a message and driving one run of it.
+
+A run is a background task, independent of any reader. It drives the compiled graph with
+`astream` and turns what the nodes write (custom stream chunks) into `Event`s: each is
+persisted, then published to readers (`EventSink`). The run — never a node — emits
+`permission_request` from the interrupt payload, so nothing repeats when LangGraph re-runs the
+interrupted node. A run ends in exactly one final event: `complete`, `permission_request`
+(paused), `cancelled` or `error`.
+
+Path of a run: `start_message` → `launch` → `Run.drive` → `graph.astream` (see `core/graph.py`:
+`lead_agent` → `tool_execution` → tools).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from typing import Any
+
+from ...errors import ArtifactFlowError, LLMError, NotFoundError, ResumeConflictError, UserError
+from ..context import RunContext
+from ..conversations import ConversationManager
+from ..events import Event
+from ..runs import EventSink, RunHandle
+from ..state import create_initial_state
+from .eventlog import append_event, new_event
+from .maintenance import cleanup_checkpoints, keep_lease, run_metrics
+from .runtime import Runtime
+
+log = logging.getLogger("artifactflow")
+
+FirstEvents = list[tuple[str, str | None, dict[str, Any]]]
+
+
+async def start_message(
+    rt: Runtime,
+    conversations: ConversationManager,
+    content: str,
+    conversation_id: str | None,
+    parent_message_id: Any,
+    *,
+    user_id: str | None,
+) -> dict[str, Any]:
+    """Store the user message, build the initial state, and launch its run."""
+    if not isinstance(content, str) or not content.strip():
+        raise UserError("content must be a non-empty string")
+    for agent in rt.services.agents.values():  # missing credentials fail before anything is stored
+        rt.services.models.resolve(agent.model)
+    if conversation_id is None and isinstance(parent_message_id, str):
+        parent = await rt.store.get_message(parent_message_id)
+        if parent is None:
+            raise NotFoundError(f"parent message {parent_message_id} not found")
+        conversation_id = parent["conversation_id"]  # a fork names its parent only
+    if conversation_id is None:
+        conversation = await conversations.start_conversation(user_id=user_id)
+    else:
+        conversation = await conversations.get(conversation_id, user_id=user_id)
+    run_token = uuid.uuid4().hex
+    message = await conversations.add_message(
+        conversation["id"],
+        content,
+        parent_id=parent_message_id,
+        run_token=run_token,
+        lease_expires_at=rt.lease(),
+    )
+    history = await conversations.format_conversation_history(message["parent_id"])
+    state = create_initial_state(content, conversation_history=history)
+    metadata = {
+        "parent_message_id": message["parent_id"],
+        "content": content,
+        "lead_agent": rt.services.lead.name,
+    }
+    launch(rt, message, run_token, state, first_events=[("metadata", None, metadata)])
+    return {
+        "conversation_id": conversation["id"],
+        "message_id": message["id"],
+        "thread_id": message["thread_id"],
+    }
+
+
+def launch(
+    rt: Runtime, message: dict[str, Any], run_token: str, graph_input: Any, *, first_events: FirstEvents
+) -> None:
+    """Start `message`'s run as a background task (`graph_input`: an initial state, a resume
+    `Command`, or None to continue from the last checkpoint)."""
+    if message["id"] in rt.runs and not rt.runs[message["id"]].done:
+        raise ResumeConflictError(f"message {message['id']} is already running in this process")
+    handle = RunHandle(message["id"])
+    rt.runs[message["id"]] = handle
+    run = Run(rt, handle, message, run_token)
+    handle.task = asyncio.create_task(
+        run.drive(graph_input, first_events), name=f"artifactflow-run-{message['id']}"
+    )
+
+
+async def cancel(rt: Runtime, message_id: str) -> bool:
+    """Stop a run in this process, or close a paused message. False if neither applies."""
+    handle = rt.runs.get(message_id)
+    if handle is None or handle.task is None or handle.task.done():
+        message = await rt.message(message_id)
+        if message["status"] != "waiting":
+            return False
+        await rt.store.update_message(message_id, status="cancelled", waiting_for=None)
+        await append_event(rt.store, message, "cancelled", None, {"reason": "cancelled while paused"})
+        await cleanup_checkpoints(rt, message)
+        return True
+    handle.cancel_requested = True
+    handle.task.cancel()
+    with contextlib.suppress(BaseException):
+        await asyncio.shield(handle.task)
+    return True
+
+
+class Run:
+    """One segment of a message's run, from its first event to its final one."""
+
+    def __init__(self, rt: Runtime, handle: RunHandle, message: dict[str, Any], run_token: str) -> None:
+        self.rt = rt
+        self.store = rt.store
+        self.handle = handle
+        self.message = message
+        self.run_token = run_token
+        self.config = {
+            "configurable": {"thread_id": message["thread_id"]},
+            "recursion_limit": rt.services.settings.run.recursion_limit,
+        }
+        self.started = time.perf_counter()
+        self.partial: list[str] = []  # the lead's streamed text, kept for a cancel
+        self.graph: Any = rt.graph  # a workflow message's own graph, set in `drive`
+        self._last_id = 0
+        self._sink = EventSink(rt.store, handle)
+
+    async def emit(self, type_: str, agent: str | None, data: dict[str, Any]) -> Event:
+        """Number, persist, then publish an event (`llm_chunk`: published only)."""
+        if type_ != "llm_chunk":
+            self._last_id += 1
+        event = new_event(self.message, type_, self._last_id, agent, data)
+        self._sink.put(event)
+        if event.is_final:
+            await self._sink.flush()
+        return event
+
+    async def drive(self, graph_input: Any, first_events: FirstEvents) -> None:
+        message_id = self.message["id"]
+        self._last_id = await self.store.last_event_id(message_id)
+        context = RunContext(self.rt.services, self.message["conversation_id"], message_id)
+        lease = asyncio.create_task(keep_lease(self.rt, message_id, self.run_token))
+        interrupts: list[Any] = []
+        try:
+            for type_, agent, data in first_events:
+                await self.emit(type_, agent, data)
+            self.graph = await self.rt.graph_for(self.message)
+            async for mode, chunk in self.graph.astream(
+                graph_input,
+                self.config,
+                context=context,
+                stream_mode=["custom", "updates"],
+                durability="sync",
+            ):
+                if mode == "custom":
+                    await self._relay(chunk)
+                elif mode == "updates" and "__interrupt__" in chunk:
+                    interrupts.extend(chunk["__interrupt__"])
+            if interrupts:
+                await self._pause(interrupts)
+            else:
+                await self._complete()
+        except asyncio.CancelledError:
+            await self._cancelled()
+        except Exception as exc:  # the run failed: record it, never crash the process
+            await self._failed(exc)
+        finally:
+            lease.cancel()
+            with contextlib.suppress(BaseException):
+                await lease
+            try:
+                await self._sink.close()
+            except Exception:
+                log.exception("run %s: could not store its last events", message_id)
+            await self.handle.finish()
+            if self.rt.runs.get(message_id) is self.handle:
+                del self.rt.runs[message_id]
+
+    async def _relay(self, chunk: dict[str, Any]) -> None:
+        kind = chunk.get("type")
+        data = chunk.get("data") or {}
+        if data.get("invocation") == "lead":
+            if kind == "llm_chunk":
+                self.partial.append(data.get("delta", ""))
+            elif kind == "agent_start":
+                self.partial.clear()
+        await self.emit(kind, chunk.get("agent"), data)  # type: ignore[arg-type]
+
+    async def _pause(self, interrupts: list[Any]) -> None:
+        # The tool node raises one interrupt per round; parallel workflow steps raise one each,
+        # and their calls are asked (and resumed, by id: `resume.resume_command`) together.
+        intr = interrupts[0]
+        payload = intr.value if isinstance(intr.value, dict) else {"calls": []}
+        calls = [c for i in interrupts if isinstance(i.value, dict) for c in i.value.get("calls", [])]
+        waiting = {"interrupt_id": intr.id, "kind": payload.get("kind"), "calls": calls}
+        if len(interrupts) > 1:
+            waiting["interrupt_ids"] = [i.id for i in interrupts]
+        await self.store.update_message(
+            self.message["id"],
+            status="waiting",
+            waiting_for=waiting,
+            metrics=await run_metrics(self.rt, self.message["id"], self.started),
+            run_token=self.run_token,
+            lease_expires_at=None,
+        )
+        await self.emit("permission_request", None, waiting)
+
+    async def _complete(self) -> None:
+        values = (await self.graph.aget_state(self.config)).values
+        metrics = await run_metrics(self.rt, self.message["id"], self.started)
+        response = values.get("graph_response") or ""
+        outcome = values.get("outcome") or "completed"
+        await self.store.update_message(
+            self.message["id"],
+            status="completed",
+            response=response,
+            outcome=outcome,
+            metrics=metrics,
+            run_token=self.run_token,
+            lease_expires_at=None,
+        )
+        await self.store.touch_conversation(self.message["conversation_id"])
+        summary = {k: v for k, v in metrics.items() if k != "calls"}
+        await self.emit("complete", None, {"response": response, "outcome": outcome, "metrics": summary})
+        await cleanup_checkpoints(self.rt, self.message)
+
+    async def _cancelled(self) -> None:
+        text = "".join(self.partial)
+        await self.store.update_message(
+            self.message["id"], status="cancelled", response=text or None, run_token=self.run_token
+        )
+        await self.emit("cancelled", None, {"partial_response": text, "reason": "cancelled by request"})
+        await cleanup_checkpoints(self.rt, self.message)
+
+    async def _failed(self, exc: Exception) -> None:
+        if not isinstance(exc, ArtifactFlowError):
+            log.exception("run %s failed", self.message["id"])
+        kind = "llm" if isinstance(exc, LLMError) else type(exc).__name__
+        text = str(exc) if isinstance(exc, ArtifactFlowError) else f"{type(exc).__name__}: {exc}"
+        await self.store.update_message(
+            self.message["id"], status="failed", error=text, run_token=self.run_token
+        )
+        await self.emit("error", getattr(exc, "agent", None), {"message": text, "kind": kind})

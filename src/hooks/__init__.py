@@ -1,0 +1,64 @@
+"""Lifecycle hooks: change behaviour at each step of a run, or watch it.
+
+Public nouns: `Hooks` (subclass it; every method is a no-op), the typed records hooks
+receive (`types.py`), `Refuse`, and `HookRunner`, which the engine uses to run them in order
+(`runner.py`). Exactly-once keying for points inside re-runnable nodes is in `dedupe.py`;
+loading hooks named in config is in `loader.py`. Built-in hooks: `tracing.py`
+(OpenTelemetry GenAI spans), `redaction.py`, `policy.py`.
+"""
+
+from __future__ import annotations
+
+from .base import POINTS, Hooks, Point
+from .dedupe import KEYED_POINTS, HookLedger, MemoryHookLedger, StoreHookLedger, hook_key
+from .runner import HookError, HookRunner, hook_name
+from .types import (
+    AgentStep,
+    AgentStepEnd,
+    ChatMessage,
+    Compaction,
+    Failure,
+    ModelRequest,
+    ModelResponse,
+    PermissionDecision,
+    PermissionRequest,
+    PermissionResult,
+    RawToolCall,
+    Refuse,
+    RunEnd,
+    RunInfo,
+    ToolCall,
+    ToolOutcome,
+    ToolRound,
+)
+
+__all__ = [
+    "KEYED_POINTS",
+    "POINTS",
+    "AgentStep",
+    "AgentStepEnd",
+    "ChatMessage",
+    "Compaction",
+    "Failure",
+    "HookError",
+    "HookLedger",
+    "HookRunner",
+    "Hooks",
+    "MemoryHookLedger",
+    "ModelRequest",
+    "ModelResponse",
+    "PermissionDecision",
+    "PermissionRequest",
+    "PermissionResult",
+    "Point",
+    "RawToolCall",
+    "Refuse",
+    "RunEnd",
+    "RunInfo",
+    "StoreHookLedger",
+    "ToolCall",
+    "ToolOutcome",
+    "ToolRound",
+    "hook_key",
+    "hook_name",
+]

@@ -1,0 +1,83 @@
+"""The graph's recursion limit derived from the agents' round limits: exact, so a configured
+`max_tool_rounds` is always reached first. Checked against the real engine: the derived
+worst case is enough, one step less is not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import make_config, write_agent
+from scripted_llm import Call, ToolCalls
+
+from artifactflow import tool
+from artifactflow.agents.spec import AgentSpec, load_agents
+from artifactflow.core.window.limits import RECURSION_SLACK, lead_round_steps, recursion_limit
+
+
+@tool
+def lookup(n: int) -> str:
+    """Look a number up."""
+    return f"value {n}"
+
+
+def set_recursion_limit(config: Path, value: int) -> None:
+    path = config / "artifactflow.yaml"
+    path.write_text(path.read_text() + f"run:\n  recursion_limit: {value}\n")
+
+
+def always_call(llm, name: str, args: dict) -> None:
+    llm.route(lambda req: ToolCalls([Call(name, args)]) if req["messages"][0]["content"].startswith("You are the lead") else None)
+
+
+def test_limit_formula():
+    lead = AgentSpec(name="lead", role="lead", tools=("lookup",), max_tool_rounds=1000)
+    assert recursion_limit({"lead": lead}) == 2 * 1000 + 1 + 1 + RECURSION_SLACK  # + LangGraph's input step
+    assert recursion_limit({"lead": lead}, floor=50_000) == 50_000
+    delegating = lead.model_copy(update={"tools": ("call_subagent",), "max_tool_rounds": 20})
+    fast = AgentSpec(name="fast", max_tool_rounds=3)
+    slow = AgentSpec(name="slow", max_tool_rounds=30)
+    assert lead_round_steps([fast, slow]) == 2 + 2 * 30 + 1
+    assert recursion_limit({"lead": delegating, "fast": fast, "slow": slow}) == 20 * 63 + 2 + RECURSION_SLACK
+    # only the subagents the lead may call count
+    only_fast = delegating.model_copy(update={"subagents": ("fast",)})
+    assert recursion_limit({"lead": only_fast, "fast": fast, "slow": slow}) == 20 * 9 + 2 + RECURSION_SLACK
+    assert recursion_limit({"lead": lead}, extra_steps=100) == 2002 + 100 + RECURSION_SLACK
+
+
+async def test_lead_reaches_max_tool_rounds_exactly_within_the_derived_limit(tmp_path: Path, make_controller, llm):
+    config = make_config(tmp_path / "a", lead_tools=["lookup"], max_tool_rounds=25)
+    exact = recursion_limit(load_agents(config / "agents")) - RECURSION_SLACK
+    set_recursion_limit(config, exact)
+    controller = await make_controller(config, tmp_path / "a" / "data", extra_tools=[lookup])
+    always_call(llm, "lookup", {"n": 1})
+    result = await controller.execute("loop forever")
+    assert (result.status, result.outcome) == ("completed", "max_tool_rounds"), result.error
+    assert len(llm.requests) == 26  # 25 rounds, then the call that was stopped
+
+    # one step less and LangGraph's recursion error would win: the formula is exact
+    config = make_config(tmp_path / "b", lead_tools=["lookup"], max_tool_rounds=25)
+    set_recursion_limit(config, exact - 1)
+    controller = await make_controller(config, tmp_path / "b" / "data", extra_tools=[lookup])
+    result = await controller.execute("loop forever")
+    assert result.status == "failed" and "ecursion" in (result.error or "")
+
+
+async def test_subagent_rounds_are_counted_in_the_limit(tmp_path: Path, make_controller, llm):
+    def build(root: Path, limit_offset: int) -> Path:
+        config = make_config(root, lead_tools=["call_subagent"], max_tool_rounds=2)
+        write_agent(config / "agents", "helper", tools=["lookup"], max_tool_rounds=3,
+                    prompt="You are helper, a subagent.")
+        exact = recursion_limit(load_agents(config / "agents")) - RECURSION_SLACK
+        set_recursion_limit(config, exact + limit_offset)
+        return config
+
+    llm.route(lambda req: ToolCalls([Call("lookup", {"n": 2})]) if req["messages"][0]["content"].startswith("You are helper") else None)
+    always_call(llm, "call_subagent", {"agent_name": "helper", "instruction": "look it up"})
+    controller = await make_controller(build(tmp_path / "a", 0), tmp_path / "a" / "data", extra_tools=[lookup])
+    result = await controller.execute("delegate forever")
+    assert (result.status, result.outcome) == ("completed", "max_tool_rounds"), result.error
+    helper_calls = [r for r in llm.requests if r["messages"][0]["content"].startswith("You are helper")]
+    assert len(helper_calls) == 2 * 4  # two lead rounds, each helper used its 3 rounds and was stopped
+    controller = await make_controller(build(tmp_path / "b", -1), tmp_path / "b" / "data", extra_tools=[lookup])
+    result = await controller.execute("delegate forever")
+    assert result.status == "failed" and "ecursion" in (result.error or "")
