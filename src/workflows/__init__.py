@@ -5,8 +5,8 @@ edges between them. It is parsed (`spec`, `templates`), checked as a whole befor
 runs (`validate`, `references`, on the shape computed by `topology`), drawn (`mermaid`), and
 compiled to a LangGraph `StateGraph` (`compile`; role semantics in `nodes`, branch races in
 `race`) whose agent, tool and group steps are nested graphs on the chat graph's subagent step
-and shared tool node (`step`, `group`). `runner` starts runs through the controller's own run
-driver, so pauses, resumes, checkpoints and the event log work as for a chat run. Every node
+and shared tool node (`step`, `group`). `runner` starts runs on the core run engine
+(`core/run/`), so pauses, resumes, checkpoints and the event log work as for a chat run. Every node
 execution is recorded with its parents (`lineage`).
 """
 

@@ -16,7 +16,7 @@ import { Timeline } from "./timeline.js";
 const EVENT_TYPES = [
   "metadata", "agent_start", "llm_chunk", "llm_complete", "agent_complete", "tool_start", "tool_complete",
   "permission_request", "permission_result", "subagent_start", "subagent_complete", "artifact_created",
-  "artifact_updated", "complete", "cancelled", "error", "workflow_node_start", "workflow_node_complete",
+  "artifact_updated", "complete", "cancelled", "error", "workflow_node_start", "workflow_node_complete", "handoff",
 ];
 const ENDS = new Set(["complete", "error", "cancelled"]);
 const PAGE = 30;

@@ -48,6 +48,8 @@ function describe(event) {
       return ["node", "agent", `${escapeHtml(d.execution)} <span class="muted">${escapeHtml(d.role)}</span>`];
     case "workflow_node_complete":
       return [d.status, d.status === "ok" ? "ok" : "bad", `${escapeHtml(d.execution)} <span class="muted">${escapeHtml(short(d.error || d.output_summary || ""))}</span>`];
+    case "handoff":
+      return ["handoff", "agent", `${escapeHtml(d.from_agent)} → ${escapeHtml(d.to_agent)} <span class="muted">${escapeHtml(short(d.message || ""))}</span>`];
     case "complete": {
       const m = d.metrics || {};
       const tokens = m.tokens && m.llm_calls ? (m.tokens.total ?? "n/a") : null;
