@@ -12,6 +12,7 @@ from scripted_llm import Error, Text
 from wf_helpers import ByAgent, as_json, by_item, instruction_of, workflow_config
 
 from artifactflow import NotFoundError, UserError
+from artifactflow.agents.model import ScriptedModel
 from artifactflow.workflows.lineage import provenance, tree_lines
 
 CONFIG = Path(__file__).resolve().parent.parent / "config" / "workflows"
@@ -63,6 +64,21 @@ async def test_triage_example_routes_each_category(make_controller, tmp_path, ll
     message = await controller.store.get_message(events[0].message_id)
     assert message["status"] == "completed" and message["response"] == f"answer from {agent}"
     assert not llm.unexpected
+
+
+async def test_workflow_runs_on_an_in_process_model(make_controller, tmp_path, monkeypatch):
+    """Workflow steps call models through the Model seam: a ScriptedModel serves every agent,
+    with no socket and no API key."""
+    monkeypatch.delenv("OPENAI_API_KEY")
+    config = workflow_config(tmp_path, {"triage": shipped("triage")}, agents=TRIAGE_AGENTS)
+    controller = await make_controller(config_dir=config)
+    answers = {"classifier": as_json({"category": "billing", "summary": "s"}), "billing_agent": "refunded"}
+    model = ScriptedModel(function=lambda request: answers.get(request.agent))
+    controller.services.use_model(model)
+    events = await run(controller, "triage", {"ticket": "charged twice"})
+    assert events[-1].type == "complete" and events[-1].data["response"] == "refunded"
+    assert [r.agent for r in model.requests] == ["classifier", "billing_agent"]
+    assert node_events(events)["route#1"]["choice"] == "billing"
 
 
 async def test_research_example_end_to_end(make_controller, tmp_path, llm):
