@@ -13,17 +13,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("OPENAI_API_KEY", "benchmark-no-network")
-
-from artifactflow import ExecutionController, load_settings  # noqa: E402
-from artifactflow.agents.llm import LLMClient, LLMResponse  # noqa: E402
+from artifactflow import ExecutionController, load_settings
+from artifactflow.agents.model import ModelRequest, ModelResponse, Usage
 
 WORKFLOW = """
 name: fan
@@ -42,13 +39,14 @@ edges:
 """
 
 
-class InstantModel(LLMClient):
-    def __init__(self) -> None:
-        super().__init__(load_settings().llm)
+class InstantModel:
+    """A `Model` that answers at once (no stream, no socket)."""
 
-    async def complete(self, model: Any, messages: list[dict[str, Any]], tools: Any = None,
-                       on_delta: Any = None, agent: str | None = None) -> LLMResponse:
-        return LLMResponse("result " + messages[-1]["content"][-8:], [], "instant", 10, 2)
+    async def complete(self, request: ModelRequest, on_delta: Any = None) -> ModelResponse:
+        return ModelResponse("result " + request.messages[-1]["content"][-8:], [], "instant", Usage(10, 2))
+
+    async def aclose(self) -> None:
+        return None
 
 
 def write_config(root: Path) -> Path:
@@ -69,7 +67,7 @@ def size_of(path: Path) -> int:
 async def measure(items: int, root: Path) -> dict[str, float]:
     settings = load_settings(write_config(root), root / "data")
     controller = await ExecutionController.open(settings)
-    controller.services.llm = InstantModel()
+    controller.services.use_model(InstantModel())  # the Model seam; no API key needed
     try:
         warm = [e async for e in controller.run_workflow("fan", {"items": [1, 2]})]
         assert warm[-1].type == "complete", warm[-1].data
