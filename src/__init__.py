@@ -35,6 +35,10 @@ from .errors import (
     UserError,
 )
 from .hooks import HookError, Hooks, Refuse
+from .replay.evaluate import EvalResult, eval_sessions
+from .replay.replayer import replay_session
+from .replay.report import Divergence, ReplayReport
+from .replay.session import Session, SessionFileError, read_session
 from .settings import Settings, load_settings
 from .tools.base import Permission, Tool, ToolResult
 from .tools.context import ToolContext
@@ -68,6 +72,8 @@ __all__ = [
     "ConfigError",
     "ContextOverflowError",
     "ConversationManager",
+    "Divergence",
+    "EvalResult",
     "Event",
     "EventData",
     "EventType",
@@ -90,11 +96,14 @@ __all__ = [
     "Permission",
     "Reply",
     "Refuse",
+    "ReplayReport",
     "ResumeConflictError",
     "RetryableLLMError",
     "RunContext",
     "ScriptedModel",
     "Services",
+    "Session",
+    "SessionFileError",
     "Settings",
     "Tool",
     "ToolCall",
@@ -110,9 +119,12 @@ __all__ = [
     "WorkflowValidationError",
     "check_workflow",
     "create_initial_state",
+    "eval_sessions",
     "load_settings",
     "load_workflow_file",
     "merge_agent_response_to_state",
+    "read_session",
+    "replay_session",
     "to_mermaid",
     "tool",
     "validate_workflow",

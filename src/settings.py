@@ -75,6 +75,7 @@ class RunSettings(BaseModel):
     recursion_limit: int = Field(400, ge=10)
     max_concurrent_runs: int = Field(4, ge=1)
     lease_seconds: float = Field(30.0, gt=1)
+    record_requests: bool = True  # store each model request for `artifactflow export` / replay
 
 
 class ContextSettings(BaseModel):

@@ -10,7 +10,6 @@ A subagent failure becomes that call's error result; its siblings still answer.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -20,6 +19,9 @@ from ..agents.model import ModelRequest, ModelResponse
 from ..agents.prompts import PLAN_ID, lead_messages, subagent_messages
 from ..agents.spec import AgentSpec
 from ..errors import ArtifactFlowError, LLMError
+from ..hooks import nodes as hook_points
+from ..hooks.runner import HookError
+from ..hooks.types import AgentStep
 from ..tools.base import Permission
 from .context import RunContext
 from .state import LEAD, AgentState, ExecutionPhase, merge_agent_response_to_state, rounds_used
@@ -66,7 +68,7 @@ def close_lead_round(state: AgentState) -> list[dict[str, Any]]:
                 if rec.get("result"):
                     text += f"\nPartial answer: {rec['result']}"
             messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
-    return messages
+    return messages + [m for m in memories.get(HELD, []) if m.get("role") != "tool"]  # hooks' notes
 
 
 async def _approval_flags(
@@ -97,6 +99,7 @@ async def _llm_step(
     spec: AgentSpec,
     messages: list[dict[str, Any]],
     emit: Emitter,
+    agent: AgentStep | None = None,
 ) -> ModelResponse:
     svc = context.services
     model, target = svc.model_for(spec)
@@ -105,12 +108,19 @@ async def _llm_step(
         target, messages, tools or None, agent=spec.name,
         max_output_tokens=spec.max_output_tokens, tool_choice=spec.tool_choice,
     )
+    request = await hook_points.before_model(context, agent, request)
 
     def on_delta(text: str) -> None:
         emit("llm_chunk", delta=text)
 
     started = time.perf_counter()
-    response = await model.complete(request, on_delta)
+    try:
+        response = await model.complete(request, on_delta if hook_points.streams(context) else None)
+    except Exception as exc:
+        await hook_points.model_failed(context, agent, exc)
+        raise
+    duration = (time.perf_counter() - started) * 1000
+    response = await hook_points.after_model(context, agent, request, response, duration)
     usage = response.usage
     emit(
         "llm_complete",
@@ -122,7 +132,7 @@ async def _llm_step(
             "prompt_tokens": usage.prompt_tokens if usage else None,
             "completion_tokens": usage.completion_tokens if usage else None,
         },
-        duration_ms=round((time.perf_counter() - started) * 1000, 2),
+        duration_ms=round(duration, 2),
         attempts=response.attempts,
         finish_reason=response.finish_reason,
     )
@@ -136,7 +146,7 @@ async def lead_agent(state: AgentState, runtime: Runtime[RunContext]) -> dict[st
     emit = Emitter(runtime, spec.name, LEAD)
     memories = state.get("agent_memories") or {}
     memory = list(memories.get(LEAD, []))
-    closing = close_lead_round(state)
+    closing = await hook_points.subagent_answers(context, state, close_lead_round(state))
     memory += closing
     artifacts = None
     if any(name.endswith("_artifact") or name == "list_artifacts" for name in spec.tools):
@@ -151,17 +161,20 @@ async def lead_agent(state: AgentState, runtime: Runtime[RunContext]) -> dict[st
     )
     used = rounds_used(memory)
     emit("agent_start", round=used + 1)
-    response = await _llm_step(context, spec, messages, emit)
+    agent = await hook_points.agent_start(context, spec, LEAD, used + 1)
+    response = await _llm_step(context, spec, messages, emit, agent)
     calls = _unique_ids(response.tool_calls, set(), "dup")
+    calls, refused = await hook_points.decide_calls(context, agent, calls)
     update = merge_agent_response_to_state(
         agent=spec.name,
         invocation=LEAD,
         content=response.content,
         tool_calls=calls,
-        needs_approval=await _approval_flags(context, calls),
+        needs_approval=await _approval_flags(context, [c for c in calls if c["id"] not in refused]),
         rounds_used=used,
         max_tool_rounds=spec.max_tool_rounds,
     )
+    hook_points.mark_refused(update, refused)
     if state.get("current_agent") != spec.name:
         update["current_agent"] = spec.name
     if closing:
@@ -173,6 +186,7 @@ async def lead_agent(state: AgentState, runtime: Runtime[RunContext]) -> dict[st
         tool_calls=len(calls),
         outcome=update.get("outcome"),
     )
+    await hook_points.agent_end(context, agent, response.content, len(calls), update.get("outcome"))
     return update
 
 
@@ -192,25 +206,33 @@ async def _subagent_step(
     if rounds == 0 and not memory:
         emit("subagent_start", instruction=record["instruction"], tool_call_id=record["tool_call_id"])
     emit("agent_start", round=rounds + 1)
+    agent = await hook_points.agent_start(context, spec, invocation, rounds + 1, record)
     messages = subagent_messages(spec, instruction=record["instruction"], plan=plan, memory=memory)
     try:
-        response = await _llm_step(context, spec, messages, emit)
+        response = await _llm_step(context, spec, messages, emit, agent)
+    except HookError:
+        raise  # a failing hook ends the run; it is not this subagent's failure
     except (LLMError, ArtifactFlowError) as exc:
+        await hook_points.agent_failed(context, agent, exc)
         emit("agent_complete", content="", tool_calls=0, outcome="failed", error=str(exc))
         emit("subagent_complete", status="failed", error=str(exc), tool_call_id=record["tool_call_id"])
         return {"subagent_pending": {invocation: {"status": "failed", "error": str(exc)}}}
     calls = _unique_ids(response.tool_calls, taken, invocation.rsplit(":", 1)[-1])
+    calls, refused = await hook_points.decide_calls(context, agent, calls)
     update = merge_agent_response_to_state(
         agent=spec.name,
         invocation=invocation,
         content=response.content,
         tool_calls=calls,
-        needs_approval=await _approval_flags(context, calls),
+        needs_approval=await _approval_flags(context, [c for c in calls if c["id"] not in refused]),
         rounds_used=rounds,
         max_tool_rounds=spec.max_tool_rounds,
     )
+    hook_points.mark_refused(update, refused)
     status = update.get("subagent_pending", {}).get(invocation, {}).get("status")
     emit("agent_complete", content=response.content, tool_calls=len(calls), outcome=status)
+    error = update.get("subagent_pending", {}).get(invocation, {}).get("error")
+    await hook_points.agent_end(context, agent, response.content, len(calls), status if status in ("done", "failed") else None, error)
     if status in ("done", "failed"):
         emit(
             "subagent_complete",
@@ -231,7 +253,7 @@ async def subagents(state: AgentState, runtime: Runtime[RunContext]) -> dict[str
     memories = state.get("agent_memories") or {}
     plan = await svc.store.get_artifact(context.conversation_id, PLAN_ID)
     taken: set[str] = set()
-    updates = await asyncio.gather(
+    updates = await hook_points.gather_all(
         *(
             _subagent_step(context, runtime, key, rec, list(memories.get(key, [])), plan, taken)
             for key, rec in running

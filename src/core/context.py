@@ -1,8 +1,8 @@
 """Per-request objects handed to the graph as LangGraph runtime context.
 
 The graph is compiled once per process; nothing request-specific is captured in closures.
-`RunContext` carries the run's ids and a handle on the process-wide `Services` (settings,
-agents, tools, the models, the app store).
+`RunContext` carries the run's ids (and the segment's `RunInfo` for hooks) and a handle on the
+process-wide `Services` (settings, agents, tools, the models, the app store, the hooks).
 """
 
 from __future__ import annotations
@@ -10,10 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..hooks.runner import HookRunner
+
 if TYPE_CHECKING:
     from ..agents.model import Model, ModelPicker
     from ..agents.models import ModelRegistry, ResolvedModel
     from ..agents.spec import AgentSpec
+    from ..hooks.types import RunInfo
     from ..settings import Settings
     from ..tools.registry import ToolRegistry
     from .store.repository import AppStore
@@ -34,6 +37,7 @@ class Services:
     llm: ModelPicker
     store: AppStore
     extras: dict[str, Any] = field(default_factory=dict)
+    hooks: HookRunner = field(default_factory=HookRunner)  # lifecycle hooks, in order
 
     @property
     def lead(self) -> AgentSpec:
@@ -64,3 +68,4 @@ class RunContext:
     services: Services
     conversation_id: str
     message_id: str
+    run: RunInfo | None = None  # the segment, as hooks see it

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,13 +64,19 @@ class ExecutionController(StoredData):
 
     @classmethod
     async def open(
-        cls, settings: Any = None, *, extra_tools: list[Any] | None = None, **overrides: Any
+        cls,
+        settings: Any = None,
+        *,
+        extra_tools: list[Any] | None = None,
+        hooks: Sequence[Any] = (),
+        **overrides: Any,
     ) -> ExecutionController:
         """Build everything from settings (default: `load_settings()`); `extra_tools` are
-        registered next to the built-ins and plugins."""
+        registered next to the built-ins and plugins; `hooks` (objects with hook methods, see
+        `artifactflow.hooks`) run after those named in the config's `hooks:`."""
         from .engine import open_engine
 
-        services, checkpoints = await open_engine(settings, extra_tools=extra_tools, **overrides)
+        services, checkpoints = await open_engine(settings, extra_tools=extra_tools, hooks=hooks, **overrides)
         return cls(services, checkpoints)
 
     async def __aenter__(self) -> ExecutionController:
@@ -89,6 +95,7 @@ class ExecutionController(StoredData):
                     await handle.task
         await self.services.llm.aclose()
         await self.services.tools.aclose()  # stops MCP servers
+        await self.services.hooks.aclose()  # ends open spans, flushes exporters
         await self.checkpoints.close()
         await self.store.close()
 
@@ -248,6 +255,20 @@ class ExecutionController(StoredData):
         the latest word). `from_start` also delivers chunks already published by a run this
         caller just started."""
         return _follow.follow(self._rt, message_id, after_event_id, from_start=from_start)
+
+    # --- record and replay ----------------------------------------------------------------------
+
+    async def export_session(
+        self, message_id: str, path: Any = None, *, full_messages: bool = False
+    ) -> Any:
+        """The recorded run of `message_id` as a replayable `Session` (see `replay/`); with
+        `path`, also written there as a session file."""
+        from ..replay.export import export_session
+
+        session = await export_session(self, message_id)
+        if path is not None:
+            await asyncio.to_thread(session.write, path, full_messages=full_messages)
+        return session
 
     # --- maintenance -------------------------------------------------------------------------
 

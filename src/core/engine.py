@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..agents.model import ModelPicker
 from ..agents.models import ModelRegistry
 from ..agents.spec import load_agents
 from ..errors import ConfigError
+from ..hooks.dedupe import StoreHookLedger
+from ..hooks.loader import build_runner
+from ..replay.recording import recording
 from ..settings import Settings, load_settings, packaged_config_dir
 from ..tools.mcp.manager import is_mcp_name, start_mcp_servers
 from ..tools.registry import ToolRegistry
@@ -61,10 +65,15 @@ def load_agent_specs(settings: Settings, registry: ToolRegistry) -> dict[str, An
 
 
 async def open_engine(
-    settings: Settings | None = None, *, extra_tools: list[Any] | None = None, **overrides: Any
+    settings: Settings | None = None,
+    *,
+    extra_tools: list[Any] | None = None,
+    hooks: Sequence[Any] = (),
+    **overrides: Any,
 ) -> tuple[Services, CheckpointStore]:
     settings = settings or load_settings(**overrides)
     registry = build_registry(settings, extra_tools)
+    runner = build_runner(settings, extra=hooks)  # a bad `hooks:` entry fails before anything starts
     models = ModelRegistry.from_file(settings.config_dir / "models.yaml", default_model=settings.model)
     await start_mcp_servers(settings, registry)  # stopped by registry.aclose()
     try:
@@ -88,7 +97,9 @@ async def open_engine(
         agents=agents,
         models=models,
         tools=registry,
-        llm=ModelPicker(settings.llm),
+        llm=ModelPicker(settings.llm, wrap=recording),
         store=store,
+        hooks=runner,
     )
+    runner.ledger = StoreHookLedger(store)
     return services, checkpoints

@@ -218,6 +218,7 @@ class ToolCompleteData(_AgentData):
     result: ToolResultData = Field(description="The full result (the model may see it truncated)")
     duration_ms: float = Field(0.0, description="How long the tool ran")
     denied: bool | None = Field(None, description="True when a person denied the call")
+    refused: bool | None = Field(None, description="True when a hook refused the call (it never ran)")
 
 
 class PermissionRequestData(EventData):
@@ -330,7 +331,11 @@ class CancelledData(EventData):
 class ErrorData(EventData):
     event_type: ClassVar[str] = "error"
     message: str = Field(description="What went wrong, for people")
-    kind: str | None = Field(None, description="'llm', 'abandoned', 'recovery' or an error class")
+    kind: str | None = Field(
+        None, description="'llm', 'hook', 'abandoned', 'recovery' or an error class"
+    )
+    hook: str | None = Field(None, description="With kind 'hook': the hook that raised")
+    point: str | None = Field(None, description="With kind 'hook': the hook point it raised in")
 
 
 PAYLOADS: dict[str, type[EventData]] = {

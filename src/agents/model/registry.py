@@ -50,14 +50,21 @@ def model_api_names() -> list[str]:
 class ModelPicker:
     """Maps a resolved profile to the `Model` of its API, built once per process."""
 
-    def __init__(self, settings: LLMSettings, *, fixed: Model | None = None) -> None:
+    def __init__(
+        self,
+        settings: LLMSettings,
+        *,
+        fixed: Model | None = None,
+        wrap: Callable[[Model], Model] | None = None,
+    ) -> None:
         self.settings = settings
         self.fixed = fixed
+        self.wrap = wrap  # e.g. the request recorder (replay/recording.py), around every model
         self._models: dict[str, Model] = {}
 
     def for_target(self, target: ResolvedModel) -> Model:
         if self.fixed is not None:
-            return self.fixed
+            return self.wrap(self.fixed) if self.wrap else self.fixed
         model = self._models.get(target.api)
         if model is None:
             factory = _APIS.get(target.api)
@@ -68,7 +75,7 @@ class ModelPicker:
                     f"{', '.join(model_api_names())}"
                 )
             model = self._models[target.api] = factory(self.settings)
-        return model
+        return self.wrap(model) if self.wrap else model
 
     async def aclose(self) -> None:
         models = list(self._models.values())

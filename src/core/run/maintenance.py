@@ -32,9 +32,10 @@ async def run_metrics(rt: Runtime, message_id: str, started: float) -> dict[str,
 
 
 async def cleanup_checkpoints(rt: Runtime, message: dict[str, Any]) -> None:
-    """A message finished: forget its tool ledger and (unless configured to keep them) its
+    """A message finished: forget its tool ledger, hook marks and (unless configured to keep them) its
     thread's checkpoints."""
     await rt.store.ledger_clear(message["id"])
+    await rt.store.hook_marks_clear(message["id"])
     if rt.services.settings.checkpoints.keep_completed:
         return
     await rt.checkpoints.delete_thread(message["thread_id"])
@@ -77,6 +78,7 @@ async def gc(rt: Runtime, retention_hours: float | None, *, dry_run: bool) -> di
                 {"message": "abandoned; checkpoints removed by gc", "kind": "abandoned"},
             )
         await rt.store.ledger_clear_finished()
+        await rt.store.hook_marks_clear()
         await rt.checkpoints.vacuum()
     return {
         "finished": [m["id"] for m in finished],

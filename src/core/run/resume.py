@@ -16,9 +16,10 @@ from typing import Any
 from langgraph.types import Command
 
 from ...errors import ResumeConflictError
+from ...hooks.runs import TRACE_KEY, later_segment
 from ..permissions import normalize_decisions
 from .eventlog import append_event
-from .runner import launch
+from .runner import FirstEvents, launch
 from .runtime import Runtime
 
 _NOT_WAITING = {
@@ -71,7 +72,11 @@ async def resume_start(rt: Runtime, message_id: str, resume_data: Any) -> None:
         for c in calls
     ]
     command = resume_command(waiting, decisions)
-    launch(rt, message, run_token, command, first_events=[("permission_result", None, {"decisions": results})])
+    info = await later_segment(
+        rt.services.hooks, rt.store, message, rt.services.lead.name, resumed=True, trace=waiting.get(TRACE_KEY)
+    )
+    first: FirstEvents = [("permission_result", None, {"decisions": results})]
+    launch(rt, message, run_token, command, first_events=first, info=info, decisions=results)
 
 
 def resume_command(waiting: dict[str, Any], decisions: dict[str, Any]) -> Command:
@@ -109,7 +114,8 @@ async def recover(rt: Runtime, message: dict[str, Any]) -> None:
             },
         )
         raise ResumeConflictError(f"message {message['id']} cannot be recovered: no checkpoint")
-    launch(rt, message, run_token, None, first_events=[("metadata", None, {"recovered": True})])
+    info = await later_segment(rt.services.hooks, rt.store, message, rt.services.lead.name, recovered=True)
+    launch(rt, message, run_token, None, first_events=[("metadata", None, {"recovered": True})], info=info)
 
 
 async def resume_cursor(rt: Runtime, message_id: str) -> int:

@@ -21,6 +21,8 @@ import uuid
 from typing import Any
 
 from ...errors import ArtifactFlowError, LLMError, NotFoundError, ResumeConflictError, UserError
+from ...hooks import runs as hook_runs
+from ...hooks.types import RunEnd, RunInfo
 from ..context import RunContext
 from ..conversations import ConversationManager
 from ..events import Event
@@ -54,17 +56,22 @@ async def start_message(
         if parent is None:
             raise NotFoundError(f"parent message {parent_message_id} not found")
         conversation_id = parent["conversation_id"]  # a fork names its parent only
-    if conversation_id is None:
-        conversation = await conversations.start_conversation(user_id=user_id)
-    else:
-        conversation = await conversations.get(conversation_id, user_id=user_id)
-    run_token = uuid.uuid4().hex
+    conversation = None if conversation_id is None else await conversations.get(conversation_id, user_id=user_id)
+    conversation_id = conversation["id"] if conversation else uuid.uuid4().hex
+    run_token, message_id = uuid.uuid4().hex, uuid.uuid4().hex
+    if rt.services.hooks.wants("before_run"):  # the original content is never stored
+        stub = {"id": message_id, "conversation_id": conversation_id}
+        run = hook_runs.run_info(stub, rt.services.lead.name, content=content, user_id=user_id)
+        content = await rt.services.hooks.before_run(run, content)
+    if conversation is None:  # created after before_run: a failing hook leaves nothing behind
+        conversation = await conversations.start_conversation(conversation_id, user_id=user_id)
     message = await conversations.add_message(
         conversation["id"],
         content,
         parent_id=parent_message_id,
         run_token=run_token,
         lease_expires_at=rt.lease(),
+        message_id=message_id,
     )
     history = await conversations.format_conversation_history(message["parent_id"])
     state = create_initial_state(content, conversation_history=history)
@@ -73,7 +80,8 @@ async def start_message(
         "content": content,
         "lead_agent": rt.services.lead.name,
     }
-    launch(rt, message, run_token, state, first_events=[("metadata", None, metadata)])
+    info = hook_runs.run_info(message, rt.services.lead.name, user_id=user_id)
+    launch(rt, message, run_token, state, first_events=[("metadata", None, metadata)], info=info)
     return {
         "conversation_id": conversation["id"],
         "message_id": message["id"],
@@ -82,15 +90,17 @@ async def start_message(
 
 
 def launch(
-    rt: Runtime, message: dict[str, Any], run_token: str, graph_input: Any, *, first_events: FirstEvents
+    rt: Runtime, message: dict[str, Any], run_token: str, graph_input: Any, *, first_events: FirstEvents,
+    info: RunInfo | None = None, decisions: list[dict[str, Any]] | None = None,
 ) -> None:
     """Start `message`'s run as a background task (`graph_input`: an initial state, a resume
-    `Command`, or None to continue from the last checkpoint)."""
+    `Command`, or None to continue from the last checkpoint). `info` is the segment as hooks
+    see it; `decisions` the permission results a resume starts with."""
     if message["id"] in rt.runs and not rt.runs[message["id"]].done:
         raise ResumeConflictError(f"message {message['id']} is already running in this process")
     handle = RunHandle(message["id"])
     rt.runs[message["id"]] = handle
-    run = Run(rt, handle, message, run_token)
+    run = Run(rt, handle, message, run_token, info, decisions)
     handle.task = asyncio.create_task(
         run.drive(graph_input, first_events), name=f"artifactflow-run-{message['id']}"
     )
@@ -117,8 +127,14 @@ async def cancel(rt: Runtime, message_id: str) -> bool:
 class Run:
     """One segment of a message's run, from its first event to its final one."""
 
-    def __init__(self, rt: Runtime, handle: RunHandle, message: dict[str, Any], run_token: str) -> None:
+    def __init__(
+        self, rt: Runtime, handle: RunHandle, message: dict[str, Any], run_token: str,
+        info: RunInfo | None = None, decisions: list[dict[str, Any]] | None = None,
+    ) -> None:
         self.rt = rt
+        self.hooks = rt.services.hooks
+        self.info = info or hook_runs.run_info(message, rt.services.lead.name)
+        self.decisions = decisions
         self.store = rt.store
         self.handle = handle
         self.message = message
@@ -146,13 +162,14 @@ class Run:
     async def drive(self, graph_input: Any, first_events: FirstEvents) -> None:
         message_id = self.message["id"]
         self._last_id = await self.store.last_event_id(message_id)
-        context = RunContext(self.rt.services, self.message["conversation_id"], message_id)
+        context = RunContext(self.rt.services, self.message["conversation_id"], message_id, self.info)
         lease = asyncio.create_task(keep_lease(self.rt, message_id, self.run_token))
         interrupts: list[Any] = []
         try:
             for type_, agent, data in first_events:
                 await self.emit(type_, agent, data)
             self.graph = await self.rt.graph_for(self.message)
+            await hook_runs.run_started(self.hooks, self.info, self.decisions)
             async for mode, chunk in self.graph.astream(
                 graph_input,
                 self.config,
@@ -203,6 +220,7 @@ class Run:
         waiting = {"interrupt_id": intr.id, "kind": payload.get("kind"), "calls": calls}
         if len(interrupts) > 1:
             waiting["interrupt_ids"] = [i.id for i in interrupts]
+        waiting = await hook_runs.run_paused(self.hooks, self.info, waiting, self._pending_calls)  # + trace
         await self.store.update_message(
             self.message["id"],
             status="waiting",
@@ -211,7 +229,11 @@ class Run:
             run_token=self.run_token,
             lease_expires_at=None,
         )
-        await self.emit("permission_request", None, waiting)
+        await hook_runs.run_ended(self.hooks, self.info, RunEnd("waiting"))
+        await self.emit("permission_request", None, hook_runs.event_view(waiting))
+
+    async def _pending_calls(self) -> list[dict[str, Any]]:
+        return (await self.graph.aget_state(self.config)).values.get("pending_tool_calls") or []
 
     async def _complete(self) -> None:
         values = (await self.graph.aget_state(self.config)).values
@@ -229,6 +251,7 @@ class Run:
         )
         await self.store.touch_conversation(self.message["conversation_id"])
         summary = {k: v for k, v in metrics.items() if k != "calls"}
+        await hook_runs.run_ended(self.hooks, self.info, RunEnd("completed", response, outcome))
         await self.emit("complete", None, {"response": response, "outcome": outcome, "metrics": summary})
         await cleanup_checkpoints(self.rt, self.message)
 
@@ -237,6 +260,7 @@ class Run:
         await self.store.update_message(
             self.message["id"], status="cancelled", response=text or None, run_token=self.run_token
         )
+        await hook_runs.run_ended(self.hooks, self.info, RunEnd("cancelled"))
         await self.emit("cancelled", None, {"partial_response": text, "reason": "cancelled by request"})
         await cleanup_checkpoints(self.rt, self.message)
 
@@ -248,4 +272,6 @@ class Run:
         await self.store.update_message(
             self.message["id"], status="failed", error=text, run_token=self.run_token
         )
-        await self.emit("error", getattr(exc, "agent", None), {"message": text, "kind": kind})
+        data = {"message": text, "kind": kind, **hook_runs.error_fields(exc)}  # a hook's: kind "hook"
+        await hook_runs.run_failed(self.hooks, self.info, exc, text, data["kind"])
+        await self.emit("error", getattr(exc, "agent", None), data)

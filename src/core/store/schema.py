@@ -160,6 +160,25 @@ history_summaries = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
 )
 
+# Every model request of a run with its response, for `artifactflow export` and replay
+# (src/replay/recording.py). A request is stored as a delta on an earlier one of the same
+# message (the messages it shares + the new ones), so a run's rows grow linearly.
+model_calls = sa.Table(
+    "af_model_calls",
+    metadata,
+    sa.Column(
+        "message_id",
+        sa.String(64),
+        sa.ForeignKey("af_messages.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("kind", sa.String(16), nullable=False),  # call | config
+    sa.Column("agent", sa.String(100), nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("data_z", sa.LargeBinary, nullable=False),  # zlib-compressed JSON
+)
+
 workflow_runs = sa.Table(
     "af_workflow_runs",
     metadata,

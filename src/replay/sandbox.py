@@ -1,0 +1,153 @@
+"""The place a replay runs: the current config on a temporary data folder.
+
+`open_sandbox` opens an `ExecutionController` from the caller's settings (agents, prompts,
+plugins, permissions, hooks: what is being tested) with three changes: the data folder is a
+temporary one (SQLite, never the user's database), MCP servers are not started, and telemetry
+export is off. Tools the recording used that the current config cannot provide (MCP tools,
+plugins not installed here) are registered as stubs from the recorded name, description,
+schema and permission, so an agent naming them still loads; their calls are served from the
+recording like every other call.
+
+`seed` then rebuilds the conversation as the run found it: the messages before it (with their
+ids, so stored history summaries apply), artifact versions and always-allowed tools.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..core.engine import build_registry
+from ..settings import Settings, load_settings
+from ..tools.base import Permission, Tool, ToolResult
+from ..tools.mcp.config import SEPARATOR
+from ..tools.mcp.manager import is_mcp_name
+from . import store as calls
+
+if TYPE_CHECKING:
+    from ..core.controller import ExecutionController
+    from .session import Session
+
+
+def sandbox_settings(
+    settings: Settings | None, folder: Path, provided: set[str] | None = None
+) -> Settings:
+    """`settings` on `folder`, without MCP servers (permissions naming MCP tools that neither
+    the recording nor `provided` has are dropped with them) and without telemetry export."""
+    base = settings or load_settings()
+    permissions = {
+        name: level
+        for name, level in base.permissions.items()
+        if not is_mcp_name(name, base) or name in (provided or set())
+    }
+    return base.model_copy(
+        update={
+            "data_dir": folder,
+            "database_url": None,
+            "mcp_servers": {},
+            "permissions": permissions,
+            "telemetry": base.telemetry.model_copy(update={"exporter": "none"}),
+        }
+    )
+
+
+async def open_sandbox(
+    session: Session,
+    settings: Settings | None,
+    folder: Path,
+    *,
+    extra_tools: list[Any] | None = None,
+    notes: list[str] | None = None,
+) -> ExecutionController:
+    from ..core.controller import ExecutionController
+
+    current = settings or load_settings()
+    probe = build_registry(current, extra_tools)  # what the current config provides
+    stubs = [stub for stub in recorded_tools(session, current) if stub.name not in probe]
+    if stubs and notes is not None:
+        notes.append(
+            "served from the recording without a current definition: "
+            + ", ".join(sorted(s.name for s in stubs))
+        )
+    tools = [*(extra_tools or []), *stubs]
+    replay_settings = sandbox_settings(current, folder, {s.name for s in stubs})
+    return await ExecutionController.open(replay_settings, extra_tools=tools)
+
+
+def recorded_tools(session: Session, settings: Settings) -> list[Tool]:
+    """A stub `Tool` for every tool the recording knows (its config snapshots, the specs sent
+    to the model, the calls made), with the recorded schema and permission."""
+    known: dict[str, dict[str, Any]] = {}
+    for call in session.calls:
+        for spec in call.tools or ():
+            function = spec.get("function") or {}
+            if function.get("name"):
+                known.setdefault(function["name"], {
+                    "description": function.get("description") or "",
+                    "schema": function.get("parameters"),
+                })
+    for config in session.configs:
+        for name, info in (config.get("tools") or {}).items():
+            known.setdefault(name, {}).update(
+                {k: info[k] for k in ("description", "schema", "permission", "source") if k in info}
+            )
+    for record in session.tools:
+        known.setdefault(record.tool, {})
+    return [_stub(name, info, settings) for name, info in known.items() if name != "call_subagent"]
+
+
+def _stub(name: str, info: dict[str, Any], settings: Settings) -> Tool:
+    permission = Permission.parse(info.get("permission") or "auto")
+    server, _, remote = name.partition(SEPARATOR)
+    config = settings.mcp_servers.get(server) if remote else None
+    if config is not None:
+        permission = config.permission_for(remote) or permission
+
+    async def unavailable(**_: Any) -> ToolResult:  # replaced by the replay's tool server
+        return ToolResult.fail(f"tool '{name}' is not available in a replay")
+
+    return Tool(
+        name=name,
+        description=info.get("description") or "",
+        args_model=None,
+        func=unavailable,
+        permission=permission,
+        input_schema=info.get("schema") or {"type": "object", "properties": {}},
+        source=info.get("source") or "replay",
+    )
+
+
+async def seed(controller: ExecutionController, session: Session) -> str | None:
+    """Rebuild the conversation as the run found it; returns the parent message id."""
+    store = controller.store
+    conversation_id = session.conversation_id
+    await store.create_conversation(conversation_id)
+    parent: str | None = None
+    for turn in session.history:
+        await store.add_message(
+            conversation_id=conversation_id,
+            content=turn["content"],
+            parent_id=parent,
+            message_id=turn["id"],
+            status=turn.get("status") or "completed",
+        )
+        await store.update_message(turn["id"], response=turn.get("response"))
+        parent = turn["id"]
+    if parent is not None:
+        await store.touch_conversation(conversation_id, active_message_id=parent)
+    for row in session.history_summaries:
+        await calls.put_history_summary(store, {**row, "conversation_id": conversation_id})
+    for artifact in session.artifacts:
+        first, *later = artifact["versions"]
+        await store.create_artifact(
+            conversation_id, artifact["artifact_id"], title=first["title"],
+            content=first["content"], content_type=artifact["content_type"],
+        )
+        for version in later:
+            await store.write_artifact_version(
+                conversation_id, artifact["artifact_id"], expected_version=version["version"] - 1,
+                content=version["content"], change=version["change"], title=version["title"],
+            )
+    if session.always_allowed:
+        await store.allow_always(conversation_id, session.always_allowed)
+    return parent

@@ -1,0 +1,113 @@
+"""Reading and writing the recorded model calls (table `af_model_calls`), both backends.
+
+The table is additive (created by `AppStore.migrate` like every table) and its rows go with
+their message (foreign key, ON DELETE CASCADE), so deleting a conversation deletes them. The
+payload is zlib-compressed JSON: tool results and prompts are text that shrinks 3-5x.
+This module also reads the few other rows an export needs straight from the shared schema
+(approvals and history summaries), so the repository keeps its size.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import zlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from ..core.store import schema as t
+
+if TYPE_CHECKING:
+    from ..core.store.repository import AppStore
+
+CALL, CONFIG = "call", "config"
+
+
+def pack(data: Any) -> bytes:
+    return zlib.compress(json.dumps(data, ensure_ascii=False, default=str).encode("utf-8"), 6)
+
+
+def unpack(raw: bytes) -> Any:
+    return json.loads(zlib.decompress(raw).decode("utf-8"))
+
+
+async def next_seq(store: AppStore, message_id: str) -> int:
+    """The next free row number of a message (rows of earlier process segments come first)."""
+    table = t.model_calls
+    async with store.engine.connect() as conn:
+        value = (
+            await conn.execute(
+                sa.select(sa.func.max(table.c.seq)).where(table.c.message_id == message_id)
+            )
+        ).scalar_one()
+    return int(value or 0) + 1
+
+
+async def put(
+    store: AppStore, message_id: str, seq: int, kind: str, agent: str | None, data: Any
+) -> int:
+    """Store one row; returns the size of its payload in bytes."""
+    blob = pack(data)
+    async with store.engine.begin() as conn:
+        await conn.execute(
+            t.model_calls.insert().values(
+                message_id=message_id,
+                seq=seq,
+                kind=kind,
+                agent=agent,
+                created_at=time.time(),
+                data_z=blob,
+            )
+        )
+    return len(blob)
+
+
+async def rows(store: AppStore, message_id: str) -> list[dict[str, Any]]:
+    """Every row of a message in `seq` order, payloads unpacked into `data`."""
+    table = t.model_calls
+    query = sa.select(table).where(table.c.message_id == message_id).order_by(table.c.seq)
+    async with store.engine.connect() as conn:
+        found = (await conn.execute(query)).mappings().all()
+    out = []
+    for row in found:
+        record = dict(row)
+        record["data"] = unpack(record.pop("data_z"))
+        out.append(record)
+    return out
+
+
+async def stored_bytes(store: AppStore, message_id: str | None = None) -> int:
+    """Bytes of compressed payload stored (for one message, or all): for benchmarks."""
+    table = t.model_calls
+    query = sa.select(sa.func.coalesce(sa.func.sum(sa.func.length(table.c.data_z)), 0))
+    if message_id is not None:
+        query = query.where(table.c.message_id == message_id)
+    async with store.engine.connect() as conn:
+        return int((await conn.execute(query)).scalar_one())
+
+
+async def approvals_before(store: AppStore, conversation_id: str, before: float) -> list[str]:
+    """Tools the conversation had always-allowed before `before` (a run's start)."""
+    table = t.approvals
+    query = sa.select(table.c.tool_name).where(
+        table.c.conversation_id == conversation_id, table.c.created_at < before
+    )
+    async with store.engine.connect() as conn:
+        return sorted(r[0] for r in (await conn.execute(query)).all())
+
+
+async def history_summaries(store: AppStore, message_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """Stored history summaries of messages on a path (see core/window/history_store.py)."""
+    if not message_ids:
+        return []
+    table = t.history_summaries
+    query = sa.select(table).where(table.c.message_id.in_(list(message_ids)))
+    async with store.engine.connect() as conn:
+        return [dict(r) for r in (await conn.execute(query)).mappings()]
+
+
+async def put_history_summary(store: AppStore, row: dict[str, Any]) -> None:
+    async with store.engine.begin() as conn:
+        await conn.execute(t.history_summaries.insert().values(**row))
