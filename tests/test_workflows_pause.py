@@ -210,3 +210,34 @@ async def test_a_losing_branch_path_is_never_asked_for_approval(make_controller,
     assert lines(journal) == []
     message = await controller.store.get_message(events[0].message_id)
     assert message["status"] == "completed" and message["waiting_for"] is None
+
+
+async def test_hooks_see_a_paused_workflow(config, llm_env, journal, tmp_path):
+    """Run-level hooks fire for a workflow run as for a chat run (with the caller's user);
+    the permission request carries every paused item's call, read from the nested steps."""
+    from hooks_recorder import Recorder
+
+    from artifactflow import ExecutionController, load_settings
+
+    recorder = Recorder()
+    controller = await ExecutionController.open(load_settings(config, tmp_path / "data"), hooks=[recorder])
+    try:
+        scribe(llm_env)
+        ids = await controller.start_workflow("journal", {"items": ["a", "b"]}, user_id="u-1")
+        events = [e async for e in controller.follow(ids["message_id"], from_start=True)]
+        assert events[-1].type == "permission_request"
+        (run, request), = recorder.args("on_permission_request")
+        assert (run.segment, run.user_id) == ("new", "u-1")
+        assert sorted((c.id, c.invocation, c.round, c.key) for c in request.calls) == [
+            ("call_0.0", "write#1[0]", 1, "write#1[0]/1/call_0.0"),
+            ("call_0.1", "write#1[1]", 1, "write#1[1]/1/call_0.1"),
+        ]
+        result = await controller.execute_resume(ids["message_id"], {"decisions": "approve"})
+        assert result.status == "waiting" and [c["tool_call_id"] for c in result.pending_calls] == ["wf-stamp#1"]
+        (_, stamp), = recorder.args("on_permission_request")[1:]
+        assert [(c.id, c.invocation, c.agent) for c in stamp.calls] == [("wf-stamp#1", "stamp#1", "workflow:stamp")]
+    finally:
+        await controller.aclose()
+    assert [run.segment for (run,) in recorder.args("on_run_start")] == ["new", "resumed"]
+    assert sorted(c.id for (_, c) in recorder.args("on_tool_start")) == ["call_0.0", "call_0.1"]
+    assert sorted(lines(journal)) == ["a", "b"]

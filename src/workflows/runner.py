@@ -22,6 +22,7 @@ from ..core.conversations import ACTIVE_BRANCH
 from ..core.events import Event
 from ..core.run import runner
 from ..errors import NotFoundError, UserError
+from ..hooks.runs import run_info
 from .compile import compile_workflow
 from .errors import WorkflowIssue, WorkflowValidationError
 from .schemas import problems
@@ -97,6 +98,22 @@ def graph_for_run(rt: Runtime, row: dict[str, Any]) -> Any:
     return compiled(rt, parse_workflow(row["definition"], source=source))
 
 
+async def pending_calls(rt: Runtime, thread_id: str) -> list[dict[str, Any]]:
+    """The calls a paused workflow waits on. They sit in its nested steps' state (one
+    checkpoint namespace per step execution), which the parent graph's state does not show:
+    read the newest checkpoint of each namespace, newest first, one entry per call id."""
+    seen_ns: set[str] = set()
+    calls: dict[str, dict[str, Any]] = {}
+    async for item in rt.checkpoints.saver.alist({"configurable": {"thread_id": thread_id}}):
+        ns = item.config["configurable"].get("checkpoint_ns") or ""
+        if not ns or ns in seen_ns:
+            continue
+        seen_ns.add(ns)
+        for call in item.checkpoint["channel_values"].get("pending_tool_calls") or []:
+            calls.setdefault(call["id"], call)
+    return list(calls.values())
+
+
 def check_input(spec: WorkflowSpec, value: Any) -> dict[str, Any]:
     if value is None:
         value = {}
@@ -144,7 +161,9 @@ async def start_workflow(
     })
     metadata = {"workflow": spec.name, "input": value, "content": content,
                 "parent_message_id": message["parent_id"]}
-    runner.launch(rt, message, run_token, {"wf_input": value}, first_events=[("metadata", None, metadata)])
+    info = run_info(message, services.lead.name, user_id=user_id)  # the segment as hooks see it
+    runner.launch(rt, message, run_token, {"wf_input": value}, first_events=[("metadata", None, metadata)],
+                  info=info)
     return {"conversation_id": conversation["id"], "message_id": message["id"],
             "thread_id": message["thread_id"], "workflow": spec.name}
 

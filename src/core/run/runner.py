@@ -233,7 +233,7 @@ class Run:
         await self.emit("permission_request", None, hook_runs.event_view(waiting))
 
     async def _pending_calls(self) -> list[dict[str, Any]]:
-        return (await self.graph.aget_state(self.config)).values.get("pending_tool_calls") or []
+        return await self.rt.pending_calls(self.message, self.graph, self.config)
 
     async def _complete(self) -> None:
         values = (await self.graph.aget_state(self.config)).values

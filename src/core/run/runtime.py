@@ -59,6 +59,15 @@ class Runtime:
 
         return graph_for_run(self, row)
 
+    async def pending_calls(self, message: dict[str, Any], graph: Any, config: dict[str, Any]) -> list[dict[str, Any]]:
+        """The tool calls a paused run waits on, as the agent made them (hooks read their
+        rounds): in the chat graph's state, or in a workflow's nested steps."""
+        if graph is self.graph:
+            return (await graph.aget_state(config)).values.get("pending_tool_calls") or []
+        from ...workflows.runner import pending_calls
+
+        return await pending_calls(self, message["thread_id"])
+
     async def message(self, message_id: str) -> dict[str, Any]:
         message = await self.store.get_message(message_id)
         if message is None:
