@@ -79,6 +79,8 @@ async def test_workflow_runs_on_an_in_process_model(make_controller, tmp_path, m
     assert events[-1].type == "complete" and events[-1].data["response"] == "refunded"
     assert [r.agent for r in model.requests] == ["classifier", "billing_agent"]
     assert node_events(events)["route#1"]["choice"] == "billing"
+    with pytest.raises(UserError, match="run of workflow 'triage'; export and replay cover chat runs only"):
+        await controller.export_session(events[0].message_id)  # rather than a replay that diverges
 
 
 async def test_research_example_end_to_end(make_controller, tmp_path, llm):
