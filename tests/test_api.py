@@ -531,6 +531,7 @@ async def test_auth_isolates_users(api: Api, llm: Any) -> None:
         ("GET", f"{API}/stream/{mid}", None),
         ("POST", f"{API}/chat/{mid}/resume", {"decisions": "approve"}),
         ("POST", f"{API}/chat/{mid}/cancel", None),
+        ("POST", f"{API}/messages/{mid}/retry", None),
         ("GET", f"{API}/conversations/{cid}/artifacts", None),
         ("GET", f"{API}/conversations/{cid}/artifacts/notes", None),
         ("GET", f"{API}/conversations/{cid}/artifacts/notes/versions", None),

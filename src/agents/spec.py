@@ -27,6 +27,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import ConfigError
+from ..settings import read_config_text
 
 _FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*(?:\n|\Z)(.*)\Z", re.DOTALL)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
@@ -69,7 +70,7 @@ class AgentSpec(BaseModel):
 
 
 def parse_agent_file(path: Path) -> AgentSpec:
-    text = path.read_text(encoding="utf-8")
+    text = read_config_text(path)
     match = _FRONT_MATTER.match(text)
     if not match:
         raise ConfigError(f"{path}: missing YAML front matter (a '---' block at the top)")

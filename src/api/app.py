@@ -35,6 +35,7 @@ from .auth import RedactTokens, auth_enabled
 from .deps import API_PREFIX
 from .errors import CatchAllMiddleware, install_error_handlers
 from .limits import BodyLimitMiddleware, RunLimiter
+from .openapi import install_openapi
 from .routes_chat import router as chat_router
 from .routes_data import router as data_router
 from .routes_workflows import router as workflows_router
@@ -103,6 +104,7 @@ def create_app(
     if controller is not None:
         _attach(app, controller, host)
     install_error_handlers(app)
+    install_openapi(app)
     app.add_middleware(BodyLimitMiddleware, limit=lambda: app.state.max_request_bytes)
     app.add_middleware(CatchAllMiddleware)
     app.include_router(chat_router, prefix=API_PREFIX)

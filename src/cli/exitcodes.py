@@ -9,8 +9,10 @@
 | 3    | paused: tool calls wait for approval and nobody could answer (no TTY or      |
 |      | `--no-input`); continue with `artifactflow resume MESSAGE_ID --approve`      |
 | 4    | the run stopped at the agent's `max_tool_rounds` limit                       |
-| 5    | resume conflict: the pause was already answered or the message is running    |
+| 5    | conflict: the pause was already answered, the message is running, or a      |
+|      | retry of a message that neither failed nor was cancelled                     |
 | 130  | cancelled (Ctrl-C); the partial answer is saved                              |
+| 143  | cancelled by SIGTERM (systemd, `timeout`, a container stop), as Ctrl-C       |
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ PAUSED = 3
 MAX_ROUNDS = 4
 CONFLICT = 5
 CANCELLED = 130
+TERMINATED = 143
 
 HELP = (
     "Exit codes: 0 success · 1 run failed or unexpected error · 2 bad usage, settings, "
     "missing credentials, invalid decisions or unknown id · 3 paused waiting for approval "
-    "(non-interactive) · 4 stopped at max_tool_rounds · 5 resume conflict (already resumed) "
-    "· 130 cancelled (Ctrl-C)."
+    "(non-interactive) · 4 stopped at max_tool_rounds · 5 conflict (already resumed, running, "
+    "or not retryable) · 130 cancelled (Ctrl-C) · 143 cancelled (SIGTERM)."
 )
 
 

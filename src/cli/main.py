@@ -11,8 +11,9 @@ Exit codes (stable; see `exitcodes`):
     2    bad usage or settings, missing credentials, invalid resume decisions, unknown id
     3    paused waiting for approval and nobody could answer (no TTY or --no-input)
     4    the run stopped at max_tool_rounds
-    5    resume conflict: already resumed, or the message is running
+    5    conflict: already resumed, the message is running, or not retryable
     130  cancelled with Ctrl-C (the partial answer is saved)
+    143  cancelled by SIGTERM, as Ctrl-C
 """
 
 from __future__ import annotations

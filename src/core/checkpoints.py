@@ -7,6 +7,7 @@ and `artifactflow gc`).
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import zlib
 from collections.abc import Iterable
@@ -18,6 +19,22 @@ import aiosqlite
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+# Any 64-bit number unique to this lock (the app store's schema lock uses another).
+SETUP_LOCK_KEY = 0x6166_5F63_6B70  # "af_ckp"
+SETUP_POLL_SECONDS = 0.05
+
+
+async def _advisory_lock(conn: Any, key: int) -> None:
+    """Take a session advisory lock by polling, not by waiting inside one statement: the
+    holder's setup runs CREATE INDEX CONCURRENTLY, which waits for every open transaction,
+    including a blocked `pg_advisory_lock` call (a deadlock)."""
+    while True:
+        cursor = await conn.execute("SELECT pg_try_advisory_lock(%s) AS locked", (key,))
+        row = await cursor.fetchone()  # the saver's connection returns dict rows
+        if row["locked"] if isinstance(row, dict) else row[0]:
+            return
+        await asyncio.sleep(SETUP_POLL_SECONDS)
 
 
 class CompressingSerializer(JsonPlusSerializer):
@@ -72,10 +89,13 @@ class CheckpointStore:
         # Both only take effect on a new file, and page_size must come first. Rows of a few KB
         # (tool results) would each spill into a mostly-empty 4 KB overflow page; 16 KB pages
         # pack them densely. Incremental auto-vacuum lets gc hand freed pages back cheaply.
+        # busy_timeout first: switching a new file to WAL needs a lock another process may
+        # hold. The saver's setup is then safe from several processes at once: it only
+        # creates tables IF NOT EXISTS and tolerates a column another process just added.
+        await conn.execute("PRAGMA busy_timeout=30000")
         await conn.execute("PRAGMA page_size=16384")
         await conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         await conn.execute("PRAGMA journal_mode=WAL")
-        await conn.execute("PRAGMA busy_timeout=30000")
         await conn.execute("PRAGMA synchronous=NORMAL")
         saver = AsyncSqliteSaver(conn, serde=CompressingSerializer(allowed_types))
         await saver.setup()
@@ -92,7 +112,14 @@ class CheckpointStore:
         saver = await stack.enter_async_context(
             AsyncPostgresSaver.from_conn_string(plain, serde=CompressingSerializer(allowed_types))
         )
-        await saver.setup()
+        # The saver's setup reads its migration version, then creates tables and records
+        # versions: two processes starting together on a fresh database would both do it
+        # (a unique violation on pg_type or checkpoint_migrations). One at a time, then.
+        await _advisory_lock(saver.conn, SETUP_LOCK_KEY)
+        try:
+            await saver.setup()
+        finally:
+            await saver.conn.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))
         return cls(saver, stack, None)
 
     async def delete_thread(self, thread_id: str) -> None:

@@ -25,7 +25,7 @@ from .conversations import ACTIVE_BRANCH, ConversationManager
 from .events import Event
 from .graph import build_graph
 from .run import follow as _follow
-from .run import maintenance, resume, runner
+from .run import maintenance, resume, retry, runner
 from .run.data import StoredData
 from .run.runtime import Runtime
 
@@ -113,6 +113,12 @@ class ExecutionController(StoredData):
         return await runner.start_message(
             self._rt, self.conversations, content, conversation_id, parent_message_id, user_id=user_id
         )
+
+    async def retry(self, message_id: str, *, user_id: str | None = None) -> dict[str, Any]:
+        """Run a failed or cancelled message again as a new sibling (same conversation, parent
+        and content) and return its ids, as `start` does; follow it with `follow(message_id,
+        from_start=True)`. A completed, paused or running message is a `ResumeConflictError`."""
+        return await retry.retry(self._rt, self.conversations, message_id, user_id=user_id)
 
     async def stream_execute(
         self,

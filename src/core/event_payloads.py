@@ -219,6 +219,14 @@ class ToolCompleteData(_AgentData):
     duration_ms: float = Field(0.0, description="How long the tool ran")
     denied: bool | None = Field(None, description="True when a person denied the call")
     refused: bool | None = Field(None, description="True when a hook refused the call (it never ran)")
+    outcome: str | None = Field(
+        None,
+        description="completed, failed, timed_out, abandoned (by a cancel), not_repeated "
+        "(an identical call's effect was unknown), interrupted (by a crash)",
+    )
+    may_still_take_effect: bool | None = Field(
+        None, description="True while the call runs out of reach (a sync tool's thread)"
+    )
 
 
 class PermissionRequestData(EventData):

@@ -148,7 +148,7 @@ async def _run_one(
     if record is not None and record["status"] == "finished":
         result = ToolResult.from_dict(record["result"])
         duration = 0.0
-    elif ledger_key and (
+    elif ledger_key and not svc.tools.may_rerun(call["name"]) and (
         record is not None or not await svc.store.ledger_start(context.message_id, ledger_key)
     ):
         result = ToolResult.fail(
@@ -183,7 +183,8 @@ async def _run_one(
         if ledger_key:
             await svc.store.ledger_finish(context.message_id, ledger_key, result.to_dict())
     emit("tool_complete", tool_call_id=call["id"], tool=call["name"], success=result.success,
-         result=result.to_dict(), duration_ms=round(duration, 2))
+         result=result.to_dict(), duration_ms=round(duration, 2), outcome=result.outcome,
+         may_still_take_effect=result.may_still_take_effect)
     return result, duration
 
 

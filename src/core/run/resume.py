@@ -9,6 +9,7 @@ and continued from its last checkpoint, and the tool ledger keeps tools from run
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from typing import Any
@@ -23,11 +24,37 @@ from .runner import FirstEvents, launch
 from .runtime import Runtime
 
 _NOT_WAITING = {
-    "running": "it is running",
     "completed": "it has completed",
     "failed": "it has failed",
     "cancelled": "it was cancelled",
 }
+
+
+def running_detail(rt: Runtime, message: dict[str, Any], *, after: str = "") -> str:
+    """Who runs a `running` message, e.g. "it is running, owned by another process; its lease
+    expires in 23 s (run.lease_seconds)" (+ `after` while the lease lasts)."""
+    if rt.running_here(message["id"]):
+        return "it is running in this process"
+    expires = message.get("lease_expires_at")
+    if expires is None:
+        return "it is running"
+    left = expires - time.time()
+    if left < 0:
+        return f"it is running, but its owner's lease expired {math.ceil(-left)} s ago"
+    return (
+        f"it is running, owned by another process; its lease expires in {math.ceil(left)} s "
+        f"(run.lease_seconds){after}"
+    )
+
+
+def not_waiting(rt: Runtime, message: dict[str, Any]) -> str:
+    """Why the message cannot take a decision now, and when to try again."""
+    status = message["status"]
+    if status == "running":
+        return running_detail(
+            rt, message, after="; try again then (if that process died, the run is recovered)"
+        )
+    return _NOT_WAITING.get(status, f"its status is {status}")
 
 
 async def resume_start(rt: Runtime, message_id: str, resume_data: Any) -> None:
@@ -38,7 +65,7 @@ async def resume_start(rt: Runtime, message_id: str, resume_data: Any) -> None:
         await recover(rt, message)
         return
     if status != "waiting":
-        detail = _NOT_WAITING.get(status, f"its status is {status}")
+        detail = not_waiting(rt, message)
         raise ResumeConflictError(
             f"message {message_id} is not waiting for a decision: {detail}", message_id=message_id
         )

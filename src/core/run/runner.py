@@ -109,6 +109,10 @@ def launch(
 async def cancel(rt: Runtime, message_id: str) -> bool:
     """Stop a run in this process, or close a paused message. False if neither applies."""
     handle = rt.runs.get(message_id)
+    if handle is not None and handle.task is not None and handle.events and handle.events[-1].is_final:
+        # Its final event is out: only cleanup is left, and a cancel must not rewrite the outcome.
+        with contextlib.suppress(BaseException):
+            await asyncio.shield(handle.task)
     if handle is None or handle.task is None or handle.task.done():
         message = await rt.message(message_id)
         if message["status"] != "waiting":
