@@ -20,6 +20,7 @@ from .core.state import (
     create_initial_state,
     merge_agent_response_to_state,
 )
+from .core.window import ContextWindowExceeded
 from .errors import (
     ArtifactConflictError,
     ArtifactFlowError,
@@ -72,6 +73,7 @@ __all__ = [
     "ArtifactFlowError",
     "ConfigError",
     "ContextOverflowError",
+    "ContextWindowExceeded",
     "ConversationManager",
     "Divergence",
     "EvalResult",

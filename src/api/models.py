@@ -157,11 +157,21 @@ class TreeNode(_Open):
     created_at: float
     children: list[str]
     active: bool
+    tokens: int = Field(0, description="Prompt plus completion tokens of this message's run")
+    cost_usd: float | None = Field(None, description="Its cost, when the models have prices")
+
+
+class ConversationUsage(BaseModel):
+    messages: int
+    tokens: dict[str, int] = Field(description="prompt, completion and total over all messages")
+    cost_usd: float | None = Field(None, description="None when no call was priced")
+    cost_complete: bool = Field(description="False when some calls had no prices")
 
 
 class ConversationTree(ConversationInfo):
     messages: list[TreeNode]
     roots: list[str]
+    usage: ConversationUsage | None = Field(None, description="Tokens and cost of the whole conversation")
 
 
 # --- artifacts ---------------------------------------------------------------------------------

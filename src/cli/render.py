@@ -24,6 +24,7 @@ from ..core.event_payloads import (
     ArtifactUpdatedData,
     CancelledData,
     CompleteData,
+    ContextCompactedData,
     ErrorData,
     HandoffData,
     LLMChunkData,
@@ -82,6 +83,15 @@ def closing_line(data: CompleteData | dict[str, Any]) -> str:
         if unreported and tokens.get("total") is not None:
             text += f" + n/a for {unreported} call{'' if unreported == 1 else 's'} without usage"
         parts.append(text)
+    if metrics.get("cost_usd") is not None:
+        parts.append(f"${metrics['cost_usd']:.4f}" + ("" if metrics.get("cost_complete", True) else "+"))
+    conversation = metrics.get("conversation") or {}
+    if conversation.get("messages", 0) > 1:
+        cost = conversation.get("cost_usd")
+        parts.append(
+            f"conversation: {conversation['tokens']['total']} tokens"
+            + (f", ${cost:.4f}" if cost is not None else "")
+        )
     llm_calls, tool_calls = metrics.get("llm_calls"), metrics.get("tool_calls")
     if llm_calls is not None:
         parts.append(f"{llm_calls} LLM call{'' if llm_calls == 1 else 's'}")
@@ -94,6 +104,15 @@ def _result_text(data: ToolCompleteData) -> str:
     if data.success:
         return short(data.result.data, 80)
     return short(data.result.error or "failed", 120)
+
+
+def compaction_text(data: Any) -> str:
+    what = (
+        f"{data.get('messages_summarized')} earlier messages summarized"
+        if data.get("scope") == "history"
+        else f"{data.get('rounds_summarized', 0)} rounds summarized"
+    )
+    return f"{data.get('tokens_before', 0):,} → {data.get('tokens_after', 0):,} tokens, {what}"
 
 
 def _tokens(value: int | None) -> str:
@@ -138,6 +157,8 @@ def summary(event: Event) -> str:
             return f"{d.from_agent} → {d.to_agent} ({d.by}) {short(d.message, 60)}"
         case CompleteData() as d:
             return f"{d.outcome} · {closing_line(d)} · {short(d.response, 60)!r}"
+        case ContextCompactedData() as d:
+            return compaction_text(d)
         case CancelledData() as d:
             return f"partial answer: {short(d.partial_response, 60)!r}"
         case ErrorData() as d:
@@ -308,6 +329,9 @@ class LiveRenderer:
         note = f": {short(d.message, 80)}" if d.message else ""
         self._line(event, f"⇢ {d.from_agent} hands over to {d.to_agent}{note}", "cyan")
 
+    def _on_context_compacted(self, event: Event) -> None:
+        self._line(event, f"⋯ context compacted: {compaction_text(event.data)}", "dim")
+
     def _on_complete(self, event: Event) -> None:
         self._close_stream()
         response = event.data.get("response") or ""
@@ -316,6 +340,11 @@ class LiveRenderer:
         if event.data.get("outcome") == "max_tool_rounds":
             self.out.print(
                 f"[yellow]⚠ stopped at max_tool_rounds[/yellow] · {escape(closing_line(event.data))}"
+            )
+        elif event.data.get("outcome") == "budget_exceeded":
+            self.out.print(
+                f"[yellow]⚠ stopped: {escape(event.data.get('reason') or 'budget reached')}[/yellow]"
+                f" · {escape(closing_line(event.data))}"
             )
         else:
             self.out.print(f"[green]✓ done[/green] · {escape(closing_line(event.data))}")

@@ -23,10 +23,13 @@ from ..hooks import nodes as hook_points
 from ..hooks.runner import HookError
 from ..hooks.types import AgentStep
 from ..tools.base import Permission
+from .agent_window import node_result, windowed_call
 from .context import RunContext
-from .state import LEAD, AgentState, ExecutionPhase, merge_agent_response_to_state, rounds_used
+from .state import LEAD, AgentState, ExecutionPhase, merge_agent_response_to_state
+from .window import Prices, cost_usd, rounds_in
 
 HELD = "lead~held"  # lead tool results waiting for the round's subagents to finish
+REPLACED = "~replaced"  # a subagent step's compacted memory, merged into the node's writes
 
 
 class Emitter:
@@ -135,11 +138,14 @@ async def _llm_step(
         duration_ms=round(duration, 2),
         attempts=response.attempts,
         finish_reason=response.finish_reason,
+        cost_usd=(
+            cost_usd(usage.prompt_tokens, usage.completion_tokens, Prices.of(target)) if usage else None
+        ),
     )
     return response
 
 
-async def lead_agent(state: AgentState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+async def lead_agent(state: AgentState, runtime: Runtime[RunContext]) -> Any:
     context = runtime.context
     svc = context.services
     spec = svc.lead
@@ -151,18 +157,23 @@ async def lead_agent(state: AgentState, runtime: Runtime[RunContext]) -> dict[st
     artifacts = None
     if any(name.endswith("_artifact") or name == "list_artifacts" for name in spec.tools):
         artifacts = await svc.store.list_artifacts(context.conversation_id)
-    messages = lead_messages(
+    fixed = lead_messages(
         spec,
         task=state.get("current_task", ""),
         history=state.get("conversation_history") or [],
-        memory=memory,
+        memory=[],
         subagents=svc.subagents_for(spec),
         artifacts=artifacts,
     )
-    used = rounds_used(memory)
+    used = rounds_in(memory)  # summarized rounds count too
     emit("agent_start", round=used + 1)
     agent = await hook_points.agent_start(context, spec, LEAD, used + 1)
-    response = await _llm_step(context, spec, messages, emit, agent)
+    step = await windowed_call(
+        context, spec, LEAD, fixed=fixed, memory=memory, task=state.get("current_task", ""),
+        emit=emit, call=lambda messages: _llm_step(context, spec, messages, emit, agent),
+        on_compacted=lambda result, model: hook_points.compacted(context, agent, result, summary_model=model),
+    )
+    response = step.response
     calls = _unique_ids(response.tool_calls, set(), "dup")
     calls, refused = await hook_points.decide_calls(context, agent, calls)
     update = merge_agent_response_to_state(
@@ -187,7 +198,7 @@ async def lead_agent(state: AgentState, runtime: Runtime[RunContext]) -> dict[st
         outcome=update.get("outcome"),
     )
     await hook_points.agent_end(context, agent, response.content, len(calls), update.get("outcome"))
-    return update
+    return node_result(update, step.replaced(update, LEAD))
 
 
 async def _subagent_step(
@@ -207,9 +218,14 @@ async def _subagent_step(
         emit("subagent_start", instruction=record["instruction"], tool_call_id=record["tool_call_id"])
     emit("agent_start", round=rounds + 1)
     agent = await hook_points.agent_start(context, spec, invocation, rounds + 1, record)
-    messages = subagent_messages(spec, instruction=record["instruction"], plan=plan, memory=memory)
+    fixed = subagent_messages(spec, instruction=record["instruction"], plan=plan, memory=[])
     try:
-        response = await _llm_step(context, spec, messages, emit, agent)
+        step = await windowed_call(
+            context, spec, invocation, fixed=fixed, memory=memory, task=record["instruction"],
+            emit=emit, call=lambda messages: _llm_step(context, spec, messages, emit, agent),
+            on_compacted=lambda result, model: hook_points.compacted(context, agent, result, summary_model=model),
+        )
+        response = step.response
     except HookError:
         raise  # a failing hook ends the run; it is not this subagent's failure
     except (LLMError, ArtifactFlowError) as exc:
@@ -241,10 +257,11 @@ async def _subagent_step(
             error=update["subagent_pending"][invocation].get("error"),
             tool_call_id=record["tool_call_id"],
         )
+    update[REPLACED] = step.replaced(update, invocation)
     return update
 
 
-async def subagents(state: AgentState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+async def subagents(state: AgentState, runtime: Runtime[RunContext]) -> Any:
     context = runtime.context
     svc = context.services
     invocations = state.get("subagent_pending") or {}
@@ -265,7 +282,9 @@ async def subagents(state: AgentState, runtime: Runtime[RunContext]) -> dict[str
         "current_agent": ",".join(rec["agent"] for _, rec in running),
     }
     calls: list[dict[str, Any]] = []
+    replaced: dict[str, Any] = {}
     for update in updates:
+        replaced.update(update.pop(REPLACED, None) or {})
         merged["agent_memories"].update(update.get("agent_memories", {}))
         merged["subagent_pending"].update(update.get("subagent_pending", {}))
         calls += update.get("pending_tool_calls") or []
@@ -277,4 +296,4 @@ async def subagents(state: AgentState, runtime: Runtime[RunContext]) -> dict[str
         merged["phase"] = ExecutionPhase.TOOL_EXECUTING.value
     else:
         merged["phase"] = ExecutionPhase.LEAD_EXECUTING.value
-    return merged
+    return node_result(merged, replaced)

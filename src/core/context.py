@@ -7,6 +7,7 @@ process-wide `Services` (settings, agents, tools, the models, the app store, the
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -52,9 +53,17 @@ class Services:
         ]
 
     def model_for(self, spec: AgentSpec) -> tuple[Model, ResolvedModel]:
-        """The model that serves `spec`, and the profile it resolved to."""
-        target = self.models.resolve(spec.model)
+        """The model that serves `spec`, and the profile it resolved to (with
+        `context.default_window` as its window when the profile declares none, so the
+        default output bound leaves the prompt room in it)."""
+        target = self.resolve(spec.model)
         return self.llm.for_target(target), target
+
+    def resolve(self, reference: str | None) -> ResolvedModel:
+        target = self.models.resolve(reference)
+        if target.context_window is None:
+            target = dataclasses.replace(target, context_window=self.settings.context.default_window)
+        return target
 
     def use_model(self, model: Model) -> None:
         """Serve every agent with `model` (e.g. a `ScriptedModel` in tests); API keys are no
@@ -69,3 +78,5 @@ class RunContext:
     conversation_id: str
     message_id: str
     run: RunInfo | None = None  # the segment, as hooks see it
+    # Per-segment context-window state (token counters by invocation; see core/agent_window).
+    window: dict[str, Any] = field(default_factory=dict)

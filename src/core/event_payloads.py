@@ -190,6 +190,9 @@ class LLMCompleteData(_AgentData):
     duration_ms: float = Field(0.0, description="Wall time including retries")
     attempts: int = Field(1, description="1 plus the number of retries")
     finish_reason: str | None = Field(None, description="'stop', 'tool_calls', 'length', …")
+    cost_usd: float | None = Field(
+        None, description="From the model profile's prices; None when it has none"
+    )
 
 
 class AgentCompleteData(_AgentData):
@@ -321,12 +324,37 @@ class HandoffData(EventData):
     turn: int = Field(description="The turn that ended")
 
 
+class ContextCompactedData(_AgentData):
+    """Part of what a model call would send was condensed to fit the model's context window:
+    an agent's older tool rounds (`scope` 'memory') or the conversation's earlier messages
+    ('history', stored and reused by later messages). The originals stay in the event log."""
+
+    event_type: ClassVar[str] = "context_compacted"
+    scope: str = Field("memory", description="'memory' (tool rounds) or 'history' (messages)")
+    tokens_before: int = Field(description="Estimated prompt tokens before")
+    tokens_after: int = Field(description="Estimated prompt tokens after")
+    rounds_summarized: int = Field(0, description="Tool rounds the summary now stands for")
+    messages_summarized: int | None = Field(
+        None, description="History: earlier messages the stored summary covers"
+    )
+    aggressive: bool = Field(False, description="True after the provider said 'too long'")
+    results_shortened: int = Field(0, description="Newest tool results cut to fit (with a marker)")
+    summary_model: str | None = Field(None, description="The model that wrote the summary")
+    usage: Usage = Field(Usage(), description="Token counts of the summary call")
+    cost_usd: float | None = Field(None, description="Cost of the summary call, when priced")
+
+
 class CompleteData(EventData):
     event_type: ClassVar[str] = "complete"
-    response: str = Field(description="The final answer")
+    response: str = Field(description="The final answer (the partial answer when stopped early)")
     outcome: Outcome | str = Field(Outcome.COMPLETED, description="Why the run stopped")
+    reason: str | None = Field(
+        None, description="Why it stopped early (which budget, and the setting to raise)"
+    )
     metrics: dict[str, Any] = Field(
-        default_factory=dict, description="Tokens, durations and per-agent figures"
+        default_factory=dict,
+        description="This message's tokens, cost_usd, durations and per-agent figures; "
+        "`conversation`: tokens and cost of the whole conversation so far",
     )
 
 
@@ -365,6 +393,7 @@ PAYLOADS: dict[str, type[EventData]] = {
         WorkflowNodeStartData,
         WorkflowNodeCompleteData,
         HandoffData,
+        ContextCompactedData,
         CompleteData,
         CancelledData,
         ErrorData,

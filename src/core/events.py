@@ -33,6 +33,7 @@ EventType = Literal[
     "workflow_node_start",
     "workflow_node_complete",
     "handoff",
+    "context_compacted",
     "complete",
     "cancelled",
     "error",

@@ -1,5 +1,6 @@
-"""Upkeep around runs: renewing a lease, computing a message's metrics, dropping the
-checkpoints of a finished message, and gc of checkpoints no run needs any more.
+"""Upkeep around runs: renewing a lease, computing a message's metrics (with its
+conversation's running totals), dropping the checkpoints of a finished message, and gc of
+checkpoints no run needs any more.
 
 Checkpoints matter only while a run is in flight or paused; once a message finishes, its event
 log is the record. gc also abandons pauses (and dead runs) idle past the retention window.
@@ -11,7 +12,7 @@ import asyncio
 import time
 from typing import Any
 
-from ..metrics import records_from_events, summarize
+from ..metrics import conversation_usage, records_from_events, summarize
 from .eventlog import append_event
 from .runtime import Runtime
 
@@ -26,9 +27,13 @@ async def keep_lease(rt: Runtime, message_id: str, run_token: str) -> None:
 
 async def run_metrics(rt: Runtime, message_id: str, started: float) -> dict[str, Any]:
     """The message's metrics from its event log; wall time adds up over resumed segments."""
-    previous = (await rt.message(message_id)).get("metrics") or {}
+    message = await rt.message(message_id)
+    previous = message.get("metrics") or {}
     wall = (time.perf_counter() - started) * 1000 + float(previous.get("wall_ms", 0.0))
-    return summarize(records_from_events(await rt.store.events(message_id)), wall)
+    metrics = summarize(records_from_events(await rt.store.events(message_id)), wall)
+    others = [m for m in await rt.store.list_messages(message["conversation_id"]) if m["id"] != message_id]
+    metrics["conversation"] = conversation_usage([*others, {"metrics": metrics}])
+    return metrics
 
 
 async def cleanup_checkpoints(rt: Runtime, message: dict[str, Any]) -> None:

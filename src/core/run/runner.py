@@ -18,19 +18,27 @@ import contextlib
 import logging
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from langgraph.errors import GraphRecursionError
 
 from ...errors import ArtifactFlowError, LLMError, NotFoundError, ResumeConflictError, UserError
 from ...hooks import runs as hook_runs
 from ...hooks.types import RunEnd, RunInfo
 from ..context import RunContext
 from ..conversations import ConversationManager
+from ..event_payloads import Outcome
 from ..events import Event
 from ..runs import EventSink, RunHandle
 from ..state import create_initial_state
 from .eventlog import append_event, new_event
+from .history import history_for
+from .limits import Spending, preflight, step_limit, step_limit_error
 from .maintenance import cleanup_checkpoints, keep_lease, run_metrics
 from .runtime import Runtime
+
+if TYPE_CHECKING:
+    from ..window import BudgetExceeded
 
 log = logging.getLogger("artifactflow")
 
@@ -51,6 +59,7 @@ async def start_message(
         raise UserError("content must be a non-empty string")
     for agent in rt.services.agents.values():  # missing credentials fail before anything is stored
         rt.services.models.resolve(agent.model)
+    preflight(rt.services)  # summary model credentials; prices when a cost budget is set
     if conversation_id is None and isinstance(parent_message_id, str):
         parent = await rt.store.get_message(parent_message_id)
         if parent is None:
@@ -73,7 +82,7 @@ async def start_message(
         lease_expires_at=rt.lease(),
         message_id=message_id,
     )
-    history = await conversations.format_conversation_history(message["parent_id"])
+    history, compacted = await history_for(rt.services, conversations, message["parent_id"])
     state = create_initial_state(content, conversation_history=history)
     metadata = {
         "parent_message_id": message["parent_id"],
@@ -81,7 +90,8 @@ async def start_message(
         "lead_agent": rt.services.lead.name,
     }
     info = hook_runs.run_info(message, rt.services.lead.name, user_id=user_id)
-    launch(rt, message, run_token, state, first_events=[("metadata", None, metadata)], info=info)
+    first: FirstEvents = [("metadata", None, metadata), *([compacted] if compacted else [])]
+    launch(rt, message, run_token, state, first_events=first, info=info)
     return {
         "conversation_id": conversation["id"],
         "message_id": message["id"],
@@ -145,19 +155,21 @@ class Run:
         self.run_token = run_token
         self.config = {
             "configurable": {"thread_id": message["thread_id"]},
-            "recursion_limit": rt.services.settings.run.recursion_limit,
+            "recursion_limit": step_limit(rt.services),
         }
         self.started = time.perf_counter()
         self.partial: list[str] = []  # the lead's streamed text, kept for a cancel
         self.graph: Any = rt.graph  # a workflow message's own graph, set in `drive`
         self._last_id = 0
         self._sink = EventSink(rt.store, handle)
+        self.spending = Spending(rt.services, [])
 
     async def emit(self, type_: str, agent: str | None, data: dict[str, Any]) -> Event:
         """Number, persist, then publish an event (`llm_chunk`: published only)."""
         if type_ != "llm_chunk":
             self._last_id += 1
         event = new_event(self.message, type_, self._last_id, agent, data)
+        self.spending.add(type_, agent, data)
         self._sink.put(event)
         if event.is_final:
             await self._sink.flush()
@@ -166,29 +178,37 @@ class Run:
     async def drive(self, graph_input: Any, first_events: FirstEvents) -> None:
         message_id = self.message["id"]
         self._last_id = await self.store.last_event_id(message_id)
+        self.spending = await Spending.load(self.rt, message_id)
         context = RunContext(self.rt.services, self.message["conversation_id"], message_id, self.info)
         lease = asyncio.create_task(keep_lease(self.rt, message_id, self.run_token))
         interrupts: list[Any] = []
+        stopped = None  # a budget crossed between two steps
         try:
             for type_, agent, data in first_events:
                 await self.emit(type_, agent, data)
             self.graph = await self.rt.graph_for(self.message)
             await hook_runs.run_started(self.hooks, self.info, self.decisions)
-            async for mode, chunk in self.graph.astream(
+            stream = self.graph.astream(
                 graph_input,
                 self.config,
                 context=context,
                 stream_mode=["custom", "updates"],
                 durability="sync",
-            ):
-                if mode == "custom":
-                    await self._relay(chunk)
-                elif mode == "updates" and "__interrupt__" in chunk:
-                    interrupts.extend(chunk["__interrupt__"])
+            )
+            try:
+                async for mode, chunk in stream:
+                    if mode == "custom":
+                        await self._relay(chunk)
+                    elif mode == "updates" and "__interrupt__" in chunk:
+                        interrupts.extend(chunk["__interrupt__"])
+                    elif mode == "updates" and (stopped := self.spending.stop_after(chunk)):
+                        break  # the next step never starts
+            finally:
+                await stream.aclose()
             if interrupts:
                 await self._pause(interrupts)
             else:
-                await self._complete()
+                await self._complete(stopped)
         except asyncio.CancelledError:
             await self._cancelled()
         except Exception as exc:  # the run failed: record it, never crash the process
@@ -239,24 +259,28 @@ class Run:
     async def _pending_calls(self) -> list[dict[str, Any]]:
         return await self.rt.pending_calls(self.message, self.graph, self.config)
 
-    async def _complete(self) -> None:
+    async def _complete(self, stopped: BudgetExceeded | None = None) -> None:
         values = (await self.graph.aget_state(self.config)).values
         metrics = await run_metrics(self.rt, self.message["id"], self.started)
         response = values.get("graph_response") or ""
         outcome = values.get("outcome") or "completed"
+        if stopped is not None:
+            response, outcome = self.spending.partial_answer(stopped), Outcome.BUDGET_EXCEEDED.value
         await self.store.update_message(
             self.message["id"],
             status="completed",
             response=response,
             outcome=outcome,
             metrics=metrics,
+            error=stopped.message if stopped else None,
             run_token=self.run_token,
             lease_expires_at=None,
         )
         await self.store.touch_conversation(self.message["conversation_id"])
         summary = {k: v for k, v in metrics.items() if k != "calls"}
         await hook_runs.run_ended(self.hooks, self.info, RunEnd("completed", response, outcome))
-        await self.emit("complete", None, {"response": response, "outcome": outcome, "metrics": summary})
+        data = {"response": response, "outcome": outcome, "metrics": summary}
+        await self.emit("complete", None, {**data, **({"reason": stopped.message} if stopped else {})})
         await cleanup_checkpoints(self.rt, self.message)
 
     async def _cancelled(self) -> None:
@@ -269,6 +293,8 @@ class Run:
         await cleanup_checkpoints(self.rt, self.message)
 
     async def _failed(self, exc: Exception) -> None:
+        if isinstance(exc, GraphRecursionError):  # LangGraph's text is no reason for a user
+            exc = step_limit_error(self.config["recursion_limit"])
         if not isinstance(exc, ArtifactFlowError):
             log.exception("run %s failed", self.message["id"])
         kind = "llm" if isinstance(exc, LLMError) else type(exc).__name__
