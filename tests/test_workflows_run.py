@@ -83,6 +83,19 @@ async def test_workflow_runs_on_an_in_process_model(make_controller, tmp_path, m
         await controller.export_session(events[0].message_id)  # rather than a replay that diverges
 
 
+@pytest.mark.parametrize("budget,outcome,agents", [(1, "budget_exceeded", ["classifier"]),
+                                                    (100_000, "completed", ["classifier", "billing_agent"])])
+async def test_a_run_budget_stops_a_workflow_between_nodes(make_controller, tmp_path, llm, budget, outcome, agents):
+    config = workflow_config(tmp_path, {"triage": shipped("triage")}, agents=TRIAGE_AGENTS,
+                             yaml_text=f"budget:\n  max_tokens: {budget}\n")
+    controller = await make_controller(config_dir=config)
+    answers = ByAgent(llm, {"classifier": [Text(as_json({"category": "billing", "summary": "s"}))],
+                            "billing_agent": [Text("refunded")]})
+    events = await run(controller, "triage", {"ticket": "charged twice"})
+    assert events[-1].type == "complete" and events[-1].data["outcome"] == outcome
+    assert answers.agents() == agents
+
+
 async def test_research_example_end_to_end(make_controller, tmp_path, llm):
     """plan → split over questions → search each → merge → review loops once → draft →
     publish (artifact tool) → exit; the second 'more' exhausts the loop and takes the fallback."""

@@ -34,6 +34,7 @@ from langgraph.graph import END
 from langgraph.runtime import Runtime
 
 from ..core.context import RunContext
+from ..core.state import ExecutionPhase
 from . import lineage
 from .errors import WorkflowNodeError
 from .lineage import node_of, summary
@@ -323,7 +324,8 @@ class WorkflowNode:
                 output = outputs.get(node_of(x.parents[0])) if x.parents else None
         except TemplateError as exc:
             return await self._finish(x, runtime, status="failed", error=str(exc))
-        extra = {"graph_response": to_text(output), "outcome": "completed"}
+        extra = {"graph_response": to_text(output), "outcome": "completed",
+                 "phase": ExecutionPhase.COMPLETED.value}
         return await self._finish(x, runtime, status="ok", output=output, extra=extra)
 
     # --- merge -------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ superstep write together):
 - `wf_came_from`: node id → the executions that routed to it (lineage parents).
 - `wf_step`: what the last node decided (next node, Sends, label). Routers read it through
   LangGraph's task-local read, so each Send task's router sees its own write.
-- `graph_response`, `outcome`: read by the controller when the run completes, as for a chat.
+- `graph_response`, `outcome`, `phase`: read by the run driver, as for a chat (the exit sets
+  the phase to completed, so a budget crossed by the last step does not mark the run stopped).
 
 The step state reuses the chat graph's channels (`AgentState` annotations, same reducers) so
 the shared tool node and the subagent step run on it unchanged.
@@ -70,6 +71,7 @@ class WorkflowState(TypedDict, total=False):
     wf_step: Annotated[dict[str, Any] | None, _last]
     graph_response: Annotated[str | None, _last]
     outcome: Annotated[str | None, _last]
+    phase: Annotated[str | None, _last]  # "completed" once the exit ran (the run driver reads it)
 
 
 RESERVED_IDS = frozenset(WorkflowState.__annotations__)
