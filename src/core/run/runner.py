@@ -245,6 +245,7 @@ class Run:
         if len(interrupts) > 1:
             waiting["interrupt_ids"] = [i.id for i in interrupts]
         waiting = await hook_runs.run_paused(self.hooks, self.info, waiting, self._pending_calls)  # + trace
+        await self._sink.flush()  # the metrics below are read from the log
         await self.store.update_message(
             self.message["id"],
             status="waiting",
@@ -261,6 +262,7 @@ class Run:
 
     async def _complete(self, stopped: BudgetExceeded | None = None) -> None:
         values = (await self.graph.aget_state(self.config)).values
+        await self._sink.flush()  # metrics are read from the log: group-committed events first
         metrics = await run_metrics(self.rt, self.message["id"], self.started)
         response = values.get("graph_response") or ""
         outcome = values.get("outcome") or "completed"
