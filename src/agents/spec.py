@@ -44,6 +44,7 @@ class AgentSpec(BaseModel):
     model: str | None = None
     tools: tuple[str, ...] = ()
     subagents: tuple[str, ...] | None = None
+    handoffs: tuple[str, ...] = ()  # agents this one may hand over to (agent groups)
     max_tool_rounds: int = Field(20, ge=1, le=1000)
     max_tokens: int | None = Field(None, ge=1)  # budget: prompt + completion in one run
     max_output_tokens: int | None = Field(None, ge=1)  # per call; None: the profile's
@@ -58,7 +59,7 @@ class AgentSpec(BaseModel):
             raise ValueError("must be letters, digits, '_' or '-', starting with a letter")
         return value
 
-    @field_validator("tools", "subagents", mode="before")
+    @field_validator("tools", "subagents", "handoffs", mode="before")
     @classmethod
     def _listify(cls, value: object) -> object:
         if value is None:

@@ -38,6 +38,7 @@ from .limits import BodyLimitMiddleware, RunLimiter
 from .openapi import install_openapi
 from .routes_chat import router as chat_router
 from .routes_data import router as data_router
+from .routes_workflows import router as workflows_router
 from .sse import drain_streams
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -108,6 +109,7 @@ def create_app(
     app.add_middleware(CatchAllMiddleware)
     app.include_router(chat_router, prefix=API_PREFIX)
     app.include_router(data_router, prefix=API_PREFIX)
+    app.include_router(workflows_router, prefix=API_PREFIX)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
     @app.get("/", include_in_schema=False)

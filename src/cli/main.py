@@ -33,7 +33,8 @@ from .options import GLOBALS
 from .render import console
 
 # Importing a command module registers its commands; `--help` lists them in this order.
-for _module in ("commands_run", "commands_data", "commands_tools", "commands_replay", "commands_admin"):
+for _module in ("commands_run", "commands_data", "commands_tools", "commands_replay", "commands_admin",
+                "commands_workflows"):
     importlib.import_module(f"{__package__}.{_module}")
 
 __all__ = ["app", "main"]

@@ -26,6 +26,7 @@ from ..core.event_payloads import (
     CompleteData,
     ContextCompactedData,
     ErrorData,
+    HandoffData,
     LLMChunkData,
     LLMCompleteData,
     MetadataData,
@@ -35,6 +36,8 @@ from ..core.event_payloads import (
     SubagentStartData,
     ToolCompleteData,
     ToolStartData,
+    WorkflowNodeCompleteData,
+    WorkflowNodeStartData,
 )
 from ..core.events import Event
 
@@ -146,6 +149,12 @@ def summary(event: Event) -> str:
             return f"{d.status}" + (f": {short(d.error)}" if d.error else "")
         case ArtifactCreatedData() | ArtifactUpdatedData() as d:
             return f"{d.artifact_id} v{d.version} {short(d.title, 60)}"
+        case WorkflowNodeCompleteData() as d:
+            return f"{d.execution} {d.status} {short(d.error or d.output_summary, 60)}"
+        case WorkflowNodeStartData() as d:
+            return f"{d.execution} {d.role}"
+        case HandoffData() as d:
+            return f"{d.from_agent} → {d.to_agent} ({d.by}) {short(d.message, 60)}"
         case CompleteData() as d:
             return f"{d.outcome} · {closing_line(d)} · {short(d.response, 60)!r}"
         case ContextCompactedData() as d:
@@ -304,6 +313,21 @@ class LiveRenderer:
     def _on_artifact_updated(self, event: Event) -> None:
         d: ArtifactUpdatedData = event.data  # type: ignore[assignment]
         self._line(event, f"◆ artifact {d.artifact_id} updated → v{d.version}", "yellow")
+
+    def _on_workflow_node_start(self, event: Event) -> None:
+        d: WorkflowNodeStartData = event.data  # type: ignore[assignment]
+        self._line(event, f"▶ {d.execution} [{d.role}]", "bold")
+
+    def _on_workflow_node_complete(self, event: Event) -> None:
+        d: WorkflowNodeCompleteData = event.data  # type: ignore[assignment]
+        ok = d.status == "ok"
+        detail = f": {short(d.error)}" if d.error else f" → {short(d.output_summary, 80)}"
+        self._line(event, f"{'✓' if ok else '✗'} {d.execution} {d.status}{detail}", "green" if ok else "yellow")
+
+    def _on_handoff(self, event: Event) -> None:
+        d: HandoffData = event.data  # type: ignore[assignment]
+        note = f": {short(d.message, 80)}" if d.message else ""
+        self._line(event, f"⇢ {d.from_agent} hands over to {d.to_agent}{note}", "cyan")
 
     def _on_context_compacted(self, event: Event) -> None:
         self._line(event, f"⋯ context compacted: {compaction_text(event.data)}", "dim")

@@ -70,6 +70,10 @@ class Session:
         stream = self.controller.stream_execute(content, conversation_id, parent)
         return await self._guarded(self._drive(stream))
 
+    async def run_stream(self, stream: AsyncIterator[Event]) -> int:
+        """Drive a stream that starts a run (a workflow), answering its pauses as `run` does."""
+        return await self._guarded(self._drive(stream))
+
     async def retry(self, message_id: str) -> int:
         """Run a failed or cancelled message again, as a sibling on the same branch."""
         return await self._guarded(self._retry(message_id))

@@ -200,6 +200,54 @@ class ExecutionController(StoredData):
         """Runs in flight in this process (new messages and resumes)."""
         return sum(1 for handle in self._runs.values() if not handle.done)
 
+    # --- workflows (artifactflow.workflows, imported on first use) ----------------------------
+
+    async def start_workflow(
+        self,
+        name: str,
+        input: dict[str, Any] | None = None,
+        *,
+        conversation_id: str | None = None,
+        user_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Validate the workflow `name` and its input, and start its run in the background."""
+        from ..workflows import runner as workflows
+
+        return await workflows.start_workflow(
+            self._rt, self.conversations, name, input, conversation_id=conversation_id, user_id=user_id
+        )
+
+    def run_workflow(self, name: str, input: dict[str, Any] | None = None, **kwargs: Any) -> AsyncIterator[Event]:
+        """Run the workflow `name` (config/workflows/NAME.yaml); yields the same `Event`s as
+        `stream_execute`, and leaving early cancels the run (`cancel_on_exit`)."""
+        from ..workflows import runner as workflows
+
+        return workflows.run_workflow(self, name, input, **kwargs)
+
+    def workflows(self) -> list[dict[str, Any]]:
+        """Every workflow file with its name, description and problems (valid ones have none)."""
+        from ..workflows import runner as workflows
+
+        return workflows.list_workflows(self.services)
+
+    def workflow(self, name: str) -> Any:
+        """The validated `WorkflowSpec` called `name` (NotFoundError if there is none)."""
+        from ..workflows import runner as workflows
+
+        return workflows.find_workflow(self.services, name)
+
+    async def workflow_runs(
+        self, name: str | None = None, *, user_id: str | None = None, limit: int = 20, offset: int = 0
+    ) -> list[dict[str, Any]]:
+        """Workflow runs, newest first, with their message's status (only `user_id`'s if given)."""
+        return await self.store.list_workflow_runs(name, user_id=user_id, limit=limit, offset=offset)
+
+    async def lineage(self, message_id: str) -> list[dict[str, Any]]:
+        """A workflow run's node executions with their parents, inputs and outputs."""
+        from ..workflows import runner as workflows
+
+        return await workflows.lineage_of(self._rt, message_id)
+
     # --- events ------------------------------------------------------------------------------
 
     async def events(self, message_id: str, after_event_id: int | None = None) -> list[Event]:

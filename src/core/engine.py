@@ -22,10 +22,11 @@ from .store.repository import AppStore
 
 def builtin_tools() -> list[Any]:
     from ..tools.builtin.artifacts import ARTIFACT_TOOLS
+    from ..tools.builtin.handoff import handoff
     from ..tools.builtin.subagent import call_subagent
     from ..tools.builtin.web_tools import WEB_TOOLS
 
-    return [call_subagent, *ARTIFACT_TOOLS, *WEB_TOOLS]
+    return [call_subagent, handoff, *ARTIFACT_TOOLS, *WEB_TOOLS]
 
 
 def build_registry(settings: Settings, extra_tools: list[Any] | None = None) -> ToolRegistry:

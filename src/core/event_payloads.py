@@ -47,6 +47,15 @@ class SubagentStatus(enum.StrEnum):
     FAILED = "failed"
 
 
+class WorkflowNodeStatus(enum.StrEnum):
+    """How a workflow node execution ended."""
+
+    OK = "ok"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # an earlier node of its split item or branch path failed
+    CANCELLED = "cancelled"  # another path of its branch finished first
+
+
 class DecisionAction(enum.StrEnum):
     APPROVE = "approve"
     DENY = "deny"
@@ -156,6 +165,8 @@ class MetadataData(EventData):
     recovered: bool | None = Field(
         None, description="True when this segment continues a run whose process died"
     )
+    workflow: str | None = Field(None, description="The workflow this message runs")
+    input: dict[str, Any] | None = Field(None, description="The workflow's validated input")
 
 
 class AgentStartData(_AgentData):
@@ -226,6 +237,9 @@ class PermissionRequestData(EventData):
 
     event_type: ClassVar[str] = "permission_request"
     interrupt_id: str = Field(description="LangGraph's id of the pause")
+    interrupt_ids: list[str] | None = Field(
+        None, description="Every pause answered together (parallel workflow steps); set when several"
+    )
     kind: str | None = Field(None, description="'permission'")
     calls: list[PendingCall] = Field(description="The calls waiting for a decision")
 
@@ -238,7 +252,7 @@ class PermissionResultData(EventData):
 class SubagentStartData(_AgentData):
     event_type: ClassVar[str] = "subagent_start"
     instruction: str = Field(description="What the lead asked the subagent to do")
-    tool_call_id: str = Field(description="The lead's call_subagent call")
+    tool_call_id: str | None = Field(description="The lead's call_subagent call (None in a workflow step)")
 
 
 class SubagentCompleteData(_AgentData):
@@ -246,7 +260,7 @@ class SubagentCompleteData(_AgentData):
     status: SubagentStatus = Field(description="'done' or 'failed'")
     result: str | None = Field(None, description="The subagent's answer (partial when failed)")
     error: str | None = Field(None, description="Why it failed")
-    tool_call_id: str = Field(description="The lead's call_subagent call")
+    tool_call_id: str | None = Field(description="The lead's call_subagent call (None in a workflow step)")
 
 
 class ArtifactCreatedData(_AgentData):
@@ -265,6 +279,49 @@ class ArtifactUpdatedData(_AgentData):
     previous_version: int
     change: str = Field(description="'update' (an edit) or 'rewrite' (new full text)")
     content_type: str = Field(description="A MIME type such as text/markdown")
+
+
+class WorkflowNodeStartData(EventData):
+    """A workflow node execution started (README "Workflows")."""
+
+    event_type: ClassVar[str] = "workflow_node_start"
+    node: str = Field(description="The node's id in the workflow file")
+    role: str = Field(description="start, linear, decision, split, branch, merge or exit")
+    kind: str | None = Field(None, description="'agent', 'tool' or 'group'; None for a role without a step")
+    execution: str = Field(description="node#iteration, with [index] inside a split or branch")
+    iteration: int = Field(description="1-based run of this node (loops run it again)")
+    group: str | None = Field(None, description="The split/branch execution it runs in (a merge: the one it joins)")
+    index: int | None = Field(None, description="Its item (split) or path (branch) index")
+    parents: list[str] = Field([], description="Executions whose output led here")
+
+
+class WorkflowNodeCompleteData(WorkflowNodeStartData):
+    """A workflow node execution ended; its full input and output are in the lineage."""
+
+    event_type: ClassVar[str] = "workflow_node_complete"
+    status: WorkflowNodeStatus = Field(description="How it ended")
+    output_summary: str = Field("", description="The output, shortened to one line")
+    error: str | None = Field(None, description="Why it failed, was skipped or cancelled")
+    repaired: bool | None = Field(None, description="True when the answer matched its schema after the repair round")
+    outcome: str | None = Field(None, description="An agent group's outcome: 'completed' or 'max_turns'")
+    choice: str | None = Field(None, description="The label a decision chose")
+    exhausted: str | None = Field(None, description="A loop label that ran out of iterations (the fallback was taken)")
+    count: int | None = Field(None, description="How many items a split fanned out to")
+    paths: int | None = Field(None, description="How many paths a branch started")
+    failed_items: list[int] | None = Field(None, description="Split items a merge received as failed")
+
+
+class HandoffData(EventData):
+    """An agent group's floor passed to another member (`envelope.agent` is the new speaker)."""
+
+    event_type: ClassVar[str] = "handoff"
+    execution: str = Field(description="The group node's execution")
+    node: str = Field(description="The group node's id")
+    from_agent: str = Field(description="Who had the floor")
+    to_agent: str = Field(description="Who speaks next")
+    message: str = Field("", description="What the handing agent (or the moderator) said about it")
+    by: str = Field(description="'handoff' (the agent called the tool) or 'moderator'")
+    turn: int = Field(description="The turn that ended")
 
 
 class ContextCompactedData(_AgentData):
@@ -333,6 +390,9 @@ PAYLOADS: dict[str, type[EventData]] = {
         SubagentCompleteData,
         ArtifactCreatedData,
         ArtifactUpdatedData,
+        WorkflowNodeStartData,
+        WorkflowNodeCompleteData,
+        HandoffData,
         ContextCompactedData,
         CompleteData,
         CancelledData,

@@ -102,12 +102,19 @@ async def resume_start(rt: Runtime, message_id: str, resume_data: Any) -> None:
         }
         for c in calls
     ]
-    command = Command(resume={waiting["interrupt_id"]: decisions})
+    command = resume_command(waiting, decisions)
     info = await later_segment(
         rt.services.hooks, rt.store, message, rt.services.lead.name, resumed=True, trace=waiting.get(TRACE_KEY)
     )
     first: FirstEvents = [("permission_result", None, {"decisions": results})]
     launch(rt, message, run_token, command, first_events=first, info=info, decisions=results)
+
+
+def resume_command(waiting: dict[str, Any], decisions: dict[str, Any]) -> Command:
+    """The resume for a pause: every pending interrupt (parallel workflow steps pause
+    together) gets the decisions, by id; each tool node reads the ones for its own calls."""
+    ids = waiting.get("interrupt_ids") or [waiting["interrupt_id"]]
+    return Command(resume=dict.fromkeys(ids, decisions))
 
 
 async def recover(rt: Runtime, message: dict[str, Any]) -> None:

@@ -185,6 +185,7 @@ class Run:
         }
         self.started = time.perf_counter()
         self.partial: list[str] = []  # the lead's streamed text, kept for a cancel
+        self.graph: Any = rt.graph  # a workflow message's own graph, set in `drive`
         self._last_id = 0
         self._sink = EventSink(rt.store, handle, run_token=run_token)
         self.spending = Spending(rt.services, [])
@@ -216,9 +217,10 @@ class Run:
                 lease = asyncio.create_task(keep_lease(self.rt, message_id, self.run_token))
                 for type_, agent, data in first_events:
                     await self.emit(type_, agent, data)
+                self.graph = await self.rt.graph_for(self.message)
                 await hook_runs.run_started(self.hooks, self.info, self.decisions)
                 with owned_by(self.store, message_id, self.run_token):
-                    stream = self.rt.graph.astream(
+                    stream = self.graph.astream(
                         graph_input,
                         self.config,
                         context=context,
@@ -303,13 +305,17 @@ class Run:
         await self.emit(kind, chunk.get("agent"), data)  # type: ignore[arg-type]
 
     async def _pause(self, interrupts: list[Any]) -> None:
-        # The tool node raises one interrupt per round; several would come from parallel
-        # branches and are answered together in a later version.
+        # The tool node raises one interrupt per round; parallel workflow steps raise one each,
+        # and their calls are asked (and resumed, by id: `resume.resume_command`) together.
         intr = interrupts[0]
         payload = intr.value if isinstance(intr.value, dict) else {"calls": []}
-        waiting = {"interrupt_id": intr.id, "kind": payload.get("kind"), "calls": payload.get("calls", [])}
+        calls = [c for i in interrupts if isinstance(i.value, dict) for c in i.value.get("calls", [])]
+        waiting = {"interrupt_id": intr.id, "kind": payload.get("kind"), "calls": calls}
+        if len(interrupts) > 1:
+            waiting["interrupt_ids"] = [i.id for i in interrupts]
         waiting["calls"] = await mark_interrupted(self.rt, self.message["id"], waiting["calls"], self._pending_calls)
         waiting = await hook_runs.run_paused(self.hooks, self.info, waiting, self._pending_calls)  # + trace
+        await self._sink.flush()  # the metrics below are read from the log
         metrics = await run_metrics(self.rt, self.message["id"], self.started)
         await hook_runs.run_ended(self.hooks, self.info, RunEnd("waiting"))
         await self._finish(
@@ -318,10 +324,11 @@ class Run:
         )
 
     async def _pending_calls(self) -> list[dict[str, Any]]:
-        return (await self.rt.graph.aget_state(self.config)).values.get("pending_tool_calls") or []
+        return await self.rt.pending_calls(self.message, self.graph, self.config)
 
     async def _complete(self, stopped: BudgetExceeded | None = None) -> None:
-        values = (await self.rt.graph.aget_state(self.config)).values
+        values = (await self.graph.aget_state(self.config)).values
+        await self._sink.flush()  # metrics are read from the log: group-committed events first
         metrics = await run_metrics(self.rt, self.message["id"], self.started)
         response = values.get("graph_response") or ""
         outcome = values.get("outcome") or "completed"

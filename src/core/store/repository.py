@@ -227,6 +227,8 @@ class AppStore(EventLog):
                 await conn.execute(
                     t.tool_executions.delete().where(t.tool_executions.c.message_id.in_(message_ids))
                 )
+                for table in (t.workflow_nodes, t.workflow_runs):
+                    await conn.execute(table.delete().where(table.c.message_id.in_(message_ids)))
             for table in (t.artifact_versions, t.artifacts, t.approvals):
                 await conn.execute(table.delete().where(table.c.conversation_id == conversation_id))
             await conn.execute(t.messages.delete().where(t.messages.c.conversation_id == conversation_id))
@@ -592,3 +594,83 @@ class AppStore(EventLog):
                 )
             )
         return new_version
+
+    # --- workflows: runs and lineage --------------------------------------------------------
+
+    async def add_workflow_run(self, record: dict[str, Any]) -> None:
+        values = {**record, "input": _dumps(record["input"]), "created_at": time.time()}
+        async with self.engine.begin() as conn:
+            await conn.execute(t.workflow_runs.insert().values(**values))
+
+    async def get_workflow_run(self, message_id: str) -> dict[str, Any] | None:
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(t.workflow_runs).where(t.workflow_runs.c.message_id == message_id)
+                )
+            ).mappings().first()
+        if row is None:
+            return None
+        return {**row, "input": _loads(row["input"])}
+
+    async def list_workflow_runs(
+        self, workflow: str | None = None, *, user_id: str | None = None, limit: int = 20,
+        offset: int = 0,
+    ) -> list[dict[str, Any]]:
+        """Newest first, joined with their message's status; only `user_id`'s when given."""
+        query = (
+            sa.select(
+                t.workflow_runs.c.message_id, t.workflow_runs.c.conversation_id,
+                t.workflow_runs.c.workflow, t.workflow_runs.c.input,
+                t.workflow_runs.c.created_at, t.messages.c.status, t.messages.c.outcome,
+            )
+            .join(t.messages, t.messages.c.id == t.workflow_runs.c.message_id)
+            .order_by(t.workflow_runs.c.created_at.desc(), t.workflow_runs.c.message_id)
+            .limit(limit)
+            .offset(offset)
+        )
+        if workflow is not None:
+            query = query.where(t.workflow_runs.c.workflow == workflow)
+        if user_id is not None:
+            query = query.join(
+                t.conversations, t.conversations.c.id == t.workflow_runs.c.conversation_id
+            ).where(t.conversations.c.user_id == user_id)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).mappings().all()
+        return [{**r, "input": _loads(r["input"])} for r in rows]
+
+    async def put_lineage(self, record: dict[str, Any]) -> None:
+        """Insert or replace one node execution (keyed by message and execution id)."""
+        values = dict(record)
+        values["parents"] = _dumps(values.get("parents") or [])
+        for key in ("input", "output"):
+            values[key] = _dumps(values.get(key))
+        keys = (t.workflow_nodes.c.message_id == values["message_id"],
+                t.workflow_nodes.c.execution_id == values["execution_id"])
+        async with self.engine.begin() as conn:
+            existing = (await conn.execute(sa.select(t.workflow_nodes.c.started_at).where(*keys))).first()
+            if existing is None:
+                try:
+                    async with conn.begin_nested():
+                        await conn.execute(t.workflow_nodes.insert().values(**values))
+                    return
+                except sa.exc.IntegrityError:
+                    pass
+            values.pop("started_at", None)  # the first write's start time stays
+            await conn.execute(t.workflow_nodes.update().where(*keys).values(**values))
+
+    async def lineage(self, message_id: str, *, group_id: str | None = None) -> list[dict[str, Any]]:
+        """A workflow run's node executions in the order they started."""
+        query = sa.select(t.workflow_nodes).where(t.workflow_nodes.c.message_id == message_id)
+        if group_id is not None:
+            query = query.where(t.workflow_nodes.c.group_id == group_id)
+        query = query.order_by(t.workflow_nodes.c.started_at, t.workflow_nodes.c.execution_id)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).mappings().all()
+        out = []
+        for row in rows:
+            record = dict(row)
+            for key in ("parents", "input", "output"):
+                record[key] = _loads(record[key])
+            out.append(record)
+        return out

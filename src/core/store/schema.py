@@ -203,3 +203,35 @@ model_calls = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("data_z", sa.LargeBinary, nullable=False),  # zlib-compressed JSON
 )
+
+workflow_runs = sa.Table(
+    "af_workflow_runs",
+    metadata,
+    sa.Column("message_id", sa.String(64), primary_key=True),
+    sa.Column("conversation_id", sa.String(64), nullable=False, index=True),
+    sa.Column("workflow", sa.String(100), nullable=False, index=True),
+    sa.Column("digest", sa.String(64), nullable=False),
+    sa.Column("definition", sa.Text, nullable=False),  # the file's text: resume runs this one
+    sa.Column("input", sa.Text, nullable=False),  # JSON
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+workflow_nodes = sa.Table(  # lineage: one row per node execution
+    "af_workflow_nodes",
+    metadata,
+    sa.Column("message_id", sa.String(64), primary_key=True),
+    sa.Column("execution_id", sa.String(200), primary_key=True),
+    sa.Column("node_id", sa.String(100), nullable=False),
+    sa.Column("role", sa.String(16), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=True),
+    sa.Column("iteration", sa.Integer, nullable=False),
+    sa.Column("group_id", sa.String(200), nullable=True),
+    sa.Column("item_index", sa.Integer, nullable=True),
+    sa.Column("parents", sa.Text, nullable=False),  # JSON list of execution ids
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("input", sa.Text, nullable=True),  # JSON
+    sa.Column("output", sa.Text, nullable=True),  # JSON
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("finished_at", sa.Float, nullable=True),
+)
