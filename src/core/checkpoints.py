@@ -8,6 +8,7 @@ and `artifactflow gc`).
 from __future__ import annotations
 
 import asyncio
+import random
 import sqlite3
 import zlib
 from collections.abc import Iterable
@@ -98,7 +99,15 @@ class CheckpointStore:
         await conn.execute("PRAGMA journal_mode=WAL")
         await conn.execute("PRAGMA synchronous=NORMAL")
         saver = AsyncSqliteSaver(conn, serde=CompressingSerializer(allowed_types))
-        await saver.setup()
+        for attempt in range(1, 7):
+            # A stale WAL snapshot fails at once, whatever busy_timeout says: retry briefly.
+            try:
+                await saver.setup()
+                break
+            except sqlite3.OperationalError as exc:
+                if "database is locked" not in str(exc) or attempt == 6:
+                    raise
+                await asyncio.sleep(0.05 * attempt + random.random() * 0.05)
         return cls(saver, stack, path)
 
     @classmethod

@@ -7,8 +7,10 @@ processes on both backends without advisory locks.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
+import random
 import secrets
 import time
 import uuid
@@ -103,7 +105,7 @@ class AppStore(EventLog):
 
         sa_event.listen(engine.sync_engine, "handle_error", _hide_sql)
         store = cls(engine)
-        await store.migrate()
+        await _retry_when_locked(store.migrate)
         return store
 
     async def close(self) -> None:
@@ -674,3 +676,21 @@ class AppStore(EventLog):
                 record[key] = _loads(record[key])
             out.append(record)
         return out
+
+
+async def _retry_when_locked(step: Any, attempts: int = 6) -> Any:
+    """Run `step`, again if SQLite answered "database is locked" at once.
+
+    busy_timeout makes SQLite wait for most locks, but not all: a connection whose WAL
+    snapshot went stale while another process created the schema, or a journal-mode switch
+    racing a fresh file, fails immediately. Processes starting together on a new data folder
+    hit that window; a short, jittered retry closes it.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return await step()
+        except sa.exc.OperationalError as exc:
+            if "database is locked" not in str(exc) or attempt == attempts:
+                raise
+            await asyncio.sleep(0.05 * attempt + random.random() * 0.05)
+    return None
