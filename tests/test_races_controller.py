@@ -13,6 +13,7 @@ the cancel read the message, before it wrote anything).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
 import threading
@@ -23,9 +24,10 @@ from typing import Any
 import pytest
 from conftest import make_config
 from langgraph.checkpoint.base import empty_checkpoint
+from pg import fresh_database
 from scripted_llm import Call, Text, ToolCalls
 
-from artifactflow import ExecutionController, ResumeConflictError, tool
+from artifactflow import ExecutionController, ResumeConflictError, load_settings, tool
 
 DEPLOYS: list[str] = []
 EFFECTS: list[str] = []
@@ -303,10 +305,22 @@ async def test_d8_a_stale_owner_writes_nothing_and_exits_quietly(
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 async def test_gc_removes_checkpoints_of_finished_messages(
-    make_controller: Any, config: Path, llm: Any
+    make_controller: Any, config: Path, llm: Any, backend: str, tmp_path: Path
 ) -> None:
-    controller = await make_controller(config_dir=config, extra_tools=TOOLS)
+    async with contextlib.AsyncExitStack() as stack:
+        if backend == "sqlite":
+            controller = await make_controller(config_dir=config, extra_tools=TOOLS)
+        else:
+            url = await stack.enter_async_context(fresh_database())
+            settings = load_settings(config, tmp_path / "data", database_url=url)
+            controller = await ExecutionController.open(settings, extra_tools=TOOLS)
+            stack.push_async_callback(controller.aclose)
+        await _gc_removes_stale_rows(controller, llm)
+
+
+async def _gc_removes_stale_rows(controller: ExecutionController, llm: Any) -> None:
     llm.script(Text("hi"))
     done = await controller.execute("hello")
     assert not await controller.checkpoints.has_checkpoint(done.thread_id)

@@ -135,11 +135,13 @@ class CheckpointStore:
         await self.saver.adelete_thread(thread_id)
 
     async def thread_ids(self) -> set[str]:
-        """Every thread that has checkpoint rows (gc compares them with the messages)."""
-        query = "SELECT DISTINCT thread_id FROM checkpoints"
+        """Every thread that has checkpoint rows or pending writes (gc compares them with the
+        messages)."""
         if isinstance(self.saver, AsyncSqliteSaver):
+            query = "SELECT thread_id FROM checkpoints UNION SELECT thread_id FROM writes"
             async with self.saver.lock, self.saver.conn.execute(query) as cursor:
                 return {row[0] for row in await cursor.fetchall()}
+        query = "SELECT thread_id FROM checkpoints UNION SELECT thread_id FROM checkpoint_writes"
         async with self.saver.lock, self.saver.conn.cursor() as cur:
             await cur.execute(query)
             return {row["thread_id"] if isinstance(row, dict) else row[0] for row in await cur.fetchall()}

@@ -4,10 +4,13 @@ A process paused past its lease (a suspended laptop, a stopped container) wakes 
 graph step; meanwhile another process recovered the message and maybe finished it. Its events
 are refused by the store (`append_events(run_token=...)`), but LangGraph would still write
 its checkpoints. So the process's saver is guarded: while a run drives the graph
-(`owned_by`, a context variable that LangGraph's tasks inherit), every checkpoint write first
-checks that the run's token still owns the message and raises `LeaseLostError` if not. Writes
-outside a run (tests, tools) are not checked. What slips through the gap between the check
-and the write is removed by `gc` (checkpoints of messages that are no longer resumable).
+(`owned_by`, a context variable that LangGraph's tasks inherit), every checkpoint (`aput`, once
+per step) first checks that the run's token still owns the message and raises
+`LeaseLostError` if not; the step's pending writes (`aput_writes`, one per task) are not
+checked, which would cost a read each for rows that only matter next to a checkpoint. Writes
+outside a run (tests, tools) are not checked. What slips through — those pending writes, or a
+takeover between the check and the write — is removed by `gc` (checkpoint rows of messages
+that are no longer resumable).
 """
 
 from __future__ import annotations
@@ -57,9 +60,8 @@ def _guarded(write: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[An
 
 
 def guard_saver(saver: Any) -> Any:
-    """Make `saver`'s checkpoint writes (`aput`, `aput_writes`) check the owning run."""
+    """Make `saver`'s checkpoints (`aput`) check the owning run."""
     if not getattr(saver, "_artifactflow_guarded", False):
         saver.aput = _guarded(saver.aput)
-        saver.aput_writes = _guarded(saver.aput_writes)
         saver._artifactflow_guarded = True
     return saver
