@@ -1,15 +1,22 @@
-"""What the hooks cost per agent step, measured on the HookRunner alone.
+"""What hooks and tracing cost: on real runs through the engine, and on the HookRunner alone.
 
-One "step" is what the engine fires for an agent step with a two-call tool round:
-agent start, model request and answer, `before_tool_call` ×2, agent end, round start,
-tool start / `after_tool_call` ×2, round end — with the typed records built each time.
-Compare with the orchestration floor (LangGraph ≈ 2 ms per step, DESIGN.md) to judge.
+1. Real runs (`--runs`): a lead agent makes `--rounds` tool rounds of two parallel calls,
+   then answers, through the whole engine (controller, graph, checkpoints in SQLite, event
+   log) with the in-process `ScriptedModel` (no sockets, no model latency: the worst case
+   for relative overhead). Variants, one controller and data folder each, run interleaved
+   (variant order rotates every repetition) and repeated; the table shows per agent step
+   the fastest and the median wall time and the median CPU time, and the difference from
+   "off":
+   - off: no hooks (`telemetry.exporter: none`, the default);
+   - tracing: `TracingHooks` on an SDK provider with an in-memory exporter (spans built,
+     ended and exported synchronously);
+   - the redaction and tool-policy built-ins (redaction turns token streaming off);
+   - an `after_tool_round` hook that adds a message (one hook-mark write per round).
+2. The runner alone (`--steps`): what the engine fires for an agent step with a two-call
+   tool round — agent start, model request and answer, `before_tool_call` ×2, agent end,
+   round start, tool start / `after_tool_call` ×2, round end — typed records built each time.
 
-    .venv/bin/python benchmarks/hooks_overhead.py [--steps 20000]
-
-Variants: no hooks (telemetry off); tracing on an SDK provider with no exporter and with
-the in-memory exporter; the redaction and policy built-ins; a round-level hook keyed
-through the app-store ledger (SQLite), the cost of exactly-once marks.
+    .venv/bin/python benchmarks/hooks_overhead.py [--runs 12] [--rounds 20] [--steps 20000]
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -108,6 +116,117 @@ class RoundReminder(Hooks):
         return "cite your sources"
 
 
+# --- 1. real runs through the engine --------------------------------------------------------------
+
+LEAD = """---
+name: lead_agent
+description: lead
+role: lead
+tools: [lookup]
+max_tool_rounds: 1000
+---
+You are the lead agent.
+"""
+
+
+def engine_lookup() -> Any:
+    from artifactflow import tool
+
+    @tool
+    def lookup(topic: str) -> str:
+        """Look a topic up."""
+        return f"facts about {topic}: " + "text " * 200
+
+    return lookup
+
+
+def scripted(rounds: int) -> Any:
+    from artifactflow.agents.model import Reply, ScriptedModel
+    from artifactflow.agents.model import ToolCall as Call
+
+    def answer(request: Any) -> Any:
+        done = sum(1 for m in request.messages if m.get("role") == "assistant" and m.get("tool_calls"))
+        if done >= rounds:
+            return Reply("done")
+        return Reply(tool_calls=[Call("lookup", {"topic": f"a{done}"}), Call("lookup", {"topic": f"b{done}"})])
+
+    return ScriptedModel(function=answer)
+
+
+class RoundNote(Hooks):
+    async def after_tool_round(self, run: RunInfo, round: ToolRound) -> str:
+        return "cite your sources"
+
+
+async def open_variant(root: Path, name: str, hooks: list[Any], yaml_text: str, rounds: int) -> Any:
+    from artifactflow import ExecutionController, load_settings
+
+    config = root / name / "config"
+    (config / "agents").mkdir(parents=True)
+    (config / "agents" / "lead_agent.md").write_text(LEAD, encoding="utf-8")
+    (config / "artifactflow.yaml").write_text(yaml_text, encoding="utf-8")
+    controller = await ExecutionController.open(
+        load_settings(config, root / name / "data"), extra_tools=[engine_lookup()], hooks=hooks
+    )
+    controller.services.use_model(scripted(rounds))
+    return controller
+
+
+async def real_runs(runs: int, rounds: int) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    builtins = """hooks:
+  redaction: {patterns: ['sk-[A-Za-z0-9]{20,}']}
+  tool_policy: {rules: [{tool: lookup, argument: topic, deny: ['^forbidden']}]}
+"""
+    specs = [
+        ("off (no hooks)", [], ""),
+        ("tracing (in-memory exporter)", [TracingHooks(provider)], ""),
+        ("redaction + tool policy (config)", [], builtins),
+        ("after_tool_round hook (keyed in SQLite)", [RoundNote()], ""),
+    ]
+    with tempfile.TemporaryDirectory() as folder:
+        controllers = [
+            await open_variant(Path(folder), f"v{i}", hooks, yaml_text, rounds)
+            for i, (_, hooks, yaml_text) in enumerate(specs)
+        ]
+        times: list[list[float]] = [[] for _ in specs]
+        cpu: list[list[float]] = [[] for _ in specs]
+        try:
+            for controller in controllers:  # warm-up: imports, caches, first SQLite pages
+                await controller.execute("warm up")
+            for rep in range(runs):
+                order = list(range(len(specs)))
+                order = order[rep % len(order):] + order[: rep % len(order)]
+                for i in order:
+                    exporter.clear()
+                    started, cpu_started = time.perf_counter(), time.process_time()
+                    result = await controllers[i].execute(f"run {rep}")
+                    times[i].append((time.perf_counter() - started) * 1000)
+                    cpu[i].append((time.process_time() - cpu_started) * 1000)
+                    assert result.status == "completed", result.error
+        finally:
+            for controller in controllers:
+                await controller.aclose()
+    steps = rounds + 1  # agent steps per run: one per tool round, then the answer
+    print(f"Real runs: {rounds} rounds of 2 parallel tool calls + answer ({steps} agent steps), "
+          f"{runs} runs per variant, interleaved")
+    print("Per agent step, in ms. wall: elapsed (min is the least disturbed by other processes;")
+    print("the median shows the load); cpu: this process's CPU time, all threads (median).")
+    print(f"{'variant':44} {'wall min':>9} {'vs off':>7} {'wall med':>9} {'cpu med':>8} {'vs off':>7}")
+    base, cpu_base = min(times[0]), statistics.median(cpu[0])
+    for (name, _, _), values, used in zip(specs, times, cpu, strict=True):
+        low, med, spent = min(values), statistics.median(values), statistics.median(used)
+        print(f"{name:44} {low / steps:9.2f} {(low - base) / steps:+7.2f} {med / steps:9.2f}"
+              f" {spent / steps:8.2f} {(spent - cpu_base) / steps:+7.2f}")
+    print(f"spans per run with tracing: {1 + steps + 2 * rounds} "
+          "(1 invoke_agent, 1 chat per step, 1 execute_tool per call)")
+
+
+# --- 2. the runner alone ----------------------------------------------------------------------
+
+
 async def main(steps: int) -> None:
     exporter = InMemorySpanExporter()
     with_memory = TracerProvider()
@@ -143,9 +262,15 @@ async def main(steps: int) -> None:
 
 def cli(argv: list[str] | None = None) -> Any:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=20_000)
+    parser.add_argument("--runs", type=int, default=12, help="real runs per variant (0: skip)")
+    parser.add_argument("--rounds", type=int, default=20, help="tool rounds per real run")
+    parser.add_argument("--steps", type=int, default=20_000, help="runner-only steps (0: skip)")
     args = parser.parse_args(argv)
-    asyncio.run(main(args.steps))
+    if args.runs:
+        asyncio.run(real_runs(args.runs, args.rounds))
+    if args.steps:
+        print()
+        asyncio.run(main(args.steps))
 
 
 if __name__ == "__main__":

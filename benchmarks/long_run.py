@@ -7,22 +7,19 @@ OpenAI-compatible server over real HTTP, with no model latency. Two runs side by
   do (HTTP 400 above it): the prompt should stay bounded, with one extra model call per
   compaction.
 
-The graph's recursion limit comes from `core.window.limits.recursion_limit`, so 300 rounds
-run to the end instead of stopping at the fixed default.
+The engine derives the graph's step limit from the agents' `max_tool_rounds`, so 300 rounds
+run to the end. Per round: the prompt tokens the server counted, the request's bytes, and the
+wall time per round since the previous row (the engine, the HTTP round trip and, with
+compaction on, the summary calls in between). The closing lines count summary calls: one per
+compaction.
 
-Until compaction is wired into the agent nodes the "on" run stops at the first request over
-the window; the table shows where. A third column, "modules", drives the same loop without
-the graph: `core.window` compaction before each call, the real LLM client, the same server
-and window. It shows what the wiring should give.
-
-Run: `python benchmarks/long_run.py [--rounds 300] [--window 8192] [--modes off,on,modules]`
+Run: `python benchmarks/long_run.py [--rounds 300] [--window 8192] [--modes off,on]`
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import os
 import sys
@@ -36,33 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from scripted_llm import Call, ScriptedLLM, Text, ToolCalls, request_tokens  # noqa: E402
 
 from artifactflow import ExecutionController, load_settings, tool  # noqa: E402
-from artifactflow.agents.model import ModelRequest, OpenAIChatModel  # noqa: E402
-from artifactflow.agents.models import ResolvedModel  # noqa: E402
-from artifactflow.agents.prompts import lead_messages  # noqa: E402
-from artifactflow.agents.spec import AgentSpec, load_agents  # noqa: E402
-from artifactflow.core.state import assistant_message  # noqa: E402
-from artifactflow.core.window.compaction import CompactionConfig, fit_request  # noqa: E402
-from artifactflow.core.window.limits import recursion_limit  # noqa: E402
 from artifactflow.core.window.rounds import rounds_in  # noqa: E402
 from artifactflow.core.window.summary import SUMMARY_SYSTEM  # noqa: E402
-from artifactflow.core.window.tokens import TokenCounter  # noqa: E402
-from artifactflow.settings import LLMSettings  # noqa: E402
-
-
-class ChatClient:
-    """The chat-completions Model, called the way an agent node calls it."""
-
-    def __init__(self, settings: LLMSettings) -> None:
-        self.model = OpenAIChatModel(settings)
-
-    async def complete(self, target, messages, tools=None):  # type: ignore[no-untyped-def]
-        response = await self.model.complete(ModelRequest(target, messages, tools))
-        response.prompt_tokens = response.usage.prompt_tokens if response.usage else None
-        return response
-
-    async def aclose(self) -> None:
-        await self.model.aclose()
-
 
 PAYLOAD_BYTES = 4096
 CHARS_PER_TOKEN = 4.0
@@ -84,9 +56,7 @@ def write_config(root: Path, *, compaction: bool, window: int) -> Path:
         "---\nname: lead_agent\nrole: lead\ntools: [fetch_page]\nmax_tool_rounds: 1000\n---\n"
         "You are the lead agent. Read the pages one by one.\n"
     )
-    limit = recursion_limit(load_agents(agents))
-    (config / "artifactflow.yaml").write_text(
-        f"run:\n  recursion_limit: {limit}\n"
+    (config / "artifactflow.yaml").write_text(  # no run.recursion_limit: the engine derives it
         f"context:\n  compaction: {'true' if compaction else 'false'}\n  default_window: {window}\n"
         "checkpoints:\n  keep_completed: false\n"
     )
@@ -106,44 +76,8 @@ def script(llm: ScriptedLLM, rounds: int) -> None:
     llm.route(answer)
 
 
-async def modules_loop(llm: ScriptedLLM, rounds: int, window: int) -> tuple[str, str | None, str | None]:
-    """The agent loop without the graph: fit (compact), call, observe usage, append."""
-    client = ChatClient(LLMSettings(max_retries=0))
-    model = ResolvedModel(None, "scripted-model", llm.base_url, "benchmark", context_window=window)
-    spec = AgentSpec(name="lead_agent", role="lead", tools=("fetch_page",),
-                     prompt="You are the lead agent. Read the pages one by one.")
-    tools = [fetch_page.openai_spec()]
-    config = CompactionConfig(window=window, agent="lead_agent", model_label="the benchmark model")
-    counter, memory = TokenCounter(), []
-    task = f"Read pages 1 to {rounds}."
-
-    async def summarize(messages: list[dict[str, Any]]) -> str:
-        return (await client.complete(model, messages)).content
-
-    try:
-        while True:
-            fixed = lead_messages(spec, task=task, history=[], memory=[], subagents=[], artifacts=None)
-            result = await fit_request(fixed=fixed, memory=memory, tools=tools, task=task,
-                                       summarize=summarize, counter=counter, config=config)
-            if result is not None:
-                memory = result.memory
-            measured = counter.measure([*fixed, *memory], tools)
-            response = await client.complete(model, [*fixed, *memory], tools)
-            counter.observe(measured.raw, response.prompt_tokens)
-            memory.append(assistant_message(response.content, response.tool_calls))
-            if not response.tool_calls:
-                return "completed", "completed", None
-            for call in response.tool_calls:
-                n = json.loads(call["arguments"])["n"]
-                memory.append({"role": "tool", "tool_call_id": call["id"], "content": fetch_page.func(n)})
-    except Exception as exc:  # reported in the table, like the engine's failures
-        return "failed", None, str(exc)
-    finally:
-        await client.aclose()
-
-
 async def run(mode: str, rounds: int, window: int) -> dict[str, Any]:
-    compaction = mode in ("on", "modules")
+    compaction = mode == "on"
     server_window = window if compaction else UNLIMITED
     with tempfile.TemporaryDirectory() as folder, ScriptedLLM(
         context_window=server_window, chars_per_token=CHARS_PER_TOKEN
@@ -153,18 +87,15 @@ async def run(mode: str, rounds: int, window: int) -> dict[str, Any]:
         os.environ["OPENAI_API_KEY"] = "benchmark-no-network"
         script(llm, rounds)
         started = time.perf_counter()
-        if mode == "modules":
-            status, outcome, error = await modules_loop(llm, rounds, window)
-        else:
-            config = write_config(root, compaction=compaction, window=window)
-            controller = await ExecutionController.open(
-                load_settings(config, root / "data"), extra_tools=[fetch_page]
-            )
-            try:
-                result = await controller.execute(f"Read pages 1 to {rounds}.")
-            finally:
-                await controller.aclose()
-            status, outcome, error = result.status, result.outcome, result.error
+        config = write_config(root, compaction=compaction, window=window)
+        controller = await ExecutionController.open(
+            load_settings(config, root / "data"), extra_tools=[fetch_page]
+        )
+        try:
+            result = await controller.execute(f"Read pages 1 to {rounds}.")
+        finally:
+            await controller.aclose()
+        status, outcome, error = result.status, result.outcome, result.error
         wall = time.perf_counter() - started
         requests, sizes, times = llm.requests, llm.request_sizes, llm.request_times
     per_round: dict[int, dict[str, Any]] = {}
@@ -208,9 +139,9 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--window", type=int, default=8192)
-    parser.add_argument("--modes", default="off,on,modules")
+    parser.add_argument("--modes", default="off,on")
     args = parser.parse_args()
-    logging.disable(logging.ERROR)  # the expected failure of an unwired "on" run is reported below
+    logging.disable(logging.ERROR)  # a failed run is reported in the table's closing lines
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     results = {mode: await run(mode, args.rounds, args.window) for mode in modes}
     print(

@@ -20,6 +20,7 @@ from .core.state import (
     create_initial_state,
     merge_agent_response_to_state,
 )
+from .core.window import ContextWindowExceeded
 from .errors import (
     ArtifactConflictError,
     ArtifactFlowError,
@@ -27,6 +28,7 @@ from .errors import (
     ContextOverflowError,
     FatalLLMError,
     InvalidResumeError,
+    LeaseLostError,
     LLMError,
     MissingCredentialsError,
     NotFoundError,
@@ -47,6 +49,20 @@ from .tools.langchain import wrap_tool
 from .tools.mcp import McpServerConfig
 from .tools.registry import ToolRegistry
 
+_WORKFLOW_NAMES = frozenset({
+    "WorkflowIssue", "WorkflowNodeError", "WorkflowSpec", "WorkflowValidationError",
+    "check_workflow", "load_workflow_file", "to_mermaid", "validate_workflow",
+})
+
+
+def __getattr__(name: str) -> object:
+    """Workflow names load on first use: a chat-only program does not import the engine."""
+    if name in _WORKFLOW_NAMES:
+        from . import workflows
+
+        return getattr(workflows, name)
+    raise AttributeError(f"module 'artifactflow' has no attribute {name!r}")
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -57,6 +73,7 @@ __all__ = [
     "ArtifactFlowError",
     "ConfigError",
     "ContextOverflowError",
+    "ContextWindowExceeded",
     "ConversationManager",
     "Divergence",
     "EvalResult",
@@ -70,6 +87,7 @@ __all__ = [
     "HookError",
     "Hooks",
     "InvalidResumeError",
+    "LeaseLostError",
     "LLMError",
     "McpServerConfig",
     "MessageStatus",
@@ -99,12 +117,20 @@ __all__ = [
     "TypedEvent",
     "Usage",
     "UserError",
+    "WorkflowIssue",
+    "WorkflowNodeError",
+    "WorkflowSpec",
+    "WorkflowValidationError",
+    "check_workflow",
     "create_initial_state",
     "eval_sessions",
     "load_settings",
+    "load_workflow_file",
     "merge_agent_response_to_state",
     "read_session",
     "replay_session",
+    "to_mermaid",
     "tool",
+    "validate_workflow",
     "wrap_tool",
 ]

@@ -47,6 +47,15 @@ class ResumeConflictError(ArtifactFlowError):
         self.message_id = message_id
 
 
+class LeaseLostError(ArtifactFlowError):
+    """A run lost ownership of its message (its lease expired and another process took it
+    over, or it was cancelled): it must stop and write nothing more."""
+
+    def __init__(self, message: str, *, message_id: str | None = None) -> None:
+        super().__init__(message)
+        self.message_id = message_id
+
+
 class ArtifactConflictError(ArtifactFlowError):
     """Optimistic locking failed: someone else changed the artifact first."""
 

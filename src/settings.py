@@ -183,11 +183,22 @@ def resolve_config_dir(explicit: str | Path | None = None, env: Mapping[str, str
     return packaged_config_dir()
 
 
+def read_config_text(path: Path) -> str:
+    """A config file's text; a file that is not UTF-8 is a `ConfigError` naming it."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset "
+            f"{exc.start}); save the file as UTF-8"
+        ) from None
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load(read_config_text(path)) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML: {exc}") from None
     if not isinstance(data, dict):

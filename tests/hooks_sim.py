@@ -1,8 +1,11 @@
-"""Drive a `HookRunner` through a run the way the engine will, without the engine.
+"""Drive a `HookRunner` through a run the way the engine does, without the engine (unit tests
+of the runner and the tracing hook).
 
-The sequence is the integration contract the nodes and the controller must follow (see the
-README's hook list): lead step → tool round → subagent → model → tool that needs approval
-(pause) → resume (possibly in another process) → subagent finishes → lead answers.
+Sequence: lead step → tool round → subagent → model → tool that needs approval (pause) →
+resume (possibly in another process) → subagent finishes → lead answers. Simplified: the
+engine also lists `call_subagent` in `ToolRound.calls` and passes the subagent's answer
+through `after_tool_call` when the lead's round closes; the engine's real order is asserted
+in `test_hooks_engine.py`.
 """
 
 from __future__ import annotations

@@ -412,6 +412,11 @@ async def test_conversations_list_tree_fork_and_delete(api: Api, llm: Any) -> No
     assert by_id[a["message_id"]]["children"] == [a2["message_id"], fork["message_id"]]
     assert by_id[root["message_id"]]["parent_id"] is None and by_id[root["message_id"]]["active"]
     assert tree["active_message_id"] == root["message_id"] and "user_id" not in tree
+    # tokens (and cost: none, the scripted model has no prices) per message and in total
+    usage = tree["usage"]
+    assert all(m["tokens"] > 0 and m["cost_usd"] is None for m in tree["messages"])
+    assert usage["messages"] == 4 and usage["tokens"]["total"] == sum(m["tokens"] for m in tree["messages"])
+    assert usage["cost_usd"] is None and usage["cost_complete"] is False
     # the fork's model request saw only its own branch
     assert [m["content"] for m in llm.requests[3]["messages"][1:]] == [
         "first conversation",
@@ -531,6 +536,7 @@ async def test_auth_isolates_users(api: Api, llm: Any) -> None:
         ("GET", f"{API}/stream/{mid}", None),
         ("POST", f"{API}/chat/{mid}/resume", {"decisions": "approve"}),
         ("POST", f"{API}/chat/{mid}/cancel", None),
+        ("POST", f"{API}/messages/{mid}/retry", None),
         ("GET", f"{API}/conversations/{cid}/artifacts", None),
         ("GET", f"{API}/conversations/{cid}/artifacts/notes", None),
         ("GET", f"{API}/conversations/{cid}/artifacts/notes/versions", None),

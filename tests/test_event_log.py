@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import make_config
 from pg import fresh_database
-from scripted_llm import Call, Text, ToolCalls
+from scripted_llm import Call, Delay, Text, ToolCalls
 
 from artifactflow import ExecutionController, NotFoundError, load_settings, tool
 
@@ -229,6 +229,10 @@ async def test_process_killed_mid_run_leaves_consistent_log_and_recoverable(tmp_
         '''})
     data = tmp_path / "data"
     llm.script(ToolCalls([Call("slow_echo", {"text": "a"})]))
+    # The run goes on while the reader exits: hold its next model call so nothing but that
+    # step's start can land after the tool's result.
+    llm.route(lambda request: Delay(30, Text("never")) if any(
+        m["role"] == "tool" for m in request["messages"]) else None)
     env = dict(os.environ, ARTIFACTFLOW_RUN__LEASE_SECONDS="2")
     out = await asyncio.to_thread(
         subprocess.run, [sys.executable, "-c", KILLER, str(config), str(data)],
@@ -239,7 +243,9 @@ async def test_process_killed_mid_run_leaves_consistent_log_and_recoverable(tmp_
     controller = await make_controller(config_dir=config, data_dir=data)
     events = await controller.events(mid)
     assert [e.event_id for e in events] == list(range(1, len(events) + 1))
-    assert events[-1].type == "tool_complete"
+    types = [e.type for e in events]
+    assert "tool_complete" in types
+    assert set(types[types.index("tool_complete") + 1:]) <= {"agent_start"}, types
     message = await controller.store.get_message(mid)
     assert message["status"] == "running"
     controller.clock = lambda: time.time() + 3  # the dead owner's lease has expired

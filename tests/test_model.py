@@ -278,7 +278,10 @@ async def test_overflow_from_the_server_is_an_llm_error_event(make_controller, l
     controller = await make_controller()
     llm.script(Error(400, "maximum context length is 10 tokens", code="context_length_exceeded"))
     events = [e async for e in controller.stream_execute("x")]
-    assert events[-1].type == "error" and events[-1].data["kind"] == "llm"
-    assert "maximum context length" in events[-1].data["message"]
+    # A fresh run's memory is empty: nothing to compact, so no retry, and the message names
+    # the setting to change.
+    assert events[-1].type == "error" and events[-1].data["kind"] == "ContextWindowExceeded"
+    assert "request is too long" in events[-1].data["message"]
+    assert "`context_window`" in events[-1].data["message"]
     assert llm.request_count == 1
     assert issubclass(ContextOverflowError, LLMError)

@@ -22,6 +22,7 @@ from langgraph.types import Command
 from artifactflow import (
     AgentSpec,
     ContextOverflowError,
+    ContextWindowExceeded,
     ExecutionPhase,
     ModelRequest,
     Reply,
@@ -261,8 +262,10 @@ async def test_max_tool_rounds_stops_the_lead_with_an_outcome(harness):
 
 async def test_a_model_error_in_the_lead_fails_the_run_with_its_class(harness):
     h = await harness(ContextOverflowError("prompt is too long"))
-    with pytest.raises(ContextOverflowError, match="prompt is too long"):
+    # an overflow with nothing to compact names the setting to change; the model's error is its cause
+    with pytest.raises(ContextWindowExceeded, match="context_window") as info:
         await h.start()
+    assert isinstance(info.value.__cause__, ContextOverflowError)
 
 
 # --- delegation -----------------------------------------------------------------------------
@@ -344,7 +347,9 @@ async def test_failing_and_over_limit_subagents_become_error_results(harness):
     results = {m["tool_call_id"]: m["content"] for m in tool_messages(h.requests_of("lead_agent")[1])}
     assert "search_agent reached max_tool_rounds (1)" in results["d1"]
     assert "Partial answer: more" in results["d1"]
-    assert results["d2"] == "ERROR: subagent 'crawl_agent' failed: context window exceeded"
+    assert results["d2"].startswith(
+        "ERROR: subagent 'crawl_agent' failed: crawl_agent: the provider says the request is too long")
+    assert "set `context_window`" in results["d2"]
     assert "unknown subagent 'nobody'" in results["d3"] and "search_agent, crawl_agent" in results["d3"]
     assert run.state["graph_response"] == "reported"
     statuses = sorted(e["data"]["status"] for e in run.of("subagent_complete"))

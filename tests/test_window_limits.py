@@ -1,6 +1,7 @@
 """The graph's recursion limit derived from the agents' round limits: exact, so a configured
 `max_tool_rounds` is always reached first. Checked against the real engine: the derived
-worst case is enough, one step less is not."""
+worst case is enough, one step less is not (and then the user reads our message, not
+LangGraph's)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from conftest import make_config, write_agent
 from scripted_llm import Call, ToolCalls
 
 from artifactflow import tool
-from artifactflow.agents.spec import AgentSpec, load_agents
+from artifactflow.agents.spec import AgentSpec
+from artifactflow.core.window import limits
 from artifactflow.core.window.limits import RECURSION_SLACK, lead_round_steps, recursion_limit
 
 
@@ -44,40 +46,57 @@ def test_limit_formula():
     assert recursion_limit({"lead": lead}, extra_steps=100) == 2002 + 100 + RECURSION_SLACK
 
 
-async def test_lead_reaches_max_tool_rounds_exactly_within_the_derived_limit(tmp_path: Path, make_controller, llm):
+def exact_limit(monkeypatch, offset: int) -> None:
+    """Run with the derived limit minus its slack, plus `offset` (a floor of 10 never wins)."""
+    monkeypatch.setattr(limits, "RECURSION_SLACK", offset)
+
+
+def assert_step_limit_error(result) -> None:
+    assert result.status == "failed" and result.outcome is None
+    assert "graph steps" in result.error and "run.recursion_limit" in result.error
+    assert "GraphRecursionError" not in result.error and "Recursion limit of" not in result.error
+    errors = [e for e in result.events if e.type == "error"]
+    assert errors and errors[-1].data.message == result.error and errors[-1].data.kind == "StepLimitReached"
+
+
+async def test_lead_reaches_max_tool_rounds_exactly_within_the_derived_limit(
+    tmp_path: Path, make_controller, llm, monkeypatch
+):
+    """The engine derives its step limit from max_tool_rounds (run.recursion_limit is only a
+    floor): with the formula's exact figure the round limit wins; one step less and the run
+    fails with our message, never LangGraph's."""
+    exact_limit(monkeypatch, 0)
     config = make_config(tmp_path / "a", lead_tools=["lookup"], max_tool_rounds=25)
-    exact = recursion_limit(load_agents(config / "agents")) - RECURSION_SLACK
-    set_recursion_limit(config, exact)
+    set_recursion_limit(config, 10)
     controller = await make_controller(config, tmp_path / "a" / "data", extra_tools=[lookup])
     always_call(llm, "lookup", {"n": 1})
     result = await controller.execute("loop forever")
     assert (result.status, result.outcome) == ("completed", "max_tool_rounds"), result.error
     assert len(llm.requests) == 26  # 25 rounds, then the call that was stopped
 
-    # one step less and LangGraph's recursion error would win: the formula is exact
+    exact_limit(monkeypatch, -1)
     config = make_config(tmp_path / "b", lead_tools=["lookup"], max_tool_rounds=25)
-    set_recursion_limit(config, exact - 1)
+    set_recursion_limit(config, 10)
     controller = await make_controller(config, tmp_path / "b" / "data", extra_tools=[lookup])
-    result = await controller.execute("loop forever")
-    assert result.status == "failed" and "ecursion" in (result.error or "")
+    assert_step_limit_error(await controller.execute("loop forever"))
 
 
-async def test_subagent_rounds_are_counted_in_the_limit(tmp_path: Path, make_controller, llm):
-    def build(root: Path, limit_offset: int) -> Path:
+async def test_subagent_rounds_are_counted_in_the_limit(tmp_path: Path, make_controller, llm, monkeypatch):
+    def build(root: Path) -> Path:
         config = make_config(root, lead_tools=["call_subagent"], max_tool_rounds=2)
         write_agent(config / "agents", "helper", tools=["lookup"], max_tool_rounds=3,
                     prompt="You are helper, a subagent.")
-        exact = recursion_limit(load_agents(config / "agents")) - RECURSION_SLACK
-        set_recursion_limit(config, exact + limit_offset)
+        set_recursion_limit(config, 10)
         return config
 
     llm.route(lambda req: ToolCalls([Call("lookup", {"n": 2})]) if req["messages"][0]["content"].startswith("You are helper") else None)
     always_call(llm, "call_subagent", {"agent_name": "helper", "instruction": "look it up"})
-    controller = await make_controller(build(tmp_path / "a", 0), tmp_path / "a" / "data", extra_tools=[lookup])
+    exact_limit(monkeypatch, 0)
+    controller = await make_controller(build(tmp_path / "a"), tmp_path / "a" / "data", extra_tools=[lookup])
     result = await controller.execute("delegate forever")
     assert (result.status, result.outcome) == ("completed", "max_tool_rounds"), result.error
     helper_calls = [r for r in llm.requests if r["messages"][0]["content"].startswith("You are helper")]
     assert len(helper_calls) == 2 * 4  # two lead rounds, each helper used its 3 rounds and was stopped
-    controller = await make_controller(build(tmp_path / "b", -1), tmp_path / "b" / "data", extra_tools=[lookup])
-    result = await controller.execute("delegate forever")
-    assert result.status == "failed" and "ecursion" in (result.error or "")
+    exact_limit(monkeypatch, -1)
+    controller = await make_controller(build(tmp_path / "b"), tmp_path / "b" / "data", extra_tools=[lookup])
+    assert_step_limit_error(await controller.execute("delegate forever"))

@@ -9,7 +9,7 @@ from typing import Any
 
 import openai
 import pytest
-from scripted_llm import Call, ScriptedLLM, Text, ToolCalls, request_tokens
+from scripted_llm import Call, ScriptedLLM, Text, ToolCalls, context_length_body, request_tokens
 
 from artifactflow.agents.model import ModelRequest, OpenAIChatModel
 from artifactflow.agents.models import ResolvedModel
@@ -17,7 +17,7 @@ from artifactflow.agents.prompts import lead_messages
 from artifactflow.agents.spec import AgentSpec
 from artifactflow.core.state import assistant_message
 from artifactflow.core.window.compaction import CompactionConfig, fit_request
-from artifactflow.core.window.overflow import parse_exception, parse_overflow
+from artifactflow.core.window.overflow import Overflow, parse_exception, parse_overflow
 from artifactflow.core.window.rounds import check_pairs, rounds_in
 from artifactflow.core.window.summary import SUMMARY_SYSTEM
 from artifactflow.core.window.tokens import TokenCounter
@@ -76,7 +76,7 @@ async def test_window_enforced_with_a_real_provider_body_and_consistent_usage():
 def test_overflow_texts_of_several_providers_are_recognised():
     cases = [
         (400, "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens "
-              "(8000 in the messages, 1000 in the completion).", None, (9000, 8192)),
+              "(8000 in the messages, 1000 in the completion).", None, (8000, 8192)),  # the prompt's part
         (400, "Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 maximum "
               "context length", None, (40000, 32768)),
         (400, "prompt is too long: 213338 tokens > 200000 maximum", None, (213338, 200000)),
@@ -199,3 +199,9 @@ async def test_overflow_recovery_when_the_estimate_is_far_off():
         retry = llm.requests[1]  # the request after the refused one
         tool_messages = [m for m in retry["messages"] if m["role"] == "tool"]
         assert len(tool_messages) == 1 and "were cut to fit" in tool_messages[0]["content"]
+
+
+def test_the_prompt_figure_is_read_apart_from_the_requested_output():
+    body = context_length_body(8192, 7000, 1638)
+    overflow = parse_overflow(400, body["error"]["message"], body)
+    assert overflow == Overflow(requested_tokens=7000, limit_tokens=8192)

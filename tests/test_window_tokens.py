@@ -99,3 +99,20 @@ def test_estimate_shrinks_when_the_memory_is_replaced():
     short = [long[0], {"role": "user", "content": "summary of 19 rounds"}, *tool_round(19)]
     estimate, truth = counter.estimate(short), true_tokens(short)
     assert 0 < estimate and abs(estimate - truth) / truth < 0.2
+
+
+def test_measuring_a_growing_memory_recounts_only_what_changed():
+    """The memo gives exactly the full count, whatever changed: appended rounds, a compacted
+    front, an edited system prompt."""
+    counter = TokenCounter()
+    system = {"role": "system", "content": "You are the lead agent."}
+    memory = [m for n in range(30) for m in tool_round(n)]
+    for step in range(1, 30):
+        messages = [system, *memory[: 2 * step]]
+        assert counter.measure(messages).raw == request_tokens(messages)
+    compacted = [{"role": "user", "content": "[Context summary: 25 earlier tool rounds] notes"}, *memory[50:]]
+    messages = [{"role": "system", "content": "You are the lead agent. Plan v2"}, *compacted]
+    assert counter.measure(messages).raw == request_tokens(messages)
+    edited = [dict(m) for m in messages]
+    edited[-1]["content"] += " and more"
+    assert counter.measure(edited).raw == request_tokens(edited)

@@ -29,6 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ConfigError, MissingCredentialsError
+from ..settings import read_config_text
 
 DEFAULT_MODEL = "gpt-4o-mini"
 
@@ -101,7 +102,7 @@ class ModelRegistry:
         profiles: dict[str, ProfileSpec] = {}
         if path.exists():
             try:
-                raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+                raw = yaml.safe_load(read_config_text(path)) or {}
             except yaml.YAMLError as exc:
                 raise ConfigError(f"{path}: invalid YAML: {exc}") from None
             section = raw.get("profiles", raw) if isinstance(raw, dict) else None
@@ -133,8 +134,10 @@ class ModelRegistry:
                 base_url = self.env.get(spec.base_url_env) or base_url
             key = self.env.get(spec.api_key_env) or ""
             if not key and self.credentials_required:
+                where = f" for {base_url}" if base_url else ""
+                hint = " (any value if the server checks no key)" if base_url else ""
                 raise MissingCredentialsError(
-                    f"model profile '{ref}' needs an API key: set {spec.api_key_env}"
+                    f"model profile '{ref}' needs an API key{where}: set {spec.api_key_env}{hint}"
                 )
             return ResolvedModel(
                 ref, spec.model, base_url, key, dict(spec.params), spec.api,
@@ -144,6 +147,12 @@ class ModelRegistry:
             )
         base_url = self.env.get("OPENAI_BASE_URL") or None
         key = self.env.get("OPENAI_API_KEY") or ""
+        if not key and self.credentials_required and base_url:
+            raise MissingCredentialsError(
+                f"no API key for the endpoint OPENAI_BASE_URL={base_url}: set OPENAI_API_KEY "
+                "(a local server that checks no key, such as llama-server or Ollama, accepts any "
+                "value: OPENAI_API_KEY=none)"
+            )
         if not key and self.credentials_required:
             raise MissingCredentialsError(
                 "no model endpoint configured: set OPENAI_API_KEY (and OPENAI_BASE_URL for a "

@@ -27,6 +27,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import ConfigError
+from ..settings import read_config_text
 
 _FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*(?:\n|\Z)(.*)\Z", re.DOTALL)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
@@ -43,6 +44,7 @@ class AgentSpec(BaseModel):
     model: str | None = None
     tools: tuple[str, ...] = ()
     subagents: tuple[str, ...] | None = None
+    handoffs: tuple[str, ...] = ()  # agents this one may hand over to (agent groups)
     max_tool_rounds: int = Field(20, ge=1, le=1000)
     max_tokens: int | None = Field(None, ge=1)  # budget: prompt + completion in one run
     max_output_tokens: int | None = Field(None, ge=1)  # per call; None: the profile's
@@ -57,7 +59,7 @@ class AgentSpec(BaseModel):
             raise ValueError("must be letters, digits, '_' or '-', starting with a letter")
         return value
 
-    @field_validator("tools", "subagents", mode="before")
+    @field_validator("tools", "subagents", "handoffs", mode="before")
     @classmethod
     def _listify(cls, value: object) -> object:
         if value is None:
@@ -68,7 +70,7 @@ class AgentSpec(BaseModel):
 
 
 def parse_agent_file(path: Path) -> AgentSpec:
-    text = path.read_text(encoding="utf-8")
+    text = read_config_text(path)
     match = _FRONT_MATTER.match(text)
     if not match:
         raise ConfigError(f"{path}: missing YAML front matter (a '---' block at the top)")

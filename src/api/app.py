@@ -35,8 +35,10 @@ from .auth import RedactTokens, auth_enabled
 from .deps import API_PREFIX
 from .errors import CatchAllMiddleware, install_error_handlers
 from .limits import BodyLimitMiddleware, RunLimiter
+from .openapi import install_openapi
 from .routes_chat import router as chat_router
 from .routes_data import router as data_router
+from .routes_workflows import router as workflows_router
 from .sse import drain_streams
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -102,10 +104,12 @@ def create_app(
     if controller is not None:
         _attach(app, controller, host)
     install_error_handlers(app)
+    install_openapi(app)
     app.add_middleware(BodyLimitMiddleware, limit=lambda: app.state.max_request_bytes)
     app.add_middleware(CatchAllMiddleware)
     app.include_router(chat_router, prefix=API_PREFIX)
     app.include_router(data_router, prefix=API_PREFIX)
+    app.include_router(workflows_router, prefix=API_PREFIX)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
     @app.get("/", include_in_schema=False)

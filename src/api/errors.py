@@ -8,6 +8,7 @@ logged with its traceback and answered with a bare `internal_error` — never a 
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -52,6 +53,8 @@ LIBRARY_ERRORS: list[tuple[type[ArtifactFlowError], int, str]] = [
     (UserError, 400, "bad_request"),
     (LLMError, 502, "llm_error"),
 ]
+
+HTTP_METHODS = {"GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRACE"}
 
 HTTP_CODES = {
     400: "bad_request",
@@ -104,12 +107,33 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     return error_response(422, "validation_error", _validation_message(exc))
 
 
-async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = HTTP_CODES.get(exc.status_code, "http_error")
     detail: Any = exc.detail
     message = detail if isinstance(detail, str) else str(detail)
-    return error_response(exc.status_code, code, message, getattr(exc, "headers", None))
+    headers = getattr(exc, "headers", None)
+    if exc.status_code == 405:
+        allow = allowed_methods(request, (headers or {}).get("Allow"))
+        headers = {**(headers or {}), "Allow": allow} if allow else headers
+    return error_response(exc.status_code, code, message, headers)
+
+
+def allowed_methods(request: Request, fallback: str | None) -> str | None:
+    """Every method the published schema documents for this path (RFC 9110 `Allow`).
+
+    Starlette names only the first matching route's methods, so a path served by a GET and a
+    DELETE route would answer `Allow: GET`. Paths outside the schema keep Starlette's answer.
+    """
+    path = request.scope["path"]
+    root = request.scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    for template, item in request.app.openapi().get("paths", {}).items():
+        pattern = "^" + re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template)) + "$"
+        if re.match(pattern, path):
+            return ", ".join(sorted(m.upper() for m in item if m.upper() in HTTP_METHODS))
+    return fallback
 
 
 def install_error_handlers(app: FastAPI) -> None:

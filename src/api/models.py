@@ -7,13 +7,24 @@ breaking older servers' clients.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from ..core.events import Event
 
 MessageStatus = Literal["running", "waiting", "completed", "failed", "cancelled"]
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain NUL (U+0000), which cannot be stored")
+    return value
+
+
+# A string without NUL; the schema says so too (a pattern), so clients and fuzzers know.
+NulFree = Annotated[str, AfterValidator(_no_nul), Field(json_schema_extra={"pattern": r"^[^\x00]*$"})]
+PLAIN_DECISIONS = ["approve", "deny", "always"]
 
 
 class _Open(BaseModel):
@@ -43,15 +54,15 @@ class ChatRequest(BaseModel):
 
     content: str = Field(
         min_length=1,
-        description="The user's message (not blank)",
-        # Documents the validator below for clients and fuzzers: at least one character that
-        # Python's str.strip() keeps.
-        json_schema_extra={"pattern": r"[^\s\x1c-\x1f]"},
+        description="The user's message (not blank, no NUL)",
+        # Documents the validator below for clients and fuzzers: no NUL anywhere, and at
+        # least one character that Python's str.strip() keeps.
+        json_schema_extra={"pattern": r"^[^\x00]*[^\s\x00\x1c-\x1f][^\x00]*$"},
     )
-    conversation_id: str | None = Field(
+    conversation_id: NulFree | None = Field(
         None, description="Continue this conversation; omitted: a new one (or the parent's)"
     )
-    parent_message_id: str | None = Field(
+    parent_message_id: NulFree | None = Field(
         None, description="Omitted: the active branch; a message id: fork; null: new root"
     )
 
@@ -60,7 +71,7 @@ class ChatRequest(BaseModel):
     def _not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("content must not be blank")
-        return value
+        return _no_nul(value)
 
 
 class ChatAccepted(BaseModel):
@@ -77,9 +88,9 @@ class ResumeRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    decisions: str | dict[str, Any] = Field(
-        description="One decision for all calls, or one per call id"
-    )
+    decisions: (
+        Annotated[str, Field(json_schema_extra={"enum": PLAIN_DECISIONS})] | dict[str, Any]
+    ) = Field(description="One decision for all calls, or one per call id")
 
 
 class ResumeAccepted(BaseModel):
@@ -146,11 +157,21 @@ class TreeNode(_Open):
     created_at: float
     children: list[str]
     active: bool
+    tokens: int = Field(0, description="Prompt plus completion tokens of this message's run")
+    cost_usd: float | None = Field(None, description="Its cost, when the models have prices")
+
+
+class ConversationUsage(BaseModel):
+    messages: int
+    tokens: dict[str, int] = Field(description="prompt, completion and total over all messages")
+    cost_usd: float | None = Field(None, description="None when no call was priced")
+    cost_complete: bool = Field(description="False when some calls had no prices")
 
 
 class ConversationTree(ConversationInfo):
     messages: list[TreeNode]
     roots: list[str]
+    usage: ConversationUsage | None = Field(None, description="Tokens and cost of the whole conversation")
 
 
 # --- artifacts ---------------------------------------------------------------------------------

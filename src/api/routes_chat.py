@@ -1,4 +1,4 @@
-"""Runs: start, stream, resume, cancel, and the message record with its event log."""
+"""Runs: start, stream, resume, cancel, retry, and the message record with its event log."""
 
 from __future__ import annotations
 
@@ -137,6 +137,27 @@ async def cancel(
     cancelled = await controller.cancel(message_id)
     message = await owned_message(controller, message_id, user)
     return CancelResult(message_id=message_id, cancelled=cancelled, status=message["status"])
+
+
+@router.post(
+    "/messages/{message_id}/retry",
+    status_code=202,
+    response_model=ChatAccepted,
+    responses=error_docs(404, 409, 429),
+    summary="Run a failed or cancelled message again, as a sibling on the same branch",
+)
+async def retry(
+    message_id: str,
+    request: Request,
+    user: str | None = User,
+    controller: ExecutionController = Controller,
+) -> ChatAccepted:
+    """A new message with the same conversation, parent and content starts in the background
+    (as `POST /chat`); a completed, paused or running message is 409."""
+    await owned_message(controller, message_id, user)
+    async with request.app.state.limiter.slot(controller):
+        ids = await controller.retry(message_id, user_id=user)
+    return ChatAccepted(**ids, stream_url=api_url(request, f"/stream/{ids['message_id']}"))
 
 
 @router.get(

@@ -15,6 +15,7 @@ import typer
 
 from ..core.controller import ExecutionController
 from . import exitcodes
+from .interrupts import InterruptGuard
 from .options import GLOBALS, ConfigDirOption, DataDirOption, DebugOption, ModelOption
 from .render import JsonRenderer, LiveRenderer, Renderer, console
 from .session import Policy, Session
@@ -55,14 +56,31 @@ def _root(
 
 
 def execute(work: Callable[[ExecutionController], Awaitable[int | None]]) -> None:
-    """Open a controller from the global options, run `work`, close; exit with its code."""
+    """Open a controller from the global options, run `work`, close; exit with its code.
+
+    Ctrl-C and SIGTERM are handled for the whole command (`InterruptGuard`): during a run they
+    cancel it cleanly; otherwise they stop the command (130 / 143); once `work` has returned,
+    its exit code stands whatever arrives while the controller closes.
+    """
 
     async def main() -> int | None:
-        controller = await ExecutionController.open(GLOBALS.settings())
-        try:
-            return await work(controller)
-        finally:
-            await controller.aclose()
+        with InterruptGuard(console(stderr=True)) as guard:
+            try:
+                controller = await ExecutionController.open(GLOBALS.settings())
+                try:
+                    code = await work(controller)
+                    guard.settle(code or exitcodes.OK)
+                except Exception:
+                    guard.settle(exitcodes.FAILED)  # the error decides the code (`main._report`)
+                    raise
+                finally:
+                    await controller.aclose()
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if not guard.interrupted or task is None or task.uncancel() > 0:
+                    raise
+                return guard.exit_code
+            return code
 
     code = asyncio.run(main())
     if code:

@@ -3,13 +3,16 @@
 Every path produces the controller's resume format (`{"decisions": ...}`); validation of
 call ids and edited arguments stays in the controller, which refuses bad data while the run
 stays paused, so a prompt can simply ask again. Prompts read stdin with `input()`: the caller
-suspends its Ctrl-C handler first, so Ctrl-C at a prompt raises `PromptAborted` and the
-message stays paused for a later `artifactflow resume`.
+suspends its signal handlers first, so Ctrl-C or SIGTERM at a prompt raises `PromptAborted` and
+the message stays paused for a later `artifactflow resume`.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import select
+import sys
 from typing import Any
 
 from rich.console import Console
@@ -143,10 +146,32 @@ def ask(console: Console, calls: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _input(console: Console, prompt: str) -> str:
     try:
-        return console.input(Text(prompt, style="bold"))
+        console.print(Text(prompt, style="bold"), end="")
+        _wait_for_line()
+        return console.input()
     except (KeyboardInterrupt, EOFError):
         console.print()
         raise PromptAborted() from None
+
+
+def _wait_for_line() -> None:
+    """Return once the terminal has a line for `input()`.
+
+    `input()` blocks in C: a Ctrl-C or SIGTERM that lands just before it would only be acted
+    on after the next Enter. Waiting here in short `select` slices lets the pending signal
+    raise between them. A terminal in canonical mode hands `input()` one line per read, so
+    nothing typed ahead sits in a buffer that `select` cannot see.
+    """
+    if os.name != "posix":  # select() takes sockets only on Windows
+        return
+    try:
+        fd = sys.stdin.fileno()
+        if not os.isatty(fd):
+            return
+    except (AttributeError, ValueError, OSError):
+        return
+    while not select.select([fd], [], [], 0.1)[0]:
+        pass
 
 
 def _ask_one(console: Console, call: dict[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""`artifactflow run` and `artifactflow resume`: the commands that drive a message (the
-driving itself is `session.Session`). Their exit codes are listed in `exitcodes`.
+"""`artifactflow run`, `resume` and `retry`: the commands that drive a message (the driving
+itself is `session.Session`). Their exit codes are listed in `exitcodes`.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def run(
     At a terminal you are asked about each call (approve, deny with a reason, edit its
     arguments, always allow the tool); with --yes everything is approved; with --no-input or
     without a terminal the command prints the message id and exits 3. Ctrl-C cancels (the
-    partial answer is saved); a second Ctrl-C quits at once.
+    partial answer is saved); a second Ctrl-C quits at once. SIGTERM does the same (exit 143).
     """
     if parent is not None and new_root:
         raise UserError("use either --parent or --new-root, not both")
@@ -109,5 +109,29 @@ def resume(
     async def work(controller: ExecutionController) -> int:
         session = make_session(controller, json_=json_, no_input=no_input, yes=yes)
         return await session.resume(message_id, decide)
+
+    execute(work)
+
+
+@app.command(epilog=exitcodes.HELP)
+@with_globals
+def retry(
+    message_id: Annotated[
+        str, typer.Argument(help="The failed or cancelled message.", show_default=False)
+    ],
+    json_: JsonOption = False,
+    no_input: NoInputOption = False,
+    yes: YesOption = False,
+) -> None:
+    """Run a failed or cancelled message again, as a sibling on the same branch.
+
+    The new message has the same conversation, parent and content, and becomes the active
+    branch; the old one keeps its error and events. It runs as with `run` (pauses, --yes,
+    --no-input, Ctrl-C). A completed, paused or running message is a conflict (exit 5).
+    """
+
+    async def work(controller: ExecutionController) -> int:
+        session = make_session(controller, json_=json_, no_input=no_input, yes=yes)
+        return await session.retry(message_id)
 
     execute(work)

@@ -9,8 +9,12 @@
 | 3    | paused: tool calls wait for approval and nobody could answer (no TTY or      |
 |      | `--no-input`); continue with `artifactflow resume MESSAGE_ID --approve`      |
 | 4    | the run stopped at the agent's `max_tool_rounds` limit                       |
-| 5    | resume conflict: the pause was already answered or the message is running    |
+| 5    | conflict: the pause was already answered, the message is running, or a      |
+|      | retry of a message that neither failed nor was cancelled                     |
+| 6    | the run stopped at a budget (`budget.max_tokens`, `budget.max_cost_usd` or   |
+|      | an agent's `max_tokens`); the partial answer is saved                        |
 | 130  | cancelled (Ctrl-C); the partial answer is saved                              |
+| 143  | cancelled by SIGTERM (systemd, `timeout`, a container stop), as Ctrl-C       |
 """
 
 from __future__ import annotations
@@ -23,13 +27,16 @@ USAGE = 2
 PAUSED = 3
 MAX_ROUNDS = 4
 CONFLICT = 5
+BUDGET = 6
 CANCELLED = 130
+TERMINATED = 143
 
 HELP = (
     "Exit codes: 0 success · 1 run failed or unexpected error · 2 bad usage, settings, "
     "missing credentials, invalid decisions or unknown id · 3 paused waiting for approval "
-    "(non-interactive) · 4 stopped at max_tool_rounds · 5 resume conflict (already resumed) "
-    "· 130 cancelled (Ctrl-C)."
+    "(non-interactive) · 4 stopped at max_tool_rounds · 5 conflict (already resumed, running, "
+    "or not retryable) · 6 stopped at a token or cost budget · 130 cancelled (Ctrl-C) "
+    "· 143 cancelled (SIGTERM)."
 )
 
 
@@ -45,7 +52,7 @@ def for_exception(exc: BaseException) -> int:
 def for_outcome(event_type: str | None, outcome: str | None = None) -> int:
     """The exit code for the last word of a run's event stream."""
     if event_type == "complete":
-        return MAX_ROUNDS if outcome == "max_tool_rounds" else OK
+        return {"max_tool_rounds": MAX_ROUNDS, "budget_exceeded": BUDGET}.get(outcome or "", OK)
     if event_type == "cancelled":
         return CANCELLED
     if event_type == "permission_request":

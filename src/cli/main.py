@@ -11,8 +11,10 @@ Exit codes (stable; see `exitcodes`):
     2    bad usage or settings, missing credentials, invalid resume decisions, unknown id
     3    paused waiting for approval and nobody could answer (no TTY or --no-input)
     4    the run stopped at max_tool_rounds
-    5    resume conflict: already resumed, or the message is running
+    5    conflict: already resumed, the message is running, or not retryable
+    6    the run stopped at a token or cost budget (the partial answer is saved)
     130  cancelled with Ctrl-C (the partial answer is saved)
+    143  cancelled by SIGTERM, as Ctrl-C
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from .options import GLOBALS
 from .render import console
 
 # Importing a command module registers its commands; `--help` lists them in this order.
-for _module in ("commands_run", "commands_data", "commands_tools", "commands_replay", "commands_admin"):
+for _module in ("commands_run", "commands_data", "commands_tools", "commands_replay", "commands_admin",
+                "commands_workflows"):
     importlib.import_module(f"{__package__}.{_module}")
 
 __all__ = ["app", "main"]

@@ -24,7 +24,9 @@ from ..core.event_payloads import (
     ArtifactUpdatedData,
     CancelledData,
     CompleteData,
+    ContextCompactedData,
     ErrorData,
+    HandoffData,
     LLMChunkData,
     LLMCompleteData,
     MetadataData,
@@ -34,6 +36,8 @@ from ..core.event_payloads import (
     SubagentStartData,
     ToolCompleteData,
     ToolStartData,
+    WorkflowNodeCompleteData,
+    WorkflowNodeStartData,
 )
 from ..core.events import Event
 
@@ -79,6 +83,15 @@ def closing_line(data: CompleteData | dict[str, Any]) -> str:
         if unreported and tokens.get("total") is not None:
             text += f" + n/a for {unreported} call{'' if unreported == 1 else 's'} without usage"
         parts.append(text)
+    if metrics.get("cost_usd") is not None:
+        parts.append(f"${metrics['cost_usd']:.4f}" + ("" if metrics.get("cost_complete", True) else "+"))
+    conversation = metrics.get("conversation") or {}
+    if conversation.get("messages", 0) > 1:
+        cost = conversation.get("cost_usd")
+        parts.append(
+            f"conversation: {conversation['tokens']['total']} tokens"
+            + (f", ${cost:.4f}" if cost is not None else "")
+        )
     llm_calls, tool_calls = metrics.get("llm_calls"), metrics.get("tool_calls")
     if llm_calls is not None:
         parts.append(f"{llm_calls} LLM call{'' if llm_calls == 1 else 's'}")
@@ -91,6 +104,15 @@ def _result_text(data: ToolCompleteData) -> str:
     if data.success:
         return short(data.result.data, 80)
     return short(data.result.error or "failed", 120)
+
+
+def compaction_text(data: Any) -> str:
+    what = (
+        f"{data.get('messages_summarized')} earlier messages summarized"
+        if data.get("scope") == "history"
+        else f"{data.get('rounds_summarized', 0)} rounds summarized"
+    )
+    return f"{data.get('tokens_before', 0):,} → {data.get('tokens_after', 0):,} tokens, {what}"
 
 
 def _tokens(value: int | None) -> str:
@@ -127,8 +149,16 @@ def summary(event: Event) -> str:
             return f"{d.status}" + (f": {short(d.error)}" if d.error else "")
         case ArtifactCreatedData() | ArtifactUpdatedData() as d:
             return f"{d.artifact_id} v{d.version} {short(d.title, 60)}"
+        case WorkflowNodeCompleteData() as d:
+            return f"{d.execution} {d.status} {short(d.error or d.output_summary, 60)}"
+        case WorkflowNodeStartData() as d:
+            return f"{d.execution} {d.role}"
+        case HandoffData() as d:
+            return f"{d.from_agent} → {d.to_agent} ({d.by}) {short(d.message, 60)}"
         case CompleteData() as d:
             return f"{d.outcome} · {closing_line(d)} · {short(d.response, 60)!r}"
+        case ContextCompactedData() as d:
+            return compaction_text(d)
         case CancelledData() as d:
             return f"partial answer: {short(d.partial_response, 60)!r}"
         case ErrorData() as d:
@@ -284,6 +314,24 @@ class LiveRenderer:
         d: ArtifactUpdatedData = event.data  # type: ignore[assignment]
         self._line(event, f"◆ artifact {d.artifact_id} updated → v{d.version}", "yellow")
 
+    def _on_workflow_node_start(self, event: Event) -> None:
+        d: WorkflowNodeStartData = event.data  # type: ignore[assignment]
+        self._line(event, f"▶ {d.execution} [{d.role}]", "bold")
+
+    def _on_workflow_node_complete(self, event: Event) -> None:
+        d: WorkflowNodeCompleteData = event.data  # type: ignore[assignment]
+        ok = d.status == "ok"
+        detail = f": {short(d.error)}" if d.error else f" → {short(d.output_summary, 80)}"
+        self._line(event, f"{'✓' if ok else '✗'} {d.execution} {d.status}{detail}", "green" if ok else "yellow")
+
+    def _on_handoff(self, event: Event) -> None:
+        d: HandoffData = event.data  # type: ignore[assignment]
+        note = f": {short(d.message, 80)}" if d.message else ""
+        self._line(event, f"⇢ {d.from_agent} hands over to {d.to_agent}{note}", "cyan")
+
+    def _on_context_compacted(self, event: Event) -> None:
+        self._line(event, f"⋯ context compacted: {compaction_text(event.data)}", "dim")
+
     def _on_complete(self, event: Event) -> None:
         self._close_stream()
         response = event.data.get("response") or ""
@@ -292,6 +340,11 @@ class LiveRenderer:
         if event.data.get("outcome") == "max_tool_rounds":
             self.out.print(
                 f"[yellow]⚠ stopped at max_tool_rounds[/yellow] · {escape(closing_line(event.data))}"
+            )
+        elif event.data.get("outcome") == "budget_exceeded":
+            self.out.print(
+                f"[yellow]⚠ stopped: {escape(event.data.get('reason') or 'budget reached')}[/yellow]"
+                f" · {escape(closing_line(event.data))}"
             )
         else:
             self.out.print(f"[green]✓ done[/green] · {escape(closing_line(event.data))}")

@@ -4,7 +4,9 @@ A pause (a `permission_request` as the stream's last word) is answered one of th
 `--yes` approves everything; at a terminal the person decides (`approvals.ask`) and the run
 resumes in this process with `stream_execute(message_id=..., resume_data=...)`; otherwise the
 command prints how to continue and exits 3. A refused decision (`InvalidResumeError`) is shown
-and asked again. The exit code comes from the stream's last event (see `exitcodes`).
+and asked again. `retry` starts a sibling of a failed or cancelled message and drives it like
+a run. The exit code comes from the stream's last event (see `exitcodes`); once that event
+is seen, no later Ctrl-C or SIGTERM changes it (`InterruptGuard.settle`).
 
 Prompts block the event loop on purpose: while a message is paused nothing of it runs in this
 process, and a thread blocked reading stdin could not be abandoned cleanly when the person
@@ -27,7 +29,7 @@ from ..core.events import Event
 from ..errors import InvalidResumeError
 from . import exitcodes
 from .approvals import PromptAborted, ask, print_paused
-from .interrupts import InterruptGuard
+from .interrupts import current_guard
 from .options import Globals
 from .render import Renderer
 
@@ -58,7 +60,7 @@ class Session:
         self.policy = policy
         self.options = options
         self.message_id: str | None = None
-        self.guard = InterruptGuard(self._interrupt, prompts)
+        self.guard = current_guard(prompts)
         self._task: asyncio.Task[Any] | None = None
         self._cancelling: asyncio.Future[Any] | None = None
 
@@ -67,6 +69,14 @@ class Session:
     async def run(self, content: str, conversation_id: str | None, parent: Any) -> int:
         stream = self.controller.stream_execute(content, conversation_id, parent)
         return await self._guarded(self._drive(stream))
+
+    async def run_stream(self, stream: AsyncIterator[Event]) -> int:
+        """Drive a stream that starts a run (a workflow), answering its pauses as `run` does."""
+        return await self._guarded(self._drive(stream))
+
+    async def retry(self, message_id: str) -> int:
+        """Run a failed or cancelled message again, as a sibling on the same branch."""
+        return await self._guarded(self._retry(message_id))
 
     async def resume(
         self, message_id: str, decide: Callable[[list[dict[str, Any]]], ResumeData | None]
@@ -79,7 +89,7 @@ class Session:
 
     async def _guarded(self, work: Coroutine[Any, Any, int]) -> int:
         self._task = asyncio.current_task()
-        with self.guard:
+        with self.guard.handling(self._interrupt):
             try:
                 return await work
             except asyncio.CancelledError:
@@ -88,7 +98,7 @@ class Session:
                 if self._task is not None:
                     self._task.uncancel()
                 self.prompts.print("[yellow]✗ cancelled before the run started[/yellow]")
-                return exitcodes.CANCELLED
+                return self.guard.exit_code
             finally:
                 if self._cancelling is not None:
                     with contextlib.suppress(Exception):
@@ -101,6 +111,15 @@ class Session:
                 self._cancelling = asyncio.ensure_future(self.controller.cancel(self.message_id))
         elif self._task is not None:
             self._task.cancel()
+
+    async def _retry(self, message_id: str) -> int:
+        ids = await self.controller.retry(message_id)
+        self.message_id = ids["message_id"]
+        self.notices.print(
+            Text(f"retrying message {message_id} as message {ids['message_id']}", style="dim")
+        )
+        stream = self.controller.follow(ids["message_id"], from_start=True)
+        return await self._drive(stream)
 
     async def _resume(
         self, message_id: str, decide: Callable[[list[dict[str, Any]]], ResumeData | None]
@@ -133,6 +152,8 @@ class Session:
             async for event in stream:
                 if self.message_id is None:
                     self.message_id = event.message_id
+                if event.is_final and event.type != "permission_request":
+                    self.guard.settle(self._code(event))  # no later signal changes the outcome
                 self.renderer.event(event)
                 if event.is_final:
                     final = event
@@ -146,13 +167,18 @@ class Session:
         if outcome is None:
             self.prompts.print("[red]✗ the run ended without a final event[/red]")
             return exitcodes.FAILED
-        return exitcodes.for_outcome(outcome.type, outcome.data.get("outcome"))
+        return self._code(outcome)
+
+    def _code(self, final: Event) -> int:
+        if final.type == "cancelled" and self.guard.interrupted:
+            return self.guard.exit_code  # 130 after Ctrl-C, 143 after SIGTERM
+        return exitcodes.for_outcome(final.type, final.data.get("outcome"))
 
     async def _answer(self, message_id: str, calls: list[dict[str, Any]]) -> Event | int | None:
         """Answer one pause; returns the resumed segment's last word, or an exit code."""
         continue_cmd = self.options.command("resume", message_id, "--approve")
         if self.guard.interrupted:
-            return exitcodes.CANCELLED
+            return self.guard.exit_code
         if self.policy.auto_approve:
             self.prompts.print(f"[dim]approving {len(calls)} tool call(s) (--yes)[/dim]")
             return await self._consume(
@@ -171,7 +197,7 @@ class Session:
                 self.prompts.print(
                     Text(f"left paused; continue later with: {continue_cmd}", style="yellow")
                 )
-                return exitcodes.CANCELLED
+                return self.guard.exit_code
             try:
                 return await self._consume(
                     self.controller.stream_execute(message_id=message_id, resume_data=data)

@@ -101,7 +101,13 @@ def _node_label(node: dict[str, Any], active_tip: str | None) -> Text:
     label += Text(f"\n{short(node.get('content'), 60)!r}")
     if node.get("response"):
         label += Text(f" → {short(node.get('response'), 60)!r}", style="dim")
+    if node.get("tokens"):
+        label += Text(f" · {usage_text(node['tokens'], node.get('cost_usd'))}", style="dim")
     return label
+
+
+def usage_text(tokens: int, cost_usd: float | None) -> str:
+    return f"{tokens:,} tokens" + (f" · ${cost_usd:.4f}" if cost_usd is not None else "")
 
 
 def history(console: Console, tree: dict[str, Any]) -> None:
@@ -125,6 +131,10 @@ def history(console: Console, tree: dict[str, Any]) -> None:
         root.add(Text("(no messages)", style="dim"))
     console.print(root, soft_wrap=False)  # wrap long previews inside the tree, never crop
     console.print(Text("● active branch  ○ other branches", style="dim"))
+    usage = tree.get("usage") or {}
+    if usage.get("messages"):
+        total = usage_text(usage["tokens"]["total"], usage.get("cost_usd"))
+        console.print(Text(f"conversation: {usage['messages']} messages · {total}", style="dim"))
 
 
 def event_line(event: Event) -> Text:

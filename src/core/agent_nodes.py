@@ -10,7 +10,6 @@ A subagent failure becomes that call's error result; its siblings still answer.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -20,11 +19,17 @@ from ..agents.model import ModelRequest, ModelResponse
 from ..agents.prompts import PLAN_ID, lead_messages, subagent_messages
 from ..agents.spec import AgentSpec
 from ..errors import ArtifactFlowError, LLMError
+from ..hooks import nodes as hook_points
+from ..hooks.runner import HookError
+from ..hooks.types import AgentStep
 from ..tools.base import Permission
+from .agent_window import node_result, windowed_call
 from .context import RunContext
-from .state import LEAD, AgentState, ExecutionPhase, merge_agent_response_to_state, rounds_used
+from .state import LEAD, AgentState, ExecutionPhase, merge_agent_response_to_state
+from .window import Prices, cost_usd, rounds_in
 
 HELD = "lead~held"  # lead tool results waiting for the round's subagents to finish
+REPLACED = "~replaced"  # a subagent step's compacted memory, merged into the node's writes
 
 
 class Emitter:
@@ -66,7 +71,7 @@ def close_lead_round(state: AgentState) -> list[dict[str, Any]]:
                 if rec.get("result"):
                     text += f"\nPartial answer: {rec['result']}"
             messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
-    return messages
+    return messages + [m for m in memories.get(HELD, []) if m.get("role") != "tool"]  # hooks' notes
 
 
 async def _approval_flags(
@@ -97,6 +102,7 @@ async def _llm_step(
     spec: AgentSpec,
     messages: list[dict[str, Any]],
     emit: Emitter,
+    agent: AgentStep | None = None,
 ) -> ModelResponse:
     svc = context.services
     model, target = svc.model_for(spec)
@@ -105,12 +111,19 @@ async def _llm_step(
         target, messages, tools or None, agent=spec.name,
         max_output_tokens=spec.max_output_tokens, tool_choice=spec.tool_choice,
     )
+    request = await hook_points.before_model(context, agent, request)
 
     def on_delta(text: str) -> None:
         emit("llm_chunk", delta=text)
 
     started = time.perf_counter()
-    response = await model.complete(request, on_delta)
+    try:
+        response = await model.complete(request, on_delta if hook_points.streams(context) else None)
+    except Exception as exc:
+        await hook_points.model_failed(context, agent, exc)
+        raise
+    duration = (time.perf_counter() - started) * 1000
+    response = await hook_points.after_model(context, agent, request, response, duration)
     usage = response.usage
     emit(
         "llm_complete",
@@ -122,46 +135,57 @@ async def _llm_step(
             "prompt_tokens": usage.prompt_tokens if usage else None,
             "completion_tokens": usage.completion_tokens if usage else None,
         },
-        duration_ms=round((time.perf_counter() - started) * 1000, 2),
+        duration_ms=round(duration, 2),
         attempts=response.attempts,
         finish_reason=response.finish_reason,
+        cost_usd=(
+            cost_usd(usage.prompt_tokens, usage.completion_tokens, Prices.of(target)) if usage else None
+        ),
     )
     return response
 
 
-async def lead_agent(state: AgentState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+async def lead_agent(state: AgentState, runtime: Runtime[RunContext]) -> Any:
     context = runtime.context
     svc = context.services
     spec = svc.lead
     emit = Emitter(runtime, spec.name, LEAD)
     memories = state.get("agent_memories") or {}
     memory = list(memories.get(LEAD, []))
-    closing = close_lead_round(state)
+    closing = await hook_points.subagent_answers(context, state, close_lead_round(state))
     memory += closing
     artifacts = None
     if any(name.endswith("_artifact") or name == "list_artifacts" for name in spec.tools):
         artifacts = await svc.store.list_artifacts(context.conversation_id)
-    messages = lead_messages(
+    fixed = lead_messages(
         spec,
         task=state.get("current_task", ""),
         history=state.get("conversation_history") or [],
-        memory=memory,
+        memory=[],
         subagents=svc.subagents_for(spec),
         artifacts=artifacts,
     )
-    used = rounds_used(memory)
+    used = rounds_in(memory)  # summarized rounds count too
     emit("agent_start", round=used + 1)
-    response = await _llm_step(context, spec, messages, emit)
+    agent = await hook_points.agent_start(context, spec, LEAD, used + 1)
+    step = await windowed_call(
+        context, spec, LEAD, fixed=fixed, memory=memory, task=state.get("current_task", ""),
+        emit=emit, call=lambda messages: _llm_step(context, spec, messages, emit, agent),
+        on_compacted=lambda result, model: hook_points.compacted(context, agent, result, summary_model=model),
+    )
+    response = step.response
     calls = _unique_ids(response.tool_calls, set(), "dup")
+    calls, refused = await hook_points.decide_calls(context, agent, calls)
     update = merge_agent_response_to_state(
         agent=spec.name,
         invocation=LEAD,
         content=response.content,
         tool_calls=calls,
-        needs_approval=await _approval_flags(context, calls),
+        needs_approval=await _approval_flags(context, [c for c in calls if c["id"] not in refused]),
         rounds_used=used,
         max_tool_rounds=spec.max_tool_rounds,
     )
+    hook_points.mark_refused(update, refused)
     if state.get("current_agent") != spec.name:
         update["current_agent"] = spec.name
     if closing:
@@ -173,7 +197,8 @@ async def lead_agent(state: AgentState, runtime: Runtime[RunContext]) -> dict[st
         tool_calls=len(calls),
         outcome=update.get("outcome"),
     )
-    return update
+    await hook_points.agent_end(context, agent, response.content, len(calls), update.get("outcome"))
+    return node_result(update, step.replaced(update, LEAD))
 
 
 async def _subagent_step(
@@ -192,25 +217,38 @@ async def _subagent_step(
     if rounds == 0 and not memory:
         emit("subagent_start", instruction=record["instruction"], tool_call_id=record["tool_call_id"])
     emit("agent_start", round=rounds + 1)
-    messages = subagent_messages(spec, instruction=record["instruction"], plan=plan, memory=memory)
+    agent = await hook_points.agent_start(context, spec, invocation, rounds + 1, record)
+    fixed = subagent_messages(spec, instruction=record["instruction"], plan=plan, memory=[])
     try:
-        response = await _llm_step(context, spec, messages, emit)
+        step = await windowed_call(
+            context, spec, invocation, fixed=fixed, memory=memory, task=record["instruction"],
+            emit=emit, call=lambda messages: _llm_step(context, spec, messages, emit, agent),
+            on_compacted=lambda result, model: hook_points.compacted(context, agent, result, summary_model=model),
+        )
+        response = step.response
+    except HookError:
+        raise  # a failing hook ends the run; it is not this subagent's failure
     except (LLMError, ArtifactFlowError) as exc:
+        await hook_points.agent_failed(context, agent, exc)
         emit("agent_complete", content="", tool_calls=0, outcome="failed", error=str(exc))
         emit("subagent_complete", status="failed", error=str(exc), tool_call_id=record["tool_call_id"])
         return {"subagent_pending": {invocation: {"status": "failed", "error": str(exc)}}}
     calls = _unique_ids(response.tool_calls, taken, invocation.rsplit(":", 1)[-1])
+    calls, refused = await hook_points.decide_calls(context, agent, calls)
     update = merge_agent_response_to_state(
         agent=spec.name,
         invocation=invocation,
         content=response.content,
         tool_calls=calls,
-        needs_approval=await _approval_flags(context, calls),
+        needs_approval=await _approval_flags(context, [c for c in calls if c["id"] not in refused]),
         rounds_used=rounds,
         max_tool_rounds=spec.max_tool_rounds,
     )
+    hook_points.mark_refused(update, refused)
     status = update.get("subagent_pending", {}).get(invocation, {}).get("status")
     emit("agent_complete", content=response.content, tool_calls=len(calls), outcome=status)
+    error = update.get("subagent_pending", {}).get(invocation, {}).get("error")
+    await hook_points.agent_end(context, agent, response.content, len(calls), status if status in ("done", "failed") else None, error)
     if status in ("done", "failed"):
         emit(
             "subagent_complete",
@@ -219,10 +257,11 @@ async def _subagent_step(
             error=update["subagent_pending"][invocation].get("error"),
             tool_call_id=record["tool_call_id"],
         )
+    update[REPLACED] = step.replaced(update, invocation)
     return update
 
 
-async def subagents(state: AgentState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+async def subagents(state: AgentState, runtime: Runtime[RunContext]) -> Any:
     context = runtime.context
     svc = context.services
     invocations = state.get("subagent_pending") or {}
@@ -231,7 +270,7 @@ async def subagents(state: AgentState, runtime: Runtime[RunContext]) -> dict[str
     memories = state.get("agent_memories") or {}
     plan = await svc.store.get_artifact(context.conversation_id, PLAN_ID)
     taken: set[str] = set()
-    updates = await asyncio.gather(
+    updates = await hook_points.gather_all(
         *(
             _subagent_step(context, runtime, key, rec, list(memories.get(key, [])), plan, taken)
             for key, rec in running
@@ -243,7 +282,9 @@ async def subagents(state: AgentState, runtime: Runtime[RunContext]) -> dict[str
         "current_agent": ",".join(rec["agent"] for _, rec in running),
     }
     calls: list[dict[str, Any]] = []
+    replaced: dict[str, Any] = {}
     for update in updates:
+        replaced.update(update.pop(REPLACED, None) or {})
         merged["agent_memories"].update(update.get("agent_memories", {}))
         merged["subagent_pending"].update(update.get("subagent_pending", {}))
         calls += update.get("pending_tool_calls") or []
@@ -255,4 +296,4 @@ async def subagents(state: AgentState, runtime: Runtime[RunContext]) -> dict[str
         merged["phase"] = ExecutionPhase.TOOL_EXECUTING.value
     else:
         merged["phase"] = ExecutionPhase.LEAD_EXECUTING.value
-    return merged
+    return node_result(merged, replaced)

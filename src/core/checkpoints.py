@@ -7,6 +7,8 @@ and `artifactflow gc`).
 
 from __future__ import annotations
 
+import asyncio
+import random
 import sqlite3
 import zlib
 from collections.abc import Iterable
@@ -37,6 +39,23 @@ async def truncate_sqlite_wal(engine: Any) -> None:
             pass
         finally:
             await conn.exec_driver_sql("PRAGMA busy_timeout=30000")
+
+
+# Any 64-bit number unique to this lock (the app store's schema lock uses another).
+SETUP_LOCK_KEY = 0x6166_5F63_6B70  # "af_ckp"
+SETUP_POLL_SECONDS = 0.05
+
+
+async def _advisory_lock(conn: Any, key: int) -> None:
+    """Take a session advisory lock by polling, not by waiting inside one statement: the
+    holder's setup runs CREATE INDEX CONCURRENTLY, which waits for every open transaction,
+    including a blocked `pg_advisory_lock` call (a deadlock)."""
+    while True:
+        cursor = await conn.execute("SELECT pg_try_advisory_lock(%s) AS locked", (key,))
+        row = await cursor.fetchone()  # the saver's connection returns dict rows
+        if row["locked"] if isinstance(row, dict) else row[0]:
+            return
+        await asyncio.sleep(SETUP_POLL_SECONDS)
 
 
 class CompressingSerializer(JsonPlusSerializer):
@@ -91,15 +110,26 @@ class CheckpointStore:
         # Both only take effect on a new file, and page_size must come first. Rows of a few KB
         # (tool results) would each spill into a mostly-empty 4 KB overflow page; 16 KB pages
         # pack them densely. Incremental auto-vacuum lets gc hand freed pages back cheaply.
+        # busy_timeout first: switching a new file to WAL needs a lock another process may
+        # hold. The saver's setup is then safe from several processes at once: it only
+        # creates tables IF NOT EXISTS and tolerates a column another process just added.
+        await conn.execute("PRAGMA busy_timeout=30000")
         await conn.execute("PRAGMA page_size=16384")
         await conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         await conn.execute("PRAGMA journal_mode=WAL")
-        await conn.execute("PRAGMA busy_timeout=30000")
         await conn.execute("PRAGMA synchronous=NORMAL")
         for pragma in WAL_BOUNDS:
             await conn.execute(pragma)
         saver = AsyncSqliteSaver(conn, serde=CompressingSerializer(allowed_types))
-        await saver.setup()
+        for attempt in range(1, 7):
+            # A stale WAL snapshot fails at once, whatever busy_timeout says: retry briefly.
+            try:
+                await saver.setup()
+                break
+            except sqlite3.OperationalError as exc:
+                if "database is locked" not in str(exc) or attempt == 6:
+                    raise
+                await asyncio.sleep(0.05 * attempt + random.random() * 0.05)
         return cls(saver, stack, path)
 
     @classmethod
@@ -118,10 +148,32 @@ class CheckpointStore:
         saver = await open_pooled_saver(
             stack, plain, CompressingSerializer(allowed_types), pool_size, synchronous_commit
         )
+        # The saver's setup reads its migration version, then creates tables and records
+        # versions: two processes starting together on a fresh database would both do it
+        # (a unique violation on pg_type or checkpoint_migrations). One at a time, then: the
+        # lock is held by one pooled connection while the setup runs on another.
+        async with saver.conn.connection() as conn:
+            await _advisory_lock(conn, SETUP_LOCK_KEY)
+            try:
+                await saver.setup()
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))
         return cls(saver, stack, None)
 
     async def delete_thread(self, thread_id: str) -> None:
         await self.saver.adelete_thread(thread_id)
+
+    async def thread_ids(self) -> set[str]:
+        """Every thread that has checkpoint rows or pending writes (gc compares them with the
+        messages)."""
+        if isinstance(self.saver, AsyncSqliteSaver):
+            query = "SELECT thread_id FROM checkpoints UNION SELECT thread_id FROM writes"
+            async with self.saver.lock, self.saver.conn.execute(query) as cursor:
+                return {row[0] for row in await cursor.fetchall()}
+        query = "SELECT thread_id FROM checkpoints UNION SELECT thread_id FROM checkpoint_writes"
+        async with self.saver._cursor() as cur:  # the pooled saver's: a connection of its own
+            await cur.execute(query)
+            return {row["thread_id"] if isinstance(row, dict) else row[0] for row in await cur.fetchall()}
 
     async def has_checkpoint(self, thread_id: str) -> bool:
         config: Any = {"configurable": {"thread_id": thread_id}}

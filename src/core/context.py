@@ -1,19 +1,23 @@
 """Per-request objects handed to the graph as LangGraph runtime context.
 
 The graph is compiled once per process; nothing request-specific is captured in closures.
-`RunContext` carries the run's ids and a handle on the process-wide `Services` (settings,
-agents, tools, the models, the app store).
+`RunContext` carries the run's ids (and the segment's `RunInfo` for hooks) and a handle on the
+process-wide `Services` (settings, agents, tools, the models, the app store, the hooks).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from ..hooks.runner import HookRunner
 
 if TYPE_CHECKING:
     from ..agents.model import Model, ModelPicker
     from ..agents.models import ModelRegistry, ResolvedModel
     from ..agents.spec import AgentSpec
+    from ..hooks.types import RunInfo
     from ..settings import Settings
     from ..tools.registry import ToolRegistry
     from .store.repository import AppStore
@@ -34,6 +38,7 @@ class Services:
     llm: ModelPicker
     store: AppStore
     extras: dict[str, Any] = field(default_factory=dict)
+    hooks: HookRunner = field(default_factory=HookRunner)  # lifecycle hooks, in order
 
     @property
     def lead(self) -> AgentSpec:
@@ -48,9 +53,17 @@ class Services:
         ]
 
     def model_for(self, spec: AgentSpec) -> tuple[Model, ResolvedModel]:
-        """The model that serves `spec`, and the profile it resolved to."""
-        target = self.models.resolve(spec.model)
+        """The model that serves `spec`, and the profile it resolved to (with
+        `context.default_window` as its window when the profile declares none, so the
+        default output bound leaves the prompt room in it)."""
+        target = self.resolve(spec.model)
         return self.llm.for_target(target), target
+
+    def resolve(self, reference: str | None) -> ResolvedModel:
+        target = self.models.resolve(reference)
+        if target.context_window is None:
+            target = dataclasses.replace(target, context_window=self.settings.context.default_window)
+        return target
 
     def use_model(self, model: Model) -> None:
         """Serve every agent with `model` (e.g. a `ScriptedModel` in tests); API keys are no
@@ -64,3 +77,6 @@ class RunContext:
     services: Services
     conversation_id: str
     message_id: str
+    run: RunInfo | None = None  # the segment, as hooks see it
+    # Per-segment context-window state (token counters by invocation; see core/agent_window).
+    window: dict[str, Any] = field(default_factory=dict)

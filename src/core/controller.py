@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,8 +25,9 @@ from .conversations import ACTIVE_BRANCH, ConversationManager
 from .events import Event
 from .graph import build_graph
 from .run import follow as _follow
-from .run import maintenance, resume, runner, workers
+from .run import maintenance, resume, retry, runner, workers
 from .run.data import StoredData
+from .run.ownership import guard_saver
 from .run.runtime import Runtime
 
 
@@ -52,7 +53,7 @@ class ExecutionController(StoredData):
         self.checkpoints = checkpoints
         self.store = services.store
         self.conversations = ConversationManager(services.store)
-        self.graph = build_graph(checkpoints.saver)
+        self.graph = build_graph(guard_saver(checkpoints.saver))  # a stale run writes none
         self._rt = Runtime(services, checkpoints, self.graph)
         self._runs = self._rt.runs
         self._workers: workers.Workers | None = None
@@ -65,13 +66,19 @@ class ExecutionController(StoredData):
 
     @classmethod
     async def open(
-        cls, settings: Any = None, *, extra_tools: list[Any] | None = None, **overrides: Any
+        cls,
+        settings: Any = None,
+        *,
+        extra_tools: list[Any] | None = None,
+        hooks: Sequence[Any] = (),
+        **overrides: Any,
     ) -> ExecutionController:
         """Build everything from settings (default: `load_settings()`); `extra_tools` are
-        registered next to the built-ins and plugins."""
+        registered next to the built-ins and plugins; `hooks` (objects with hook methods, see
+        `artifactflow.hooks`) run after those named in the config's `hooks:`."""
         from .engine import open_engine
 
-        services, checkpoints = await open_engine(settings, extra_tools=extra_tools, **overrides)
+        services, checkpoints = await open_engine(settings, extra_tools=extra_tools, hooks=hooks, **overrides)
         controller = cls(services, checkpoints)
         try:
             controller._workers = await workers.start(controller._rt)  # bus, recovery
@@ -98,6 +105,7 @@ class ExecutionController(StoredData):
             await self._workers.stop()
         await self.services.llm.aclose()
         await self.services.tools.aclose()  # stops MCP servers
+        await self.services.hooks.aclose()  # ends open spans, flushes exporters
         await self.checkpoints.close()
         await self.store.close()
 
@@ -115,6 +123,12 @@ class ExecutionController(StoredData):
         return await runner.start_message(
             self._rt, self.conversations, content, conversation_id, parent_message_id, user_id=user_id
         )
+
+    async def retry(self, message_id: str, *, user_id: str | None = None) -> dict[str, Any]:
+        """Run a failed or cancelled message again as a new sibling (same conversation, parent
+        and content) and return its ids, as `start` does; follow it with `follow(message_id,
+        from_start=True)`. A completed, paused or running message is a `ResumeConflictError`."""
+        return await retry.retry(self._rt, self.conversations, message_id, user_id=user_id)
 
     async def stream_execute(
         self,
@@ -216,6 +230,54 @@ class ExecutionController(StoredData):
     def active_run_count(self) -> int:
         """Runs in flight in this process (new messages and resumes)."""
         return sum(1 for handle in self._runs.values() if not handle.done)
+
+    # --- workflows (artifactflow.workflows, imported on first use) ----------------------------
+
+    async def start_workflow(
+        self,
+        name: str,
+        input: dict[str, Any] | None = None,
+        *,
+        conversation_id: str | None = None,
+        user_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Validate the workflow `name` and its input, and start its run in the background."""
+        from ..workflows import runner as workflows
+
+        return await workflows.start_workflow(
+            self._rt, self.conversations, name, input, conversation_id=conversation_id, user_id=user_id
+        )
+
+    def run_workflow(self, name: str, input: dict[str, Any] | None = None, **kwargs: Any) -> AsyncIterator[Event]:
+        """Run the workflow `name` (config/workflows/NAME.yaml); yields the same `Event`s as
+        `stream_execute`, and leaving early cancels the run (`cancel_on_exit`)."""
+        from ..workflows import runner as workflows
+
+        return workflows.run_workflow(self, name, input, **kwargs)
+
+    def workflows(self) -> list[dict[str, Any]]:
+        """Every workflow file with its name, description and problems (valid ones have none)."""
+        from ..workflows import runner as workflows
+
+        return workflows.list_workflows(self.services)
+
+    def workflow(self, name: str) -> Any:
+        """The validated `WorkflowSpec` called `name` (NotFoundError if there is none)."""
+        from ..workflows import runner as workflows
+
+        return workflows.find_workflow(self.services, name)
+
+    async def workflow_runs(
+        self, name: str | None = None, *, user_id: str | None = None, limit: int = 20, offset: int = 0
+    ) -> list[dict[str, Any]]:
+        """Workflow runs, newest first, with their message's status (only `user_id`'s if given)."""
+        return await self.store.list_workflow_runs(name, user_id=user_id, limit=limit, offset=offset)
+
+    async def lineage(self, message_id: str) -> list[dict[str, Any]]:
+        """A workflow run's node executions with their parents, inputs and outputs."""
+        from ..workflows import runner as workflows
+
+        return await workflows.lineage_of(self._rt, message_id)
 
     # --- events ------------------------------------------------------------------------------
 

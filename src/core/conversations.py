@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import NotFoundError, UserError
+from .metrics import conversation_usage, message_usage
 from .store.repository import AppStore
 
 
@@ -124,10 +125,12 @@ class ConversationManager:
                 "created_at": m["created_at"],
                 "children": children.get(m["id"], []),
                 "active": m["id"] in active,
+                **message_usage(m),
             }
             for m in messages
         ]
-        return {**conversation, "messages": nodes, "roots": children.get(None, [])}
+        usage = conversation_usage(messages)
+        return {**conversation, "messages": nodes, "roots": children.get(None, []), "usage": usage}
 
     async def delete(self, conversation_id: str) -> list[str]:
         await self.get(conversation_id)

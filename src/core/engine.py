@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..agents.model import ModelPicker
 from ..agents.models import ModelRegistry
 from ..agents.spec import load_agents
 from ..errors import ConfigError
+from ..hooks.dedupe import StoreHookLedger
+from ..hooks.loader import build_runner
 from ..replay.recording import recording
 from ..settings import Settings, load_settings, packaged_config_dir
 from ..tools.mcp.manager import is_mcp_name, start_mcp_servers
@@ -19,10 +22,11 @@ from .store.repository import AppStore
 
 def builtin_tools() -> list[Any]:
     from ..tools.builtin.artifacts import ARTIFACT_TOOLS
+    from ..tools.builtin.handoff import handoff
     from ..tools.builtin.subagent import call_subagent
     from ..tools.builtin.web_tools import WEB_TOOLS
 
-    return [call_subagent, *ARTIFACT_TOOLS, *WEB_TOOLS]
+    return [call_subagent, handoff, *ARTIFACT_TOOLS, *WEB_TOOLS]
 
 
 def build_registry(settings: Settings, extra_tools: list[Any] | None = None) -> ToolRegistry:
@@ -61,10 +65,15 @@ def load_agent_specs(settings: Settings, registry: ToolRegistry) -> dict[str, An
 
 
 async def open_engine(
-    settings: Settings | None = None, *, extra_tools: list[Any] | None = None, **overrides: Any
+    settings: Settings | None = None,
+    *,
+    extra_tools: list[Any] | None = None,
+    hooks: Sequence[Any] = (),
+    **overrides: Any,
 ) -> tuple[Services, CheckpointStore]:
     settings = settings or load_settings(**overrides)
     registry = build_registry(settings, extra_tools)
+    runner = build_runner(settings, extra=hooks)  # a bad `hooks:` entry fails before anything starts
     models = ModelRegistry.from_file(settings.config_dir / "models.yaml", default_model=settings.model)
     await start_mcp_servers(settings, registry)  # stopped by registry.aclose()
     try:
@@ -91,5 +100,7 @@ async def open_engine(
         tools=registry,
         llm=ModelPicker(settings.llm, wrap=recording),
         store=store,
+        hooks=runner,
     )
+    runner.ledger = StoreHookLedger(store)
     return services, checkpoints

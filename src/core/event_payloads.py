@@ -47,6 +47,15 @@ class SubagentStatus(enum.StrEnum):
     FAILED = "failed"
 
 
+class WorkflowNodeStatus(enum.StrEnum):
+    """How a workflow node execution ended."""
+
+    OK = "ok"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # an earlier node of its split item or branch path failed
+    CANCELLED = "cancelled"  # another path of its branch finished first
+
+
 class DecisionAction(enum.StrEnum):
     APPROVE = "approve"
     DENY = "deny"
@@ -156,6 +165,8 @@ class MetadataData(EventData):
     recovered: bool | None = Field(
         None, description="True when this segment continues a run whose process died"
     )
+    workflow: str | None = Field(None, description="The workflow this message runs")
+    input: dict[str, Any] | None = Field(None, description="The workflow's validated input")
 
 
 class AgentStartData(_AgentData):
@@ -179,6 +190,9 @@ class LLMCompleteData(_AgentData):
     duration_ms: float = Field(0.0, description="Wall time including retries")
     attempts: int = Field(1, description="1 plus the number of retries")
     finish_reason: str | None = Field(None, description="'stop', 'tool_calls', 'length', …")
+    cost_usd: float | None = Field(
+        None, description="From the model profile's prices; None when it has none"
+    )
 
 
 class AgentCompleteData(_AgentData):
@@ -207,6 +221,15 @@ class ToolCompleteData(_AgentData):
     result: ToolResultData = Field(description="The full result (the model may see it truncated)")
     duration_ms: float = Field(0.0, description="How long the tool ran")
     denied: bool | None = Field(None, description="True when a person denied the call")
+    refused: bool | None = Field(None, description="True when a hook refused the call (it never ran)")
+    outcome: str | None = Field(
+        None,
+        description="completed, failed, timed_out, abandoned (by a cancel), not_repeated "
+        "(an identical call's effect was unknown), interrupted (by a crash)",
+    )
+    may_still_take_effect: bool | None = Field(
+        None, description="True while the call runs out of reach (a sync tool's thread)"
+    )
 
 
 class PermissionRequestData(EventData):
@@ -214,6 +237,9 @@ class PermissionRequestData(EventData):
 
     event_type: ClassVar[str] = "permission_request"
     interrupt_id: str = Field(description="LangGraph's id of the pause")
+    interrupt_ids: list[str] | None = Field(
+        None, description="Every pause answered together (parallel workflow steps); set when several"
+    )
     kind: str | None = Field(None, description="'permission'")
     calls: list[PendingCall] = Field(description="The calls waiting for a decision")
 
@@ -226,7 +252,7 @@ class PermissionResultData(EventData):
 class SubagentStartData(_AgentData):
     event_type: ClassVar[str] = "subagent_start"
     instruction: str = Field(description="What the lead asked the subagent to do")
-    tool_call_id: str = Field(description="The lead's call_subagent call")
+    tool_call_id: str | None = Field(description="The lead's call_subagent call (None in a workflow step)")
 
 
 class SubagentCompleteData(_AgentData):
@@ -234,7 +260,7 @@ class SubagentCompleteData(_AgentData):
     status: SubagentStatus = Field(description="'done' or 'failed'")
     result: str | None = Field(None, description="The subagent's answer (partial when failed)")
     error: str | None = Field(None, description="Why it failed")
-    tool_call_id: str = Field(description="The lead's call_subagent call")
+    tool_call_id: str | None = Field(description="The lead's call_subagent call (None in a workflow step)")
 
 
 class ArtifactCreatedData(_AgentData):
@@ -255,12 +281,80 @@ class ArtifactUpdatedData(_AgentData):
     content_type: str = Field(description="A MIME type such as text/markdown")
 
 
+class WorkflowNodeStartData(EventData):
+    """A workflow node execution started (README "Workflows")."""
+
+    event_type: ClassVar[str] = "workflow_node_start"
+    node: str = Field(description="The node's id in the workflow file")
+    role: str = Field(description="start, linear, decision, split, branch, merge or exit")
+    kind: str | None = Field(None, description="'agent', 'tool' or 'group'; None for a role without a step")
+    execution: str = Field(description="node#iteration, with [index] inside a split or branch")
+    iteration: int = Field(description="1-based run of this node (loops run it again)")
+    group: str | None = Field(None, description="The split/branch execution it runs in (a merge: the one it joins)")
+    index: int | None = Field(None, description="Its item (split) or path (branch) index")
+    parents: list[str] = Field([], description="Executions whose output led here")
+
+
+class WorkflowNodeCompleteData(WorkflowNodeStartData):
+    """A workflow node execution ended; its full input and output are in the lineage."""
+
+    event_type: ClassVar[str] = "workflow_node_complete"
+    status: WorkflowNodeStatus = Field(description="How it ended")
+    output_summary: str = Field("", description="The output, shortened to one line")
+    error: str | None = Field(None, description="Why it failed, was skipped or cancelled")
+    repaired: bool | None = Field(None, description="True when the answer matched its schema after the repair round")
+    outcome: str | None = Field(None, description="An agent group's outcome: 'completed' or 'max_turns'")
+    choice: str | None = Field(None, description="The label a decision chose")
+    exhausted: str | None = Field(None, description="A loop label that ran out of iterations (the fallback was taken)")
+    count: int | None = Field(None, description="How many items a split fanned out to")
+    paths: int | None = Field(None, description="How many paths a branch started")
+    failed_items: list[int] | None = Field(None, description="Split items a merge received as failed")
+
+
+class HandoffData(EventData):
+    """An agent group's floor passed to another member (`envelope.agent` is the new speaker)."""
+
+    event_type: ClassVar[str] = "handoff"
+    execution: str = Field(description="The group node's execution")
+    node: str = Field(description="The group node's id")
+    from_agent: str = Field(description="Who had the floor")
+    to_agent: str = Field(description="Who speaks next")
+    message: str = Field("", description="What the handing agent (or the moderator) said about it")
+    by: str = Field(description="'handoff' (the agent called the tool) or 'moderator'")
+    turn: int = Field(description="The turn that ended")
+
+
+class ContextCompactedData(_AgentData):
+    """Part of what a model call would send was condensed to fit the model's context window:
+    an agent's older tool rounds (`scope` 'memory') or the conversation's earlier messages
+    ('history', stored and reused by later messages). The originals stay in the event log."""
+
+    event_type: ClassVar[str] = "context_compacted"
+    scope: str = Field("memory", description="'memory' (tool rounds) or 'history' (messages)")
+    tokens_before: int = Field(description="Estimated prompt tokens before")
+    tokens_after: int = Field(description="Estimated prompt tokens after")
+    rounds_summarized: int = Field(0, description="Tool rounds the summary now stands for")
+    messages_summarized: int | None = Field(
+        None, description="History: earlier messages the stored summary covers"
+    )
+    aggressive: bool = Field(False, description="True after the provider said 'too long'")
+    results_shortened: int = Field(0, description="Newest tool results cut to fit (with a marker)")
+    summary_model: str | None = Field(None, description="The model that wrote the summary")
+    usage: Usage = Field(Usage(), description="Token counts of the summary call")
+    cost_usd: float | None = Field(None, description="Cost of the summary call, when priced")
+
+
 class CompleteData(EventData):
     event_type: ClassVar[str] = "complete"
-    response: str = Field(description="The final answer")
+    response: str = Field(description="The final answer (the partial answer when stopped early)")
     outcome: Outcome | str = Field(Outcome.COMPLETED, description="Why the run stopped")
+    reason: str | None = Field(
+        None, description="Why it stopped early (which budget, and the setting to raise)"
+    )
     metrics: dict[str, Any] = Field(
-        default_factory=dict, description="Tokens, durations and per-agent figures"
+        default_factory=dict,
+        description="This message's tokens, cost_usd, durations and per-agent figures; "
+        "`conversation`: tokens and cost of the whole conversation so far",
     )
 
 
@@ -273,7 +367,11 @@ class CancelledData(EventData):
 class ErrorData(EventData):
     event_type: ClassVar[str] = "error"
     message: str = Field(description="What went wrong, for people")
-    kind: str | None = Field(None, description="'llm', 'abandoned', 'recovery' or an error class")
+    kind: str | None = Field(
+        None, description="'llm', 'hook', 'abandoned', 'recovery' or an error class"
+    )
+    hook: str | None = Field(None, description="With kind 'hook': the hook that raised")
+    point: str | None = Field(None, description="With kind 'hook': the hook point it raised in")
 
 
 PAYLOADS: dict[str, type[EventData]] = {
@@ -292,6 +390,10 @@ PAYLOADS: dict[str, type[EventData]] = {
         SubagentCompleteData,
         ArtifactCreatedData,
         ArtifactUpdatedData,
+        WorkflowNodeStartData,
+        WorkflowNodeCompleteData,
+        HandoffData,
+        ContextCompactedData,
         CompleteData,
         CancelledData,
         ErrorData,

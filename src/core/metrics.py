@@ -3,6 +3,9 @@
 Every LLM call's usage and duration is in its `llm_complete` event and every tool call's
 duration and outcome in its `tool_complete` event, so the figures stored on a message are a
 fold over its events: correct across pauses, resumes and processes, and nothing extra in state.
+A compaction's summary call is in its `context_compacted` event and counts as an LLM call
+(`purpose: "summary"`): it costs tokens like any other and budgets include it. A
+conversation's totals are a fold over its messages' stored metrics.
 
 A call whose provider reported no usage has `None` tokens, not 0: the totals then count only
 the reported calls and say how many were not (`tokens.unreported_calls`); when no call
@@ -30,6 +33,21 @@ def records_from_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "completion_tokens": usage.get("completion_tokens"),
                 "duration_ms": data.get("duration_ms", 0.0),
                 "attempts": data.get("attempts", 1),
+                "cost_usd": data.get("cost_usd"),
+            })
+        elif event["type"] == "context_compacted" and (data.get("usage") or {}).get("prompt_tokens"):
+            usage = data["usage"]
+            records.append({
+                "kind": "llm",
+                "purpose": "summary",
+                "agent": event.get("agent"),
+                "invocation": data.get("invocation"),
+                "model": data.get("summary_model"),
+                "prompt_tokens": usage.get("prompt_tokens") or 0,
+                "completion_tokens": usage.get("completion_tokens") or 0,
+                "duration_ms": 0.0,
+                "attempts": 1,
+                "cost_usd": data.get("cost_usd"),
             })
         elif event["type"] == "tool_complete":
             records.append({
@@ -49,12 +67,16 @@ def _known(value: Any) -> int | None:
 
 def summarize(records: list[dict[str, Any]], wall_ms: float) -> dict[str, Any]:
     by_agent: dict[str, dict[str, Any]] = {}
-    llm_ms = tool_ms = 0.0
+    llm_ms = tool_ms = cost = 0.0
     prompt = completion = 0
-    tool_ok = tool_failed = llm_calls = unreported = 0
+    tool_ok = tool_failed = llm_calls = unreported = unpriced = 0
     for rec in records:
         if rec.get("kind") == "llm":
             llm_calls += 1
+            if rec.get("cost_usd") is None:
+                unpriced += 1
+            else:
+                cost += rec["cost_usd"]
             llm_ms += rec.get("duration_ms", 0.0)
             p, c = _known(rec.get("prompt_tokens")), _known(rec.get("completion_tokens"))
             if p is None and c is None:
@@ -97,6 +119,39 @@ def summarize(records: list[dict[str, Any]], wall_ms: float) -> dict[str, Any]:
             "total": prompt + completion if known else None,
             "unreported_calls": unreported,
         },
+        # None when no call was priced; `cost_complete` says whether every call was.
+        "cost_usd": round(cost, 6) if llm_calls > unpriced else None,
+        "cost_complete": unpriced == 0,
         "by_agent": by_agent,
         "calls": records,
     }
+
+
+def conversation_usage(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Tokens and cost over a conversation's messages (from their stored metrics)."""
+    tokens = prompt = completion = 0
+    cost = 0.0
+    priced = unpriced = 0
+    for message in messages:
+        metrics = message.get("metrics") or {}
+        figures = metrics.get("tokens") or {}
+        tokens += int(figures.get("total") or 0)
+        prompt += int(figures.get("prompt") or 0)
+        completion += int(figures.get("completion") or 0)
+        if metrics.get("cost_usd") is not None:
+            cost += float(metrics["cost_usd"])
+            priced += 1
+        if metrics.get("cost_complete", not metrics.get("llm_calls")) is False:
+            unpriced += 1
+    return {
+        "messages": len(messages),
+        "tokens": {"prompt": prompt, "completion": completion, "total": tokens},
+        "cost_usd": round(cost, 6) if priced else None,
+        "cost_complete": unpriced == 0,
+    }
+
+
+def message_usage(message: dict[str, Any]) -> dict[str, Any]:
+    """One message's tokens and cost (from its stored metrics) for trees and listings."""
+    metrics = message.get("metrics") or {}
+    return {"tokens": int((metrics.get("tokens") or {}).get("total") or 0), "cost_usd": metrics.get("cost_usd")}

@@ -42,13 +42,14 @@ class PooledPostgresSaver(AsyncPostgresSaver):
 async def open_pooled_saver(
     stack: AsyncExitStack, url: str, serde: Any, pool_size: int, synchronous_commit: str = "off"
 ) -> PooledPostgresSaver:
-    """Open a pool of up to `pool_size` connections (closed with `stack`) and a saver on it,
-    with its tables set up. The saver writes in autocommit mode, a commit per statement, so
-    `synchronous_commit` (settings.database_synchronous_commit) decides most of its cost."""
+    """Open a pool of up to `pool_size` connections (at least 2; closed with `stack`) and a
+    saver on it; the caller runs its `setup()`. The saver writes in autocommit mode, a commit
+    per statement, so `synchronous_commit` (settings.database_synchronous_commit) decides most
+    of its cost."""
     pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
         url,
         min_size=1,
-        max_size=pool_size,
+        max_size=max(2, pool_size),
         open=False,
         kwargs={
             "autocommit": True,
@@ -59,6 +60,4 @@ async def open_pooled_saver(
     )
     await pool.open(wait=True)
     stack.push_async_callback(pool.close)
-    saver = PooledPostgresSaver(pool, serde=serde)  # type: ignore[arg-type]
-    await saver.setup()
-    return saver
+    return PooledPostgresSaver(pool, serde=serde)  # type: ignore[arg-type]

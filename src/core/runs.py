@@ -27,6 +27,9 @@ class RunHandle:
     events: list[Event] = field(default_factory=list)
     done: bool = False
     cancel_requested: bool = False
+    started: bool = False  # the run's task has entered its body (a cancel may interrupt it)
+    finishing: bool = False  # its final status is stored: a cancel must not rewrite it
+    lost: bool = False  # another process took the message over: the run stopped writing
     watched: bool = False  # a reader on another worker follows it: announce on the bus
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
@@ -80,9 +83,12 @@ class EventSink:
     workers; a failed announcement is only logged (their readers fill gaps from the log).
     """
 
-    def __init__(self, store: Any, handle: RunHandle, bus: Any = None) -> None:
+    def __init__(
+        self, store: Any, handle: RunHandle, *, run_token: str | None = None, bus: Any = None
+    ) -> None:
         self._store = store
         self._handle = handle
+        self._run_token = run_token  # written only while it owns the message (LeaseLostError)
         self._bus = bus if bus is not None and bus.live else None
         self._queue: asyncio.Queue[Event] = asyncio.Queue()
         self._task = asyncio.create_task(self._drain(), name=f"artifactflow-events-{handle.message_id}")
@@ -121,7 +127,9 @@ class EventSink:
             try:
                 stored = [e.model_dump(mode="json") for e in batch if e.type not in EPHEMERAL_TYPES]
                 if stored:
-                    await group_commit_for(self._store).append(self._handle.message_id, stored)
+                    await group_commit_for(self._store).append(
+                        self._handle.message_id, stored, run_token=self._run_token
+                    )
                 if self._bus is not None and self._announce():
                     try:
                         await self._bus.publish(self._handle.message_id, batch)

@@ -121,6 +121,12 @@ def create_initial_state(
     }
 
 
+def without_nul(value: Any) -> Any:
+    """Model text as state may hold it: NUL (U+0000) → U+FFFD. PostgreSQL's saver keeps string
+    values in jsonb, which refuses NUL; the event log (JSON text) keeps the model's exact text."""
+    return value.replace("\x00", "\ufffd") if isinstance(value, str) and "\x00" in value else value
+
+
 def assistant_message(content: str, tool_calls: list[dict[str, Any]]) -> dict[str, Any]:
     """The assistant turn as memory keeps it and every later request resends it.
 
@@ -172,6 +178,8 @@ def merge_agent_response_to_state(
     outcome rather than nudged (COMPLETED for the lead; a failed invocation for a subagent).
     """
     approvals = needs_approval or {}
+    content = without_nul(content)
+    tool_calls = [{**c, "arguments": without_nul(c["arguments"])} for c in tool_calls]
     update: dict[str, Any] = {
         "agent_memories": {invocation: [assistant_message(content, tool_calls)]},
     }

@@ -4,7 +4,7 @@ Order matters because LangGraph re-runs this node from its first line on resume:
 
 1. Compute the round's CONFIRM calls (decided when the agent answered, so a re-run sees the
    same set) and, if any, `interrupt()` once with all of them. Nothing before this point has a
-   side effect or emits an event.
+   side effect, emits an event or fires a hook (hook points: `hooks/nodes.py`).
 2. Run the approved calls concurrently; results come back in call order. `RoundSchedule`
    (`tool_schedule`) runs calls on the same resource one after another and releases their
    `tool_complete` events in call order.
@@ -23,13 +23,13 @@ are held until its subagents answer).
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from ..agents.spec import AgentSpec
+from ..hooks import nodes as hook_points
 from ..tools.base import ToolResult
 from ..tools.context import ToolContext
 from ..tools.registry import parse_arguments, run_tool_call
@@ -120,30 +120,47 @@ async def _run_one(
     emit = schedule.emitter(Emitter(runtime, call["agent"], call["invocation"]), call["id"])
     arguments: Any = call["arguments"]
     note = None
+    ledger_key = f"{call['invocation']}/{call.get('round', 0)}/{call['id']}" if decision else None
     if decision is not None:
+        if decision["action"] == "deny" and await svc.store.ledger_get(context.message_id, ledger_key):
+            # A re-asked approval after a crash: the call already started. Never say "denied".
+            result = ToolResult.fail(
+                "this tool call was interrupted by a process failure while running; its effect "
+                "is unknown. It was not run again (declined at the re-asked approval). Check "
+                "its effect before retrying.",
+                interrupted=True,
+            )
+            result = await hook_points.tool_finished(context, call, call["arguments"], result, 0.0)
+            emit("tool_complete", tool_call_id=call["id"], tool=call["name"], success=False,
+                 result=result.to_dict(), duration_ms=0.0, outcome=result.outcome)
+            return result, 0.0
         if decision["action"] == "deny":
             reason = decision.get("reason")
             text = "the user denied this tool call" + (f": {reason}" if reason else "")
-            result = ToolResult.fail(text, denied=True)
+            result = await hook_points.unrun(context, call, ToolResult.fail(text, denied=True), denied=True)
             emit("tool_complete", tool_call_id=call["id"], tool=call["name"], success=False,
                  result=result.to_dict(), duration_ms=0.0, denied=True)
             return result, 0.0
         if decision["action"] == "edit":
             arguments = decision.get("arguments") or {}
             note = arguments
+            arguments, refusal = await hook_points.edited(context, call, arguments)  # policy applies
+            if refusal is not None:
+                emit("tool_complete", tool_call_id=call["id"], tool=call["name"], success=False,
+                     result=refusal.to_dict(), duration_ms=0.0, refused=True)
+                return refusal, 0.0
     parsed, _ = parse_arguments(arguments)
     emit("tool_start", tool_call_id=call["id"], tool=call["name"],
          arguments=parsed if parsed is not None else arguments, edited=note is not None)
     # Approved calls go through the ledger (exactly once across crashes); AUTO calls are
-    # at-least-once, like any step LangGraph re-runs, and skip the extra writes.
-    ledger_key = f"{call['invocation']}/{call.get('round', 0)}/{call['id']}" if decision else None
+    # at-least-once, like any step LangGraph re-runs, and skip the extra writes (`ledger_key`).
     record = (
         await svc.store.ledger_get(context.message_id, ledger_key) if ledger_key else None
     )
     if record is not None and record["status"] == "finished":
         result = ToolResult.from_dict(record["result"])
         duration = 0.0
-    elif ledger_key and (
+    elif ledger_key and not svc.tools.may_rerun(call["name"]) and (
         record is not None or not await svc.store.ledger_start(context.message_id, ledger_key)
     ):
         result = ToolResult.fail(
@@ -152,6 +169,7 @@ async def _run_one(
             interrupted=True,
         )
         duration = 0.0
+        result = await hook_points.tool_finished(context, call, arguments, result, duration)
     else:
         tool_context = ToolContext(
             conversation_id=context.conversation_id,
@@ -162,6 +180,7 @@ async def _run_one(
             emit=lambda type_, data: emit(type_, **data),
         )
         agent = svc.agents.get(call["agent"])
+        await hook_points.tool_started(context, call, arguments)
         result, duration = await run_tool_call(
             svc.tools,
             call["name"],
@@ -172,10 +191,12 @@ async def _run_one(
         )
         if note is not None:
             result.metadata["edited_arguments"] = note
+        result = await hook_points.tool_finished(context, call, arguments, result, duration)
         if ledger_key:
             await svc.store.ledger_finish(context.message_id, ledger_key, result.to_dict())
     emit("tool_complete", tool_call_id=call["id"], tool=call["name"], success=result.success,
-         result=result.to_dict(), duration_ms=round(duration, 2))
+         result=result.to_dict(), duration_ms=round(duration, 2), outcome=result.outcome,
+         may_still_take_effect=result.may_still_take_effect)
     return result, duration
 
 
@@ -188,6 +209,7 @@ async def tool_execution(state: AgentState, runtime: Runtime[RunContext]) -> dic
     if to_confirm:
         decisions = interrupt(permission_payload(to_confirm))
     # --- nothing above this line may have a side effect -----------------------------------
+    await hook_points.round_start(context, calls)
     invocations = dict(state.get("subagent_pending") or {})
     new_invocations: dict[str, Any] = {}
     immediate: dict[str, ToolResult] = {}
@@ -195,6 +217,9 @@ async def tool_execution(state: AgentState, runtime: Runtime[RunContext]) -> dic
     order = len(invocations)
     runnable: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
     for call in calls:
+        if call.get("refused"):  # a hook refused it when the model made it: it never runs
+            immediate[call["id"]] = await hook_points.refused_result(context, call)
+            continue
         if call["name"] == CALL_SUBAGENT:
             error, record = _subagent_call(context, call, order)
             order += 1
@@ -203,7 +228,7 @@ async def tool_execution(state: AgentState, runtime: Runtime[RunContext]) -> dic
                 deferred.add(call["id"])
             else:
                 assert error is not None
-                immediate[call["id"]] = error
+                immediate[call["id"]] = await hook_points.unrun(context, call, error)
             continue
         decision = _decision_for(decisions, call["id"]) if call.get("needs_approval") else None
         runnable.append((call, decision))
@@ -217,16 +242,19 @@ async def tool_execution(state: AgentState, runtime: Runtime[RunContext]) -> dic
             schedule.emitter(Emitter(runtime, call["agent"], call["invocation"]), call["id"])(
                 "tool_complete", tool_call_id=call["id"], tool=call["name"], success=False,
                 result=immediate[call["id"]].to_dict(), duration_ms=0.0,
+                **({"refused": True} if call.get("refused") else {}),
             )
 
     async def run(call: dict[str, Any], decision: dict[str, Any] | None) -> tuple[ToolResult, float]:
         async with schedule.turn(call["id"]):
             return await _run_one(context, runtime, call, decision, schedule)
 
-    outcomes = await asyncio.gather(*(run(c, d) for c, d in runnable))
+    outcomes = await hook_points.gather_all(*(run(c, d) for c, d in runnable))
     results = dict(immediate)
     for (call, _), (result, _) in zip(runnable, outcomes, strict=True):
         results[call["id"]] = result
+    durations = {call["id"]: d for (call, _), (_, d) in zip(runnable, outcomes, strict=True)}
+    added = await hook_points.round_end(context, calls, results, durations)  # after_tool_round
 
     memories: dict[str, list[dict[str, Any]]] = {}
     limit_default = svc.settings.tools.max_result_chars
@@ -242,6 +270,9 @@ async def tool_execution(state: AgentState, runtime: Runtime[RunContext]) -> dic
         memories.setdefault(target, []).append(
             {"role": "tool", "tool_call_id": call["id"], "content": text}
         )
+    for invocation, messages in added.items():  # after the invocation's tool results
+        target = HELD if invocation == LEAD and deferred else invocation
+        memories.setdefault(target, []).extend(messages)
 
     update: dict[str, Any] = {"pending_tool_calls": None, "agent_memories": memories}
     touched = {c["invocation"] for c in calls if c["invocation"] != LEAD}

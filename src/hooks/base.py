@@ -141,7 +141,7 @@ class Hooks:
         return None
 
     async def on_compaction(self, run: RunInfo, agent: AgentStep, compaction: Compaction) -> None:
-        """An agent's memory was compacted (where context management exists)."""
+        """An agent's memory was compacted to fit its model's context window."""
 
     # --- permissions --------------------------------------------------------------------
 

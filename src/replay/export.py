@@ -39,6 +39,12 @@ async def export_session(controller: ExecutionController, message_id: str) -> Se
         raise UserError(
             f"message {message_id} is still running; export it once it has finished or paused"
         )
+    workflow = await store.get_workflow_run(message_id)
+    if workflow is not None:
+        raise UserError(
+            f"message {message_id} is a run of workflow '{workflow['workflow']}'; export and "
+            "replay cover chat runs only (read a workflow run with `artifactflow lineage`)"
+        )
     rows = await calls.rows(store, message_id)
     model_calls = _model_calls(rows)
     if not model_calls:

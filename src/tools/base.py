@@ -64,8 +64,34 @@ class ToolResult:
     def fail(cls, error: str, **metadata: Any) -> ToolResult:
         return cls(success=False, error=error, metadata=metadata)
 
+    @classmethod
+    def unknown(cls, text: str, outcome: str, **metadata: Any) -> ToolResult:
+        """A call whose effect nobody can know yet: it is still running where we cannot stop
+        it (a sync tool's thread) after we stopped waiting (`timed_out`, `abandoned`)."""
+        return cls(
+            success=False,
+            error=text,
+            metadata={"outcome": outcome, "may_still_take_effect": True, **metadata},
+        )
+
+    @property
+    def outcome(self) -> str:
+        """`completed`, `failed`, or what else happened (`timed_out`, `abandoned`, …)."""
+        if self.metadata.get("outcome"):
+            return str(self.metadata["outcome"])
+        if self.metadata.get("interrupted"):  # the tool node's "a crash cut it short"
+            return "interrupted"
+        return "completed" if self.success else "failed"
+
+    @property
+    def may_still_take_effect(self) -> bool:
+        """True while the call may still change the world (it is running out of our reach)."""
+        return bool(self.metadata.get("may_still_take_effect"))
+
     def model_text(self) -> str:
         """The text the model sees for this result (before the size cap)."""
+        if self.may_still_take_effect:
+            return f"UNKNOWN: {self.error}"
         if not self.success:
             return f"ERROR: {self.error or 'tool failed'}"
         if isinstance(self.data, str):
@@ -97,6 +123,9 @@ class Tool:
     max_result_chars: int | None = None
     # False: a cancelled run lets this tool finish (its side effect completes) before stopping.
     cancellable: bool = True
+    # True: running it twice does no harm, so it may be run again after a crash or a timeout.
+    # False (default): at most once; a call whose effect is unknown is never repeated for it.
+    idempotent: bool = False
     input_schema: dict[str, Any] | None = None
     # Where the tool comes from (builtin, plugin, langchain, mcp:SERVER); "" = ask the registry.
     source: str = ""

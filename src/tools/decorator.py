@@ -73,6 +73,7 @@ def make_tool(
     max_result_chars: int | None = None,
     cancellable: bool = True,
     serial_key: SerialKey | None = None,
+    idempotent: bool = False,
 ) -> Tool:
     tool_name = name or func.__name__
     summary, _ = _parse_docstring(func.__doc__)
@@ -89,6 +90,7 @@ def make_tool(
         max_result_chars=max_result_chars,
         cancellable=cancellable,
         serial_key=serial_key,
+        idempotent=idempotent,
     )
 
 
@@ -106,6 +108,7 @@ def tool(
     max_result_chars: int | None = None,
     cancellable: bool = True,
     serial_key: SerialKey | None = None,
+    idempotent: bool = False,
 ) -> Callable[[ToolFunc], Tool]: ...
 
 
@@ -120,12 +123,15 @@ def tool(
     max_result_chars: int | None = None,
     cancellable: bool = True,
     serial_key: SerialKey | None = None,
+    idempotent: bool = False,
 ) -> Tool | Callable[[ToolFunc], Tool]:
     """Turn a typed function into a `Tool`: `@tool` or `@tool(permission="confirm")`.
 
     `serial_key="artifact:{id}"` (formatted with the call's arguments, or a function of them)
     keeps calls on the same resource from running at the same time: within one response they
-    run one after another, in call order."""
+    run one after another, in call order. `idempotent=True` says running it twice does no
+    harm: it is run again after a crash or a timeout. By default a call runs at most once
+    (see `tools.background`)."""
 
     def wrap(f: ToolFunc) -> Tool:
         return make_tool(
@@ -137,6 +143,7 @@ def tool(
             max_result_chars=max_result_chars,
             cancellable=cancellable,
             serial_key=serial_key,
+            idempotent=idempotent,
         )
 
     if func is not None:

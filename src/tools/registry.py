@@ -2,7 +2,8 @@
 
 `run_tool_call` never raises for anything the model did wrong: unknown names, arguments that
 are not JSON, arguments that fail validation, timeouts and exceptions inside the tool all
-become a failed `ToolResult` whose text tells the model what to fix.
+become a failed `ToolResult` whose text tells the model what to fix. A sync tool that cannot
+be stopped in time is not "failed" but "unknown" (background.py says why and what follows).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ..errors import ConfigError
+from .background import BackgroundCalls, Stray, ThreadCall, call_key
 from .base import Permission, Tool, ToolResult
 from .context import ToolContext
 from .decorator import make_tool
@@ -53,6 +55,7 @@ class ToolRegistry:
         self._absent_prefixes: set[str] = set()
         self._closers: list[Callable[[], Awaitable[None]]] = []
         self._specs: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        self.background = BackgroundCalls()  # sync calls we stopped waiting for
         for item in tools:
             self.register(item)
 
@@ -84,6 +87,11 @@ class ToolRegistry:
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
+
+    def may_rerun(self, name: str) -> bool:
+        """Whether a call interrupted by a crash may run again (the tool is idempotent)."""
+        tool = self._tools.get(name)
+        return bool(tool and tool.idempotent)
 
     def names(self) -> list[str]:
         return sorted(self._tools)
@@ -161,16 +169,19 @@ class ToolRegistry:
         """Register the tools of each plugin listed under `plugins:`: a file in the config
         folder (`name.py` or `name/__init__.py`, loaded by path), else an installed module."""
         loaded: list[str] = []
+        where = f"(listed under plugins: in {Path(config_dir) / 'artifactflow.yaml'})"
         for name in modules:
             try:
                 module = _load_plugin_module(name, Path(config_dir))
             except ConfigError:
                 raise
-            except Exception as exc:
+            except SystemExit as exc:  # a plugin must not end the process that loads it
                 raise ConfigError(
-                    f"plugin '{name}' (listed under plugins: in "
-                    f"{Path(config_dir) / 'artifactflow.yaml'}) failed to import: {exc}"
-                ) from exc
+                    f"plugin '{name}' {where} called sys.exit({exc.code!r}) while being "
+                    "imported; a plugin module should only define tools"
+                ) from None
+            except Exception as exc:
+                raise ConfigError(f"plugin '{name}' {where} failed to import: {exc}") from exc
             loaded += self._register_all(vars(module).values())
         return loaded
 
@@ -325,7 +336,12 @@ async def run_tool_call(
     default_timeout: float,
     allowed: Iterable[str] | None = None,
 ) -> tuple[ToolResult, float]:
-    """Run one call; return its result and duration in ms. Never raises on tool errors."""
+    """Run one call; return its result and duration in ms. Never raises on tool errors.
+
+    A sync tool that outlives its timeout keeps running (threads cannot be stopped): its
+    result says so (`outcome` `timed_out`, `may_still_take_effect`), and an identical call of
+    a tool that is not `idempotent` is not run again in the same message (see background.py).
+    """
     started = time.perf_counter()
     allowed_names = set(allowed) if allowed is not None else None
     tool = registry.get(name)
@@ -340,32 +356,109 @@ async def run_tool_call(
         args, error = validate_arguments(tool, args)
     if error is not None or args is None:
         return ToolResult.fail(error or "invalid arguments"), (time.perf_counter() - started) * 1000
-    result = await invoke_tool(tool, args, context, default_timeout=default_timeout)
+    stray = None if tool.is_async else registry.background.find(context.message_id, call_key(name, args))
+    if stray is not None and not tool.idempotent:
+        return registry.background.repeat_result(stray), (time.perf_counter() - started) * 1000
+    result = await invoke_tool(
+        tool, args, context, default_timeout=default_timeout, background=registry.background
+    )
     return result, (time.perf_counter() - started) * 1000
 
 
 async def invoke_tool(
-    tool: Tool, args: dict[str, Any], context: ToolContext, *, default_timeout: float
+    tool: Tool,
+    args: dict[str, Any],
+    context: ToolContext,
+    *,
+    default_timeout: float,
+    background: BackgroundCalls | None = None,
 ) -> ToolResult:
     kwargs = dict(args)
     if tool.context_param:
         kwargs[tool.context_param] = context
     timeout = tool.timeout or default_timeout
+    if not tool.is_async:
+        return await _invoke_sync(tool, args, kwargs, context, timeout, background)
     try:
-        if tool.is_async:
-            work = tool.func(**kwargs)
-        else:
-            work = asyncio.to_thread(tool.func, **kwargs)
+        work = tool.func(**kwargs)
         if tool.cancellable:
             value = await asyncio.wait_for(work, timeout)  # type: ignore[arg-type]
         else:
             value = await _finish_even_if_cancelled(asyncio.wait_for(work, timeout))  # type: ignore[arg-type]
     except TimeoutError:
-        return ToolResult.fail(f"tool '{tool.name}' timed out after {timeout:g} s")
+        # An async tool is cancelled at its timeout: stopped, not running on.
+        return ToolResult.fail(f"tool '{tool.name}' timed out after {timeout:g} s", outcome="timed_out")
     except asyncio.CancelledError:
         raise
     except Exception as exc:
         return ToolResult.fail(f"{type(exc).__name__}: {exc}")
+    return _to_result(value)
+
+
+async def _invoke_sync(
+    tool: Tool,
+    args: dict[str, Any],
+    kwargs: dict[str, Any],
+    context: ToolContext,
+    limit: float,
+    background: BackgroundCalls | None,
+) -> ToolResult:
+    call = ThreadCall(tool.func, kwargs, tool.name)
+    waiting = asyncio.wait_for(asyncio.shield(call.future), limit)
+    try:
+        if tool.cancellable:
+            value = await waiting
+        else:
+            value = await _finish_even_if_cancelled(waiting)
+    except TimeoutError:
+        retry = (
+            "It is safe to call it again."
+            if tool.idempotent
+            else "Do not call it again with the same arguments before checking whether it happened."
+        )
+        result = ToolResult.unknown(
+            f"tool '{tool.name}' did not finish within {limit:g} s and is still running in the "
+            f"background: its effect is unknown (it may still happen). {retry}",
+            "timed_out",
+        )
+        _note(background, tool, args, context, call, result)
+        return result
+    except asyncio.CancelledError:
+        if not call.done:
+            result = ToolResult.unknown(
+                f"the run was cancelled while tool '{tool.name}' was running; it is still running "
+                "in the background, so its effect is unknown (it may still happen).",
+                "abandoned",
+            )
+            _note(background, tool, args, context, call, result)
+        raise
+    except Exception as exc:
+        return ToolResult.fail(f"{type(exc).__name__}: {exc}")
+    return _to_result(value)
+
+
+def _note(
+    background: BackgroundCalls | None,
+    tool: Tool,
+    args: dict[str, Any],
+    context: ToolContext,
+    call: ThreadCall,
+    result: ToolResult,
+) -> None:
+    if background is None:
+        return
+    stray = Stray(
+        message_id=context.message_id,
+        tool_call_id=context.tool_call_id,
+        tool=tool.name,
+        key=call_key(tool.name, args),
+        outcome=result.outcome,
+        result=result,
+    )
+    background.note(stray, call, _to_result)
+
+
+def _to_result(value: Any) -> ToolResult:
     if isinstance(value, ToolResult):
         return value
     return ToolResult(success=True, data=_jsonable(value))

@@ -16,7 +16,7 @@ import { Timeline } from "./timeline.js";
 const EVENT_TYPES = [
   "metadata", "agent_start", "llm_chunk", "llm_complete", "agent_complete", "tool_start", "tool_complete",
   "permission_request", "permission_result", "subagent_start", "subagent_complete", "artifact_created",
-  "artifact_updated", "complete", "cancelled", "error",
+  "artifact_updated", "complete", "cancelled", "error", "workflow_node_start", "workflow_node_complete", "handoff",
 ];
 const ENDS = new Set(["complete", "error", "cancelled"]);
 const PAGE = 30;
@@ -230,6 +230,7 @@ function fillAnswer(turn, node) {
   } else if (node.status === "running") {
     bubble.innerHTML = node.text ? renderMarkdown(node.text) : '<span class="muted">Working…</span>';
     bubble.classList.add("cursor");
+    if (node.steps?.size) status.textContent = `Running ${[...node.steps].join(", ")}`; // workflow nodes
   } else if (node.status === "waiting") {
     bubble.innerHTML = node.text ? renderMarkdown(node.text) : '<span class="muted">Paused</span>';
     status.innerHTML = 'Waiting for your approval <button class="link review" type="button">Review</button>';
@@ -422,6 +423,12 @@ function apply(event, { replay }) {
     case "artifact_updated":
       if (!replay) artifacts.load(state.conversationId).catch(report);
       return;
+    case "workflow_node_start":
+      (node.steps ??= new Set()).add(event.data.execution);
+      break;
+    case "workflow_node_complete":
+      node.steps?.delete(event.data.execution);
+      break;
     case "complete":
       Object.assign(node, { status: "completed", response: event.data.response, text: "" });
       break;

@@ -44,6 +44,12 @@ function describe(event) {
     case "artifact_created":
     case "artifact_updated":
       return ["artifact", "doc", `${escapeHtml(d.title || d.artifact_id)} <span class="muted">v${d.version}</span>`];
+    case "workflow_node_start":
+      return ["node", "agent", `${escapeHtml(d.execution)} <span class="muted">${escapeHtml(d.role)}</span>`];
+    case "workflow_node_complete":
+      return [d.status, d.status === "ok" ? "ok" : "bad", `${escapeHtml(d.execution)} <span class="muted">${escapeHtml(short(d.error || d.output_summary || ""))}</span>`];
+    case "handoff":
+      return ["handoff", "agent", `${escapeHtml(d.from_agent)} → ${escapeHtml(d.to_agent)} <span class="muted">${escapeHtml(short(d.message || ""))}</span>`];
     case "complete": {
       const m = d.metrics || {};
       const tokens = m.tokens && m.llm_calls ? (m.tokens.total ?? "n/a") : null;

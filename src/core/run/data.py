@@ -109,34 +109,43 @@ class StoredData:
 
         return ArtifactService(self.store)
 
+    # Each first checks the conversation, so an unknown one is `NotFoundError`, never an empty
+    # list (the artifact service itself serves tools, whose conversation always exists).
+
     async def list_artifacts(self, conversation_id: str) -> list[dict[str, Any]]:
         """Summaries (no content) of the conversation's artifacts."""
+        await self.get_conversation(conversation_id)
         return await self._artifacts().list(conversation_id)
 
     async def get_artifact(
         self, conversation_id: str, artifact_id: str, version: int | None = None
     ) -> dict[str, Any]:
         """One artifact with content, at its current version or at `version`."""
+        await self.get_conversation(conversation_id)
         return await self._artifacts().get(conversation_id, artifact_id, version)
 
     async def artifact_versions(self, conversation_id: str, artifact_id: str) -> list[dict[str, Any]]:
         """The artifact's version history, oldest first (no content)."""
+        await self.get_conversation(conversation_id)
         return await self._artifacts().versions(conversation_id, artifact_id)
 
     async def artifact_diff(
         self, conversation_id: str, artifact_id: str, from_version: int, to_version: int | None = None
     ) -> str:
         """Unified diff between two versions (`to_version` default: the current one)."""
+        await self.get_conversation(conversation_id)
         return await self._artifacts().diff(conversation_id, artifact_id, from_version, to_version)
 
     async def export_artifact(
         self, conversation_id: str, artifact_id: str, version: int | None = None
     ) -> str:
         """The artifact as a standalone Markdown document."""
+        await self.get_conversation(conversation_id)
         return await self._artifacts().export_markdown(conversation_id, artifact_id, version)
 
     async def export_artifact_to(
         self, path: str | Path, conversation_id: str, artifact_id: str, version: int | None = None
     ) -> Path:
         """Write `export_artifact` to `path` (parent folders are created); returns the path."""
+        await self.get_conversation(conversation_id)
         return await self._artifacts().export_to(path, conversation_id, artifact_id, version)

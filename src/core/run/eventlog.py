@@ -1,9 +1,12 @@
 """The one place that builds `Event` objects for a message.
 
 Three sources: events a live run emits (`new_event`), rows read back from the log
-(`stored_event`), and single events written outside a run — a cancel while paused, a failed
-recovery, gc abandoning a pause (`append_event`). Keeping them together means the event's
-envelope (ids, timestamp) and payload typing change in one file.
+(`stored_event`), and events that record a status change (`change_status`): a run's final
+event, a cancel while paused, a failed recovery, gc abandoning a pause. Those go through the
+store's compare-and-set, which writes the status and the event in one transaction and
+allocates the event id under the message's row lock, so racing writers never collide.
+Keeping them together means the event's envelope (ids, timestamp) and payload typing change
+in one file.
 """
 
 from __future__ import annotations
@@ -44,11 +47,17 @@ def stored_event(message: dict[str, Any], row: dict[str, Any]) -> Event:
     )
 
 
-async def append_event(
-    store: Any, message: dict[str, Any], type_: str, agent: str | None, data: dict[str, Any]
-) -> Event:
-    """Store one event after `message`'s last (no run is writing to its log)."""
-    event_id = await store.last_event_id(message["id"]) + 1
-    event = new_event(message, type_, event_id, agent, data)
-    await store.append_event(message["id"], event.model_dump(mode="json"))
-    return event
+async def change_status(
+    store: Any,
+    message: dict[str, Any],
+    event: tuple[str, str | None, dict[str, Any]],
+    **change: Any,
+) -> Event | None:
+    """`store.change_status` of `message` with `event` (type, agent, data) recorded with it;
+    the stored event, or None when the expected status or run token no longer held."""
+    type_, agent, data = event
+    draft = new_event(message, type_, 0, agent, data)  # typed and checked; the store numbers it
+    result = await store.change_status(message["id"], event=draft.model_dump(mode="json"), **change)
+    if not result.won:
+        return None
+    return stored_event(message, result.event)

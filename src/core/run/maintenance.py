@@ -1,19 +1,24 @@
-"""Upkeep around runs: renewing a lease, computing a message's metrics, dropping the
-checkpoints of a finished message, and gc of checkpoints no run needs any more.
+"""Upkeep around runs: renewing a lease, computing a message's metrics (with its
+conversation's running totals), dropping the checkpoints of a finished message, and gc of
+checkpoints no run needs any more.
 
 Checkpoints matter only while a run is in flight or paused; once a message finishes, its event
-log is the record. gc also abandons pauses (and dead runs) idle past the retention window.
+log is the record. gc also abandons pauses (and dead runs) idle past the retention window,
+each with one compare-and-set (a resume or cancel landing meanwhile wins, and gc skips it), and
+removes checkpoint rows found behind any finished message (a stale owner's late write, or a
+crash between two deletes).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from typing import Any
 
 from ..checkpoints import truncate_sqlite_wal
-from ..metrics import records_from_events, summarize
-from .eventlog import append_event
+from ..metrics import conversation_usage, records_from_events, summarize
+from .eventlog import change_status
 from .runtime import Runtime
 
 
@@ -27,15 +32,20 @@ async def keep_lease(rt: Runtime, message_id: str, run_token: str) -> None:
 
 async def run_metrics(rt: Runtime, message_id: str, started: float) -> dict[str, Any]:
     """The message's metrics from its event log; wall time adds up over resumed segments."""
-    previous = (await rt.message(message_id)).get("metrics") or {}
+    message = await rt.message(message_id)
+    previous = message.get("metrics") or {}
     wall = (time.perf_counter() - started) * 1000 + float(previous.get("wall_ms", 0.0))
-    return summarize(records_from_events(await rt.store.events(message_id)), wall)
+    metrics = summarize(records_from_events(await rt.store.events(message_id)), wall)
+    others = [m for m in await rt.store.list_messages(message["conversation_id"]) if m["id"] != message_id]
+    metrics["conversation"] = conversation_usage([*others, {"metrics": metrics}])
+    return metrics
 
 
 async def cleanup_checkpoints(rt: Runtime, message: dict[str, Any]) -> None:
-    """A message finished: forget its tool ledger and (unless configured to keep them) its
+    """A message finished: forget its tool ledger, hook marks and (unless configured to keep them) its
     thread's checkpoints."""
     await rt.store.ledger_clear(message["id"])
+    await rt.store.hook_marks_clear(message["id"])
     if rt.services.settings.checkpoints.keep_completed:
         return
     await rt.checkpoints.delete_thread(message["thread_id"])
@@ -53,8 +63,9 @@ async def gc(rt: Runtime, retention_hours: float | None, *, dry_run: bool) -> di
     hours = settings.retention_hours if retention_hours is None else retention_hours
     cutoff = rt.clock() - hours * 3600
     finished, abandoned = [], []
+    threads = await rt.checkpoints.thread_ids()
     for message in await rt.store.messages_with_status(["completed", "failed", "cancelled"]):
-        if not message["checkpoints_deleted"]:
+        if not message["checkpoints_deleted"] or message["thread_id"] in threads:
             finished.append(message)
     for message in await rt.store.messages_with_status(["waiting", "running"]):
         if message["id"] in rt.runs or message["updated_at"] >= cutoff:
@@ -66,23 +77,22 @@ async def gc(rt: Runtime, retention_hours: float | None, *, dry_run: bool) -> di
         for message in finished:
             await rt.checkpoints.delete_thread(message["thread_id"])
             await rt.store.update_message(message["id"], checkpoints_deleted=True)
-        for message in abandoned:
-            await rt.checkpoints.delete_thread(message["thread_id"])
-            await rt.store.update_message(
-                message["id"],
-                status="failed",
+        for message in list(abandoned):
+            stale = {"stale_before": rt.clock()} if message["status"] == "running" else {}
+            ended = await change_status(
+                rt.store, message,
+                ("error", None, {"message": "abandoned; checkpoints removed by gc", "kind": "abandoned"}),
+                expected_status=message["status"], expected_run_token=message["run_token"],
+                status="failed", run_token=uuid.uuid4().hex, lease_expires_at=None,
                 error=f"abandoned: no activity for more than {hours:g} h (removed by gc)",
-                waiting_for=None,
-                checkpoints_deleted=True,
+                waiting_for=None, checkpoints_deleted=True, **stale,
             )
-            await append_event(
-                rt.store,
-                message,
-                "error",
-                None,
-                {"message": "abandoned; checkpoints removed by gc", "kind": "abandoned"},
-            )
+            if ended is None:  # resumed or cancelled meanwhile: not abandoned after all
+                abandoned.remove(message)
+                continue
+            await rt.checkpoints.delete_thread(message["thread_id"])
         await rt.store.ledger_clear_finished()
+        await rt.store.hook_marks_clear()
         await rt.checkpoints.vacuum()
     return {
         "finished": [m["id"] for m in finished],

@@ -1,7 +1,8 @@
 """Continuing a paused message, and recovering a run whose process died.
 
 Claiming a paused message is one conditional UPDATE (expected status and run token), so of
-two racing resumes exactly one wins, across processes; the loser gets `ResumeConflictError`.
+two racing resumes — or a resume and a cancel — exactly one wins, across processes; the loser
+gets `ResumeConflictError` saying what happened instead.
 The run — not the tool node — emits `permission_result` from the validated decisions. A run
 whose process died keeps status `running` with an expired lease: it is claimed the same way
 and continued from its last checkpoint, and the tool ledger keeps tools from running twice.
@@ -9,23 +10,51 @@ and continued from its last checkpoint, and the tool ledger keeps tools from run
 
 from __future__ import annotations
 
+import math
 import uuid
 from typing import Any
 
 from langgraph.types import Command
 
 from ...errors import ResumeConflictError
+from ...hooks.runs import TRACE_KEY, later_segment
 from ..permissions import normalize_decisions
-from .eventlog import append_event
-from .runner import launch
+from .eventlog import change_status
+from .runner import FirstEvents, launch
 from .runtime import Runtime
 
 _NOT_WAITING = {
-    "running": "it is running",
     "completed": "it has completed",
     "failed": "it has failed",
     "cancelled": "it was cancelled",
 }
+
+
+def running_detail(rt: Runtime, message: dict[str, Any], *, after: str = "") -> str:
+    """Who runs a `running` message, e.g. "it is running, owned by another process; its lease
+    expires in 23 s (run.lease_seconds)" (+ `after` while the lease lasts)."""
+    if rt.running_here(message["id"]):
+        return "it is running in this process"
+    expires = message.get("lease_expires_at")
+    if expires is None:
+        return "it is running"
+    left = expires - rt.clock()
+    if left < 0:
+        return f"it is running, but its owner's lease expired {math.ceil(-left)} s ago"
+    return (
+        f"it is running, owned by another process; its lease expires in {math.ceil(left)} s "
+        f"(run.lease_seconds){after}"
+    )
+
+
+def not_waiting(rt: Runtime, message: dict[str, Any]) -> str:
+    """Why the message cannot take a decision now, and when to try again."""
+    status = message["status"]
+    if status == "running":
+        return running_detail(
+            rt, message, after="; try again then (if that process died, the run is recovered)"
+        )
+    return _NOT_WAITING.get(status, f"its status is {status}")
 
 
 async def resume_start(rt: Runtime, message_id: str, resume_data: Any) -> None:
@@ -36,7 +65,7 @@ async def resume_start(rt: Runtime, message_id: str, resume_data: Any) -> None:
         await recover(rt, message)
         return
     if status != "waiting":
-        detail = _NOT_WAITING.get(status, f"its status is {status}")
+        detail = not_waiting(rt, message)
         raise ResumeConflictError(
             f"message {message_id} is not waiting for a decision: {detail}", message_id=message_id
         )
@@ -44,21 +73,24 @@ async def resume_start(rt: Runtime, message_id: str, resume_data: Any) -> None:
     calls = waiting.get("calls", [])
     decisions = normalize_decisions(resume_data, calls, rt.services.tools)
     run_token = uuid.uuid4().hex
-    won = await rt.store.claim_message(
+    claim = await rt.store.change_status(
         message_id,
         expected_status="waiting",
         expected_run_token=message["run_token"],
+        status="running",
         run_token=run_token,
         lease_expires_at=rt.lease(),
+        waiting_for=None,
     )
-    if not won:
-        raise ResumeConflictError(
-            f"message {message_id} was already resumed by another request", message_id=message_id
+    if not claim.won:
+        how = (
+            "it was cancelled" if claim.status == "cancelled"
+            else "it was already resumed by another request"
         )
+        raise ResumeConflictError(f"message {message_id} cannot be resumed: {how}", message_id=message_id)
     always = [c["tool"] for c in calls if decisions[c["tool_call_id"]]["action"] == "always"]
     if always:
         await rt.store.allow_always(message["conversation_id"], always)
-    await rt.store.update_message(message_id, waiting_for=None)
     results = [
         {
             "tool_call_id": c["tool_call_id"],
@@ -69,8 +101,19 @@ async def resume_start(rt: Runtime, message_id: str, resume_data: Any) -> None:
         }
         for c in calls
     ]
-    command = Command(resume={waiting["interrupt_id"]: decisions})
-    launch(rt, message, run_token, command, first_events=[("permission_result", None, {"decisions": results})])
+    command = resume_command(waiting, decisions)
+    info = await later_segment(
+        rt.services.hooks, rt.store, message, rt.services.lead.name, resumed=True, trace=waiting.get(TRACE_KEY)
+    )
+    first: FirstEvents = [("permission_result", None, {"decisions": results})]
+    launch(rt, message, run_token, command, first_events=first, info=info, decisions=results)
+
+
+def resume_command(waiting: dict[str, Any], decisions: dict[str, Any]) -> Command:
+    """The resume for a pause: every pending interrupt (parallel workflow steps pause
+    together) gets the decisions, by id; each tool node reads the ones for its own calls."""
+    ids = waiting.get("interrupt_ids") or [waiting["interrupt_id"]]
+    return Command(resume=dict.fromkeys(ids, decisions))
 
 
 async def recover(rt: Runtime, message: dict[str, Any]) -> None:
@@ -87,21 +130,18 @@ async def recover(rt: Runtime, message: dict[str, Any]) -> None:
     if not won:
         raise ResumeConflictError(f"message {message['id']} is being recovered elsewhere")
     if not await rt.checkpoints.has_checkpoint(message["thread_id"]):
-        await rt.store.update_message(
-            message["id"], status="failed", error="the process died before the first checkpoint"
-        )
-        await append_event(
-            rt.store,
-            message,
-            "error",
-            None,
-            {
-                "message": "the run's process died before its first checkpoint; nothing to recover",
-                "kind": "recovery",
-            },
+        data = {
+            "message": "the run's process died before its first checkpoint; nothing to recover",
+            "kind": "recovery",
+        }
+        await change_status(
+            rt.store, message, ("error", None, data),
+            expected_status="running", expected_run_token=run_token, status="failed",
+            error="the process died before the first checkpoint", lease_expires_at=None,
         )
         raise ResumeConflictError(f"message {message['id']} cannot be recovered: no checkpoint")
-    launch(rt, message, run_token, None, first_events=[("metadata", None, {"recovered": True})])
+    info = await later_segment(rt.services.hooks, rt.store, message, rt.services.lead.name, recovered=True)
+    launch(rt, message, run_token, None, first_events=[("metadata", None, {"recovered": True})], info=info)
 
 
 async def resume_cursor(rt: Runtime, message_id: str) -> int:

@@ -5,7 +5,14 @@ A run is a background task, independent of any reader. It drives the compiled gr
 persisted, then published to readers (`EventSink`). The run — never a node — emits
 `permission_request` from the interrupt payload, so nothing repeats when LangGraph re-runs the
 interrupted node. A run ends in exactly one final event: `complete`, `permission_request`
-(paused), `cancelled` or `error`.
+(paused), `cancelled` or `error`, written with its status change as one compare-and-set on
+the run's token (`eventlog.change_status`).
+
+Ownership: every event batch is written only while the run's token still owns the message,
+and so is every checkpoint (`ownership.owned_by`). A run that lost its message (its lease ran
+out and another process recovered it, or it was cancelled elsewhere) stops quietly with a
+warning and writes nothing more. A cancel that lands before the run's task has started is
+seen by the task's first line, so its cleanup always runs and its slot is always freed.
 
 Path of a run: `start_message` → `launch` → `Run.drive` → `graph.astream` (see `core/graph.py`:
 `lead_agent` → `tool_execution` → tools).
@@ -18,17 +25,36 @@ import contextlib
 import logging
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ...errors import ArtifactFlowError, LLMError, NotFoundError, ResumeConflictError, UserError
+from langgraph.errors import GraphRecursionError
+
+from ...errors import (
+    ArtifactFlowError,
+    LeaseLostError,
+    LLMError,
+    NotFoundError,
+    ResumeConflictError,
+    UserError,
+)
+from ...hooks import runs as hook_runs
+from ...hooks.types import RunEnd, RunInfo
 from ..context import RunContext
 from ..conversations import ConversationManager
+from ..event_payloads import Outcome
 from ..events import Event
 from ..runs import EventSink, RunHandle
 from ..state import create_initial_state
-from .eventlog import append_event, new_event
+from .eventlog import change_status, new_event
+from .history import history_for
+from .interrupted import mark_interrupted
+from .limits import Spending, preflight, step_limit, step_limit_error
 from .maintenance import cleanup_checkpoints, keep_lease, run_metrics
+from .ownership import owned_by
 from .runtime import Runtime
+
+if TYPE_CHECKING:
+    from ..window import BudgetExceeded
 
 log = logging.getLogger("artifactflow")
 
@@ -47,33 +73,43 @@ async def start_message(
     """Store the user message, build the initial state, and launch its run."""
     if not isinstance(content, str) or not content.strip():
         raise UserError("content must be a non-empty string")
+    if "\x00" in content:  # as the HTTP API: PostgreSQL cannot store it
+        raise UserError("content must not contain NUL (U+0000), which cannot be stored")
     for agent in rt.services.agents.values():  # missing credentials fail before anything is stored
         rt.services.models.resolve(agent.model)
+    preflight(rt.services)  # summary model credentials; prices when a cost budget is set
     if conversation_id is None and isinstance(parent_message_id, str):
         parent = await rt.store.get_message(parent_message_id)
         if parent is None:
             raise NotFoundError(f"parent message {parent_message_id} not found")
         conversation_id = parent["conversation_id"]  # a fork names its parent only
-    if conversation_id is None:
-        conversation = await conversations.start_conversation(user_id=user_id)
-    else:
-        conversation = await conversations.get(conversation_id, user_id=user_id)
-    run_token = uuid.uuid4().hex
+    conversation = None if conversation_id is None else await conversations.get(conversation_id, user_id=user_id)
+    conversation_id = conversation["id"] if conversation else uuid.uuid4().hex
+    run_token, message_id = uuid.uuid4().hex, uuid.uuid4().hex
+    if rt.services.hooks.wants("before_run"):  # the original content is never stored
+        stub = {"id": message_id, "conversation_id": conversation_id}
+        run = hook_runs.run_info(stub, rt.services.lead.name, content=content, user_id=user_id)
+        content = await rt.services.hooks.before_run(run, content)
+    if conversation is None:  # created after before_run: a failing hook leaves nothing behind
+        conversation = await conversations.start_conversation(conversation_id, user_id=user_id)
     message = await conversations.add_message(
         conversation["id"],
         content,
         parent_id=parent_message_id,
         run_token=run_token,
         lease_expires_at=rt.lease(),
+        message_id=message_id,
     )
-    history = await conversations.format_conversation_history(message["parent_id"])
+    history, compacted = await history_for(rt.services, conversations, message["parent_id"])
     state = create_initial_state(content, conversation_history=history)
     metadata = {
         "parent_message_id": message["parent_id"],
         "content": content,
         "lead_agent": rt.services.lead.name,
     }
-    launch(rt, message, run_token, state, first_events=[("metadata", None, metadata)])
+    info = hook_runs.run_info(message, rt.services.lead.name, user_id=user_id)
+    first: FirstEvents = [("metadata", None, metadata), *([compacted] if compacted else [])]
+    launch(rt, message, run_token, state, first_events=first, info=info)
     return {
         "conversation_id": conversation["id"],
         "message_id": message["id"],
@@ -82,15 +118,17 @@ async def start_message(
 
 
 def launch(
-    rt: Runtime, message: dict[str, Any], run_token: str, graph_input: Any, *, first_events: FirstEvents
+    rt: Runtime, message: dict[str, Any], run_token: str, graph_input: Any, *, first_events: FirstEvents,
+    info: RunInfo | None = None, decisions: list[dict[str, Any]] | None = None,
 ) -> None:
     """Start `message`'s run as a background task (`graph_input`: an initial state, a resume
-    `Command`, or None to continue from the last checkpoint)."""
+    `Command`, or None to continue from the last checkpoint). `info` is the segment as hooks
+    see it; `decisions` the permission results a resume starts with."""
     if message["id"] in rt.runs and not rt.runs[message["id"]].done:
         raise ResumeConflictError(f"message {message['id']} is already running in this process")
     handle = RunHandle(message["id"])
     rt.runs[message["id"]] = handle
-    run = Run(rt, handle, message, run_token)
+    run = Run(rt, handle, message, run_token, info, decisions)
     handle.task = asyncio.create_task(
         run.drive(graph_input, first_events), name=f"artifactflow-run-{message['id']}"
     )
@@ -99,16 +137,28 @@ def launch(
 async def cancel(rt: Runtime, message_id: str) -> bool:
     """Stop a run in this process, or close a paused message. False if neither applies."""
     handle = rt.runs.get(message_id)
+    if handle is not None and handle.task is not None and handle.finishing:
+        # Its final event is out: only cleanup is left, and a cancel must not rewrite the outcome.
+        with contextlib.suppress(BaseException):
+            await asyncio.shield(handle.task)
     if handle is None or handle.task is None or handle.task.done():
         message = await rt.message(message_id)
         if message["status"] != "waiting":
             return False
-        await rt.store.update_message(message_id, status="cancelled", waiting_for=None)
-        await append_event(rt.store, message, "cancelled", None, {"reason": "cancelled while paused"})
+        # Ordered against a resume (and another cancel): one compare-and-set wins.
+        closed = await change_status(
+            rt.store, message, ("cancelled", None, {"reason": "cancelled while paused"}),
+            expected_status="waiting", expected_run_token=message["run_token"],
+            status="cancelled", run_token=uuid.uuid4().hex, waiting_for=None,
+        )
+        if closed is None:
+            return False
         await cleanup_checkpoints(rt, message)
         return True
-    handle.cancel_requested = True
-    handle.task.cancel()
+    if not handle.cancel_requested:
+        handle.cancel_requested = True
+        if handle.started:  # otherwise the task's first line sees the request
+            handle.task.cancel()
     with contextlib.suppress(BaseException):
         await asyncio.shield(handle.task)
     return True
@@ -117,70 +167,132 @@ async def cancel(rt: Runtime, message_id: str) -> bool:
 class Run:
     """One segment of a message's run, from its first event to its final one."""
 
-    def __init__(self, rt: Runtime, handle: RunHandle, message: dict[str, Any], run_token: str) -> None:
+    def __init__(
+        self, rt: Runtime, handle: RunHandle, message: dict[str, Any], run_token: str,
+        info: RunInfo | None = None, decisions: list[dict[str, Any]] | None = None,
+    ) -> None:
         self.rt = rt
+        self.hooks = rt.services.hooks
+        self.info = info or hook_runs.run_info(message, rt.services.lead.name)
+        self.decisions = decisions
         self.store = rt.store
         self.handle = handle
         self.message = message
         self.run_token = run_token
         self.config = {
             "configurable": {"thread_id": message["thread_id"]},
-            "recursion_limit": rt.services.settings.run.recursion_limit,
+            "recursion_limit": step_limit(rt.services),
         }
         self.started = time.perf_counter()
         self.partial: list[str] = []  # the lead's streamed text, kept for a cancel
+        self.graph: Any = rt.graph  # a workflow message's own graph, set in `drive`
         self._last_id = 0
-        self._sink = EventSink(rt.store, handle, rt.bus)
+        self._sink = EventSink(rt.store, handle, run_token=run_token, bus=rt.bus)
+        self.spending = Spending(rt.services, [])
 
     async def emit(self, type_: str, agent: str | None, data: dict[str, Any]) -> Event:
         """Number, persist, then publish an event (`llm_chunk`: published only)."""
         if type_ != "llm_chunk":
             self._last_id += 1
         event = new_event(self.message, type_, self._last_id, agent, data)
+        self.spending.add(type_, agent, data)
         self._sink.put(event)
         if event.is_final:
             await self._sink.flush()
         return event
 
     async def drive(self, graph_input: Any, first_events: FirstEvents) -> None:
+        self.handle.started = True  # no await before the try: cleanup always runs
         message_id = self.message["id"]
-        self._last_id = await self.store.last_event_id(message_id)
-        context = RunContext(self.rt.services, self.message["conversation_id"], message_id)
-        lease = asyncio.create_task(keep_lease(self.rt, message_id, self.run_token))
+        lease: asyncio.Task[None] | None = None
         interrupts: list[Any] = []
+        stopped = None  # a budget crossed between two steps
         try:
-            for type_, agent, data in first_events:
-                await self.emit(type_, agent, data)
-            async for mode, chunk in self.rt.graph.astream(
-                graph_input,
-                self.config,
-                context=context,
-                stream_mode=["custom", "updates"],
-                durability="sync",
-            ):
-                if mode == "custom":
-                    await self._relay(chunk)
-                elif mode == "updates" and "__interrupt__" in chunk:
-                    interrupts.extend(chunk["__interrupt__"])
-            if interrupts:
-                await self._pause(interrupts)
-            else:
-                await self._complete()
-        except asyncio.CancelledError:
-            await self._cancelled()
-        except Exception as exc:  # the run failed: record it, never crash the process
-            await self._failed(exc)
+            try:
+                if self.handle.cancel_requested:  # cancelled before the task started
+                    raise asyncio.CancelledError
+                self._last_id = await self.store.last_event_id(message_id)
+                self.spending = await Spending.load(self.rt, message_id)
+                context = RunContext(self.rt.services, self.message["conversation_id"], message_id, self.info)
+                lease = asyncio.create_task(keep_lease(self.rt, message_id, self.run_token))
+                for type_, agent, data in first_events:
+                    await self.emit(type_, agent, data)
+                self.graph = await self.rt.graph_for(self.message)
+                await hook_runs.run_started(self.hooks, self.info, self.decisions)
+                with owned_by(self.store, message_id, self.run_token):
+                    stream = self.graph.astream(
+                        graph_input,
+                        self.config,
+                        context=context,
+                        stream_mode=["custom", "updates"],
+                        durability="sync",
+                    )
+                    try:
+                        async for mode, chunk in stream:
+                            if mode == "custom":
+                                await self._relay(chunk)
+                            elif mode == "updates" and "__interrupt__" in chunk:
+                                interrupts.extend(chunk["__interrupt__"])
+                            elif mode == "updates" and (stopped := self.spending.stop_after(chunk)):
+                                break  # the next step never starts
+                    finally:
+                        await stream.aclose()
+                if interrupts:
+                    await self._pause(interrupts)
+                else:
+                    await self._complete(stopped)
+            except asyncio.CancelledError:
+                await self._cancelled()
+            except LeaseLostError:
+                raise
+            except Exception as exc:  # the run failed: record it, never crash the process
+                await self._failed(exc)
+        except LeaseLostError:
+            self._lost()
         finally:
-            lease.cancel()
-            with contextlib.suppress(BaseException):
-                await lease
+            if lease is not None:
+                lease.cancel()
+                with contextlib.suppress(BaseException):
+                    await lease
             try:
                 await self._sink.close()
+            except LeaseLostError:
+                self._lost()
             except Exception:
                 log.exception("run %s: could not store its last events", message_id)
             await self.handle.finish()
             if self.rt.runs.get(message_id) is self.handle:
                 del self.rt.runs[message_id]
+
+    def _lost(self) -> None:
+        if not self.handle.lost:
+            self.handle.lost = True
+            log.warning(
+                "run %s stopped: this process no longer owns message %s (its lease ran out and "
+                "another process took it over, or it was cancelled elsewhere); nothing more "
+                "was written", self.run_token, self.message["id"],
+            )
+
+    async def _finish(
+        self, status: str, type_: str, agent: str | None, data: dict[str, Any], **fields: Any
+    ) -> Event:
+        """End the run: `status` and its final event in one compare-and-set on the run token,
+        after every earlier event is stored (and after `on_run_end`, so whoever sees the event
+        knows the hooks are done). `LeaseLostError` if the run no longer owns it."""
+        await self._sink.flush()
+        event = await change_status(
+            self.store, self.message, (type_, agent, data),
+            expected_status="running", expected_run_token=self.run_token, status=status, **fields,
+        )
+        if event is None:
+            raise LeaseLostError(
+                f"message {self.message['id']} is no longer owned by this run",
+                message_id=self.message["id"],
+            )
+        self._last_id = event.event_id
+        self.handle.finishing = True
+        await self.handle.publish(event)
+        return event
 
     async def _relay(self, chunk: dict[str, Any]) -> None:
         kind = chunk.get("type")
@@ -193,54 +305,67 @@ class Run:
         await self.emit(kind, chunk.get("agent"), data)  # type: ignore[arg-type]
 
     async def _pause(self, interrupts: list[Any]) -> None:
-        # The tool node raises one interrupt per round; several would come from parallel
-        # branches and are answered together in a later version.
+        # The tool node raises one interrupt per round; parallel workflow steps raise one each,
+        # and their calls are asked (and resumed, by id: `resume.resume_command`) together.
         intr = interrupts[0]
         payload = intr.value if isinstance(intr.value, dict) else {"calls": []}
-        waiting = {"interrupt_id": intr.id, "kind": payload.get("kind"), "calls": payload.get("calls", [])}
-        await self.store.update_message(
-            self.message["id"],
-            status="waiting",
-            waiting_for=waiting,
-            metrics=await run_metrics(self.rt, self.message["id"], self.started),
-            run_token=self.run_token,
-            lease_expires_at=None,
+        calls = [c for i in interrupts if isinstance(i.value, dict) for c in i.value.get("calls", [])]
+        waiting = {"interrupt_id": intr.id, "kind": payload.get("kind"), "calls": calls}
+        if len(interrupts) > 1:
+            waiting["interrupt_ids"] = [i.id for i in interrupts]
+        waiting["calls"] = await mark_interrupted(self.rt, self.message["id"], waiting["calls"], self._pending_calls)
+        waiting = await hook_runs.run_paused(self.hooks, self.info, waiting, self._pending_calls)  # + trace
+        await self._sink.flush()  # the metrics below are read from the log
+        metrics = await run_metrics(self.rt, self.message["id"], self.started)
+        await hook_runs.run_ended(self.hooks, self.info, RunEnd("waiting"))
+        await self._finish(
+            "waiting", "permission_request", None, hook_runs.event_view(waiting),
+            waiting_for=waiting, metrics=metrics, lease_expires_at=None,
         )
-        await self.emit("permission_request", None, waiting)
 
-    async def _complete(self) -> None:
-        values = (await self.rt.graph.aget_state(self.config)).values
+    async def _pending_calls(self) -> list[dict[str, Any]]:
+        return await self.rt.pending_calls(self.message, self.graph, self.config)
+
+    async def _complete(self, stopped: BudgetExceeded | None = None) -> None:
+        values = (await self.graph.aget_state(self.config)).values
+        await self._sink.flush()  # metrics are read from the log: group-committed events first
         metrics = await run_metrics(self.rt, self.message["id"], self.started)
         response = values.get("graph_response") or ""
         outcome = values.get("outcome") or "completed"
-        await self.store.update_message(
-            self.message["id"],
-            status="completed",
-            response=response,
-            outcome=outcome,
-            metrics=metrics,
-            run_token=self.run_token,
-            lease_expires_at=None,
+        if stopped is not None:
+            response, outcome = self.spending.partial_answer(stopped), Outcome.BUDGET_EXCEEDED.value
+        summary = {k: v for k, v in metrics.items() if k != "calls"}
+        await hook_runs.run_ended(self.hooks, self.info, RunEnd("completed", response, outcome))
+        data = {"response": response, "outcome": outcome, "metrics": summary}
+        await self._finish(
+            "completed", "complete", None, {**data, **({"reason": stopped.message} if stopped else {})},
+            response=response, outcome=outcome, metrics=metrics,
+            error=stopped.message if stopped else None, lease_expires_at=None,
         )
         await self.store.touch_conversation(self.message["conversation_id"])
-        summary = {k: v for k, v in metrics.items() if k != "calls"}
-        await self.emit("complete", None, {"response": response, "outcome": outcome, "metrics": summary})
         await cleanup_checkpoints(self.rt, self.message)
 
     async def _cancelled(self) -> None:
         text = "".join(self.partial)
-        await self.store.update_message(
-            self.message["id"], status="cancelled", response=text or None, run_token=self.run_token
+        # Sync tools still running on their threads: say so, rather than nothing.
+        for record in self.rt.services.tools.background.take_abandoned(self.message["id"]):
+            await self.emit("tool_complete", None, {
+                **record, "success": False, "duration_ms": 0.0,
+            })
+        await hook_runs.run_ended(self.hooks, self.info, RunEnd("cancelled"))
+        await self._finish(
+            "cancelled", "cancelled", None, {"partial_response": text, "reason": "cancelled by request"},
+            response=text or None, lease_expires_at=None,
         )
-        await self.emit("cancelled", None, {"partial_response": text, "reason": "cancelled by request"})
         await cleanup_checkpoints(self.rt, self.message)
 
     async def _failed(self, exc: Exception) -> None:
+        if isinstance(exc, GraphRecursionError):  # LangGraph's text is no reason for a user
+            exc = step_limit_error(self.config["recursion_limit"])
         if not isinstance(exc, ArtifactFlowError):
             log.exception("run %s failed", self.message["id"])
         kind = "llm" if isinstance(exc, LLMError) else type(exc).__name__
         text = str(exc) if isinstance(exc, ArtifactFlowError) else f"{type(exc).__name__}: {exc}"
-        await self.store.update_message(
-            self.message["id"], status="failed", error=text, run_token=self.run_token
-        )
-        await self.emit("error", getattr(exc, "agent", None), {"message": text, "kind": kind})
+        data = {"message": text, "kind": kind, **hook_runs.error_fields(exc)}  # a hook's: kind "hook"
+        await hook_runs.run_failed(self.hooks, self.info, exc, text, data["kind"])
+        await self._finish("failed", "error", getattr(exc, "agent", None), data, error=text, lease_expires_at=None)

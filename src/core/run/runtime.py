@@ -31,6 +31,7 @@ class Runtime:
     checkpoints: CheckpointStore
     graph: Any
     runs: dict[str, RunHandle] = field(default_factory=dict)
+    workflow_graphs: dict[str, Any] = field(default_factory=dict)  # compiled, by file digest
     bus: Any = field(default_factory=NullBus)
     clock: Callable[[], float] = time.time
 
@@ -49,6 +50,28 @@ class Runtime:
     def running_here(self, message_id: str) -> bool:
         handle = self.runs.get(message_id)
         return handle is not None and handle.task is not None and not handle.task.done()
+
+    async def graph_for(self, message: dict[str, Any]) -> Any:
+        """The graph `message` runs on: the chat graph, or the workflow it was started with.
+
+        `af_workflow_runs` keeps the workflow file's text, so a resume in any process runs the
+        graph the run paused in. The workflow engine builds on core; it is imported only here,
+        for a workflow message, so chat-only programs never load it."""
+        row = await self.store.get_workflow_run(message["id"])
+        if row is None:
+            return self.graph
+        from ...workflows.runner import graph_for_run
+
+        return graph_for_run(self, row)
+
+    async def pending_calls(self, message: dict[str, Any], graph: Any, config: dict[str, Any]) -> list[dict[str, Any]]:
+        """The tool calls a paused run waits on, as the agent made them (hooks read their
+        rounds): in the chat graph's state, or in a workflow's nested steps."""
+        if graph is self.graph:
+            return (await graph.aget_state(config)).values.get("pending_tool_calls") or []
+        from ...workflows.runner import pending_calls
+
+        return await pending_calls(self, message["thread_id"])
 
     async def message(self, message_id: str) -> dict[str, Any]:
         message = await self.store.get_message(message_id)

@@ -10,8 +10,11 @@ within a run is kept (a run waits for its batch before sending the next one).
 Other append-only rows written at the same moments (the recorded model calls of
 `replay/store.py`) can join the same transaction through `insert`.
 
-A failed combined write is retried batch by batch, so one run's bad batch (say a duplicate
-event id) fails that run only.
+A run's batch carries its run token: inside the shared transaction each message's row is
+locked and checked first (in message-id order, so two workers' transactions cannot deadlock),
+and the batch of a run that lost its message is left out and fails alone with
+`LeaseLostError`, exactly as `append_events` would. A failed combined write is retried batch by
+batch, so one run's bad batch (say a duplicate event id) fails that run only.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ import asyncio
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from ...errors import LeaseLostError
 from . import schema as t
+from .codec import event_row
 
 if TYPE_CHECKING:
     from .repository import AppStore
 
-# (message id, events) for the event log, or (None, (table, rows)) for other inserts.
+# ((message id, run token), events) for the event log, or (None, (table, rows)) otherwise.
 Batch = tuple[Any, Any, "asyncio.Future[None]"]
 
 
@@ -37,9 +42,12 @@ class GroupCommit:
         self._pending: list[Batch] = []
         self._task: asyncio.Task[None] | None = None
 
-    async def append(self, message_id: str, events: list[dict[str, Any]]) -> None:
-        """Store `events` of `message_id` (all or none); returns once they are committed."""
-        await self._submit(message_id, events)
+    async def append(
+        self, message_id: str, events: list[dict[str, Any]], *, run_token: str | None = None
+    ) -> None:
+        """Store `events` of `message_id` (all or none; with `run_token` only while that run
+        owns the message, `LeaseLostError` otherwise); returns once they are committed."""
+        await self._submit((message_id, run_token), events)
 
     async def insert(self, table: Any, rows: list[dict[str, Any]]) -> None:
         """Insert `rows` into `table` (all or none); returns once they are committed."""
@@ -59,13 +67,17 @@ class GroupCommit:
                 await self._one(batches[0])
                 continue
             try:
-                await self._together(batches)
+                lost = await self._together(batches)
             except Exception:  # find the batch at fault: each alone
                 for batch in batches:
                     await self._one(batch)
             else:
-                for _, _, future in batches:
-                    if not future.done():
+                for key, _, future in batches:
+                    if future.done():
+                        continue
+                    if key in lost:
+                        future.set_exception(_lease_lost(key[0]))
+                    else:
                         future.set_result(None)
 
     async def _one(self, batch: Batch) -> None:
@@ -74,7 +86,7 @@ class GroupCommit:
             if key is None:
                 await self._together([batch])
             else:
-                await self._store.append_events(key, payload)
+                await self._store.append_events(key[0], payload, run_token=key[1])
         except Exception as exc:
             if not future.done():
                 future.set_exception(exc)
@@ -82,17 +94,33 @@ class GroupCommit:
             if not future.done():
                 future.set_result(None)
 
-    async def _together(self, batches: list[Batch]) -> None:
-        inserts: dict[Any, list[dict[str, Any]]] = {}
-        for key, payload, _ in batches:
-            if key is None:
-                table, rows = payload
-                inserts.setdefault(table, []).extend(rows)
-            else:
-                inserts.setdefault(t.events, []).extend(self._store._event_row(key, e) for e in payload)
+    async def _together(self, batches: list[Batch]) -> set[Any]:
+        """One transaction for all; returns the keys of the runs that lost their message."""
+        lost: set[Any] = set()
         async with self._store.engine.begin() as conn:
+            owned = sorted({key for key, _, _ in batches if key is not None and key[1] is not None})
+            for key in owned:
+                if not await self._store._lock_for(conn, key[0], key[1]):
+                    lost.add(key)
+            inserts: dict[Any, list[dict[str, Any]]] = {}
+            for key, payload, _ in batches:
+                if key is None:
+                    table, rows = payload
+                    inserts.setdefault(table, []).extend(rows)
+                elif key not in lost:
+                    inserts.setdefault(t.events, []).extend(event_row(key[0], e) for e in payload)
             for table, rows in inserts.items():
-                await conn.execute(table.insert(), rows)
+                if rows:
+                    await conn.execute(table.insert(), rows)
+        return lost
+
+
+def _lease_lost(message_id: str) -> LeaseLostError:
+    return LeaseLostError(
+        f"message {message_id} is no longer owned by this run (another process took it over "
+        "or it was cancelled); its events were not written",
+        message_id=message_id,
+    )
 
 
 _WRITERS: weakref.WeakKeyDictionary[Any, GroupCommit] = weakref.WeakKeyDictionary()

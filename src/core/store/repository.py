@@ -7,28 +7,32 @@ processes on both backends without advisory locks.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-import json
+import logging
+import random
 import secrets
 import time
 import uuid
-import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event as sa_event
+from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ...errors import ArtifactConflictError, ConfigError
 from ..checkpoints import WAL_BOUNDS
 from . import schema as t
+from .codec import dumps as _dumps
+from .codec import loads as _loads
+from .eventlog import EventLog, message_values
+from .migrate import migrate
 
 FINAL_STATUSES = ("completed", "failed", "cancelled")
-# Events carrying tool results are the bulk of the store; above this size their JSON is
-# zlib-compressed (text results typically shrink 2-4x).
-COMPRESS_EVENTS_OVER = 1024
+log = logging.getLogger("artifactflow.store")
 
 
 def normalize_database_url(url: str) -> str:
@@ -47,20 +51,30 @@ def normalize_database_url(url: str) -> str:
     )
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
-
-
-def _loads(value: str | None) -> Any:
-    return None if value is None else json.loads(value)
+def _hide_sql(context: ExceptionContext) -> None:
+    """Keep SQL text and parameters out of error messages (they reach people: a message's
+    `error`, a tool result, the CLI); log them at debug level instead. The exception keeps
+    its type, so callers still catch `IntegrityError` and friends."""
+    exc = context.sqlalchemy_exception
+    if not isinstance(exc, sa.exc.StatementError) or exc.statement is None:
+        return
+    log.debug(
+        "database error: %s\n[SQL: %s]\n[parameters: %r]",
+        context.original_exception, exc.statement, exc.params,
+    )
+    exc.statement = None  # type: ignore[assignment]
+    exc.params = None
+    exc.code = None
 
 
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-class AppStore:
-    """Conversations, messages, events, artifacts, approvals and the tool-execution ledger."""
+class AppStore(EventLog):
+    """Conversations, messages, events, artifacts, approvals and the tool-execution ledger.
+
+    The event log and compare-and-set status changes live in `EventLog` (eventlog.py)."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
@@ -94,42 +108,30 @@ class AppStore:
             @sa_event.listens_for(engine.sync_engine, "connect")
             def _pragmas(dbapi_conn: Any, _record: Any) -> None:
                 cursor = dbapi_conn.cursor()
+                # First: switching a new file to WAL needs a lock another process may hold.
+                cursor.execute("PRAGMA busy_timeout=30000")
                 # Before WAL, so a new file gets it: event rows of a few KB pack densely.
                 cursor.execute("PRAGMA page_size=16384")
                 cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
                 cursor.execute("PRAGMA journal_mode=WAL")
-                cursor.execute("PRAGMA busy_timeout=30000")
                 cursor.execute("PRAGMA synchronous=NORMAL")
                 cursor.execute("PRAGMA foreign_keys=ON")
                 for pragma in WAL_BOUNDS:  # as for the checkpoint file
                     cursor.execute(pragma)
                 cursor.close()
 
+        sa_event.listen(engine.sync_engine, "handle_error", _hide_sql)
         store = cls(engine)
-        await store.migrate()
+        await _retry_when_locked(store.migrate)
         return store
 
     async def close(self) -> None:
         await self.engine.dispose()
 
-    async def migrate(self) -> None:
-        """Create missing tables and record the schema version (idempotent, concurrent-safe)."""
-        async with self.engine.begin() as conn:
-            await conn.run_sync(t.metadata.create_all)
-            row = (await conn.execute(sa.select(t.meta.c.value).where(t.meta.c.key == "schema"))).first()
-            if row is None:
-                try:
-                    async with conn.begin_nested():
-                        await conn.execute(
-                            t.meta.insert().values(key="schema", value=str(t.SCHEMA_VERSION))
-                        )
-                except sa.exc.IntegrityError:
-                    pass
-            elif int(row[0]) > t.SCHEMA_VERSION:
-                raise ConfigError(
-                    f"the database schema is version {row[0]}, newer than this artifactflow "
-                    f"({t.SCHEMA_VERSION}); upgrade artifactflow"
-                )
+    async def migrate(self) -> int:
+        """Create missing tables and upgrade older schemas, under a lock (see migrate.py);
+        safe from any number of processes at once. Returns the version found before."""
+        return await migrate(self.engine)
 
     async def schema_version(self) -> int:
         async with self.engine.connect() as conn:
@@ -244,6 +246,8 @@ class AppStore:
                 await conn.execute(
                     t.tool_executions.delete().where(t.tool_executions.c.message_id.in_(message_ids))
                 )
+                for table in (t.workflow_nodes, t.workflow_runs):
+                    await conn.execute(table.delete().where(table.c.message_id.in_(message_ids)))
             for table in (t.artifact_versions, t.artifacts, t.approvals):
                 await conn.execute(table.delete().where(table.c.conversation_id == conversation_id))
             await conn.execute(t.messages.delete().where(t.messages.c.conversation_id == conversation_id))
@@ -326,105 +330,13 @@ class AppStore:
 
     async def update_message(self, message_id: str, *, run_token: str | None = None, **fields: Any) -> bool:
         """Update fields; with `run_token`, only while that run still owns the message."""
-        values = dict(fields)
-        for key in ("waiting_for", "metrics"):
-            if key in values and values[key] is not None:
-                values[key] = _dumps(values[key])
-        values["updated_at"] = time.time()
+        values = message_values(fields)
         query = t.messages.update().where(t.messages.c.id == message_id)
         if run_token is not None:
             query = query.where(t.messages.c.run_token == run_token)
         async with self.engine.begin() as conn:
             result = await conn.execute(query.values(**values))
         return result.rowcount == 1
-
-    async def claim_message(
-        self,
-        message_id: str,
-        *,
-        expected_status: str,
-        run_token: str,
-        lease_expires_at: float,
-        expected_run_token: str | None = None,
-        stale_before: float | None = None,
-    ) -> bool:
-        """Atomically move a message to `running` under a new run token. One caller wins."""
-        query = t.messages.update().where(
-            t.messages.c.id == message_id, t.messages.c.status == expected_status
-        )
-        if expected_run_token is not None:
-            query = query.where(t.messages.c.run_token == expected_run_token)
-        if stale_before is not None:
-            query = query.where(
-                sa.or_(
-                    t.messages.c.lease_expires_at.is_(None),
-                    t.messages.c.lease_expires_at < stale_before,
-                )
-            )
-        async with self.engine.begin() as conn:
-            result = await conn.execute(
-                query.values(
-                    status="running",
-                    run_token=run_token,
-                    lease_expires_at=lease_expires_at,
-                    updated_at=time.time(),
-                )
-            )
-        return result.rowcount == 1
-
-    # --- events ----------------------------------------------------------------------------
-
-    @staticmethod
-    def _event_row(message_id: str, event: dict[str, Any]) -> dict[str, Any]:
-        text = _dumps(event.get("data") or {})
-        packed = None
-        if len(text) > COMPRESS_EVENTS_OVER:
-            packed = zlib.compress(text.encode("utf-8"), 6)
-            text = ""
-        return {
-            "message_id": message_id,
-            "event_id": event["event_id"],
-            "type": event["type"],
-            "agent": event.get("agent"),
-            "timestamp": event["timestamp"],
-            "data": text,
-            "data_z": packed,
-        }
-
-    async def append_event(self, message_id: str, event: dict[str, Any]) -> None:
-        await self.append_events(message_id, [event])
-
-    async def append_events(self, message_id: str, events: list[dict[str, Any]]) -> None:
-        """Append several events in one transaction (all or none)."""
-        rows = [self._event_row(message_id, e) for e in events]
-        async with self.engine.begin() as conn:
-            await conn.execute(t.events.insert(), rows)
-
-    async def events(self, message_id: str, after_event_id: int | None = None) -> list[dict[str, Any]]:
-        query = sa.select(t.events).where(t.events.c.message_id == message_id)
-        if after_event_id is not None:
-            query = query.where(t.events.c.event_id > after_event_id)
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(query.order_by(t.events.c.event_id))).mappings().all()
-        out = []
-        for row in rows:
-            record = dict(row)
-            packed = record.pop("data_z", None)
-            if packed is not None:
-                record["data"] = json.loads(zlib.decompress(packed).decode("utf-8"))
-            else:
-                record["data"] = _loads(record["data"])
-            out.append(record)
-        return out
-
-    async def last_event_id(self, message_id: str) -> int:
-        async with self.engine.connect() as conn:
-            value = (
-                await conn.execute(
-                    sa.select(sa.func.max(t.events.c.event_id)).where(t.events.c.message_id == message_id)
-                )
-            ).scalar_one()
-        return int(value or 0)
 
     # --- approvals -------------------------------------------------------------------------
 
@@ -701,3 +613,101 @@ class AppStore:
                 )
             )
         return new_version
+
+    # --- workflows: runs and lineage --------------------------------------------------------
+
+    async def add_workflow_run(self, record: dict[str, Any]) -> None:
+        values = {**record, "input": _dumps(record["input"]), "created_at": time.time()}
+        async with self.engine.begin() as conn:
+            await conn.execute(t.workflow_runs.insert().values(**values))
+
+    async def get_workflow_run(self, message_id: str) -> dict[str, Any] | None:
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(t.workflow_runs).where(t.workflow_runs.c.message_id == message_id)
+                )
+            ).mappings().first()
+        if row is None:
+            return None
+        return {**row, "input": _loads(row["input"])}
+
+    async def list_workflow_runs(
+        self, workflow: str | None = None, *, user_id: str | None = None, limit: int = 20,
+        offset: int = 0,
+    ) -> list[dict[str, Any]]:
+        """Newest first, joined with their message's status; only `user_id`'s when given."""
+        query = (
+            sa.select(
+                t.workflow_runs.c.message_id, t.workflow_runs.c.conversation_id,
+                t.workflow_runs.c.workflow, t.workflow_runs.c.input,
+                t.workflow_runs.c.created_at, t.messages.c.status, t.messages.c.outcome,
+            )
+            .join(t.messages, t.messages.c.id == t.workflow_runs.c.message_id)
+            .order_by(t.workflow_runs.c.created_at.desc(), t.workflow_runs.c.message_id)
+            .limit(limit)
+            .offset(offset)
+        )
+        if workflow is not None:
+            query = query.where(t.workflow_runs.c.workflow == workflow)
+        if user_id is not None:
+            query = query.join(
+                t.conversations, t.conversations.c.id == t.workflow_runs.c.conversation_id
+            ).where(t.conversations.c.user_id == user_id)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).mappings().all()
+        return [{**r, "input": _loads(r["input"])} for r in rows]
+
+    async def put_lineage(self, record: dict[str, Any]) -> None:
+        """Insert or replace one node execution (keyed by message and execution id)."""
+        values = dict(record)
+        values["parents"] = _dumps(values.get("parents") or [])
+        for key in ("input", "output"):
+            values[key] = _dumps(values.get(key))
+        keys = (t.workflow_nodes.c.message_id == values["message_id"],
+                t.workflow_nodes.c.execution_id == values["execution_id"])
+        async with self.engine.begin() as conn:
+            existing = (await conn.execute(sa.select(t.workflow_nodes.c.started_at).where(*keys))).first()
+            if existing is None:
+                try:
+                    async with conn.begin_nested():
+                        await conn.execute(t.workflow_nodes.insert().values(**values))
+                    return
+                except sa.exc.IntegrityError:
+                    pass
+            values.pop("started_at", None)  # the first write's start time stays
+            await conn.execute(t.workflow_nodes.update().where(*keys).values(**values))
+
+    async def lineage(self, message_id: str, *, group_id: str | None = None) -> list[dict[str, Any]]:
+        """A workflow run's node executions in the order they started."""
+        query = sa.select(t.workflow_nodes).where(t.workflow_nodes.c.message_id == message_id)
+        if group_id is not None:
+            query = query.where(t.workflow_nodes.c.group_id == group_id)
+        query = query.order_by(t.workflow_nodes.c.started_at, t.workflow_nodes.c.execution_id)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).mappings().all()
+        out = []
+        for row in rows:
+            record = dict(row)
+            for key in ("parents", "input", "output"):
+                record[key] = _loads(record[key])
+            out.append(record)
+        return out
+
+
+async def _retry_when_locked(step: Any, attempts: int = 6) -> Any:
+    """Run `step`, again if SQLite answered "database is locked" at once.
+
+    busy_timeout makes SQLite wait for most locks, but not all: a connection whose WAL
+    snapshot went stale while another process created the schema, or a journal-mode switch
+    racing a fresh file, fails immediately. Processes starting together on a new data folder
+    hit that window; a short, jittered retry closes it.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return await step()
+        except sa.exc.OperationalError as exc:
+            if "database is locked" not in str(exc) or attempt == attempts:
+                raise
+            await asyncio.sleep(0.05 * attempt + random.random() * 0.05)
+    return None

@@ -1,48 +1,73 @@
 """App-store tables (SQLAlchemy Core), shared by the SQLite and PostgreSQL backends.
 
 JSON payloads are stored as text so both backends behave the same. `SCHEMA_VERSION` is
-written to `meta`; `migrate()` in the repository brings older databases forward.
+written to `meta`; `migrate.py` brings older databases forward.
+
+Every string column strips NUL (U+0000) on the way in, replacing it with U+FFFD: PostgreSQL
+cannot store NUL in text at all (SQLite can), and the two backends must agree on what was
+stored. Event payloads are JSON, where NUL is escaped, so they keep the exact text.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 
 SCHEMA_VERSION = 1
+NUL = "\x00"
+REPLACEMENT = "\ufffd"
+
+
+class _NulFree(sa.types.TypeDecorator[str]):
+    def process_bind_param(self, value: Any, dialect: Any) -> Any:
+        if isinstance(value, str) and NUL in value:
+            return value.replace(NUL, REPLACEMENT)
+        return value
+
+
+class NulFreeText(_NulFree):
+    impl = sa.Text
+    cache_ok = True
+
+
+class NulFreeString(_NulFree):
+    impl = sa.String
+    cache_ok = True
 
 metadata = sa.MetaData()
 
 meta = sa.Table(
     "af_meta",
     metadata,
-    sa.Column("key", sa.String(64), primary_key=True),
-    sa.Column("value", sa.Text, nullable=False),
+    sa.Column("key", NulFreeString(64), primary_key=True),
+    sa.Column("value", NulFreeText, nullable=False),
 )
 
 users = sa.Table(
     "af_users",
     metadata,
-    sa.Column("id", sa.String(64), primary_key=True),
-    sa.Column("name", sa.String(200), nullable=False, unique=True),
+    sa.Column("id", NulFreeString(64), primary_key=True),
+    sa.Column("name", NulFreeString(200), nullable=False, unique=True),
     sa.Column("created_at", sa.Float, nullable=False),
 )
 
 tokens = sa.Table(
     "af_tokens",
     metadata,
-    sa.Column("id", sa.String(64), primary_key=True),
-    sa.Column("user_id", sa.String(64), sa.ForeignKey("af_users.id"), nullable=False),
-    sa.Column("token_hash", sa.String(128), nullable=False, unique=True),
+    sa.Column("id", NulFreeString(64), primary_key=True),
+    sa.Column("user_id", NulFreeString(64), sa.ForeignKey("af_users.id"), nullable=False),
+    sa.Column("token_hash", NulFreeString(128), nullable=False, unique=True),
     sa.Column("created_at", sa.Float, nullable=False),
 )
 
 conversations = sa.Table(
     "af_conversations",
     metadata,
-    sa.Column("id", sa.String(64), primary_key=True),
-    sa.Column("user_id", sa.String(64), nullable=True, index=True),
-    sa.Column("title", sa.Text, nullable=True),
-    sa.Column("active_message_id", sa.String(64), nullable=True),
+    sa.Column("id", NulFreeString(64), primary_key=True),
+    sa.Column("user_id", NulFreeString(64), nullable=True, index=True),
+    sa.Column("title", NulFreeText, nullable=True),
+    sa.Column("active_message_id", NulFreeString(64), nullable=True),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False, index=True),
 )
@@ -50,24 +75,24 @@ conversations = sa.Table(
 messages = sa.Table(
     "af_messages",
     metadata,
-    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("id", NulFreeString(64), primary_key=True),
     sa.Column(
         "conversation_id",
-        sa.String(64),
+        NulFreeString(64),
         sa.ForeignKey("af_conversations.id", ondelete="CASCADE"),
         nullable=False,
         index=True,
     ),
-    sa.Column("parent_id", sa.String(64), nullable=True),
-    sa.Column("thread_id", sa.String(64), nullable=False, unique=True),
-    sa.Column("content", sa.Text, nullable=False),
-    sa.Column("response", sa.Text, nullable=True),
-    sa.Column("status", sa.String(16), nullable=False, index=True),
-    sa.Column("outcome", sa.String(32), nullable=True),
-    sa.Column("error", sa.Text, nullable=True),
-    sa.Column("waiting_for", sa.Text, nullable=True),  # JSON: interrupt id + pending calls
-    sa.Column("metrics", sa.Text, nullable=True),  # JSON
-    sa.Column("run_token", sa.String(64), nullable=True),
+    sa.Column("parent_id", NulFreeString(64), nullable=True),
+    sa.Column("thread_id", NulFreeString(64), nullable=False, unique=True),
+    sa.Column("content", NulFreeText, nullable=False),
+    sa.Column("response", NulFreeText, nullable=True),
+    sa.Column("status", NulFreeString(16), nullable=False, index=True),
+    sa.Column("outcome", NulFreeString(32), nullable=True),
+    sa.Column("error", NulFreeText, nullable=True),
+    sa.Column("waiting_for", NulFreeText, nullable=True),  # JSON: interrupt id + pending calls
+    sa.Column("metrics", NulFreeText, nullable=True),  # JSON
+    sa.Column("run_token", NulFreeString(64), nullable=True),
     sa.Column("lease_expires_at", sa.Float, nullable=True),
     sa.Column("checkpoints_deleted", sa.Boolean, nullable=False, default=False),
     sa.Column("created_at", sa.Float, nullable=False),
@@ -77,23 +102,23 @@ messages = sa.Table(
 events = sa.Table(
     "af_events",
     metadata,
-    sa.Column("message_id", sa.String(64), primary_key=True),
+    sa.Column("message_id", NulFreeString(64), primary_key=True),
     sa.Column("event_id", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("type", sa.String(32), nullable=False),
-    sa.Column("agent", sa.String(100), nullable=True),
+    sa.Column("type", NulFreeString(32), nullable=False),
+    sa.Column("agent", NulFreeString(100), nullable=True),
     sa.Column("timestamp", sa.Float, nullable=False),
-    sa.Column("data", sa.Text, nullable=False),  # JSON, or "" when data_z holds it
+    sa.Column("data", NulFreeText, nullable=False),  # JSON, or "" when data_z holds it
     sa.Column("data_z", sa.LargeBinary, nullable=True),  # zlib-compressed JSON of large events
 )
 
 artifacts = sa.Table(
     "af_artifacts",
     metadata,
-    sa.Column("conversation_id", sa.String(64), primary_key=True),
-    sa.Column("artifact_id", sa.String(128), primary_key=True),
-    sa.Column("title", sa.Text, nullable=False),
-    sa.Column("content_type", sa.String(100), nullable=False),
-    sa.Column("content", sa.Text, nullable=False),
+    sa.Column("conversation_id", NulFreeString(64), primary_key=True),
+    sa.Column("artifact_id", NulFreeString(128), primary_key=True),
+    sa.Column("title", NulFreeText, nullable=False),
+    sa.Column("content_type", NulFreeString(100), nullable=False),
+    sa.Column("content", NulFreeText, nullable=False),
     sa.Column("version", sa.Integer, nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
@@ -102,32 +127,32 @@ artifacts = sa.Table(
 artifact_versions = sa.Table(
     "af_artifact_versions",
     metadata,
-    sa.Column("conversation_id", sa.String(64), primary_key=True),
-    sa.Column("artifact_id", sa.String(128), primary_key=True),
+    sa.Column("conversation_id", NulFreeString(64), primary_key=True),
+    sa.Column("artifact_id", NulFreeString(128), primary_key=True),
     sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("title", sa.Text, nullable=False),
-    sa.Column("content", sa.Text, nullable=False),
-    sa.Column("change", sa.String(32), nullable=False),
-    sa.Column("agent", sa.String(100), nullable=True),
-    sa.Column("message_id", sa.String(64), nullable=True),
+    sa.Column("title", NulFreeText, nullable=False),
+    sa.Column("content", NulFreeText, nullable=False),
+    sa.Column("change", NulFreeString(32), nullable=False),
+    sa.Column("agent", NulFreeString(100), nullable=True),
+    sa.Column("message_id", NulFreeString(64), nullable=True),
     sa.Column("created_at", sa.Float, nullable=False),
 )
 
 approvals = sa.Table(
     "af_approvals",
     metadata,
-    sa.Column("conversation_id", sa.String(64), primary_key=True),
-    sa.Column("tool_name", sa.String(200), primary_key=True),
+    sa.Column("conversation_id", NulFreeString(64), primary_key=True),
+    sa.Column("tool_name", NulFreeString(200), primary_key=True),
     sa.Column("created_at", sa.Float, nullable=False),
 )
 
 tool_executions = sa.Table(
     "af_tool_executions",
     metadata,
-    sa.Column("message_id", sa.String(64), primary_key=True),
-    sa.Column("tool_call_id", sa.String(200), primary_key=True),
-    sa.Column("status", sa.String(16), nullable=False),  # started | finished
-    sa.Column("result", sa.Text, nullable=True),
+    sa.Column("message_id", NulFreeString(64), primary_key=True),
+    sa.Column("tool_call_id", NulFreeString(200), primary_key=True),
+    sa.Column("status", NulFreeString(16), nullable=False),  # started | finished
+    sa.Column("result", NulFreeText, nullable=True),
     sa.Column("updated_at", sa.Float, nullable=False),
 )
 
@@ -135,9 +160,9 @@ tool_executions = sa.Table(
 hook_marks = sa.Table(
     "af_hook_marks",
     metadata,
-    sa.Column("message_id", sa.String(64), primary_key=True),
-    sa.Column("key", sa.String(400), primary_key=True),
-    sa.Column("value", sa.Text, nullable=False),  # JSON output of the first firing
+    sa.Column("message_id", NulFreeString(64), primary_key=True),
+    sa.Column("key", NulFreeString(400), primary_key=True),
+    sa.Column("value", NulFreeText, nullable=False),  # JSON output of the first firing
     sa.Column("created_at", sa.Float, nullable=False),
 )
 
@@ -146,17 +171,17 @@ history_summaries = sa.Table(
     metadata,
     # The conversation path root → message_id (inclusive) condensed once (core/window/history);
     # every later message whose path passes through message_id reuses it.
-    sa.Column("message_id", sa.String(64), primary_key=True),
+    sa.Column("message_id", NulFreeString(64), primary_key=True),
     sa.Column(
         "conversation_id",
-        sa.String(64),
+        NulFreeString(64),
         sa.ForeignKey("af_conversations.id", ondelete="CASCADE"),
         nullable=False,
         index=True,
     ),
     sa.Column("covers", sa.Integer, nullable=False),  # messages on the path it replaces
-    sa.Column("summary", sa.Text, nullable=False),
-    sa.Column("model", sa.String(200), nullable=True),
+    sa.Column("summary", NulFreeText, nullable=False),
+    sa.Column("model", NulFreeString(200), nullable=True),
     sa.Column("created_at", sa.Float, nullable=False),
 )
 
@@ -177,4 +202,36 @@ model_calls = sa.Table(
     sa.Column("agent", sa.String(100), nullable=True),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("data_z", sa.LargeBinary, nullable=False),  # zlib-compressed JSON
+)
+
+workflow_runs = sa.Table(
+    "af_workflow_runs",
+    metadata,
+    sa.Column("message_id", sa.String(64), primary_key=True),
+    sa.Column("conversation_id", sa.String(64), nullable=False, index=True),
+    sa.Column("workflow", sa.String(100), nullable=False, index=True),
+    sa.Column("digest", sa.String(64), nullable=False),
+    sa.Column("definition", sa.Text, nullable=False),  # the file's text: resume runs this one
+    sa.Column("input", sa.Text, nullable=False),  # JSON
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+workflow_nodes = sa.Table(  # lineage: one row per node execution
+    "af_workflow_nodes",
+    metadata,
+    sa.Column("message_id", sa.String(64), primary_key=True),
+    sa.Column("execution_id", sa.String(200), primary_key=True),
+    sa.Column("node_id", sa.String(100), nullable=False),
+    sa.Column("role", sa.String(16), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=True),
+    sa.Column("iteration", sa.Integer, nullable=False),
+    sa.Column("group_id", sa.String(200), nullable=True),
+    sa.Column("item_index", sa.Integer, nullable=True),
+    sa.Column("parents", sa.Text, nullable=False),  # JSON list of execution ids
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("input", sa.Text, nullable=True),  # JSON
+    sa.Column("output", sa.Text, nullable=True),  # JSON
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("finished_at", sa.Float, nullable=True),
 )

@@ -253,9 +253,10 @@ async def compact(
     summary_chars = 0
     if plan.cut:
         cut = memory[: plan.cut]
-        request = summary_request(
-            task, cut, max_tokens=config.summary_tokens, window=summary_window or config.window
-        )
+        # Sized with the heuristic: shrink the window by the calibration ratio, so a denser
+        # tokenizer (the same model's, by default) still finds the request inside it.
+        window = int((summary_window or config.window) / max(1.0, counter.ratio))
+        request = summary_request(task, cut, max_tokens=config.summary_tokens, window=window)
         text = (await summarize(request) or "").strip() or fallback_summary(cut, config.summary_tokens)
         # The ratio turns our estimate into the agent's model's tokens; keep within the reserve.
         text = clip_to_tokens(text, int(config.summary_tokens / max(counter.ratio, 0.25)))

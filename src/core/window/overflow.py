@@ -37,10 +37,13 @@ _FIGURES = [
     (re.compile(r"request \((\d+) tokens\) exceeds the available context size \((\d+) tokens\)", re.I), 1, 2),
 ]
 
+_IN_MESSAGES = re.compile(r"\((\d+) in the messages", re.I)
+
 
 @dataclass(frozen=True)
 class Overflow:
-    """What a context-overflow error told us (either figure may be unknown)."""
+    """What a context-overflow error told us (either figure may be unknown). `requested_tokens`
+    is the prompt's size when the provider names it apart from the requested output."""
 
     requested_tokens: int | None = None
     limit_tokens: int | None = None
@@ -73,6 +76,9 @@ def parse_overflow(status: int | None, message: str, body: Any = None) -> Overfl
         if match:
             requested, limit = int(match.group(req_group)), int(match.group(limit_group))
             break
+    messages_only = _IN_MESSAGES.search(text)  # OpenAI: "(M in the messages, C in the completion)"
+    if messages_only:
+        requested = int(messages_only.group(1))
     if requested is None and isinstance(error.get("n_prompt_tokens"), int):
         requested = error["n_prompt_tokens"]
     if limit is None and isinstance(error.get("n_ctx"), int):

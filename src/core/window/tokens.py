@@ -15,6 +15,10 @@ tokens-per-raw rate of what was added between reported requests (smoothed over t
 invocation's requests). It therefore tracks the real
 tokenizer as the run goes on, and is exact for the part that was already counted. Missing or
 zero usage (some local servers send none) leaves the calibration as it was.
+
+A memory grows by a round per step, so `TokenCounter.measure` remembers the previous
+request's messages with their raw counts and re-counts only messages that differ (same object
+or equal): a step costs O(new messages) of counting, not O(memory), at a thousand rounds.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 MESSAGE_OVERHEAD = 4  # role, separators and the message frame
@@ -121,6 +125,9 @@ class TokenCounter:
     anchor_raw: int | None = None  # raw estimate of the last request with reported usage
     anchor_tokens: int | None = None  # the provider's prompt_tokens for that request
     observations: int = 0
+    # The last measured messages and their raw counts (a cache, never serialized).
+    _seen: list[Mapping[str, Any]] = field(default_factory=list, repr=False, compare=False)
+    _seen_raw: list[int] = field(default_factory=list, repr=False, compare=False)
 
     def scale(self, raw: int) -> int:
         """Calibrated tokens of a part of a request (no anchor: just the ratio)."""
@@ -139,8 +146,20 @@ class TokenCounter:
         messages: Sequence[Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> Measurement:
-        raw = request_tokens(messages, tools)
+        raw = REQUEST_OVERHEAD + self._messages_raw(messages) + tools_tokens(tools)
         return Measurement(raw, self.calibrated(raw))
+
+    def _messages_raw(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """`messages_tokens`, re-counting only the messages that changed since last time."""
+        seen, seen_raw = self._seen, self._seen_raw
+        raws = []
+        for index, message in enumerate(messages):
+            if index < len(seen) and (message is seen[index] or message == seen[index]):
+                raws.append(seen_raw[index])
+            else:
+                raws.append(message_tokens(message))
+        self._seen, self._seen_raw = list(messages), raws
+        return sum(raws)
 
     def estimate(
         self,

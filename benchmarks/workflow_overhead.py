@@ -1,0 +1,112 @@
+"""Workflow orchestration overhead: a split over N items, each an agent step, with a
+zero-latency in-process model.
+
+Prints, per N: wall time, ms per node execution (start, split, N item steps, merge, exit),
+checkpoint-store bytes left by the run (kept for measuring) and app-store bytes (events and
+lineage) per node execution. Each item step is a nested graph with its own checkpoints, the
+price of pausing and resuming items independently.
+
+Run: `python benchmarks/workflow_overhead.py [--items 10,50,200]`
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from artifactflow import ExecutionController, load_settings
+from artifactflow.agents.model import ModelRequest, ModelResponse, Usage
+
+WORKFLOW = """
+name: fan
+input: {type: object, properties: {items: {type: array}}}
+nodes:
+  - {id: start, role: start}
+  - {id: fan, role: split, over: "{{ input.items }}"}
+  - {id: work, role: linear, kind: agent, agent: worker, instruction: "Do {{ item }}"}
+  - {id: join, role: merge, strategy: list}
+  - {id: done, role: exit}
+edges:
+  - {from: start, to: fan}
+  - {from: fan, to: work}
+  - {from: work, to: join}
+  - {from: join, to: done}
+"""
+
+
+class InstantModel:
+    """A `Model` that answers at once (no stream, no socket)."""
+
+    async def complete(self, request: ModelRequest, on_delta: Any = None) -> ModelResponse:
+        return ModelResponse("result " + request.messages[-1]["content"][-8:], [], "instant", Usage(10, 2))
+
+    async def aclose(self) -> None:
+        return None
+
+
+def write_config(root: Path) -> Path:
+    config = root / "config"
+    (config / "agents").mkdir(parents=True)
+    (config / "workflows").mkdir()
+    (config / "agents" / "lead_agent.md").write_text("---\nname: lead_agent\nrole: lead\n---\nLead.\n")
+    (config / "agents" / "worker.md").write_text("---\nname: worker\n---\nYou are worker.\n")
+    (config / "workflows" / "fan.yaml").write_text(WORKFLOW)
+    (config / "artifactflow.yaml").write_text("run:\n  recursion_limit: 5000\n")
+    return config
+
+
+def size_of(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+
+
+async def measure(items: int, root: Path) -> dict[str, float]:
+    settings = load_settings(write_config(root), root / "data")
+    controller = await ExecutionController.open(settings)
+    controller.services.use_model(InstantModel())  # the Model seam; no API key needed
+    try:
+        warm = [e async for e in controller.run_workflow("fan", {"items": [1, 2]})]
+        assert warm[-1].type == "complete", warm[-1].data
+        settings.checkpoints.keep_completed = True
+        data = root / "data"
+        await controller.checkpoints.wal_checkpoint()
+        async with controller.store.engine.connect() as conn:
+            await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        before_cp, before_app = size_of(data / "checkpoints.db"), size_of(data / "artifactflow.db")
+        started = time.perf_counter()
+        events = [e async for e in controller.run_workflow("fan", {"items": list(range(items))})]
+        elapsed = time.perf_counter() - started
+        assert events[-1].type == "complete", events[-1].data
+        await controller.checkpoints.wal_checkpoint()
+        async with controller.store.engine.connect() as conn:
+            await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        executions = items + 4
+        return {
+            "wall_s": elapsed,
+            "ms_per_node": elapsed * 1000 / executions,
+            "checkpoint_kb": (size_of(data / "checkpoints.db") - before_cp) / 1024,
+            "app_bytes_per_node": (size_of(data / "artifactflow.db") - before_app) / executions,
+        }
+    finally:
+        await controller.aclose()
+
+
+async def main(sizes: list[int]) -> None:
+    print(f"{'items':>6} {'wall s':>8} {'ms/node':>8} {'checkpoint KB':>14} {'app B/node':>11}")
+    for n in sizes:
+        with tempfile.TemporaryDirectory() as tmp:
+            r = await measure(n, Path(tmp))
+        print(f"{n:>6} {r['wall_s']:>8.2f} {r['ms_per_node']:>8.2f} {r['checkpoint_kb']:>14.0f} "
+              f"{r['app_bytes_per_node']:>11.0f}")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", default="10,50,200")
+    args = parser.parse_args()
+    asyncio.run(main([int(x) for x in args.items.split(",")]))

@@ -1,0 +1,164 @@
+"""Workflows over HTTP: list them, start a run, list runs, read a run's lineage.
+
+A workflow run is a message like a chat run: `POST /workflows/{name}/runs` answers 202 with
+the same `stream_url` (`GET /stream/{message_id}`, SSE, `Last-Event-ID`), pauses are answered
+with `POST /chat/{message_id}/resume`, and `GET /messages/{message_id}/lineage` says where each
+value came from.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..core.controller import ExecutionController
+from ..workflows.lineage import provenance
+from ..workflows.mermaid import to_mermaid
+from .auth import current_user, owned_conversation, owned_message
+from .deps import MAX_INT, api_url, error_docs, get_controller
+
+router = APIRouter(tags=["workflows"])
+User = Depends(current_user)
+Controller = Depends(get_controller)
+
+
+class WorkflowIssueInfo(BaseModel):
+    file: str
+    node: str | None
+    message: str
+    fix: str
+
+
+class WorkflowInfo(BaseModel):
+    name: str
+    description: str
+    file: str
+    valid: bool
+    nodes: int = Field(description="How many nodes the workflow has")
+    input: dict[str, Any] | None = Field(description="JSON Schema of the run input")
+    issues: list[WorkflowIssueInfo] = Field(description="Every problem found; empty when valid")
+
+
+class WorkflowList(BaseModel):
+    items: list[WorkflowInfo]
+
+
+class WorkflowDetail(WorkflowInfo):
+    mermaid: str = Field(description="The graph as a Mermaid flowchart")
+
+
+class RunRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    input: dict[str, Any] = Field(default_factory=dict, description="Checked against the input schema")
+    conversation_id: str | None = Field(None, description="Run inside this conversation; omitted: a new one")
+
+
+class RunAccepted(BaseModel):
+    conversation_id: str
+    message_id: str
+    thread_id: str
+    workflow: str
+    stream_url: str = Field(description="GET this for the run's server-sent events")
+
+
+class RunInfo(BaseModel):
+    message_id: str
+    conversation_id: str
+    workflow: str
+    input: dict[str, Any]
+    status: str
+    outcome: str | None
+    created_at: float
+
+
+class RunList(BaseModel):
+    items: list[RunInfo]
+    limit: int
+    offset: int
+
+
+class LineageRecord(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    execution_id: str = Field(description="node#iteration, with [index] inside a split or branch")
+    node_id: str
+    role: str
+    kind: str | None
+    iteration: int
+    group_id: str | None = Field(description="The split/branch execution it ran in (a merge: the one it joins)")
+    item_index: int | None
+    parents: list[str] = Field(description="Executions whose output led here")
+    status: str = Field(description="running, ok, failed, skipped or cancelled")
+    input: Any
+    output: Any
+    error: str | None
+    started_at: float
+    finished_at: float | None
+
+
+class Lineage(BaseModel):
+    message_id: str
+    records: list[LineageRecord]
+    tree: dict[str, Any] | None = Field(description="Provenance of the output: execution ids and their parents")
+
+
+@router.get("/workflows", response_model=WorkflowList, responses=error_docs(),
+            summary="The workflows in config/workflows/, with their problems")
+async def workflows(user: str | None = User, controller: ExecutionController = Controller) -> WorkflowList:
+    return WorkflowList(items=[WorkflowInfo(**w) for w in controller.workflows()])
+
+
+@router.get("/workflows/{name}", response_model=WorkflowDetail, responses=error_docs(404),
+            summary="One workflow and its graph as Mermaid")
+async def workflow(name: str, user: str | None = User, controller: ExecutionController = Controller) -> WorkflowDetail:
+    spec = controller.workflow(name)
+    return WorkflowDetail(name=spec.name, description=spec.description, file=spec.source or "",
+                          valid=True, nodes=len(spec.nodes), input=spec.input, issues=[],
+                          mermaid=to_mermaid(spec))
+
+
+@router.post("/workflows/{name}/runs", status_code=202, response_model=RunAccepted,
+             responses=error_docs(400, 404, 413, 429),
+             summary="Start a workflow run; it continues in the background")
+async def start_run(
+    name: str, body: RunRequest, request: Request, user: str | None = User,
+    controller: ExecutionController = Controller,
+) -> RunAccepted:
+    if body.conversation_id is not None:
+        await owned_conversation(controller, body.conversation_id, user)
+    async with request.app.state.limiter.slot(controller):
+        ids = await controller.start_workflow(name, body.input, conversation_id=body.conversation_id,
+                                              user_id=user)
+    return RunAccepted(**ids, stream_url=api_url(request, f"/stream/{ids['message_id']}"))
+
+
+@router.get("/workflows/{name}/runs", response_model=RunList, responses=error_docs(),
+            summary="A workflow's runs, newest first")
+async def runs(
+    name: str,
+    limit: int = Query(20, ge=1, le=200),
+    offset: int = Query(0, ge=0, le=MAX_INT),
+    user: str | None = User,
+    controller: ExecutionController = Controller,
+) -> RunList:
+    rows = await controller.workflow_runs(name, user_id=user, limit=limit, offset=offset)
+    return RunList(items=[RunInfo(**r) for r in rows], limit=limit, offset=offset)
+
+
+@router.get("/messages/{message_id}/lineage", response_model=Lineage, responses=error_docs(404),
+            summary="Where a workflow run's values came from: every node execution and its parents")
+async def lineage(message_id: str, user: str | None = User, controller: ExecutionController = Controller) -> Lineage:
+    await owned_message(controller, message_id, user)
+    records = await controller.lineage(message_id)
+    return Lineage(message_id=message_id, records=records, tree=_strip(provenance(records)))
+
+
+def _strip(tree: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The provenance tree by execution id (the records are listed beside it)."""
+    if tree is None:
+        return None
+    return {"execution_id": tree["execution_id"], "repeated": tree["repeated"],
+            "parents": [_strip(p) for p in tree["parents"]]}

@@ -1,0 +1,52 @@
+"""How store rows hold JSON and events (shared by the repository and the event log).
+
+JSON is stored as text so both backends behave the same; an event whose JSON is larger than
+`COMPRESS_EVENTS_OVER` bytes is zlib-compressed into `data_z` (tool results are the bulk of the
+store and shrink 2-4x).
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Mapping
+from typing import Any
+
+COMPRESS_EVENTS_OVER = 1024
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def loads(value: str | None) -> Any:
+    return None if value is None else json.loads(value)
+
+
+def event_row(message_id: str, event: Mapping[str, Any]) -> dict[str, Any]:
+    """An event (`event_id`, `type`, `agent`, `timestamp`, `data`) → an `af_events` row."""
+    text = dumps(event.get("data") or {})
+    packed = None
+    if len(text) > COMPRESS_EVENTS_OVER:
+        packed = zlib.compress(text.encode("utf-8"), 6)
+        text = ""
+    return {
+        "message_id": message_id,
+        "event_id": event["event_id"],
+        "type": event["type"],
+        "agent": event.get("agent"),
+        "timestamp": event["timestamp"],
+        "data": text,
+        "data_z": packed,
+    }
+
+
+def event_record(row: Mapping[str, Any]) -> dict[str, Any]:
+    """An `af_events` row → the event dict callers see (`data` decoded)."""
+    record = dict(row)
+    packed = record.pop("data_z", None)
+    if packed is not None:
+        record["data"] = json.loads(zlib.decompress(packed).decode("utf-8"))
+    else:
+        record["data"] = loads(record["data"])
+    return record

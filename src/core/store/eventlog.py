@@ -1,0 +1,277 @@
+"""A message's event log and its status changes, written so racing writers stay correct.
+
+Three rules, the same on SQLite and PostgreSQL:
+
+- **A status change is a compare-and-set.** `change_status` updates the message only while it
+  still has the expected status (and run token, and lease when asked): one conditional UPDATE
+  whose row count says who won. The event that records the change is inserted in the *same*
+  transaction, so nobody ever sees the status without its event or the reverse.
+- **Event ids cannot collide.** The UPDATE takes the message row's write lock (PostgreSQL row
+  lock; SQLite's single writer lock), and only then is the next id read (`max + 1`): writers
+  of one message are serialised. A writer that does not take the lock can still race; its
+  unique-key conflict rolls the whole change back and it is retried with a fresh id.
+- **A stale owner writes nothing.** `append_events(..., run_token=...)` first locks the row
+  while checking that the run still owns the message; if another process took it over (a
+  recovery after the lease expired, a cancel), nothing is inserted and `LeaseLostError` says
+  so. A status change that ends or takes over a run must therefore replace the run token.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from ...errors import LeaseLostError
+from . import schema as t
+from .codec import dumps, event_record, event_row
+
+# A conflict on the event id can only come from a writer that skipped the row lock; each
+# retry sees its insert, so a few attempts always suffice.
+EVENT_ID_RETRIES = 5
+
+
+class Unset(enum.Enum):
+    """Sentinels: `ANY` token (do not check it), `KEEP` (leave the column as it is)."""
+
+    ANY = "any"
+    KEEP = "keep"
+
+
+ANY: Literal[Unset.ANY] = Unset.ANY
+KEEP: Literal[Unset.KEEP] = Unset.KEEP
+
+JSON_FIELDS = ("waiting_for", "metrics")
+
+
+@dataclass(frozen=True)
+class StatusChange:
+    """What `change_status` did. `won` False: someone else changed the message first (or it
+    does not exist); `status` is then the status found, so the loser can say why."""
+
+    won: bool
+    status: str | None
+    event: dict[str, Any] | None = None  # the stored event, with its allocated `event_id`
+
+    def __bool__(self) -> bool:
+        return self.won
+
+
+def message_values(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Column values for an UPDATE of `af_messages` (JSON fields encoded, `updated_at` set)."""
+    values = dict(fields)
+    for key in JSON_FIELDS:
+        if key in values and values[key] is not None:
+            values[key] = dumps(values[key])
+    values["updated_at"] = time.time()
+    return values
+
+
+def _token_is(token: str | None) -> sa.ColumnElement[bool]:
+    column = t.messages.c.run_token
+    return column.is_(None) if token is None else column == token
+
+
+class EventLog:
+    """Mixed into `AppStore`: the event log and compare-and-set status changes."""
+
+    engine: AsyncEngine
+
+    # --- status changes --------------------------------------------------------------------
+
+    async def change_status(
+        self,
+        message_id: str,
+        *,
+        expected_status: str | Iterable[str],
+        status: str,
+        expected_run_token: str | None | Literal[Unset.ANY] = ANY,
+        run_token: str | None | Literal[Unset.KEEP] = KEEP,
+        lease_expires_at: float | None | Literal[Unset.KEEP] = KEEP,
+        stale_before: float | None = None,
+        event: Mapping[str, Any] | None = None,
+        **fields: Any,
+    ) -> StatusChange:
+        """Move a message from `expected_status` to `status`, appending `event` atomically.
+
+        Conditions (all must hold, or nothing is written): the status is `expected_status` (one
+        or several), the run token is `expected_run_token` (unless `ANY`), and with
+        `stale_before` the lease has expired before that time. `run_token`,
+        `lease_expires_at` and other message columns (`response`, `error`, `waiting_for`, …)
+        are set on success. `event` is `{"type", "agent"?, "data"?, "timestamp"?}`; its
+        `event_id` is allocated here, after the row lock, and returned in `.event`.
+        """
+        expected = [expected_status] if isinstance(expected_status, str) else list(expected_status)
+        values = message_values({**fields, "status": status})
+        if run_token is not KEEP:
+            values["run_token"] = run_token
+        if lease_expires_at is not KEEP:
+            values["lease_expires_at"] = lease_expires_at
+        query = t.messages.update().where(
+            t.messages.c.id == message_id, t.messages.c.status.in_(expected)
+        )
+        if expected_run_token is not ANY:
+            query = query.where(_token_is(expected_run_token))
+        if stale_before is not None:
+            query = query.where(
+                sa.or_(
+                    t.messages.c.lease_expires_at.is_(None),
+                    t.messages.c.lease_expires_at < stale_before,
+                )
+            )
+        for attempt in range(EVENT_ID_RETRIES):
+            try:
+                async with self.engine.begin() as conn:
+                    result = await conn.execute(query.values(**values))
+                    if result.rowcount != 1:
+                        found = (
+                            await conn.execute(
+                                sa.select(t.messages.c.status).where(t.messages.c.id == message_id)
+                            )
+                        ).scalar_one_or_none()
+                        return StatusChange(False, found)
+                    stored = None
+                    if event is not None:
+                        stored = await self._insert_next(conn, message_id, event)
+                    return StatusChange(True, status, stored)
+            except sa.exc.IntegrityError:
+                if event is None or attempt == EVENT_ID_RETRIES - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def claim_message(
+        self,
+        message_id: str,
+        *,
+        expected_status: str,
+        run_token: str,
+        lease_expires_at: float,
+        expected_run_token: str | None | Literal[Unset.ANY] = ANY,
+        stale_before: float | None = None,
+    ) -> bool:
+        """Atomically move a message to `running` under a new run token. One caller wins."""
+        change = await self.change_status(
+            message_id,
+            expected_status=expected_status,
+            status="running",
+            expected_run_token=expected_run_token,
+            run_token=run_token,
+            lease_expires_at=lease_expires_at,
+            stale_before=stale_before,
+        )
+        return change.won
+
+    async def holds_run(self, message_id: str, run_token: str) -> bool:
+        """Whether `run_token` still owns the message (a cheap check before a side effect)."""
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(t.messages.c.id).where(
+                        t.messages.c.id == message_id, t.messages.c.run_token == run_token
+                    )
+                )
+            ).first()
+        return row is not None
+
+    # --- events ----------------------------------------------------------------------------
+
+    async def append_event(
+        self, message_id: str, event: dict[str, Any], *, run_token: str | None = None
+    ) -> None:
+        await self.append_events(message_id, [event], run_token=run_token)
+
+    async def append_events(
+        self, message_id: str, events: list[dict[str, Any]], *, run_token: str | None = None
+    ) -> None:
+        """Append events with the ids they carry, in one transaction (all or none).
+
+        With `run_token` (a run writing its own log) the message row is locked first and the
+        events are written only while that token still owns the message; otherwise nothing is
+        written and `LeaseLostError` is raised.
+        """
+        rows = [event_row(message_id, e) for e in events]
+        async with self.engine.begin() as conn:
+            if run_token is not None and not await self._lock_for(conn, message_id, run_token):
+                raise LeaseLostError(
+                    f"message {message_id} is no longer owned by this run (another process "
+                    "took it over or it was cancelled); its events were not written",
+                    message_id=message_id,
+                )
+            await conn.execute(t.events.insert(), rows)
+
+    async def append_next_event(
+        self, message_id: str, event: Mapping[str, Any], *, run_token: str | None = None
+    ) -> dict[str, Any]:
+        """Append one event under the next free id (allocated after the row lock); return it.
+
+        For writers outside a run (an operator's note, a recovery record). With `run_token`,
+        only while that token owns the message (`LeaseLostError` otherwise).
+        """
+        for attempt in range(EVENT_ID_RETRIES):
+            try:
+                async with self.engine.begin() as conn:
+                    locked = await self._lock_for(conn, message_id, run_token, any_token=run_token is None)
+                    if not locked:
+                        raise LeaseLostError(
+                            f"message {message_id} is not owned by this run (or does not exist); "
+                            "the event was not written",
+                            message_id=message_id,
+                        )
+                    return await self._insert_next(conn, message_id, event)
+            except sa.exc.IntegrityError:
+                if attempt == EVENT_ID_RETRIES - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def events(self, message_id: str, after_event_id: int | None = None) -> list[dict[str, Any]]:
+        query = sa.select(t.events).where(t.events.c.message_id == message_id)
+        if after_event_id is not None:
+            query = query.where(t.events.c.event_id > after_event_id)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query.order_by(t.events.c.event_id))).mappings().all()
+        return [event_record(row) for row in rows]
+
+    async def last_event_id(self, message_id: str) -> int:
+        async with self.engine.connect() as conn:
+            return await self._max_event_id(conn, message_id)
+
+    # --- inside a transaction --------------------------------------------------------------
+
+    @staticmethod
+    async def _lock_for(
+        conn: AsyncConnection, message_id: str, run_token: str | None, *, any_token: bool = False
+    ) -> bool:
+        """Take the message row's write lock (a no-op UPDATE); False if the row is not there
+        or (unless `any_token`) is not owned by `run_token`."""
+        query = t.messages.update().where(t.messages.c.id == message_id)
+        if not any_token:
+            query = query.where(_token_is(run_token))
+        result = await conn.execute(query.values(run_token=t.messages.c.run_token))
+        return result.rowcount == 1
+
+    @staticmethod
+    async def _max_event_id(conn: AsyncConnection, message_id: str) -> int:
+        value = (
+            await conn.execute(
+                sa.select(sa.func.max(t.events.c.event_id)).where(t.events.c.message_id == message_id)
+            )
+        ).scalar_one()
+        return int(value or 0)
+
+    async def _insert_next(
+        self, conn: AsyncConnection, message_id: str, event: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        record = {
+            "event_id": await self._max_event_id(conn, message_id) + 1,
+            "type": event["type"],
+            "agent": event.get("agent"),
+            "timestamp": event.get("timestamp") or time.time(),
+            "data": dict(event.get("data") or {}),
+        }
+        await conn.execute(t.events.insert().values(**event_row(message_id, record)))
+        return {"message_id": message_id, **record}

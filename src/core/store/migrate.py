@@ -1,0 +1,82 @@
+"""Schema creation and upgrades, by one process at a time.
+
+Every process opens the store at start, and deployments start their workers together, so
+"create the tables if missing" is a race: two processes both see a table missing and both
+create it (`table af_meta already exists` on SQLite; a unique violation on `pg_type` on
+PostgreSQL). So the whole check-create-upgrade runs in one transaction under a lock:
+
+- SQLite: `BEGIN EXCLUSIVE` (other writers wait on `busy_timeout`; WAL readers go on);
+- PostgreSQL: `pg_advisory_xact_lock`, released when the transaction ends.
+
+DDL is transactional on both, so a process that dies half-way leaves nothing behind, and the
+schema version in `af_meta` is written in the same transaction as the tables it describes.
+
+Upgrades: `STEPS[n]` brings a version n-1 database to version n (plain SQLAlchemy against
+the connection); new tables come from `create_all`, so a step only changes tables that
+existed before. A newer artifactflow upgrades an older database the first time it opens it;
+an older artifactflow refuses a newer database instead of guessing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ...errors import ConfigError
+from . import schema as t
+
+# Any 64-bit number unique to this application's schema lock.
+ADVISORY_LOCK_KEY = 0x6166_5F73_6368  # "af_sch"
+
+# version → step that upgrades a database from version - 1. Version 1 has no step.
+STEPS: dict[int, Callable[[Connection], None]] = {}
+
+
+def upgrade(conn: Connection) -> int:
+    """Create missing tables and run upgrade steps; return the version before (0: new)."""
+    found = sa.inspect(conn).has_table(t.meta.name)
+    current = 0
+    if found:
+        row = conn.execute(sa.select(t.meta.c.value).where(t.meta.c.key == "schema")).first()
+        current = int(row[0]) if row else 0
+    if current > t.SCHEMA_VERSION:
+        raise ConfigError(
+            f"the database schema is version {current}, newer than this artifactflow "
+            f"({t.SCHEMA_VERSION}); upgrade artifactflow"
+        )
+    if current == t.SCHEMA_VERSION:
+        return current
+    t.metadata.create_all(conn)  # new tables, in their latest form
+    for version in range(current + 1, t.SCHEMA_VERSION + 1):
+        if current and version in STEPS:
+            STEPS[version](conn)  # changes to tables that existed before
+    if current:
+        conn.execute(
+            t.meta.update().where(t.meta.c.key == "schema").values(value=str(t.SCHEMA_VERSION))
+        )
+    else:
+        conn.execute(t.meta.insert().values(key="schema", value=str(t.SCHEMA_VERSION)))
+    return current
+
+
+async def migrate(engine: AsyncEngine) -> int:
+    """Bring the schema to `SCHEMA_VERSION` under the backend's lock; safe from any number of
+    processes at once. Returns the version found before (0: a new database)."""
+    if engine.dialect.name == "sqlite":
+        async with engine.connect() as conn:
+            # No driver-managed transaction: we issue BEGIN EXCLUSIVE ourselves.
+            conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.exec_driver_sql("BEGIN EXCLUSIVE")
+            try:
+                before = await conn.run_sync(upgrade)
+            except BaseException:
+                await conn.exec_driver_sql("ROLLBACK")
+                raise
+            await conn.exec_driver_sql("COMMIT")
+            return before
+    async with engine.begin() as conn:
+        await conn.execute(sa.select(sa.func.pg_advisory_xact_lock(ADVISORY_LOCK_KEY)))
+        return await conn.run_sync(upgrade)

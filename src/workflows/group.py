@@ -1,0 +1,252 @@
+"""Agent groups: several agents share one conversation, and a rule picks who speaks next.
+
+A workflow node of kind `group` names its members and a mode:
+
+- `handoff`: the first member speaks; an agent passes the conversation on by calling the
+  `handoff` tool (targets declared in its front matter, `handoffs: [...]`); an answer without a
+  handoff ends the group.
+- `order`: the members speak in the listed order (list an agent twice for a second round);
+  a handoff jumps to its target, and the order continues after it.
+- `moderator`: after each turn a moderator agent chooses the next speaker, or `finish`, as a
+  JSON choice constrained to those names (one repair round, like any schema).
+
+`max_turns` bounds the turns; reaching it ends the group with outcome `max_turns` (its output
+says so) instead of looping forever. Every change of speaker emits a `handoff` event.
+
+Like a single agent step this is a nested graph whose turns are the chat graph's subagent step
+and whose tools go through the shared tool node, so a member's CONFIRM tool pauses the run and
+resumes exactly once:
+
+```
+begin → speak ⇄ tool_execution        (a member's turn, its tool rounds)
+speak → speak (next member) | moderate | END
+moderate ⇄ tool_execution, moderate → speak | END
+```
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+
+from ..core.agent_nodes import _subagent_step
+from ..core.context import RunContext
+from ..core.tool_node import tool_execution
+from .schemas import choice_schema
+from .state import _STEP_FIELDS, StepOutput
+from .step import check_output, schema_prompt
+
+HANDOFF = "handoff"
+FINISH = "finish"
+
+_GROUP_FIELDS: dict[str, Any] = {
+    **_STEP_FIELDS,
+    "speaker": str,
+    "turn": int,
+    "position": int,  # order mode: index in the member list of the current speaker
+    "transcript": list[dict[str, Any]],
+    "note": dict[str, Any] | None,  # the handoff that gave the current speaker the floor
+    "asking": str,  # which node the tool node returns to
+}
+GroupState = TypedDict("GroupState", _GROUP_FIELDS, total=False)  # type: ignore[misc]
+
+
+def _inv(task: dict[str, Any], label: str) -> str:
+    return f"{task['execution']}/{label}"
+
+
+def _transcript_text(transcript: list[dict[str, Any]]) -> str:
+    if not transcript:
+        return "(nobody has spoken yet)"
+    return "\n\n".join(f"**{t['agent']}**: {t['text']}" for t in transcript)
+
+
+def _turn_instruction(task: dict[str, Any], state: dict[str, Any], speaker: str) -> str:
+    parts = [task["instruction"], "## Conversation so far\n" + _transcript_text(state.get("transcript") or [])]
+    note = state.get("note")
+    if note:
+        parts.append(f"{note['from']} handed the conversation to you" + (f": {note['message']}" if note.get("message") else "."))
+    targets = task["targets"].get(speaker) or []
+    if targets:
+        names = ", ".join(f"{t} ({task['descriptions'].get(t, '')})" for t in targets)
+        parts.append(f"If another agent should take over, call the handoff tool with one of: {names}.")
+    parts.append(f"You are {speaker}: take your turn.")
+    return "\n\n".join(parts)
+
+
+def _record(agent: str, instruction: str) -> dict[str, Any]:
+    return {"agent": agent, "instruction": instruction, "tool_call_id": None, "status": "running",
+            "rounds": 0, "order": 0}
+
+
+def _emit(runtime: Runtime[RunContext], task: dict[str, Any], **data: Any) -> None:
+    runtime.stream_writer({"type": "handoff", "agent": data.get("to_agent"),
+                           "data": {"execution": task["execution"], "node": task["node"], **data}})
+
+
+async def begin(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
+    task = state["task"]
+    runtime.stream_writer(task["start_event"])
+    await runtime.context.services.store.put_lineage(task["start_record"])
+    speaker = task["agents"][0]
+    fresh = {"transcript": [], "note": None}
+    return {"speaker": speaker, "turn": 1, "position": 0, "transcript": [], "note": None,
+            "asking": "speak", "repairs": 0,
+            "subagent_pending": {_inv(task, "1"): _record(speaker, _turn_instruction(task, fresh, speaker))}}
+
+
+def _finish(state: dict[str, Any], outcome: str, answer: str, transcript: list[dict[str, Any]]) -> dict[str, Any]:
+    output = {"answer": answer, "speaker": state["speaker"], "turns": state["turn"], "outcome": outcome,
+              "transcript": transcript}
+    return {"result": {"status": "ok", "output": output, "error": None, "outcome": outcome}}
+
+
+def _next_turn(task: dict[str, Any], state: dict[str, Any], speaker: str, position: int,
+               transcript: list[dict[str, Any]], note: dict[str, Any] | None) -> dict[str, Any]:
+    turn = state["turn"] + 1
+    view = {"transcript": transcript, "note": note}
+    return {"speaker": speaker, "turn": turn, "position": position, "transcript": transcript, "note": note,
+            "asking": "speak", "repairs": 0,
+            "subagent_pending": {_inv(task, str(turn)): _record(speaker, _turn_instruction(task, view, speaker))}}
+
+
+async def speak(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
+    task = state["task"]
+    invocation = _inv(task, str(state["turn"]))
+    record = (state.get("subagent_pending") or {})[invocation]
+    memory = list((state.get("agent_memories") or {}).get(invocation, []))
+    update = await _subagent_step(runtime.context, runtime, invocation, record, memory, None, set())
+    speaker = state["speaker"]
+    outcome = update.get("subagent_pending", {}).get(invocation, {})
+    if outcome.get("status") == "failed":
+        return {**update, "result": {"status": "failed", "output": None,
+                                     "error": f"{speaker} failed: {outcome.get('error')}"}}
+    calls = update.get("pending_tool_calls") or []
+    handoffs = [c for c in calls if c["name"] == HANDOFF]
+    if handoffs:
+        return _handoff(task, state, update, invocation, handoffs[0], runtime)
+    if calls:
+        return update
+    answer = outcome.get("result") or ""
+    transcript = [*(state.get("transcript") or []), {"agent": speaker, "text": answer}]
+    if task["mode"] == "handoff":
+        return {**update, **_finish(state, "completed", answer, transcript)}
+    if task["mode"] == "order":
+        position = state["position"] + 1
+        if position >= len(task["agents"]):
+            return {**update, **_finish(state, "completed", answer, transcript)}
+        if state["turn"] >= task["max_turns"]:
+            return {**update, **_finish(state, "max_turns", answer, transcript)}
+        nxt = task["agents"][position]
+        return {**update, **_next_turn(task, state, nxt, position, transcript, None)}
+    # moderator mode: the moderator picks
+    return {**update, "transcript": transcript, "asking": "moderate", "repairs": 0,
+            "subagent_pending": {**update.get("subagent_pending", {}), _inv(task, f"mod{state['turn']}"):
+                                 _record(task["moderator"], _moderator_instruction(task, transcript))}}
+
+
+def _handoff(task: dict[str, Any], state: dict[str, Any], update: dict[str, Any], invocation: str,
+             call: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
+    speaker = state["speaker"]
+    try:
+        args = json.loads(call["arguments"] or "{}")
+    except json.JSONDecodeError:
+        args = {}
+    target = args.get("agent") if isinstance(args, dict) else None
+    allowed = task["targets"].get(speaker) or []
+    if target not in allowed:
+        # a refusal the agent can act on; its other calls (if any) still go to the tool node
+        text = (f"ERROR: cannot hand over to {target!r}; you may hand over to: "
+                f"{', '.join(allowed) or 'nobody (answer yourself)'}")
+        rest = [c for c in update["pending_tool_calls"] if c["id"] != call["id"]]
+        memory = [*update["agent_memories"][invocation], {"role": "tool", "tool_call_id": call["id"], "content": text}]
+        out = {**update, "agent_memories": {invocation: memory}, "pending_tool_calls": rest}
+        if not rest:
+            out["subagent_pending"] = {invocation: {"status": "running"}}
+        return out
+    message = str(args.get("message") or "")
+    content = (update["agent_memories"][invocation][0].get("content") or "").strip()
+    text = (content + "\n" if content else "") + f"(hands over to {target}" + (f": {message})" if message else ")")
+    transcript = [*(state.get("transcript") or []), {"agent": speaker, "text": text}]
+    _emit(runtime, task, from_agent=speaker, to_agent=target, message=message, by="handoff",
+          turn=state["turn"])
+    base = {k: v for k, v in update.items() if k != "pending_tool_calls"}
+    base["pending_tool_calls"] = None
+    base["subagent_pending"] = {invocation: {"status": "done"}}
+    if state["turn"] >= task["max_turns"]:
+        return {**base, **_finish({**state}, "max_turns", content, transcript)}
+    position = state["position"]
+    if task["mode"] == "order" and target in task["agents"]:
+        position = task["agents"].index(target)
+    return {**base, **_next_turn(task, state, target, position, transcript, {"from": speaker, "message": message})}
+
+
+def _moderator_instruction(task: dict[str, Any], transcript: list[dict[str, Any]]) -> str:
+    members = ", ".join(f"{a} ({task['descriptions'].get(a, '')})" for a in dict.fromkeys(task["agents"]))
+    return (f"{task['instruction']}\n\n## Conversation so far\n{_transcript_text(transcript)}\n\n"
+            f"You moderate this conversation between: {members}. Choose who speaks next, or "
+            f"'{FINISH}' when the task is done." + schema_prompt({}, _choices(task)))
+
+
+def _choices(task: dict[str, Any]) -> list[str]:
+    return [*dict.fromkeys(task["agents"]), FINISH]
+
+
+async def moderate(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
+    task = state["task"]
+    invocation = _inv(task, f"mod{state['turn']}")
+    record = (state.get("subagent_pending") or {})[invocation]
+    memory = list((state.get("agent_memories") or {}).get(invocation, []))
+    update = await _subagent_step(runtime.context, runtime, invocation, record, memory, None, set())
+    outcome = update.get("subagent_pending", {}).get(invocation, {})
+    if outcome.get("status") == "failed":
+        return {**update, "result": {"status": "failed", "output": None,
+                                     "error": f"moderator {task['moderator']} failed: {outcome.get('error')}"}}
+    if update.get("pending_tool_calls"):
+        return update
+    choice, found = check_output(choice_schema(_choices(task)), outcome.get("result") or "")
+    transcript = state.get("transcript") or []
+    last = transcript[-1]["text"] if transcript else ""
+    if found:
+        if int(state.get("repairs") or 0) < 1:
+            note = {"role": "user", "content": "Your answer could not be used: " + "; ".join(found)
+                    + ". Answer again, with only the JSON object asked for."}
+            return {**update, "repairs": 1, "subagent_pending": {invocation: {"status": "running"}},
+                    "agent_memories": {invocation: [*update["agent_memories"][invocation], note]}}
+        return {**update, "result": {"status": "failed", "output": None,
+                                     "error": "the moderator's choice was unusable after one repair round: " + "; ".join(found)}}
+    nxt = choice["choice"]
+    if nxt == FINISH:
+        return {**update, **_finish(state, "completed", last, transcript)}
+    if state["turn"] >= task["max_turns"]:
+        return {**update, **_finish(state, "max_turns", last, transcript)}
+    _emit(runtime, task, from_agent=state["speaker"], to_agent=nxt, message=choice.get("reason") or "",
+          by="moderator", turn=state["turn"])
+    return {**update, **_next_turn(task, state, nxt, state["position"], transcript, None)}
+
+
+def _after(state: dict[str, Any]) -> str:
+    if state.get("result") is not None:
+        return END
+    if state.get("pending_tool_calls"):
+        return "tool_execution"
+    return state.get("asking") or "speak"
+
+
+def build_group_graph() -> Any:
+    builder = StateGraph(GroupState, context_schema=RunContext, output_schema=StepOutput)
+    builder.add_node("begin", begin)
+    builder.add_node("speak", speak)
+    builder.add_node("moderate", moderate)
+    builder.add_node("tool_execution", tool_execution)
+    builder.add_edge(START, "begin")
+    builder.add_edge("begin", "speak")
+    for node in ("speak", "moderate", "tool_execution"):
+        builder.add_conditional_edges(node, _after, ["speak", "moderate", "tool_execution", END])
+    return builder.compile()
+
+
+GROUP_GRAPH = build_group_graph()

@@ -1,0 +1,196 @@
+"""Running workflows through the core run engine (`core/run/`).
+
+A workflow run is a message like any other: it gets a conversation, a message id, a thread,
+an event log, a lease and a run token, and it is driven by `core.run.runner.Run` — only the
+compiled graph differs. `af_workflow_runs` remembers which workflow (and which exact file
+text) a message runs; `Runtime.graph_for` asks `graph_for_run` for that graph, so a pause is
+resumed, from any process, on the graph it paused in, with the ordinary `resume`,
+`artifactflow resume` or `POST …/resume`.
+
+Compiled graphs are cached on the run `Runtime` by the digest of the workflow text.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..core.conversations import ACTIVE_BRANCH
+from ..core.events import Event
+from ..core.run import runner
+from ..errors import NotFoundError, UserError
+from ..hooks.runs import run_info
+from .compile import compile_workflow
+from .errors import WorkflowIssue, WorkflowValidationError
+from .schemas import problems
+from .spec import WorkflowSpec, load_workflow_file, parse_workflow, workflow_files
+from .validate import check_workflow, validate_workflow
+
+if TYPE_CHECKING:
+    from ..core.context import Services
+    from ..core.controller import ExecutionController
+    from ..core.conversations import ConversationManager
+    from ..core.run.runtime import Runtime
+
+
+def workflows_dir(services: Services) -> Path:
+    return Path(services.settings.config_dir) / "workflows"
+
+
+def known(services: Services) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Agents and tool argument schemas a workflow may use."""
+    tools = {name: services.tools.get(name).json_schema() for name in services.tools.names()}  # type: ignore[union-attr]
+    return dict(services.agents), tools
+
+
+def validate_spec(services: Services, spec: WorkflowSpec) -> list[WorkflowIssue]:
+    agents, tools = known(services)
+    return validate_workflow(spec, agents=agents, tools=tools)[0]
+
+
+def list_workflows(services: Services) -> list[dict[str, Any]]:
+    """Every workflow file with its name, description and problems (valid ones have none)."""
+    out = []
+    for path in workflow_files(workflows_dir(services)):
+        try:
+            spec = load_workflow_file(path)
+            issues = validate_spec(services, spec)
+            out.append({"name": spec.name, "description": spec.description, "file": str(path),
+                        "input": spec.input, "nodes": len(spec.nodes),
+                        "valid": not issues, "issues": [i.to_dict() for i in issues]})
+        except WorkflowValidationError as exc:
+            out.append({"name": path.stem, "description": "", "file": str(path), "input": None,
+                        "nodes": 0, "valid": False, "issues": [i.to_dict() for i in exc.issues]})
+    return out
+
+
+def find_workflow(services: Services, name: str) -> WorkflowSpec:
+    """The workflow called `name` (its `name:` or file name), validated."""
+    for path in workflow_files(workflows_dir(services)):
+        spec = load_workflow_file(path)
+        if spec.name == name or path.stem == name:
+            agents, tools = known(services)
+            check_workflow(spec, agents=agents, tools=tools)
+            return spec
+    names = [p.stem for p in workflow_files(workflows_dir(services))]
+    raise NotFoundError(
+        f"workflow '{name}' not found in {workflows_dir(services)}; "
+        f"available: {', '.join(names) or 'none (add a .yaml file there)'}"
+    )
+
+
+def compiled(rt: Runtime, spec: WorkflowSpec) -> Any:
+    graph = rt.workflow_graphs.get(spec.digest)
+    if graph is None:
+        agents, tools = known(rt.services)
+        topo = check_workflow(spec, agents=agents, tools=tools)
+        graph = compile_workflow(spec, topo, rt.checkpoints.saver)
+        rt.workflow_graphs[spec.digest] = graph
+    return graph
+
+
+def graph_for_run(rt: Runtime, row: dict[str, Any]) -> Any:
+    """The compiled graph of a stored workflow run (its own file text, not today's file)."""
+    source = f"workflow '{row['workflow']}' of message {row['message_id']}"
+    return compiled(rt, parse_workflow(row["definition"], source=source))
+
+
+async def pending_calls(rt: Runtime, thread_id: str) -> list[dict[str, Any]]:
+    """The calls a paused workflow waits on. They sit in its nested steps' state (one
+    checkpoint namespace per step execution), which the parent graph's state does not show:
+    read the newest checkpoint of each namespace, newest first, one entry per call id."""
+    seen_ns: set[str] = set()
+    calls: dict[str, dict[str, Any]] = {}
+    async for item in rt.checkpoints.saver.alist({"configurable": {"thread_id": thread_id}}):
+        ns = item.config["configurable"].get("checkpoint_ns") or ""
+        if not ns or ns in seen_ns:
+            continue
+        seen_ns.add(ns)
+        for call in item.checkpoint["channel_values"].get("pending_tool_calls") or []:
+            calls.setdefault(call["id"], call)
+    return list(calls.values())
+
+
+def check_input(spec: WorkflowSpec, value: Any) -> dict[str, Any]:
+    if value is None:
+        value = {}
+    if not isinstance(value, dict):
+        raise UserError(f"workflow '{spec.name}' takes a JSON object as input, got {type(value).__name__}")
+    found = problems(spec.input, value)
+    if found:
+        raise UserError(
+            f"input of workflow '{spec.name}' does not match its schema: {'; '.join(found)}. "
+            f"Schema: {json.dumps(spec.input, ensure_ascii=False)}"
+        )
+    return value
+
+
+async def start_workflow(
+    rt: Runtime,
+    conversations: ConversationManager,
+    name: str,
+    input: dict[str, Any] | None = None,
+    *,
+    conversation_id: str | None = None,
+    user_id: str | None = None,
+) -> dict[str, Any]:
+    """Validate, create the message and start the run in the background; return its ids."""
+    services = rt.services
+    spec = find_workflow(services, name)
+    value = check_input(spec, input)
+    compiled(rt, spec)
+    for node in spec.nodes:  # missing credentials fail now, not halfway through the run
+        if node.agent:
+            services.models.resolve(services.agents[node.agent].model)
+    if conversation_id is None:
+        conversation = await conversations.start_conversation(user_id=user_id, title=f"workflow {spec.name}")
+    else:
+        conversation = await conversations.get(conversation_id, user_id=user_id)
+    content = f"workflow {spec.name}: {json.dumps(value, ensure_ascii=False)}"
+    run_token = uuid.uuid4().hex
+    message = await conversations.add_message(
+        conversation["id"], content, parent_id=ACTIVE_BRANCH, run_token=run_token,
+        lease_expires_at=rt.lease(),
+    )
+    await rt.store.add_workflow_run({
+        "message_id": message["id"], "conversation_id": conversation["id"], "workflow": spec.name,
+        "digest": spec.digest, "definition": spec.text or "", "input": value,
+    })
+    metadata = {"workflow": spec.name, "input": value, "content": content,
+                "parent_message_id": message["parent_id"]}
+    info = run_info(message, services.lead.name, user_id=user_id)  # the segment as hooks see it
+    runner.launch(rt, message, run_token, {"wf_input": value}, first_events=[("metadata", None, metadata)],
+                  info=info)
+    return {"conversation_id": conversation["id"], "message_id": message["id"],
+            "thread_id": message["thread_id"], "workflow": spec.name}
+
+
+async def run_workflow(
+    controller: ExecutionController,
+    name: str,
+    input: dict[str, Any] | None = None,
+    *,
+    conversation_id: str | None = None,
+    user_id: str | None = None,
+    cancel_on_exit: bool = True,
+) -> AsyncIterator[Event]:
+    """Start a workflow and yield its events until the run ends or pauses (as
+    `stream_execute`); leaving early cancels the run (`cancel_on_exit`)."""
+    ids = await controller.start_workflow(name, input, conversation_id=conversation_id, user_id=user_id)
+    finished = False
+    try:
+        async for event in controller.follow(ids["message_id"], from_start=True):
+            yield event
+        finished = True
+    finally:
+        if cancel_on_exit and not finished:
+            await controller.cancel(ids["message_id"])
+
+
+async def lineage_of(rt: Runtime, message_id: str) -> list[dict[str, Any]]:
+    """A workflow run's node executions (NotFoundError for an unknown message)."""
+    await rt.message(message_id)
+    return await rt.store.lineage(message_id)

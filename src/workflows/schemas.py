@@ -1,0 +1,98 @@
+"""JSON Schema helpers: checking schemas, validating values, reading a model's JSON answer,
+and following a reference path (`output.category`) into a schema.
+
+Validation uses `jsonschema-rs` (fast, maintained, already used by the API fuzzer).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import jsonschema_rs
+
+_FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n(.*?)\n?```\s*$", re.DOTALL)
+
+
+def schema_problem(schema: Any) -> str | None:
+    """Why `schema` is not a usable JSON Schema, or None."""
+    if not isinstance(schema, dict):
+        return "a JSON Schema must be a mapping"
+    try:
+        jsonschema_rs.validator_for(schema)
+    except jsonschema_rs.ValidationError as exc:
+        return "not a valid JSON Schema: " + str(exc).splitlines()[0]
+    except Exception as exc:  # unresolvable $ref and the like
+        return f"not a valid JSON Schema: {exc}"
+    return None
+
+
+def problems(schema: dict[str, Any], value: Any, limit: int = 5) -> list[str]:
+    """Validation errors of `value` against `schema`, each with where it is."""
+    out = []
+    for error in jsonschema_rs.validator_for(schema).iter_errors(value):
+        where = "/".join(str(p) for p in error.instance_path) or "the value"
+        out.append(f"{where}: {error.message}")
+        if len(out) >= limit:
+            break
+    return out
+
+
+def parse_answer(text: str) -> tuple[Any, str | None]:
+    """A model's answer as JSON: the whole text, a fenced block, or the outermost object."""
+    body = (text or "").strip()
+    fenced = _FENCE.match(body)
+    if fenced:
+        body = fenced.group(1).strip()
+    try:
+        return json.loads(body), None
+    except json.JSONDecodeError as exc:
+        first, last = body.find("{"), body.rfind("}")
+        if 0 <= first < last:
+            try:
+                return json.loads(body[first : last + 1]), None
+            except json.JSONDecodeError:
+                pass
+        return None, f"the answer is not JSON ({exc.msg} at position {exc.pos})"
+
+
+def choice_schema(labels: list[str]) -> dict[str, Any]:
+    """What a deciding agent must answer: one of the labels, and why."""
+    return {
+        "type": "object",
+        "properties": {
+            "choice": {"type": "string", "enum": list(labels)},
+            "reason": {"type": "string"},
+        },
+        "required": ["choice"],
+    }
+
+
+def follow(schema: dict[str, Any] | None, path: tuple[str, ...]) -> tuple[dict[str, Any] | None, str | None]:
+    """Walk `path` into `schema`: (the sub-schema or None when unconstrained, an error when a
+    segment names a field the schema does not declare)."""
+    current = schema
+    for depth, part in enumerate(path):
+        if not isinstance(current, dict):
+            return None, None
+        props = current.get("properties")
+        if isinstance(props, dict):
+            if part not in props:
+                declared = ", ".join(props) or "none"
+                where = ".".join(path[:depth]) or "the output"
+                return None, f"{where} has no field '{part}' (declared: {declared})"
+            current = props[part]
+            continue
+        items = current.get("items")
+        if current.get("type") == "array" and part.lstrip("-").isdigit():
+            current = items if isinstance(items, dict) else None
+            continue
+        return None, None
+    return current if isinstance(current, dict) else None, None
+
+
+def enum_of(schema: dict[str, Any] | None) -> list[str] | None:
+    if isinstance(schema, dict) and isinstance(schema.get("enum"), list):
+        return [str(v) for v in schema["enum"]]
+    return None

@@ -1,0 +1,228 @@
+"""One node execution's work: an agent loop or a tool call, as a small nested LangGraph graph.
+
+```
+begin ──► agent ──► tool_execution ──► agent ──► … ──► END   (kind: agent)
+  └─────────────────► tool_execution ──► finish ──► END      (kind: tool)
+```
+`agent` is the chat graph's subagent step (one LLM call, the agent's prompt and tools, its
+`max_tool_rounds`); `tool_execution` is the chat graph's shared tool node, unchanged: CONFIRM
+tools `interrupt()` there exactly as in a chat run, the ledger keeps approved calls to one
+execution, and the permission request reaches the controller as usual.
+
+The graph runs *inside* a workflow node (a nested graph call), so it gets its own checkpoint
+namespace per node execution: parallel split items each loop and pause on their own, several
+pauses are resumed together by interrupt id, and on resume only the paused items continue.
+`begin` emits `workflow_node_start` once (a resumed node re-runs its wrapper, not `begin`).
+Custom events are forwarded to the parent stream by `run_step`.
+
+An agent's answer is checked against the node's output schema (or, for a decision, the
+choice schema); a mismatch gets exactly one repair round before the node fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+
+from ..core.agent_nodes import _approval_flags, _subagent_step
+from ..core.context import RunContext
+from ..core.tool_node import tool_execution
+from .schemas import parse_answer, problems
+from .state import StepOutput, StepState
+
+ERROR_PREFIX = "ERROR: "
+
+
+def schema_prompt(schema: dict[str, Any], labels: list[str] | None) -> str:
+    if labels is not None:
+        options = ", ".join(f'"{label}"' for label in labels)
+        return (
+            f"\n\nDecide by choosing exactly one of: {options}. Answer with only a JSON object: "
+            '{"choice": "<one of the options>", "reason": "<one sentence>"}'
+        )
+    return (
+        "\n\nAnswer with only a JSON object that matches this JSON Schema (no other text):\n"
+        f"```json\n{json.dumps(schema, ensure_ascii=False)}\n```"
+    )
+
+
+def check_output(schema: dict[str, Any] | None, answer: str) -> tuple[Any, list[str]]:
+    """An agent's final text → (output, problems). Without a schema the text is the output."""
+    if schema is None:
+        return answer, []
+    value, error = parse_answer(answer)
+    if error:
+        return None, [error]
+    return value, problems(schema, value)
+
+
+async def begin(state: StepState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    task = state["task"]
+    runtime.stream_writer(task["start_event"])
+    await runtime.context.services.store.put_lineage(task["start_record"])
+    if task["kind"] == "agent":
+        record = {"agent": task["agent"], "instruction": task["instruction"], "tool_call_id": None,
+                  "status": "running", "rounds": 0, "order": 0}
+        return {"subagent_pending": {task["execution"]: record}, "repairs": 0}
+    call = {
+        "id": f"wf-{task['execution']}",
+        "name": task["tool"],
+        "arguments": json.dumps(task["arguments"], ensure_ascii=False),
+        "agent": f"workflow:{task['node']}",
+        "invocation": task["execution"],
+        "round": 1,
+    }
+    flags = await _approval_flags(runtime.context, [call])
+    call["needs_approval"] = bool(flags.get(call["id"], False))
+    return {"pending_tool_calls": [call]}
+
+
+async def agent(state: StepState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    task = state["task"]
+    invocation = task["execution"]
+    record = (state.get("subagent_pending") or {})[invocation]
+    memory = list((state.get("agent_memories") or {}).get(invocation, []))
+    update = await _subagent_step(runtime.context, runtime, invocation, record, memory, None, set())
+    if task.get("call_suffix") and update.get("pending_tool_calls"):
+        _scope_call_ids(update, invocation, task["call_suffix"])
+    outcome = update.get("subagent_pending", {}).get(invocation, {})
+    if outcome.get("status") == "failed":
+        update["result"] = {"status": "failed", "output": None, "error": outcome.get("error")}
+    elif outcome.get("status") == "done":
+        answer = outcome.get("result") or ""
+        output, found = check_output(task.get("schema"), answer)
+        repairs = int(state.get("repairs") or 0)
+        if not found:
+            update["result"] = {"status": "ok", "output": output, "error": None,
+                                "repaired": repairs > 0}
+        elif repairs < 1:
+            note = {
+                "role": "user",
+                "content": "Your answer could not be used: " + "; ".join(found)
+                + ". Answer again, with only the JSON object the instruction asks for.",
+            }
+            update["agent_memories"] = {invocation: [*update["agent_memories"][invocation], note]}
+            update["subagent_pending"] = {invocation: {"status": "running"}}
+            update["repairs"] = repairs + 1
+        else:
+            update["result"] = {
+                "status": "failed", "output": None,
+                "error": "the answer did not match the output schema after one repair round: "
+                + "; ".join(found),
+            }
+    return update
+
+
+def _scope_call_ids(update: dict[str, Any], invocation: str, suffix: str) -> None:
+    """Parallel items pause together: keep their tool-call ids apart (providers may reuse
+    ids like `call_0`) by suffixing the item index, in the calls and in the agent's memory."""
+    renamed = {c["id"]: f"{c['id']}.{suffix}" for c in update["pending_tool_calls"]}
+    update["pending_tool_calls"] = [{**c, "id": renamed[c["id"]]} for c in update["pending_tool_calls"]]
+    messages = list(update["agent_memories"][invocation])
+    first = messages[0]
+    messages[0] = {**first, "tool_calls": [{**tc, "id": renamed.get(tc["id"], tc["id"])}
+                                           for tc in first.get("tool_calls") or []]}
+    update["agent_memories"] = {**update["agent_memories"], invocation: messages}
+
+
+async def finish(state: StepState) -> dict[str, Any]:
+    """A tool step's output: the tool's result as the model would see it, JSON when it is."""
+    task = state["task"]
+    memory = (state.get("agent_memories") or {}).get(task["execution"], [])
+    text = memory[-1]["content"] if memory else ""
+    if text.startswith(ERROR_PREFIX):
+        return {"result": {"status": "failed", "output": None, "error": text[len(ERROR_PREFIX):]}}
+    try:
+        output: Any = json.loads(text)
+    except json.JSONDecodeError:
+        output = text
+    schema = task.get("schema")
+    found = problems(schema, output) if schema else []
+    if found:
+        return {"result": {"status": "failed", "output": output,
+                           "error": "the tool's result did not match the output schema: " + "; ".join(found)}}
+    return {"result": {"status": "ok", "output": output, "error": None}}
+
+
+def _after_begin(state: StepState) -> str:
+    return "agent" if state["task"]["kind"] == "agent" else "tool_execution"
+
+
+def _after_agent(state: StepState) -> str:
+    if state.get("result") is not None:
+        return END
+    status = (state.get("subagent_pending") or {}).get(state["task"]["execution"], {}).get("status")
+    return "tool_execution" if status == "tools" else "agent"
+
+
+def _after_tools(state: StepState) -> str:
+    return "agent" if state["task"]["kind"] == "agent" else "finish"
+
+
+def build_step_graph() -> Any:
+    builder = StateGraph(StepState, context_schema=RunContext, output_schema=StepOutput)
+    builder.add_node("begin", begin)
+    builder.add_node("agent", agent)
+    builder.add_node("tool_execution", tool_execution)
+    builder.add_node("finish", finish)
+    builder.add_edge(START, "begin")
+    builder.add_conditional_edges("begin", _after_begin, ["agent", "tool_execution"])
+    builder.add_conditional_edges("agent", _after_agent, ["tool_execution", "agent", END])
+    builder.add_conditional_edges("tool_execution", _after_tools, ["agent", "finish"])
+    builder.add_edge("finish", END)
+    return builder.compile()
+
+
+STEP_GRAPH = build_step_graph()
+
+
+async def run_step(
+    task: dict[str, Any], runtime: Runtime[RunContext], cancel: asyncio.Event | None = None
+) -> dict[str, Any]:
+    """Run one step as a nested graph, forwarding its events; `cancel` stops it cleanly (its
+    model call or tool is cancelled) and the step reports status `cancelled`."""
+
+    async def consume() -> dict[str, Any]:
+        result: dict[str, Any] | None = None
+        graph = STEP_GRAPH
+        if task["kind"] == "group":
+            from .group import GROUP_GRAPH as graph
+        async for mode, chunk in graph.astream({"task": task}, stream_mode=["custom", "updates"]):
+            if mode == "custom":
+                runtime.stream_writer(chunk)
+            elif isinstance(chunk, dict):
+                for update in chunk.values():
+                    if isinstance(update, dict) and update.get("result") is not None:
+                        result = update["result"]
+        return result or {"status": "failed", "output": None, "error": "the step ended without a result"}
+
+    if cancel is not None and cancel.is_set():
+        return {"status": "cancelled", "output": None, "error": "another path finished first"}
+    # The nested run is a task of its own, stopped explicitly: when LangGraph cancels this
+    # node (a sibling failed, the run was cancelled) the nested graph's running tasks would
+    # otherwise outlive it (a model stream left open).
+    work = asyncio.ensure_future(consume())
+    stop = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
+    try:
+        await asyncio.wait({work, stop} - {None}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        await _stop(work)
+        raise
+    finally:
+        if stop is not None:
+            stop.cancel()
+    if not work.done():  # the branch was won by another path
+        await _stop(work)
+        return {"status": "cancelled", "output": None, "error": "another path finished first"}
+    return work.result()
+
+
+async def _stop(work: asyncio.Future[Any]) -> None:
+    work.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await work

@@ -1,0 +1,184 @@
+"""Shared helpers of the CLI tests: the console script in a subprocess or `main()` in-process,
+a reader that waits for output (observable state, never time), and a CONFIRM file tool.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import make_config
+from scripted_llm import Call, ToolCalls
+
+from artifactflow.cli.main import main
+
+ARTIFACTFLOW = str(Path(sys.executable).parent / "artifactflow")
+TIMEOUT = 20
+
+PLUGIN = '''
+from artifactflow import tool
+
+@tool
+def append_line(path: str, text: str) -> str:
+    """Append one line of text to a file."""
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(text + "\\n")
+    return "appended"
+'''
+CONFIRM_YAML = "plugins: [file_tools]\npermissions: {append_line: confirm}\n"
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[=>]")
+MESSAGE_ID = re.compile(r"message ([0-9a-f]{32})")
+CONVERSATION_ID = re.compile(r"conversation ([0-9a-f]{32})")
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+@dataclass
+class CLI:
+    config: Path
+    data: Path
+    capsys: pytest.CaptureFixture[str]
+
+    def args(self, *args: str) -> list[str]:
+        return ["--config-dir", str(self.config), "--data-dir", str(self.data), *args]
+
+    @staticmethod
+    def env(**changes: str | None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ARTIFACTFLOW_")}
+        env.update(NO_COLOR="1", PYTHONUNBUFFERED="1")
+        for key, value in changes.items():
+            if value is None:
+                env.pop(key, None)
+            else:
+                env[key] = value
+        return env
+
+    def sub(self, *args: str, env: dict[str, str] | None = None) -> Result:
+        """The real console script in a new process (stdin is not a terminal)."""
+        proc = subprocess.run(
+            [ARTIFACTFLOW, *self.args(*args)],
+            env=env or self.env(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
+    def call(self, *args: str) -> Result:
+        """`main()` in this process, for commands that only read stored data."""
+        self.capsys.readouterr()
+        code = main(self.args(*args))
+        out, err = self.capsys.readouterr()
+        return Result(code, out, err)
+
+
+def lines_of(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+
+
+def append_call(path: Path, text: str = "hello", call_id: str = "call_a") -> ToolCalls:
+    return ToolCalls([Call("append_line", {"path": str(path), "text": text}, id=call_id)])
+
+
+class Reader:
+    """Reads a file descriptor (pipe or pty master) until a pattern shows up, with a timeout."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.raw = b""
+        self.pos = 0
+
+    @property
+    def text(self) -> str:
+        return ANSI.sub("", self.raw.decode("utf-8", errors="replace")).replace("\r", "")
+
+    def until(self, needle: str, timeout: float = 15.0) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.text.find(needle, self.pos)
+            if found >= 0:
+                self.pos = found + len(needle)
+                return self.text
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"{needle!r} did not appear; got:\n{self.text}")
+            ready, _, _ = select.select([self.fd], [], [], min(left, 0.2))
+            if ready:
+                try:
+                    chunk = os.read(self.fd, 4096)
+                except OSError:  # pty closed: the child exited
+                    chunk = b""
+                if not chunk:
+                    raise AssertionError(f"output ended before {needle!r}:\n{self.text}")
+                self.raw += chunk
+
+
+def make_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> CLI:
+    """A config whose lead has `append_line` (CONFIRM) and the artifact tools."""
+    config = make_config(
+        tmp_path,
+        lead_tools=["append_line", "create_artifact", "update_artifact"],
+        yaml_text=CONFIRM_YAML,
+        plugin_files={"file_tools.py": PLUGIN},
+    )
+    return CLI(config, tmp_path / "data", capsys)
+
+
+@contextmanager
+def spawn(cli: CLI, *args: str, env: dict[str, str] | None = None) -> Iterator[tuple[subprocess.Popen[bytes], Reader]]:
+    """The console script with piped output; the reader follows its stdout."""
+    proc = subprocess.Popen(
+        [ARTIFACTFLOW, *cli.args(*args)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env or cli.env(),
+    )
+    assert proc.stdout is not None
+    try:
+        yield proc, Reader(proc.stdout.fileno())
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@contextmanager
+def in_pty(cli: CLI, *args: str) -> Iterator[tuple[subprocess.Popen[bytes], Reader]]:
+    """The console script with stdin, stdout and stderr on a pseudo-terminal."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [ARTIFACTFLOW, *cli.args(*args)],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=cli.env(),
+        close_fds=True,
+    )
+    os.close(slave)
+    try:
+        yield proc, Reader(master)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
