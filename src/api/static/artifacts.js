@@ -53,13 +53,15 @@ export class ArtifactPanel {
   }
 
   async select(artifactId) {
-    // Reloads (on every artifact event and on completion) must not reset a diff the user chose.
-    const keepDiff = artifactId === this.current ? this.diffFrom.value : "";
+    // Reloads (on every artifact event and on completion) must not reset a diff the user chose,
+    // even one chosen while this reload was waiting for the versions: read it after the wait.
+    const same = artifactId === this.current;
     this.current = artifactId;
     for (const item of this.list.querySelectorAll("li.item")) {
       item.classList.toggle("current", item.dataset.id === artifactId);
     }
     const { versions } = await api(`${this.base()}/${enc(artifactId)}/versions`);
+    const keepDiff = same && artifactId === this.current ? this.diffFrom.value : "";
     const latest = versions.length ? versions[versions.length - 1].version : 1;
     this.version.innerHTML = versions
       .map((v) => `<option value="${v.version}">v${v.version} · ${escapeHtml(v.change || "")}</option>`)
