@@ -245,8 +245,15 @@ async def test_edit_and_deny_in_the_dialog_diff_export_stop_delete(
         await page.wait_for_function(
             "document.querySelector('#artifact-content').textContent.includes('line three')"
         )
-        await page.select_option("#artifact-diff-from", "1")
-        await page.locator("#artifact-content .diff-add", has_text="+line three").wait_for()
+        added = page.locator("#artifact-content .diff-add", has_text="+line three")
+        for _ in range(5):  # a late artifact reload may still re-render the panel: choose again
+            await page.select_option("#artifact-diff-from", "1")
+            try:
+                await added.wait_for(timeout=5000)
+                break
+            except Exception:
+                continue
+        await added.wait_for()
         assert await page.inner_text("#artifact-content .diff-del") == "-line one"
         async with page.expect_download() as info:
             await page.click("#artifact-export")
