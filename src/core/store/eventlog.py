@@ -31,9 +31,10 @@ from ...errors import LeaseLostError
 from . import schema as t
 from .codec import dumps, event_record, event_row
 
-# A conflict on the event id can only come from a writer that skipped the row lock; each
-# retry sees its insert, so a few attempts always suffice.
-EVENT_ID_RETRIES = 5
+# A conflict on the event id can only come from a writer that skipped the row lock (an older
+# version writing explicit ids); each retry sees its latest insert, but such a writer may keep
+# inserting, so allow as many retries as a burst of its writes can take.
+EVENT_ID_RETRIES = 50
 
 
 class Unset(enum.Enum):
