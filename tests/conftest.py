@@ -93,3 +93,25 @@ async def make_controller(tmp_path: Path, llm_env: ScriptedLLM) -> AsyncIterator
     yield factory
     for controller in opened:
         await controller.aclose()
+
+
+@pytest_asyncio.fixture(params=["sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
+    """An app store on each backend: a SQLite file, then a fresh PostgreSQL database."""
+    from pg import fresh_database
+
+    from artifactflow.core.store.repository import AppStore
+
+    if request.param == "sqlite":
+        s = await AppStore.open(None, sqlite_path=tmp_path / "app.db")
+        try:
+            yield s
+        finally:
+            await s.close()
+    else:
+        async with fresh_database() as url:
+            s = await AppStore.open(url)
+            try:
+                yield s
+            finally:
+                await s.close()

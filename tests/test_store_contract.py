@@ -3,34 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
-import pytest_asyncio
 import sqlalchemy as sa
-from pg import fresh_database
 
 from artifactflow.core.conversations import ConversationManager
 from artifactflow.core.store.repository import AppStore, normalize_database_url
 from artifactflow.errors import ArtifactConflictError, ConfigError
-
-
-@pytest_asyncio.fixture(params=["sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AppStore]:
-    if request.param == "sqlite":
-        s = await AppStore.open(None, sqlite_path=tmp_path / "app.db")
-        try:
-            yield s
-        finally:
-            await s.close()
-    else:
-        async with fresh_database() as url:
-            s = await AppStore.open(url)
-            try:
-                yield s
-            finally:
-                await s.close()
 
 
 def test_database_urls_normalized():

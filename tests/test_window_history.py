@@ -2,35 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
-
-import pytest
-import pytest_asyncio
-from pg import fresh_database
 
 from artifactflow.core.conversations import ConversationManager
 from artifactflow.core.store.repository import AppStore
 from artifactflow.core.window.history import HISTORY_SYSTEM, conversation_history, plan_history
 from artifactflow.core.window.history_store import HistorySummaries
-
-
-@pytest_asyncio.fixture(params=["sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AppStore]:
-    if request.param == "sqlite":
-        s = await AppStore.open(None, sqlite_path=tmp_path / "app.db")
-        try:
-            yield s
-        finally:
-            await s.close()
-    else:
-        async with fresh_database() as url:
-            s = await AppStore.open(url)
-            try:
-                yield s
-            finally:
-                await s.close()
 
 
 class Summarizer:

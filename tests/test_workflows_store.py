@@ -3,11 +3,8 @@ workflow resumed by a new controller on PostgreSQL (app store and checkpoints)."
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from types import SimpleNamespace
 
-import pytest_asyncio
 from pg import fresh_database
 from scripted_llm import Call, Text, ToolCalls
 from test_workflows_pause import JOURNAL, PLUGIN
@@ -16,23 +13,6 @@ from wf_helpers import ByAgent, by_item, workflow_config
 from artifactflow import ExecutionController, load_settings
 from artifactflow.core.store.repository import AppStore
 from artifactflow.workflows import lineage
-
-
-@pytest_asyncio.fixture(params=["sqlite", "postgres"])
-async def store(request, tmp_path: Path) -> AsyncIterator[AppStore]:
-    if request.param == "sqlite":
-        s = await AppStore.open(None, sqlite_path=tmp_path / "app.db")
-        try:
-            yield s
-        finally:
-            await s.close()
-    else:
-        async with fresh_database() as url:
-            s = await AppStore.open(url)
-            try:
-                yield s
-            finally:
-                await s.close()
 
 
 async def test_runs_and_lineage_contract(store: AppStore):
