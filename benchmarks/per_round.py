@@ -46,8 +46,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from scripted_llm import Call, ScriptedLLM, Text, ToolCalls  # noqa: E402
 
 from artifactflow import ExecutionController, load_settings, tool  # noqa: E402
-from artifactflow.agents.model import ModelRequest, OpenAIChatModel  # noqa: E402
-from artifactflow.agents.models import ResolvedModel  # noqa: E402
+from artifactflow.agents.model import (  # noqa: E402
+    ModelRequest,
+    OpenAIChatModel,
+    ResolvedModel,  # noqa: E402
+)
 from artifactflow.agents.spec import load_agents  # noqa: E402
 from artifactflow.core.state import assistant_message  # noqa: E402
 from artifactflow.core.window.limits import recursion_limit  # noqa: E402

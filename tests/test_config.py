@@ -20,7 +20,7 @@ from artifactflow import (
     load_settings,
     tool,
 )
-from artifactflow.agents.models import ModelRegistry
+from artifactflow.agents.model import ModelRegistry
 from artifactflow.agents.spec import load_agents, parse_agent_file
 from artifactflow.settings import packaged_config_dir
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import make_config
 
 from artifactflow import load_settings
-from artifactflow.agents.models import ModelRegistry
+from artifactflow.agents.model import ModelRegistry
 from artifactflow.agents.spec import parse_agent_file
 from artifactflow.cli.main import main
 from artifactflow.errors import ConfigError

@@ -28,7 +28,9 @@ from artifactflow import (
 )
 from artifactflow.agents.model import (
     ModelPicker,
+    ModelRegistry,
     OpenAIChatModel,
+    ResolvedModel,
     is_context_overflow,
     model_api_names,
     register_model_api,
@@ -36,7 +38,6 @@ from artifactflow.agents.model import (
 from artifactflow.agents.model.openai_chat import retry_after
 from artifactflow.agents.model.registry import _APIS
 from artifactflow.agents.model.retry import Attempt, Failure, with_retries
-from artifactflow.agents.models import ModelRegistry, ResolvedModel
 from artifactflow.settings import LLMSettings
 
 POLICY = LLMSettings(max_retries=2, backoff_base=0.01, backoff_max=0.05)

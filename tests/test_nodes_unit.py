@@ -35,8 +35,7 @@ from artifactflow import (
     merge_agent_response_to_state,
     tool,
 )
-from artifactflow.agents.model import ModelPicker
-from artifactflow.agents.models import ModelRegistry
+from artifactflow.agents.model import ModelPicker, ModelRegistry
 from artifactflow.core.engine import builtin_tools
 from artifactflow.core.graph import build_graph, route
 from artifactflow.core.state import LEAD

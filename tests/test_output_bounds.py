@@ -14,9 +14,8 @@ from conftest import make_config, write_agent
 from scripted_llm import Call, Error, Hang, ScriptedLLM, Text, ToolCalls
 
 from artifactflow import FatalLLMError, ModelRequest, RetryableLLMError, tool
-from artifactflow.agents.model import OpenAIChatModel
+from artifactflow.agents.model import ModelRegistry, OpenAIChatModel, ResolvedModel
 from artifactflow.agents.model.openai_wire import request_body
-from artifactflow.agents.models import ModelRegistry, ResolvedModel
 from artifactflow.settings import LLMSettings
 
 POLICY = LLMSettings(max_retries=1, backoff_base=0.0, backoff_max=0.0)

@@ -16,8 +16,7 @@ from conftest import make_config
 from scripted_llm import LLAMA_CPP_PYTHON, LLAMA_SERVER, Call, Quirks, ScriptedLLM, Text, ToolCalls
 
 from artifactflow import ModelRequest, RetryableLLMError, tool
-from artifactflow.agents.model import OpenAIChatModel
-from artifactflow.agents.models import ResolvedModel
+from artifactflow.agents.model import OpenAIChatModel, ResolvedModel
 from artifactflow.cli.render import closing_line
 from artifactflow.settings import LLMSettings
 

@@ -12,7 +12,7 @@ import pytest
 from scripted_llm import Call, Error, Text, ToolCalls
 
 from artifactflow import MissingCredentialsError, ResumeConflictError, tool
-from artifactflow.agents.models import ModelRegistry, ProfileSpec
+from artifactflow.agents.model import ModelRegistry, ProfileSpec
 from artifactflow.api.app import create_app
 from artifactflow.core.run import runner
 

@@ -6,7 +6,7 @@ import pytest
 from scripted_llm import Call, Text, ToolCalls
 
 from artifactflow import tool
-from artifactflow.agents.models import ResolvedModel
+from artifactflow.agents.model import ResolvedModel
 from artifactflow.agents.spec import AgentSpec
 from artifactflow.core.window.budget import (
     Budget,

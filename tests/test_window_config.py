@@ -9,7 +9,7 @@ import pytest
 from conftest import write_agent
 
 from artifactflow import ConfigError, load_settings
-from artifactflow.agents.models import ModelRegistry
+from artifactflow.agents.model import ModelRegistry
 from artifactflow.agents.spec import load_agents
 from artifactflow.core.window.limits import context_window
 

@@ -11,8 +11,7 @@ import openai
 import pytest
 from scripted_llm import Call, ScriptedLLM, Text, ToolCalls, context_length_body, request_tokens
 
-from artifactflow.agents.model import ModelRequest, OpenAIChatModel
-from artifactflow.agents.models import ResolvedModel
+from artifactflow.agents.model import ModelRequest, OpenAIChatModel, ResolvedModel
 from artifactflow.agents.prompts import lead_messages
 from artifactflow.agents.spec import AgentSpec
 from artifactflow.core.state import assistant_message

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..hooks.runner import HookRunner
 
 if TYPE_CHECKING:
-    from ..agents.model import Model, ModelPicker
-    from ..agents.models import ModelRegistry, ResolvedModel
+    from ..agents.model import Model, ModelPicker, ModelRegistry, ResolvedModel
     from ..agents.spec import AgentSpec
     from ..hooks.types import RunInfo
     from ..settings import Settings

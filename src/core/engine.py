@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..agents.model import ModelPicker
-from ..agents.models import ModelRegistry
+from ..agents.model import ModelPicker, ModelRegistry
 from ..agents.spec import load_agents
 from ..errors import ConfigError
 from ..hooks.dedupe import StoreHookLedger

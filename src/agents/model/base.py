@@ -15,13 +15,32 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
-
-if TYPE_CHECKING:
-    from ..models import ResolvedModel
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 DeltaCallback = Callable[[str], Awaitable[None] | None]
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A concrete endpoint + model pair, ready to build a client for."""
+
+    profile: str | None
+    model: str
+    base_url: str | None
+    api_key: str
+    params: dict[str, Any] = field(default_factory=dict)
+    api: str = "chat_completions"
+    context_window: int | None = None  # None: the `context.default_window` setting applies
+    input_per_mtok: float | None = None
+    output_per_mtok: float | None = None
+    max_output_tokens: int | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    stream_tools: bool = True
+
+    @property
+    def client_key(self) -> tuple[str | None, str]:
+        return (self.base_url, self.api_key)
 
 
 @dataclass(frozen=True)

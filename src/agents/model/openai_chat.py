@@ -27,8 +27,14 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from ...errors import ContextOverflowError, FatalLLMError, LLMError, RetryableLLMError
 from ...settings import LLMSettings
-from ..models import ResolvedModel
-from .base import DeltaCallback, ModelRequest, ModelResponse, is_context_overflow, send_delta
+from .base import (
+    DeltaCallback,
+    ModelRequest,
+    ModelResponse,
+    ResolvedModel,
+    is_context_overflow,
+    send_delta,
+)
 from .openai_wire import Assembly, request_body
 from .retry import Attempt, Failure, Sleep, with_retries
 

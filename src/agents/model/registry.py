@@ -13,14 +13,10 @@ use and closes them at shutdown, or serves every agent with one fixed model (a
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from ...errors import ConfigError
 from ...settings import LLMSettings
-from .base import Model
-
-if TYPE_CHECKING:
-    from ..models import ResolvedModel
+from .base import Model, ResolvedModel
 
 ModelFactory = Callable[[LLMSettings], Model]
 

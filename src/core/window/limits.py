@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ...agents.models import ResolvedModel
+    from ...agents.model import ResolvedModel
     from ...agents.spec import AgentSpec
     from ...settings import ContextSettings
 

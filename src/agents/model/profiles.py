@@ -13,7 +13,7 @@ endpoint, which is configured exactly as the OpenAI SDK is: `OPENAI_BASE_URL` an
 message naming the variable, never a traceback from deep inside the SDK.
 
 `api` names the provider API that serves the profile (`chat_completions`, the default);
-`agents.model.registry` maps it to a `Model` implementation, so a new provider API is a new
+`registry` maps it to a `Model` implementation, so a new provider API is a new
 module registered there, never a change to the nodes.
 """
 
@@ -21,15 +21,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..errors import ConfigError, MissingCredentialsError
-from ..settings import read_config_text
+from ...errors import ConfigError, MissingCredentialsError
+from ...settings import read_config_text
+from .base import ResolvedModel
+from .registry import model_api_names
 
 DEFAULT_MODEL = "gpt-4o-mini"
 
@@ -49,28 +50,6 @@ class ProfileSpec(BaseModel):
     max_output_tokens: int | None = Field(None, ge=1)  # per call; None: llm.max_output_tokens
     tool_choice: str | dict[str, Any] | None = None  # "auto", "required", "none" or a function
     stream_tools: bool = True  # False: turns that offer tools are sent without streaming
-
-
-@dataclass(frozen=True)
-class ResolvedModel:
-    """A concrete endpoint + model pair, ready to build a client for."""
-
-    profile: str | None
-    model: str
-    base_url: str | None
-    api_key: str
-    params: dict[str, Any] = field(default_factory=dict)
-    api: str = "chat_completions"
-    context_window: int | None = None  # None: the `context.default_window` setting applies
-    input_per_mtok: float | None = None
-    output_per_mtok: float | None = None
-    max_output_tokens: int | None = None
-    tool_choice: str | dict[str, Any] | None = None
-    stream_tools: bool = True
-
-    @property
-    def client_key(self) -> tuple[str | None, str]:
-        return (self.base_url, self.api_key)
 
 
 class ModelRegistry:
@@ -97,8 +76,6 @@ class ModelRegistry:
     def from_file(
         cls, path: Path, default_model: str | None = None, env: Mapping[str, str] | None = None
     ) -> ModelRegistry:
-        from .model.registry import model_api_names
-
         profiles: dict[str, ProfileSpec] = {}
         if path.exists():
             try:
