@@ -19,7 +19,7 @@ from pathlib import Path
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from artifactflow.tools.mcp.config import McpServerConfig
+from artifactflow.settings.mcp import McpServerConfig
 from artifactflow.tools.mcp.connection import McpConnection
 
 SERVER = Path(__file__).resolve().parent.parent / "tests" / "mcp_demo_server.py"

@@ -19,9 +19,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from artifactflow.hooks import AgentStep, Failure, HookRunner, RunEnd
-from artifactflow.hooks.config import TelemetrySettings
 from artifactflow.hooks.telemetry import tracer_provider, tracing_from_settings
 from artifactflow.hooks.tracing import TracingHooks
+from artifactflow.settings.hooks import TelemetrySettings
 from artifactflow.tools.base import ToolResult
 
 

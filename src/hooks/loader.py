@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, UserError
-from .config import HookSpec
+from ..settings.hooks import HookSpec
 from .dedupe import HookLedger
 from .runner import HookRunner, implemented_points
 

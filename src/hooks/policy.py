@@ -26,8 +26,8 @@ from fnmatch import fnmatchcase
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..settings.hooks import ToolPolicySettings, ToolRule
 from .base import Hooks
-from .config import ToolPolicySettings, ToolRule
 from .types import Refuse, RunInfo, ToolCall
 
 _MISSING = object()

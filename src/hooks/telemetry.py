@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from ..errors import ConfigError
-from .config import TelemetrySettings
+from ..settings.hooks import TelemetrySettings
 from .tracing import TracingHooks
 
 

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.engine import build_registry
 from ..settings import Settings, load_settings
+from ..settings.mcp import SEPARATOR
 from ..tools.base import Permission, Tool, ToolResult
-from ..tools.mcp.config import SEPARATOR
 from ..tools.mcp.manager import is_mcp_name
 from . import store as calls
 

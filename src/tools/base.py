@@ -7,7 +7,6 @@ A tool's failure is data for the model, not a crash: every path through a tool e
 from __future__ import annotations
 
 import copy
-import enum
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -15,23 +14,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ..settings.permissions import Permission
 
-class Permission(enum.StrEnum):
-    """Whether a tool runs at once (AUTO) or only after a person approves it (CONFIRM)."""
-
-    AUTO = "auto"
-    CONFIRM = "confirm"
-
-    @classmethod
-    def parse(cls, value: str | Permission) -> Permission:
-        if isinstance(value, Permission):
-            return value
-        try:
-            return cls(str(value).strip().lower())
-        except ValueError:
-            raise ValueError(
-                f"unknown permission level {value!r}; use 'auto' or 'confirm'"
-            ) from None
+__all__ = ["Permission", "Tool", "ToolResult"]
 
 
 @dataclass

@@ -1,11 +1,12 @@
-"""MCP servers as tool sources: configuration, connections and registration.
+"""MCP servers as tool sources: connections and registration.
 
-`config` is imported by the settings and has no MCP SDK import; the SDK (about a second to
-import) loads only when `mcp_servers:` names a server.
+The `mcp_servers:` configuration (`McpServerConfig`, re-exported here) lives in
+`artifactflow.settings.mcp`, below the tools, with no MCP SDK import; the SDK (about a second
+to import) loads only when `mcp_servers:` names a server.
 """
 
 from __future__ import annotations
 
-from .config import McpServerConfig
+from ...settings.mcp import McpServerConfig
 
 __all__ = ["McpServerConfig"]

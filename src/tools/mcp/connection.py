@@ -26,7 +26,7 @@ from typing import IO, Any
 
 import anyio
 
-from .config import McpServerConfig
+from ...settings.mcp import McpServerConfig
 
 log = logging.getLogger("artifactflow.mcp")
 CLOSE_TIMEOUT = 5.0

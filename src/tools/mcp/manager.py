@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from ...errors import ConfigError
+from ...settings.mcp import SEPARATOR, McpServerConfig, check_server_name
 from ..base import Permission, Tool, ToolResult
-from .config import SEPARATOR, McpServerConfig, check_server_name
 from .connection import McpConnection, McpUnavailable
 from .results import MEDIA_FOLDER, to_tool_result
 

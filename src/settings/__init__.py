@@ -5,10 +5,16 @@ exist the packaged defaults are used, so the CLI works outside a checkout. Envir
 the YAML file (`ARTIFACTFLOW_WEB__ALLOW_PRIVATE_NETWORKS=true` sets `web.allow_private_networks`),
 and explicit keyword overrides from Python beat both (validated the same way: a bad value is a
 `ConfigError` naming the field).
+
+The settings sit just above `errors` and import nothing else of the package: the config
+models of other parts live beside this module (`hooks.py`: the `hooks:` and `telemetry:`
+sections, `mcp.py`: `mcp_servers:`, `permissions.py`: the tool permission levels), and the
+hooks and tools packages import them from here.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,22 +24,22 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from .errors import ConfigError
-from .hooks.config import HooksSettings, TelemetrySettings
-from .tools.base import Permission
-from .tools.mcp.config import McpServerConfig
+from ..errors import ConfigError
+from .hooks import HooksSettings, TelemetrySettings
+from .mcp import McpServerConfig
+from .permissions import Permission
 
-PACKAGED_CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
+PACKAGED_CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
 
 
 def packaged_config_dir() -> Path:
     """Where the default config lives: the repo's `config/` or the installed copy."""
-    try:
-        from . import default_config  # installed mapping of config/
-
-        return Path(default_config.__file__).resolve().parent
-    except ImportError:  # pragma: no cover - running from a bare source tree
+    # `artifactflow.default_config` is the installed mapping of config/ (data, not code: found
+    # by name, never imported from the package root).
+    spec = importlib.util.find_spec(f"{__package__.rpartition('.')[0]}.default_config")
+    if spec is None or spec.origin is None:  # pragma: no cover - running from a bare source tree
         return PACKAGED_CONFIG_DIR
+    return Path(spec.origin).resolve().parent
 
 
 class LLMSettings(BaseModel):

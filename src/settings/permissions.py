@@ -1,0 +1,27 @@
+"""Tool permission levels, as the config names them (`permissions: {web_fetch: confirm}`).
+
+Defined here, below the tools, because the settings validate them; `artifactflow.tools.base`
+and the package root re-export `Permission` for tool authors.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Permission(enum.StrEnum):
+    """Whether a tool runs at once (AUTO) or only after a person approves it (CONFIRM)."""
+
+    AUTO = "auto"
+    CONFIRM = "confirm"
+
+    @classmethod
+    def parse(cls, value: str | Permission) -> Permission:
+        if isinstance(value, Permission):
+            return value
+        try:
+            return cls(str(value).strip().lower())
+        except ValueError:
+            raise ValueError(
+                f"unknown permission level {value!r}; use 'auto' or 'confirm'"
+            ) from None
