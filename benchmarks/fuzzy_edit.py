@@ -15,7 +15,7 @@ import random
 import statistics
 import time
 
-from artifactflow.core.artifacts import find_closest, similarity
+from artifactflow.artifacts import find_closest, similarity
 
 CASES = [  # (document characters, quotation characters)
     (10_000, 40),

@@ -18,7 +18,7 @@ import pytest_asyncio
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from artifactflow.core.artifacts import (
+from artifactflow.artifacts import (
     FUZZY_THRESHOLD,
     ArtifactExistsError,
     ArtifactNotFoundError,

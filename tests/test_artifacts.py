@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from artifactflow.core.artifacts import ArtifactService
+from artifactflow.artifacts import ArtifactService
 from artifactflow.core.store.repository import AppStore
 from artifactflow.errors import ArtifactConflictError, NotFoundError
 from artifactflow.tools.base import Permission, ToolResult

@@ -105,7 +105,7 @@ class StoredData:
     # --- artifacts (read side) ---------------------------------------------------------------
 
     def _artifacts(self) -> Any:
-        from ..artifacts import ArtifactService
+        from ...artifacts import ArtifactService
 
         return ArtifactService(self.store)
 

@@ -460,7 +460,7 @@ class AppStore(EventLog):
         async with self.engine.begin() as conn:
             await conn.execute(t.hook_marks.delete().where(where))
 
-    # --- artifacts (rows only; the rules live in core.artifacts.ArtifactService) ------------
+    # --- artifacts (rows only; the rules live in artifacts.ArtifactService) ------------
 
     async def get_artifact(self, conversation_id: str, artifact_id: str) -> dict[str, Any] | None:
         async with self.engine.connect() as conn:

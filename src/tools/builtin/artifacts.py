@@ -1,6 +1,6 @@
 """Artifact tools: the model's handle on versioned documents.
 
-Thin wrappers over `ArtifactService` (`artifactflow.core.artifacts`), which holds every rule:
+Thin wrappers over `ArtifactService` (`artifactflow.artifacts`), which holds every rule:
 ids and titles, versions, the optimistic lock, exact and approximate edits. A tool declares its
 arguments for the model, calls the service, turns an `ArtifactError` into a failed `ToolResult`
 (the error's message, its details as metadata), and reports each written change as an
@@ -16,7 +16,7 @@ import inspect
 import logging
 from typing import Any
 
-from ...core.artifacts import (
+from ...artifacts import (
     DEFAULT_CONTENT_TYPE,
     FUZZY_THRESHOLD,
     ArtifactChange,

@@ -9,7 +9,9 @@
 - `render`: diffs and Markdown export formatting.
 
 The agents' tools (`artifactflow.tools.builtin.artifacts`) and the CLI and HTTP layers all go
-through `ArtifactService`; the store (`AppStore`) only persists rows.
+through `ArtifactService`; the store (`AppStore`) only persists rows. A leaf of the package:
+it imports only `errors` (the store comes in as a parameter), so the tools can use it without
+reaching into the run engine.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ...errors import ArtifactConflictError
+from ..errors import ArtifactConflictError
 from .edit import Replacement, replace_once
 from .errors import ArtifactExistsError, ArtifactNotFoundError, StaleArtifactError
 from .render import markdown_document, unified_diff

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import ArtifactConflictError, ArtifactFlowError, NotFoundError, UserError
+from ..errors import ArtifactConflictError, ArtifactFlowError, NotFoundError, UserError
 
 
 class ArtifactError(ArtifactFlowError):
