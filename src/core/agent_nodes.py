@@ -20,7 +20,7 @@ from ..agents.prompts import PLAN_ID, lead_messages, subagent_messages
 from ..agents.spec import AgentSpec
 from ..errors import ArtifactFlowError, LLMError
 from ..hooks import nodes as hook_points
-from ..hooks.runner import HookError
+from ..hooks.dispatch import HookError
 from ..hooks.types import AgentStep
 from ..tools.base import Permission
 from .agent_window import node_result, windowed_call
@@ -74,9 +74,11 @@ def close_lead_round(state: AgentState) -> list[dict[str, Any]]:
     return messages + [m for m in memories.get(HELD, []) if m.get("role") != "tool"]  # hooks' notes
 
 
-async def _approval_flags(
+async def approval_flags(
     context: RunContext, calls: list[dict[str, Any]]
 ) -> dict[str, bool]:
+    """Call id → whether it waits for a person (a CONFIRM tool not always-allowed in this
+    conversation). Public: the workflow steps use it for their own tool calls."""
     svc = context.services
     confirm = [c for c in calls if svc.tools.permission(c["name"]) is Permission.CONFIRM]
     if not confirm:
@@ -181,7 +183,7 @@ async def lead_agent(state: AgentState, runtime: Runtime[RunContext]) -> Any:
         invocation=LEAD,
         content=response.content,
         tool_calls=calls,
-        needs_approval=await _approval_flags(context, [c for c in calls if c["id"] not in refused]),
+        needs_approval=await approval_flags(context, [c for c in calls if c["id"] not in refused]),
         rounds_used=used,
         max_tool_rounds=spec.max_tool_rounds,
     )
@@ -201,7 +203,7 @@ async def lead_agent(state: AgentState, runtime: Runtime[RunContext]) -> Any:
     return node_result(update, step.replaced(update, LEAD))
 
 
-async def _subagent_step(
+async def subagent_step(
     context: RunContext,
     runtime: Runtime[RunContext],
     invocation: str,
@@ -210,6 +212,8 @@ async def _subagent_step(
     plan: dict[str, Any] | None,
     taken: set[str],
 ) -> dict[str, Any]:
+    """One model round of one subagent invocation, as a state update. Public: the workflow
+    agent and group steps run their turns with it."""
     svc = context.services
     spec = svc.agents[record["agent"]]
     emit = Emitter(runtime, spec.name, invocation)
@@ -240,7 +244,7 @@ async def _subagent_step(
         invocation=invocation,
         content=response.content,
         tool_calls=calls,
-        needs_approval=await _approval_flags(context, [c for c in calls if c["id"] not in refused]),
+        needs_approval=await approval_flags(context, [c for c in calls if c["id"] not in refused]),
         rounds_used=rounds,
         max_tool_rounds=spec.max_tool_rounds,
     )
@@ -272,7 +276,7 @@ async def subagents(state: AgentState, runtime: Runtime[RunContext]) -> Any:
     taken: set[str] = set()
     updates = await hook_points.gather_all(
         *(
-            _subagent_step(context, runtime, key, rec, list(memories.get(key, [])), plan, taken)
+            subagent_step(context, runtime, key, rec, list(memories.get(key, [])), plan, taken)
             for key, rec in running
         )
     )

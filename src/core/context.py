@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..hooks.runner import HookRunner
+from ..hooks.dispatch import HookRunner
 
 if TYPE_CHECKING:
     from ..agents.model import Model, ModelPicker, ModelRegistry, ResolvedModel

@@ -2,7 +2,7 @@
 
 Public nouns: `Hooks` (subclass it; every method is a no-op), the typed records hooks
 receive (`types.py`), `Refuse`, and `HookRunner`, which the engine uses to run them in order
-(`runner.py`). Exactly-once keying for points inside re-runnable nodes is in `dedupe.py`;
+(`dispatch.py`). Exactly-once keying for points inside re-runnable nodes is in `dedupe.py`;
 loading hooks named in config is in `loader.py`. Built-in hooks: `tracing.py`
 (OpenTelemetry GenAI spans), `redaction.py`, `policy.py`.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .base import POINTS, Hooks, Point
 from .dedupe import KEYED_POINTS, HookLedger, MemoryHookLedger, StoreHookLedger, hook_key
-from .runner import HookError, HookRunner, hook_name
+from .dispatch import HookError, HookRunner, hook_name
 from .types import (
     AgentStep,
     AgentStepEnd,

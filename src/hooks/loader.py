@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError, UserError
 from ..settings.hooks import HookSpec
 from .dedupe import HookLedger
-from .runner import HookRunner, implemented_points
+from .dispatch import HookRunner, implemented_points
 
 if TYPE_CHECKING:
     from ..settings import Settings

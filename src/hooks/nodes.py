@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from ..errors import LLMError
 from ..tools.base import ToolResult
 from .dedupe import hook_key
-from .runner import HookRunner
+from .dispatch import HookRunner
 from .types import (
     LEAD_INVOCATION,
     AgentStep,

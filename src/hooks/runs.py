@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from .dispatch import HookError, HookRunner
 from .nodes import pending_call
-from .runner import HookError, HookRunner
 from .types import (
     Failure,
     PermissionDecision,

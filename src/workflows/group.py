@@ -32,12 +32,11 @@ from typing import Any, TypedDict
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
-from ..core.agent_nodes import _subagent_step
+from ..core.agent_nodes import subagent_step
 from ..core.context import RunContext
 from ..core.tool_node import tool_execution
-from .schemas import choice_schema
+from .schemas import check_output, choice_schema, schema_prompt
 from .state import _STEP_FIELDS, StepOutput
-from .step import check_output, schema_prompt
 
 HANDOFF = "handoff"
 FINISH = "finish"
@@ -118,7 +117,7 @@ async def speak(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str
     invocation = _inv(task, str(state["turn"]))
     record = (state.get("subagent_pending") or {})[invocation]
     memory = list((state.get("agent_memories") or {}).get(invocation, []))
-    update = await _subagent_step(runtime.context, runtime, invocation, record, memory, None, set())
+    update = await subagent_step(runtime.context, runtime, invocation, record, memory, None, set())
     speaker = state["speaker"]
     outcome = update.get("subagent_pending", {}).get(invocation, {})
     if outcome.get("status") == "failed":
@@ -200,7 +199,7 @@ async def moderate(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[
     invocation = _inv(task, f"mod{state['turn']}")
     record = (state.get("subagent_pending") or {})[invocation]
     memory = list((state.get("agent_memories") or {}).get(invocation, []))
-    update = await _subagent_step(runtime.context, runtime, invocation, record, memory, None, set())
+    update = await subagent_step(runtime.context, runtime, invocation, record, memory, None, set())
     outcome = update.get("subagent_pending", {}).get(invocation, {})
     if outcome.get("status") == "failed":
         return {**update, "result": {"status": "failed", "output": None,

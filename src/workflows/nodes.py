@@ -39,9 +39,9 @@ from . import lineage
 from .errors import WorkflowNodeError
 from .lineage import node_of, summary
 from .race import Race, race_for
-from .schemas import choice_schema, problems
+from .schemas import choice_schema, problems, schema_prompt
 from .spec import NodeSpec
-from .step import run_step, schema_prompt
+from .step import run_step
 from .templates import TemplateError, render, to_text
 from .topology import Topology
 

@@ -1,5 +1,6 @@
 """JSON Schema helpers: checking schemas, validating values, reading a model's JSON answer,
-and following a reference path (`output.category`) into a schema.
+following a reference path (`output.category`) into a schema, and the schema part of a step's
+prompt with the check of its answer (shared by agent and group steps).
 
 Validation uses `jsonschema-rs` (fast, maintained, already used by the API fuzzer).
 """
@@ -96,3 +97,26 @@ def enum_of(schema: dict[str, Any] | None) -> list[str] | None:
     if isinstance(schema, dict) and isinstance(schema.get("enum"), list):
         return [str(v) for v in schema["enum"]]
     return None
+
+
+def schema_prompt(schema: dict[str, Any], labels: list[str] | None) -> str:
+    if labels is not None:
+        options = ", ".join(f'"{label}"' for label in labels)
+        return (
+            f"\n\nDecide by choosing exactly one of: {options}. Answer with only a JSON object: "
+            '{"choice": "<one of the options>", "reason": "<one sentence>"}'
+        )
+    return (
+        "\n\nAnswer with only a JSON object that matches this JSON Schema (no other text):\n"
+        f"```json\n{json.dumps(schema, ensure_ascii=False)}\n```"
+    )
+
+
+def check_output(schema: dict[str, Any] | None, answer: str) -> tuple[Any, list[str]]:
+    """An agent's final text → (output, problems). Without a schema the text is the output."""
+    if schema is None:
+        return answer, []
+    value, error = parse_answer(answer)
+    if error:
+        return None, [error]
+    return value, problems(schema, value)

@@ -29,36 +29,14 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
-from ..core.agent_nodes import _approval_flags, _subagent_step
+from ..core.agent_nodes import approval_flags, subagent_step
 from ..core.context import RunContext
 from ..core.tool_node import tool_execution
-from .schemas import parse_answer, problems
+from .group import GROUP_GRAPH
+from .schemas import check_output, problems
 from .state import StepOutput, StepState
 
 ERROR_PREFIX = "ERROR: "
-
-
-def schema_prompt(schema: dict[str, Any], labels: list[str] | None) -> str:
-    if labels is not None:
-        options = ", ".join(f'"{label}"' for label in labels)
-        return (
-            f"\n\nDecide by choosing exactly one of: {options}. Answer with only a JSON object: "
-            '{"choice": "<one of the options>", "reason": "<one sentence>"}'
-        )
-    return (
-        "\n\nAnswer with only a JSON object that matches this JSON Schema (no other text):\n"
-        f"```json\n{json.dumps(schema, ensure_ascii=False)}\n```"
-    )
-
-
-def check_output(schema: dict[str, Any] | None, answer: str) -> tuple[Any, list[str]]:
-    """An agent's final text → (output, problems). Without a schema the text is the output."""
-    if schema is None:
-        return answer, []
-    value, error = parse_answer(answer)
-    if error:
-        return None, [error]
-    return value, problems(schema, value)
 
 
 async def begin(state: StepState, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -77,7 +55,7 @@ async def begin(state: StepState, runtime: Runtime[RunContext]) -> dict[str, Any
         "invocation": task["execution"],
         "round": 1,
     }
-    flags = await _approval_flags(runtime.context, [call])
+    flags = await approval_flags(runtime.context, [call])
     call["needs_approval"] = bool(flags.get(call["id"], False))
     return {"pending_tool_calls": [call]}
 
@@ -87,7 +65,7 @@ async def agent(state: StepState, runtime: Runtime[RunContext]) -> dict[str, Any
     invocation = task["execution"]
     record = (state.get("subagent_pending") or {})[invocation]
     memory = list((state.get("agent_memories") or {}).get(invocation, []))
-    update = await _subagent_step(runtime.context, runtime, invocation, record, memory, None, set())
+    update = await subagent_step(runtime.context, runtime, invocation, record, memory, None, set())
     if task.get("call_suffix") and update.get("pending_tool_calls"):
         _scope_call_ids(update, invocation, task["call_suffix"])
     outcome = update.get("subagent_pending", {}).get(invocation, {})
@@ -189,9 +167,7 @@ async def run_step(
 
     async def consume() -> dict[str, Any]:
         result: dict[str, Any] | None = None
-        graph = STEP_GRAPH
-        if task["kind"] == "group":
-            from .group import GROUP_GRAPH as graph
+        graph = GROUP_GRAPH if task["kind"] == "group" else STEP_GRAPH
         async for mode, chunk in graph.astream({"task": task}, stream_mode=["custom", "updates"]):
             if mode == "custom":
                 runtime.stream_writer(chunk)
