@@ -48,6 +48,7 @@ from .tools.decorator import tool
 from .tools.langchain import wrap_tool
 from .tools.mcp import McpServerConfig
 from .tools.registry import ToolRegistry
+from .version import __version__ as __version__
 
 _WORKFLOW_NAMES = frozenset({
     "WorkflowIssue", "WorkflowNodeError", "WorkflowSpec", "WorkflowValidationError",
@@ -62,8 +63,6 @@ def __getattr__(name: str) -> object:
 
         return getattr(workflows, name)
     raise AttributeError(f"module 'artifactflow' has no attribute {name!r}")
-
-__version__ = "0.1.0"
 
 __all__ = [
     "ACTIVE_BRANCH",

@@ -28,9 +28,9 @@ from fastapi import FastAPI
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
-from .. import __version__
 from ..core.controller import ExecutionController
 from ..settings import ServerSettings, Settings, load_settings
+from ..version import __version__
 from .auth import RedactTokens, auth_enabled
 from .deps import API_PREFIX
 from .errors import CatchAllMiddleware, install_error_handlers

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 async def export_session(controller: ExecutionController, message_id: str) -> Session:
     """The recorded run of `message_id` as a `Session` (write it with `Session.write`)."""
-    from .. import __version__
+    from ..version import __version__
 
     store = controller.store
     message = await store.get_message(message_id)
