@@ -45,9 +45,9 @@ class AgentSpec(BaseModel):
     tools: tuple[str, ...] = ()
     subagents: tuple[str, ...] | None = None
     handoffs: tuple[str, ...] = ()  # agents this one may hand over to (agent groups)
-    max_tool_rounds: int = Field(20, ge=1, le=1000)
-    max_tokens: int | None = Field(None, ge=1)  # budget: prompt + completion in one run
-    max_output_tokens: int | None = Field(None, ge=1)  # per call; None: the profile's
+    max_tool_rounds: int = Field(default=20, ge=1, le=1000)
+    max_tokens: int | None = Field(default=None, ge=1)  # budget: prompt + completion in one run
+    max_output_tokens: int | None = Field(default=None, ge=1)  # per call; None: the profile's
     tool_choice: str | dict[str, Any] | None = None  # None: the profile's
     prompt: str = ""
     source: str | None = None

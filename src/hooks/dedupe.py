@@ -47,12 +47,15 @@ class HookLedger(Protocol):
 
     async def get(self, message_id: str, key: str) -> str | None:
         """The stored output of `key`, or None when it never fired."""
+        ...
 
     async def put(self, message_id: str, key: str, value: str) -> bool:
         """Store `key` once; False when it was already stored (the first one stays)."""
+        ...
 
     async def clear(self, message_id: str) -> None:
         """Forget a message's keys (when it finishes for good)."""
+        ...
 
 
 class MemoryHookLedger:

@@ -26,7 +26,7 @@ import inspect
 import logging
 import types
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from ..errors import ArtifactFlowError, UserError
 from ..tools.base import ToolResult
@@ -363,7 +363,7 @@ class HookRunner:
                 log.warning("hook '%s' failed in trace_context (ignored)", label, exc_info=True)
                 continue
             if value:
-                return value
+                return cast("dict[str, Any]", value)  # a hook's answer, stored as given
         return None
 
     async def aclose(self) -> None:

@@ -36,32 +36,33 @@ def packaged_config_dir() -> Path:
     """Where the default config lives: the repo's `config/` or the installed copy."""
     # `artifactflow.default_config` is the installed mapping of config/ (data, not code: found
     # by name, never imported from the package root).
-    spec = importlib.util.find_spec(f"{__package__.rpartition('.')[0]}.default_config")
+    root = __name__.rpartition(".")[0]  # artifactflow
+    spec = importlib.util.find_spec(f"{root}.default_config")
     if spec is None or spec.origin is None:  # pragma: no cover - running from a bare source tree
         return PACKAGED_CONFIG_DIR
     return Path(spec.origin).resolve().parent
 
 
 class LLMSettings(BaseModel):
-    max_retries: int = Field(3, ge=0, le=10)
-    backoff_base: float = Field(0.5, ge=0)
-    backoff_max: float = Field(8.0, ge=0)
-    timeout: float = Field(120.0, gt=0)  # seconds per read (connect, each streamed chunk)
+    max_retries: int = Field(default=3, ge=0, le=10)
+    backoff_base: float = Field(default=0.5, ge=0)
+    backoff_max: float = Field(default=8.0, ge=0)
+    timeout: float = Field(default=120.0, gt=0)  # seconds per read (connect, each streamed chunk)
     temperature: float | None = None
     # Output bound of every model call unless the agent or its profile sets one; None: none.
-    max_output_tokens: int | None = Field(4096, ge=1)
+    max_output_tokens: int | None = Field(default=4096, ge=1)
     # Seconds one model call may take in all (retries and streaming included); None: no limit.
-    call_deadline: float | None = Field(600.0, gt=0)
+    call_deadline: float | None = Field(default=600.0, gt=0)
 
 
 class ToolSettings(BaseModel):
-    timeout: float = Field(60.0, gt=0)
-    max_result_chars: int = Field(20_000, gt=100)
+    timeout: float = Field(default=60.0, gt=0)
+    max_result_chars: int = Field(default=20_000, gt=100)
 
 
 class CheckpointSettings(BaseModel):
     keep_completed: bool = False
-    retention_hours: float = Field(24.0, ge=0)
+    retention_hours: float = Field(default=24.0, ge=0)
 
 
 class SearchSettings(BaseModel):
@@ -78,13 +79,13 @@ class WebSettings(BaseModel):
 
 
 class RunSettings(BaseModel):
-    recursion_limit: int = Field(400, ge=10)
-    max_concurrent_runs: int = Field(4, ge=1)
-    lease_seconds: float = Field(30.0, gt=1)
+    recursion_limit: int = Field(default=400, ge=10)
+    max_concurrent_runs: int = Field(default=4, ge=1)
+    lease_seconds: float = Field(default=30.0, gt=1)
     # Several workers: recover runs whose owner died (at start, then every half lease), and a
     # limit on runs in progress across all workers of one database (HTTP; None: no limit).
     recover_on_start: bool = False
-    max_runs_per_database: int | None = Field(None, ge=1)
+    max_runs_per_database: int | None = Field(default=None, ge=1)
     record_requests: bool = True  # store each model request for `artifactflow export` / replay
 
 
@@ -92,20 +93,20 @@ class ContextSettings(BaseModel):
     """Keeping each model request inside the model's context window (see core/window)."""
 
     compaction: bool = True  # summarize old tool rounds before a request would overflow
-    default_window: int = Field(32_768, ge=256)  # tokens, for models without `context_window`
-    compact_at: float = Field(0.8, gt=0.1, lt=1.0)  # fraction of the window that triggers it
-    keep_recent_rounds: int = Field(4, ge=1)  # newest tool rounds kept verbatim
+    default_window: int = Field(default=32_768, ge=256)  # tokens, for models without `context_window`
+    compact_at: float = Field(default=0.8, gt=0.1, lt=1.0)  # fraction of the window that triggers it
+    keep_recent_rounds: int = Field(default=4, ge=1)  # newest tool rounds kept verbatim
     summary_model: str | None = None  # profile or model name; None: the agent's own model
-    summary_max_tokens: int = Field(1024, ge=64)
-    history_share: float = Field(0.5, gt=0.0, le=1.0)  # of the compaction threshold
-    keep_recent_messages: int = Field(4, ge=0)  # conversation turns kept verbatim
+    summary_max_tokens: int = Field(default=1024, ge=64)
+    history_share: float = Field(default=0.5, gt=0.0, le=1.0)  # of the compaction threshold
+    keep_recent_messages: int = Field(default=4, ge=0)  # conversation turns kept verbatim
 
 
 class BudgetSettings(BaseModel):
     """Per-run limits; crossing one ends the run with outcome `budget_exceeded`."""
 
-    max_tokens: int | None = Field(None, ge=1)  # prompt + completion, all agents
-    max_cost_usd: float | None = Field(None, gt=0)  # from the model profiles' prices
+    max_tokens: int | None = Field(default=None, ge=1)  # prompt + completion, all agents
+    max_cost_usd: float | None = Field(default=None, gt=0)  # from the model profiles' prices
 
 
 class AuthSettings(BaseModel):
@@ -128,7 +129,7 @@ class Settings(BaseSettings):
     data_dir: Path = Path("data")
     model: str | None = None
     database_url: str | None = None
-    database_pool_size: int = Field(10, ge=1)  # PostgreSQL connections per pool (app store, checkpoints)
+    database_pool_size: int = Field(default=10, ge=1)  # PostgreSQL connections per pool (app store, checkpoints)
     # PostgreSQL `synchronous_commit` for our sessions. "off" (like SQLite's synchronous=NORMAL
     # here): a crash of the database server may lose the last fraction of a second of commits;
     # a commit no longer waits for a disk flush (measured here: 3.8 ms → 0.07 ms). "on": full.

@@ -50,8 +50,8 @@ class McpServerConfig(BaseModel):
     transport: Literal["streamable_http", "sse"] = "streamable_http"
     headers: dict[str, str] = {}
     required: bool = True
-    timeout: float | None = Field(None, gt=0)
-    startup_timeout: float = Field(30.0, gt=0)
+    timeout: float | None = Field(default=None, gt=0)
+    startup_timeout: float = Field(default=30.0, gt=0)
     permissions: dict[str, Permission] = {}
 
     @field_validator("permissions", mode="before")

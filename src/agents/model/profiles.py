@@ -44,10 +44,10 @@ class ProfileSpec(BaseModel):
     base_url_env: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     params: dict[str, Any] = {}
-    context_window: int | None = Field(None, ge=256)
-    input_per_mtok: float | None = Field(None, ge=0)  # USD per million prompt tokens
-    output_per_mtok: float | None = Field(None, ge=0)  # USD per million completion tokens
-    max_output_tokens: int | None = Field(None, ge=1)  # per call; None: llm.max_output_tokens
+    context_window: int | None = Field(default=None, ge=256)
+    input_per_mtok: float | None = Field(default=None, ge=0)  # USD per million prompt tokens
+    output_per_mtok: float | None = Field(default=None, ge=0)  # USD per million completion tokens
+    max_output_tokens: int | None = Field(default=None, ge=1)  # per call; None: llm.max_output_tokens
     tool_choice: str | dict[str, Any] | None = None  # "auto", "required", "none" or a function
     stream_tools: bool = True  # False: turns that offer tools are sent without streaming
 
