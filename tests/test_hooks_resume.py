@@ -12,12 +12,14 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from collections import Counter
 from pathlib import Path
 
 from conftest import make_config
 from hooks_recorder import SUB, by_agent
 from scripted_llm import Call, Text, ToolCalls
+from waiting import wait_until
 
 from artifactflow import ExecutionController, load_settings
 from artifactflow.core.store.repository import AppStore
@@ -250,19 +252,19 @@ async def test_process_killed_mid_round_recovers_without_firing_twice(tmp_path, 
     )
     store = await AppStore.open(None, sqlite_path=load_settings(config, data).app_db_path)
     try:
-        for _ in range(1000):  # the fast call finished (ledger row closed); the slow one runs
+        async def fast_done_slow_running() -> bool:  # the fast call's ledger row is closed
             row = await store.ledger_get(mid, "lead/1/w1")
-            if row and row["status"] == "finished" and "slow:slow" in notes.read_text():
-                break
-            await asyncio.sleep(0.02)
+            return bool(row and row["status"] == "finished" and "slow:slow" in notes.read_text())
+
+        await wait_until(fast_done_slow_running, timeout=20)
         assert ("on_tool_start", "lead/1/w2") in entries(journal)
     finally:
         proc.kill()
         await proc.wait()
         await store.close()
-    await asyncio.sleep(2.1)  # the dead owner's lease expires
     llm.script(Text("recovered"))
     second = await ExecutionController.open(load_settings(config, data))
+    second.clock = lambda: time.time() + 3  # the dead owner's 2 s lease has expired
     try:
         # LangGraph had not saved the approval when the process died: the recovered run asks
         # again (a second pause, so the permission points fire again); then it goes on
