@@ -25,6 +25,7 @@ import pytest
 from conftest import make_config
 from langgraph.checkpoint.base import empty_checkpoint
 from pg import fresh_database
+from resume_helpers import RESUMER
 from scripted_llm import Call, Text, ToolCalls
 from waiting import wait_until
 
@@ -205,17 +206,6 @@ def deploy_slowly(target: str) -> str:
         time.sleep(0.01)
     return f"deployed {target}"
 '''
-
-RESUMER = """
-import asyncio, sys
-from artifactflow import ExecutionController, load_settings
-
-async def main():
-    controller = await ExecutionController.open(load_settings(sys.argv[1], sys.argv[2]))
-    await controller.execute_resume(sys.argv[3], {"decisions": "approve"})
-
-asyncio.run(main())
-"""
 
 
 async def test_d4_no_denial_is_recorded_for_a_call_that_ran(

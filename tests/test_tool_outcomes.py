@@ -19,6 +19,7 @@ import threading
 
 import pytest
 from conftest import make_config
+from resume_helpers import RESUMER
 from scripted_llm import Call, Text, ToolCalls
 from waiting import wait_until
 
@@ -177,17 +178,6 @@ def deploy(target: str) -> str:
         time.sleep(0.01)
     return f"deployed {{target}}"
 '''
-
-RESUMER = """
-import asyncio, sys
-from artifactflow import ExecutionController, load_settings
-
-async def main():
-    controller = await ExecutionController.open(load_settings(sys.argv[1], sys.argv[2]))
-    await controller.execute_resume(sys.argv[3], {"decisions": "approve"})
-
-asyncio.run(main())
-"""
 
 
 @pytest.mark.parametrize("idempotent", [True, False])
