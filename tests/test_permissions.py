@@ -47,13 +47,6 @@ def note(text: str) -> str:
 
 
 @pytest.fixture
-def journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "journal.txt"
-    monkeypatch.setenv("AF_JOURNAL", str(path))
-    return path
-
-
-@pytest.fixture
 def config(tmp_path: Path) -> Path:
     return make_config(
         tmp_path,

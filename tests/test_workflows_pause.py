@@ -52,13 +52,6 @@ edges:
 """
 
 @pytest.fixture
-def journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "journal.txt"
-    monkeypatch.setenv("AF_JOURNAL", str(path))
-    return path
-
-
-@pytest.fixture
 def config(tmp_path: Path) -> Path:
     return workflow_config(
         tmp_path, {"journal": JOURNAL}, agents={"scribe": ["append_line"]},
