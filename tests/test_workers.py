@@ -21,7 +21,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Any
 
 import httpx
 import pytest
-from pg import ADMIN_URL, _admin
+from pg import create_database, drop_database
 from scripted_llm import Call, Delay, ScriptedLLM, Text, ToolCalls
 from waiting import wait_until, wait_until_sync
 
@@ -144,7 +143,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     (config / "cluster_tools.py").write_text(TOOLS_PY)
     effects = root / "effects.txt"
     effects.write_text("")
-    db_url = asyncio.run(_create_database())
+    db_url = asyncio.run(create_database())
     (config / "artifactflow.yaml").write_text(
         f"database_url: {db_url}\nplugins: [cluster_tools]\nllm:\n  max_retries: 0\n"
         "run:\n  lease_seconds: 3\n  recover_on_start: true\n  max_concurrent_runs: 50\n"
@@ -163,28 +162,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         finally:
             for worker in workers:
                 _stop(worker)
-            asyncio.run(_drop_database(db_url))
+            asyncio.run(drop_database(db_url))
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-async def _create_database() -> str:
-    admin = await _admin()
-    name = f"af_test_{uuid.uuid4().hex[:12]}"
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    return f"{ADMIN_URL.rsplit('/', 1)[0]}/{name}"
-
-
-async def _drop_database(url: str) -> None:
-    admin = await _admin()
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
-    finally:
-        await admin.close()
 
 
 async def post_chat(client: httpx.AsyncClient, worker: Worker, content: str) -> str:
