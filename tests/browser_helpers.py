@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import wait_until
 
 from artifactflow.api.app import server_for
 
@@ -43,10 +44,7 @@ async def serving(app: Any, port: int = 0) -> AsyncIterator[str]:
     server = server_for(app, "127.0.0.1", port, log_config=None, log_level="warning")
     task = asyncio.create_task(server.serve())
     try:
-        for _ in range(500):
-            if server.started or task.done():
-                break
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: server.started or task.done(), timeout=5, what="the server")
         if not server.started:
             await task  # re-raise why it did not start
             raise RuntimeError("the server did not start")

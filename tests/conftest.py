@@ -29,6 +29,14 @@ def llm() -> Iterator[ScriptedLLM]:
 
 
 @pytest.fixture
+def journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A file the plugin tools of a test append to (``AF_JOURNAL``): their side effects."""
+    path = tmp_path / "journal.txt"
+    monkeypatch.setenv("AF_JOURNAL", str(path))
+    return path
+
+
+@pytest.fixture
 def llm_env(llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch) -> ScriptedLLM:
     monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")

@@ -28,21 +28,31 @@ async def _admin():  # type: ignore[no-untyped-def]
         pytest.skip(reason)
 
 
-@asynccontextmanager
-async def fresh_database() -> AsyncIterator[str]:
-    """Yield the URL of a new empty database."""
+async def create_database() -> str:
+    """Create a new empty database; its URL."""
     admin = await _admin()
     name = f"af_test_{uuid.uuid4().hex[:12]}"
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')
     finally:
         await admin.close()
-    base = ADMIN_URL.rsplit("/", 1)[0]
+    return f"{ADMIN_URL.rsplit('/', 1)[0]}/{name}"
+
+
+async def drop_database(url: str) -> None:
+    """Drop the database at `url`, even with connections still open."""
+    admin = await _admin()
     try:
-        yield f"{base}/{name}"
+        await admin.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
     finally:
-        admin = await _admin()
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
+        await admin.close()
+
+
+@asynccontextmanager
+async def fresh_database() -> AsyncIterator[str]:
+    """Yield the URL of a new empty database."""
+    url = await create_database()
+    try:
+        yield url
+    finally:
+        await drop_database(url)

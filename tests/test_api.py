@@ -18,6 +18,7 @@ import httpx
 import pytest
 from conftest import make_config
 from scripted_llm import Call, Delay, Text, ToolCalls
+from waiting import wait_until
 
 from artifactflow import load_settings, tool
 from artifactflow.api.app import create_app, server_for
@@ -75,15 +76,6 @@ def parse_sse(text: str) -> list[dict[str, Any]]:
 
 def events_of(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [f for f in frames if f["event"] is not None]
-
-
-async def wait_until(check: Callable[[], Awaitable[bool]]) -> None:
-    """Poll observable state (at most 10 s)."""
-    for _ in range(500):
-        if await check():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition not reached in 10 s")
 
 
 def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:

@@ -13,7 +13,6 @@ does not work with pytest 9, so each operation is driven by Hypothesis directly.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +24,7 @@ from schemathesis import GenerationMode
 from schemathesis.python import asgi
 from schemathesis.specs.openapi.checks import negative_data_rejection
 from scripted_llm import ScriptedLLM, Text
+from waiting import wait_until_sync
 
 from artifactflow import ExecutionController, load_settings
 from artifactflow.api.app import create_app
@@ -45,11 +45,9 @@ EXCLUDED = [negative_data_rejection]
 
 def wait_idle(controller: ExecutionController) -> None:
     """Let runs started by a fuzzed request finish before the next case (no pile-up of runs)."""
-    for _ in range(500):
-        if not active_runs(controller):
-            return
-        time.sleep(0.01)
-    raise AssertionError("runs started by the fuzzer did not finish in 5 s")
+    wait_until_sync(
+        lambda: not active_runs(controller), timeout=5, what="the end of the fuzzer's runs"
+    )
 
 
 @pytest.fixture(scope="module")

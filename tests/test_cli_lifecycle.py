@@ -8,7 +8,6 @@ sent from inside `ExecutionController.aclose`, so it lands exactly there.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -29,6 +28,7 @@ from cli_helpers import (
     spawn,
 )
 from scripted_llm import Error, ScriptedLLM, Text
+from waiting import wait_until
 
 from artifactflow.cli import interrupts
 from artifactflow.core.controller import ExecutionController
@@ -119,10 +119,9 @@ def signal_while_closing(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]
         guard = current.get() if current is not None else None
         for number, signum in enumerate(signals, 1):
             os.kill(os.getpid(), signum)
-            for _ in range(1000):
-                if guard is None or guard.count >= number:
-                    break
-                await asyncio.sleep(0.005)
+            await wait_until(
+                lambda n=number: guard is None or guard.count >= n, interval=0.005, what="the signal"
+            )
         await original(self, **kwargs)
 
     def unhandled(signum: int, frame: Any) -> None:

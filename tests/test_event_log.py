@@ -138,7 +138,7 @@ async def test_keep_completed_setting_and_gc(tmp_path: Path, make_controller, ll
     assert not await controller.checkpoints.has_checkpoint(done.thread_id)
     assert await controller.checkpoints.has_checkpoint(paused.thread_id)
     # with a zero retention window the idle paused message is abandoned
-    await asyncio.sleep(0.05)
+    controller.clock = lambda: time.time() + 1
     report = await controller.gc(retention_hours=0)
     assert report["abandoned"] == [paused.message_id]
     assert not await controller.checkpoints.has_checkpoint(paused.thread_id)

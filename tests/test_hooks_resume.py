@@ -9,15 +9,16 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
-import textwrap
+import time
 from collections import Counter
 from pathlib import Path
 
 from conftest import make_config
 from hooks_recorder import SUB, by_agent
+from resume_helpers import RESUMER, resume_elsewhere
 from scripted_llm import Call, Text, ToolCalls
+from waiting import wait_until
 
 from artifactflow import ExecutionController, load_settings
 from artifactflow.core.store.repository import AppStore
@@ -97,24 +98,6 @@ def lookup(topic: str) -> str:
     return f"facts about {topic}"
 '''
 
-RESUMER = textwrap.dedent(
-    """
-    import asyncio, json, sys
-    from artifactflow import ExecutionController, load_settings
-
-    async def main():
-        config, data, mid = sys.argv[1:4]
-        controller = await ExecutionController.open(load_settings(config, data))
-        try:
-            result = await controller.execute_resume(mid, {"decisions": "approve"})
-            print(json.dumps({"status": result.status, "response": result.response}))
-        finally:
-            await controller.aclose()
-
-    asyncio.run(main())
-    """
-)
-
 
 def configure(tmp_path: Path, monkeypatch) -> tuple[Path, Path, Path]:
     journal, notes = tmp_path / "journal.jsonl", tmp_path / "notes.txt"
@@ -140,15 +123,6 @@ def entries(path: Path) -> list[tuple[str, ...]]:
 def assert_once(journal: list[tuple[str, ...]]) -> None:
     twice = [entry for entry, n in Counter(journal).items() if n > 1]
     assert not twice, f"fired more than once: {twice}"
-
-
-def run_resumer(config: Path, data: Path, mid: str) -> dict:
-    out = subprocess.run(
-        [sys.executable, "-c", RESUMER, str(config), str(data), mid],
-        capture_output=True, text=True, timeout=60, env=dict(os.environ),
-    )
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def delegate_then_confirm(llm) -> None:
@@ -203,8 +177,8 @@ async def test_pause_then_resume_in_another_process_fires_each_point_once(tmp_pa
     assert before[-2:] == [("on_permission_request", f"{SUB}/1/s1"), ("on_run_end", "waiting", "new")]
     assert ("on_tool_round_start", f"{SUB}/1/*") not in before  # nothing fires before the interrupt
 
-    result = await asyncio.to_thread(run_resumer, config, data, paused.message_id)
-    assert result == {"status": "completed", "response": "all noted"}
+    result = await asyncio.to_thread(resume_elsewhere, config, data, paused.message_id)
+    assert (result["status"], result["response"]) == ("completed", "all noted")
     assert notes.read_text() == "n1\n"
     journal_entries = entries(journal)
     assert_once(journal_entries)
@@ -250,19 +224,19 @@ async def test_process_killed_mid_round_recovers_without_firing_twice(tmp_path, 
     )
     store = await AppStore.open(None, sqlite_path=load_settings(config, data).app_db_path)
     try:
-        for _ in range(1000):  # the fast call finished (ledger row closed); the slow one runs
+        async def fast_done_slow_running() -> bool:  # the fast call's ledger row is closed
             row = await store.ledger_get(mid, "lead/1/w1")
-            if row and row["status"] == "finished" and "slow:slow" in notes.read_text():
-                break
-            await asyncio.sleep(0.02)
+            return bool(row and row["status"] == "finished" and "slow:slow" in notes.read_text())
+
+        await wait_until(fast_done_slow_running, timeout=20)
         assert ("on_tool_start", "lead/1/w2") in entries(journal)
     finally:
         proc.kill()
         await proc.wait()
         await store.close()
-    await asyncio.sleep(2.1)  # the dead owner's lease expires
     llm.script(Text("recovered"))
     second = await ExecutionController.open(load_settings(config, data))
+    second.clock = lambda: time.time() + 3  # the dead owner's 2 s lease has expired
     try:
         # LangGraph had not saved the approval when the process died: the recovered run asks
         # again (a second pause, so the permission points fire again); then it goes on

@@ -8,9 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -20,6 +17,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
+from resume_helpers import resume_elsewhere
 from scripted_llm import Call, Error, Text, ToolCalls
 
 from artifactflow.hooks.tracing import TracingHooks
@@ -37,24 +35,6 @@ def lookup(topic: str) -> str:
     """Look a topic up."""
     return f"facts about {topic}"
 '''
-
-RESUMER = textwrap.dedent(
-    """
-    import asyncio, sys
-    from artifactflow import ExecutionController, load_settings
-
-    async def main():
-        config, data, mid = sys.argv[1:4]
-        controller = await ExecutionController.open(load_settings(config, data))
-        try:
-            result = await controller.execute_resume(mid, {"decisions": "approve"})
-            print(result.status)
-        finally:
-            await controller.aclose()
-
-    asyncio.run(main())
-    """
-)
 
 
 def tracing() -> tuple[TracingHooks, InMemorySpanExporter]:
@@ -208,12 +188,9 @@ async def test_a_resume_in_another_process_continues_the_trace(config, tmp_path,
         await first.aclose()
     (root,) = named(exported.get_finished_spans(), "invoke_agent lead_agent")
     env = dict(os.environ, ARTIFACTFLOW_TELEMETRY__EXPORTER="console", OTEL_SERVICE_NAME="resumer")
-    out = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-c", RESUMER, str(config), str(data), paused.message_id],
-        capture_output=True, text=True, timeout=60, env=env,
-    )
-    assert out.returncode == 0 and out.stdout.strip() == "completed", out.stderr
-    spans = console_spans(out.stderr)
+    resumed = await asyncio.to_thread(resume_elsewhere, config, data, paused.message_id, env)
+    assert resumed["status"] == "completed", resumed["stderr"]
+    spans = console_spans(resumed["stderr"])
     names = sorted(s["name"] for s in spans)
     assert "invoke_agent lead_agent" in names and f"invoke_agent {SUB}" in names
     assert "execute_tool approve_me" in names

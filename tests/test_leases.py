@@ -26,13 +26,6 @@ def append_line(text: str) -> str:
 
 
 @pytest.fixture
-def journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "journal.txt"
-    monkeypatch.setenv("AF_JOURNAL", str(path))
-    return path
-
-
-@pytest.fixture
 def config(tmp_path: Path) -> Path:
     return make_config(
         tmp_path, lead_tools=["append_line"], yaml_text="plugins: [lease_tools]\n",

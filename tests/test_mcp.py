@@ -14,7 +14,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from conftest import make_config
 from mcp_demo_server import PNG, build_server
 from scripted_llm import Call, Text, ToolCalls
 from test_permissions import run_resumer
+from waiting import wait_until, wait_until_sync
 
 from artifactflow import ConfigError, Permission, ResumeConflictError
 
@@ -45,13 +45,6 @@ def servers(*entries: str) -> str:
 
 def tool_texts(request: dict[str, Any]) -> list[str]:
     return [m["content"] for m in request["messages"] if m["role"] == "tool"]
-
-
-@pytest.fixture
-def journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "journal.txt"
-    monkeypatch.setenv("AF_JOURNAL", str(path))
-    return path
 
 
 def lines(path: Path) -> list[str]:
@@ -168,10 +161,10 @@ async def test_crashed_server_fails_its_call_and_restarts_on_next_use(
     # Killed while idle: noticed (logged) at once, so the next call restarts it before sending.
     caplog.clear()
     os.kill(second_pid, signal.SIGKILL)
-    for _ in range(500):
-        if any("stopped; it will be restarted" in r.getMessage() for r in caplog.records):
-            break
-        await asyncio.sleep(0.02)
+    await wait_until(
+        lambda: any("stopped; it will be restarted" in r.getMessage() for r in caplog.records),
+        what="the restart notice",
+    )
     llm.script(ToolCalls([Call("demo__pid", {}, id="c4")]), Text("again"))
     result = await controller.execute("once more", result.conversation_id)
     third = tool_texts(llm.requests[-1])[-1]
@@ -179,10 +172,7 @@ async def test_crashed_server_fails_its_call_and_restarts_on_next_use(
 
 
 async def wait_for_lines(path: Path, count: int) -> list[str]:
-    for _ in range(500):
-        if len(lines(path)) >= count:
-            break
-        await asyncio.sleep(0.02)
+    await wait_until(lambda: len(lines(path)) >= count, what=f"{count} lines in {path.name}")
     return lines(path)
 
 
@@ -307,9 +297,8 @@ class HttpDemo:
         ))
         self._thread = threading.Thread(target=self._server.run, daemon=True)
         self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started and self._thread.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        server, thread = self._server, self._thread
+        wait_until_sync(lambda: server.started or not thread.is_alive(), what="the MCP test server")
         assert self._server.started, "the MCP test server did not start"
         self.port = self._server.servers[0].sockets[0].getsockname()[1]
         return self

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import make_config
 from scripted_llm import Call, Delay, Text, ToolCalls
+from waiting import wait_until
 
 from artifactflow import (
     ExecutionController,
@@ -43,13 +44,6 @@ def note(text: str) -> str:
         f.write(text + "\\n")
     return "noted"
 '''
-
-
-@pytest.fixture
-def journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "journal.txt"
-    monkeypatch.setenv("AF_JOURNAL", str(path))
-    return path
 
 
 @pytest.fixture
@@ -330,18 +324,11 @@ async def test_process_dies_after_approval_tool_runs_once(make_controller, confi
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
     )
     try:
-        for _ in range(500):
-            if lines(journal):
-                break
-            await asyncio.sleep(0.02)
+        await wait_until(lambda: lines(journal), what="the journal line")
         assert lines(journal) == ["exactly-once"]
         # Kill only once the next model call has consumed the delayed reply: before that, the
         # reply would still be queued and answer the recovery below instead.
-        for _ in range(500):
-            if llm.remaining == 0:
-                break
-            await asyncio.sleep(0.02)
-        assert llm.remaining == 0
+        await wait_until(lambda: llm.remaining == 0, what="the delayed reply consumed")
     finally:
         proc.kill()
         await proc.wait()

@@ -25,7 +25,9 @@ import pytest
 from conftest import make_config
 from langgraph.checkpoint.base import empty_checkpoint
 from pg import fresh_database
+from resume_helpers import RESUMER
 from scripted_llm import Call, Text, ToolCalls
+from waiting import wait_until
 
 from artifactflow import ExecutionController, ResumeConflictError, load_settings, tool
 
@@ -91,14 +93,6 @@ def reset() -> None:
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
     return make_config(tmp_path, lead_tools=["deploy", "blocking", "step"])
-
-
-async def until(check: Callable[[], bool]) -> None:
-    for _ in range(1000):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not reached in 10 s")
 
 
 async def paused_message(controller: ExecutionController, llm: Any) -> str:
@@ -213,17 +207,6 @@ def deploy_slowly(target: str) -> str:
     return f"deployed {target}"
 '''
 
-RESUMER = """
-import asyncio, sys
-from artifactflow import ExecutionController, load_settings
-
-async def main():
-    controller = await ExecutionController.open(load_settings(sys.argv[1], sys.argv[2]))
-    await controller.execute_resume(sys.argv[3], {"decisions": "approve"})
-
-asyncio.run(main())
-"""
-
 
 async def test_d4_no_denial_is_recorded_for_a_call_that_ran(
     make_controller: Any, llm: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -245,7 +228,7 @@ async def test_d4_no_denial_is_recorded_for_a_call_that_ran(
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
     )
     try:
-        await until(lambda: journal.exists() and journal.read_text() == "prod\n")
+        await wait_until(lambda: journal.exists() and journal.read_text() == "prod\n")
     finally:
         proc.kill()  # mid-tool, after the effect
         await proc.wait()
@@ -269,14 +252,14 @@ async def test_d5_cancel_records_the_sync_tool_it_abandoned(
     controller = await make_controller(config_dir=config, extra_tools=TOOLS)
     llm.script(ToolCalls([Call("blocking", {"text": "late"}, id="c1")]))
     ids = await controller.start("block")
-    await until(STARTED.is_set)
+    await wait_until(STARTED.is_set)
     assert await controller.cancel(ids["message_id"]) is True
     events = await controller.events(ids["message_id"])
     assert [e.type for e in events][-2:] == ["tool_complete", "cancelled"]
     record = events[-2].data
     assert record["outcome"] == "abandoned" and record["may_still_take_effect"] is True
     RELEASE.set()
-    await until(lambda: EFFECTS == ["late"])
+    await wait_until(lambda: EFFECTS == ["late"])
 
 
 async def test_d8_a_stale_owner_writes_nothing_and_exits_quietly(
@@ -289,7 +272,7 @@ async def test_d8_a_stale_owner_writes_nothing_and_exits_quietly(
     llm.script(ToolCalls([Call("step", {"n": 1}, id="c1")]))
     ids = await a.start("steps")
     mid = ids["message_id"]
-    await until(lambda: bool(STEP_STARTED))  # A is "suspended" inside the tool
+    await wait_until(lambda: bool(STEP_STARTED))  # A is "suspended" inside the tool
     await b.store.update_message(mid, lease_expires_at=0.0)  # ... for longer than its lease
     llm.script(Text("done by B"))
     recovered = await b.execute_resume(mid, {"decisions": "approve"})

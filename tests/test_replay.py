@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
-import textwrap
 import threading
 from pathlib import Path
 
 import pytest
 from conftest import make_config, write_agent
+from resume_helpers import resume_elsewhere
 from scripted_llm import Call, Text, ToolCalls
 
 from artifactflow import ExecutionController, UserError, load_settings, read_session, replay_session
@@ -47,23 +44,6 @@ def append_line(text: str) -> str:
 '''
 SUBS = {"search_agent": ["lookup"], "crawl_agent": ["lookup"]}
 LEAD_TOOLS = ["call_subagent", "lookup", "append_line", "create_artifact"]
-RESUMER = textwrap.dedent(
-    """
-    import asyncio, json, sys
-    from artifactflow import ExecutionController, load_settings
-
-    async def main():
-        config, data, mid = sys.argv[1:4]
-        controller = await ExecutionController.open(load_settings(config, data))
-        try:
-            result = await controller.execute_resume(mid, {"decisions": "approve"})
-            print(json.dumps({"status": result.status, "response": result.response}))
-        finally:
-            await controller.aclose()
-
-    asyncio.run(main())
-    """
-)
 
 
 @pytest.fixture
@@ -136,13 +116,8 @@ async def record_rich_run(make_controller, config: Path, llm, tmp_path: Path) ->
     })
     first = await controller.execute("research and write")
     assert first.status == "waiting", first.error
-    out = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-c", RESUMER, str(config), str(data), first.message_id],
-        capture_output=True, text=True, timeout=60, env=dict(os.environ),
-    )
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == {
-        "status": "completed", "response": "All done."}
+    resumed = await asyncio.to_thread(resume_elsewhere, config, data, first.message_id)
+    assert (resumed["status"], resumed["response"]) == ("completed", "All done.")
     return first.message_id, data
 
 

@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ import sqlalchemy as sa
 from conftest import make_config
 from pg import fresh_database
 from sqlalchemy.engine import Connection
+from waiting import wait_until_sync
 
 from artifactflow.core.store import migrate, schema
 from artifactflow.core.store.repository import AppStore
@@ -93,10 +93,12 @@ def start_together(tmp_path: Path, count: int, url: str = "") -> list[tuple[int,
         for i in range(count)
     ]
     try:
-        while len(list(barrier.glob("ready-*"))) < count:
-            if any(c.poll() is not None for c in children):
-                break  # a child died before the barrier: its output says why
-            time.sleep(0.01)
+        wait_until_sync(  # or a child died before the barrier: its output says why
+            lambda: len(list(barrier.glob("ready-*"))) >= count
+            or any(c.poll() is not None for c in children),
+            timeout=120,
+            what="every child at the barrier",
+        )
         (barrier / "go").touch()
         results = []
         for child in children:

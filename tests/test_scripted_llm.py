@@ -27,6 +27,7 @@ from scripted_llm import (  # noqa: E402
     ToolCalls,
     scripted_llm,
 )
+from waiting import wait_until  # noqa: E402
 
 MESSAGES: list[dict[str, Any]] = [
     {"role": "system", "content": "You are agent A."},
@@ -357,7 +358,7 @@ async def test_chunk_delay_allows_cancelling_mid_stream(
                 received.append(chunk.choices[0].delta.content)
 
     task = asyncio.create_task(consume())
-    await asyncio.sleep(0.3)
+    await wait_until(lambda: received, what="the first streamed chunk")
     assert 0 < len(received) < 100  # mid-stream
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -375,10 +376,7 @@ async def test_hang_then_close_returns_promptly() -> None:
         task = asyncio.create_task(
             c.chat.completions.create(model="m", messages=MESSAGES)  # type: ignore[arg-type]
         )
-        for _ in range(100):  # wait until the request is in the server
-            if llm.request_count:
-                break
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: llm.request_count, timeout=1, what="the request in the server")
         assert llm.request_count == 1
         assert not task.done()
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
-from typing import Any
 
 import pytest
 from conftest import make_config
+from resume_helpers import RESUMER
 from scripted_llm import Call, Text, ToolCalls
+from waiting import wait_until
 
 from artifactflow import ToolContext, tool
 from artifactflow.tools.registry import ToolRegistry, run_tool_call
@@ -79,15 +80,6 @@ def context(message_id: str = "m1", call_id: str = "c1") -> ToolContext:
     return ToolContext(conversation_id="conv", message_id=message_id, agent="lead", tool_call_id=call_id)
 
 
-async def until(check: Any) -> None:
-    """Wait for observable state (at most 10 s)."""
-    for _ in range(1000):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not reached in 10 s")
-
-
 async def test_sync_tool_outliving_its_timeout_is_unknown_and_not_repeated():
     registry = ToolRegistry([write_once])
     result, _ = await run_tool_call(registry, "write_once", {"text": "a"}, context(), default_timeout=0.2)
@@ -101,7 +93,7 @@ async def test_sync_tool_outliving_its_timeout_is_unknown_and_not_repeated():
     )
     assert again.may_still_take_effect and "not run again" in again.model_text()
     RELEASE.set()
-    await until(lambda: EFFECTS == ["a"])
+    await wait_until(lambda: EFFECTS == ["a"])
     # Once the first call's result is known, a repeat gets that result instead of running.
     later, _ = await run_tool_call(
         registry, "write_once", {"text": "a"}, context(call_id="c3"), default_timeout=5
@@ -124,7 +116,7 @@ async def test_idempotent_tool_may_be_repeated_after_a_timeout():
     RELEASE.set()
     again, _ = await run_tool_call(registry, "write_same", {"text": "x"}, context(call_id="c2"), default_timeout=5)
     assert again.success and again.outcome == "completed"
-    await until(lambda: len(EFFECTS) == 2)
+    await wait_until(lambda: len(EFFECTS) == 2)
 
 
 async def test_cancel_while_a_sync_tool_runs_is_recorded_as_abandoned():
@@ -132,7 +124,7 @@ async def test_cancel_while_a_sync_tool_runs_is_recorded_as_abandoned():
     task = asyncio.create_task(
         run_tool_call(registry, "write_once", {"text": "z"}, context(call_id="c9"), default_timeout=5)
     )
-    await until(STARTED.is_set)
+    await wait_until(STARTED.is_set)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -142,7 +134,7 @@ async def test_cancel_while_a_sync_tool_runs_is_recorded_as_abandoned():
     assert "unknown" in record["result"]["error"]
     assert registry.background.take_abandoned("m1") == []
     RELEASE.set()
-    await until(lambda: EFFECTS == ["z"])
+    await wait_until(lambda: EFFECTS == ["z"])
 
 
 async def test_async_tool_timeout_is_stopped_not_unknown():
@@ -164,7 +156,7 @@ async def test_run_records_the_timed_out_call_and_tells_the_model(make_controlle
     seen = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"][0]["content"]
     assert seen.startswith("UNKNOWN:") and "unknown" in seen
     RELEASE.set()
-    await until(lambda: EFFECTS == ["run"])
+    await wait_until(lambda: EFFECTS == ["run"])
 
 
 def test_idempotent_flag_on_the_tool():
@@ -186,17 +178,6 @@ def deploy(target: str) -> str:
         time.sleep(0.01)
     return f"deployed {{target}}"
 '''
-
-RESUMER = """
-import asyncio, sys
-from artifactflow import ExecutionController, load_settings
-
-async def main():
-    controller = await ExecutionController.open(load_settings(sys.argv[1], sys.argv[2]))
-    await controller.execute_resume(sys.argv[3], {"decisions": "approve"})
-
-asyncio.run(main())
-"""
 
 
 @pytest.mark.parametrize("idempotent", [True, False])
@@ -222,7 +203,7 @@ async def test_crash_mid_tool_reruns_only_idempotent_tools(
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
     )
     try:
-        await until(lambda: journal.exists() and journal.read_text() == "prod\n")
+        await wait_until(lambda: journal.exists() and journal.read_text() == "prod\n")
     finally:
         proc.kill()  # mid-tool: the effect happened, the call never finished
         await proc.wait()

@@ -172,7 +172,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/loop":
             return self._redirect("/loop")
         if path == "/slow":
-            time.sleep(1.5)
+            self.server.closing.wait(1.5)  # longer than the client's timeout, unless closing
             return self._send(200, b"late", "text/plain")
         # --- fake search engines
         if path == "/searx/search":
@@ -207,7 +207,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/malformed/search":
             return self._send(200, b"{not json", "application/json")
         if path == "/slowsearch/search":
-            time.sleep(1.5)
+            self.server.closing.wait(1.5)
             return self._json({"results": []})
         self._send(404, b"not found", "text/plain")
 
@@ -219,6 +219,7 @@ class _Server(ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.log: list[dict[str, Any]] = []
+        self.closing = threading.Event()  # wakes the handlers that stall on purpose
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # clients that time out on purpose close their sockets; that is expected
@@ -232,6 +233,7 @@ def server() -> Iterator[_Server]:
     try:
         yield srv
     finally:
+        srv.closing.set()
         srv.shutdown()
         srv.server_close()
         thread.join(timeout=5)

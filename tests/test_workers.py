@@ -21,7 +21,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +28,9 @@ from typing import Any
 
 import httpx
 import pytest
-from pg import ADMIN_URL, _admin
+from pg import create_database, drop_database
 from scripted_llm import Call, Delay, ScriptedLLM, Text, ToolCalls
+from waiting import wait_until, wait_until_sync
 
 TOOLS_PY = '''
 import asyncio, os
@@ -105,18 +105,21 @@ def _start_worker(config: Path, data: Path, env: dict[str, str]) -> Worker:
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def serving() -> bool:
         if proc.poll() is not None:
             raise RuntimeError(f"worker exited with {proc.returncode}: {proc.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
         try:
-            if httpx.get(url + "/api/v1/conversations", timeout=1).status_code == 200:
-                return Worker(url, proc)
+            return httpx.get(url + "/api/v1/conversations", timeout=1).status_code == 200
         except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("worker did not start within 60 s")
+            return False
+
+    try:
+        wait_until_sync(serving, timeout=60, interval=0.05, what="the worker serving")
+    except AssertionError:
+        proc.kill()
+        raise RuntimeError("worker did not start within 60 s") from None
+    return Worker(url, proc)
 
 
 def _stop(worker: Worker) -> None:
@@ -140,7 +143,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     (config / "cluster_tools.py").write_text(TOOLS_PY)
     effects = root / "effects.txt"
     effects.write_text("")
-    db_url = asyncio.run(_create_database())
+    db_url = asyncio.run(create_database())
     (config / "artifactflow.yaml").write_text(
         f"database_url: {db_url}\nplugins: [cluster_tools]\nllm:\n  max_retries: 0\n"
         "run:\n  lease_seconds: 3\n  recover_on_start: true\n  max_concurrent_runs: 50\n"
@@ -159,28 +162,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         finally:
             for worker in workers:
                 _stop(worker)
-            asyncio.run(_drop_database(db_url))
+            asyncio.run(drop_database(db_url))
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-async def _create_database() -> str:
-    admin = await _admin()
-    name = f"af_test_{uuid.uuid4().hex[:12]}"
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    return f"{ADMIN_URL.rsplit('/', 1)[0]}/{name}"
-
-
-async def _drop_database(url: str) -> None:
-    admin = await _admin()
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
-    finally:
-        await admin.close()
 
 
 async def post_chat(client: httpx.AsyncClient, worker: Worker, content: str) -> str:
@@ -208,15 +193,7 @@ async def read_stream(client: httpx.AsyncClient, worker: Worker, message_id: str
     return events
 
 
-async def wait_for(check: Callable[[], Any], what: str, limit: float = 20.0) -> Any:
-    """Poll an observable state (bounded): return the first truthy value of `check()`."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        value = await check()
-        if value:
-            return value
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+POLL: dict[str, Any] = {"timeout": 20.0, "interval": 0.05}  # worker processes over HTTP
 
 
 async def message(client: httpx.AsyncClient, worker: Worker, message_id: str) -> dict[str, Any]:
@@ -271,7 +248,7 @@ async def test_a_reader_attaching_mid_run_on_the_other_worker_catches_up_then_go
     task = cluster.case("late", answer)
     async with httpx.AsyncClient(timeout=30) as client:
         message_id = await post_chat(client, owner, task)
-        await wait_for(lambda: _has(client, other, message_id, "tool_start"), "the tool to start")
+        await wait_until(lambda: _has(client, other, message_id, "tool_start"), what="the tool to start", **POLL)
         events = await read_stream(client, other, message_id)
     ids = [e["id"] for e in events if "id" in e]
     assert ids == list(range(1, len(ids) + 1)) and events[-1]["type"] == "complete"
@@ -284,7 +261,7 @@ async def test_cancel_on_the_other_worker_stops_the_run_at_once(cluster: Cluster
     task = cluster.case("cancel", lambda n, _r: ToolCalls([Call("slow", {"seconds": 60})]) if n == 1 else Text("late"))
     async with httpx.AsyncClient(timeout=30) as client:
         message_id = await post_chat(client, owner, task)
-        await wait_for(lambda: _has(client, other, message_id, "tool_start"), "the slow tool to start")
+        await wait_until(lambda: _has(client, other, message_id, "tool_start"), what="the slow tool to start", **POLL)
         started = time.monotonic()
         response = await client.post(f"{other.url}/api/v1/chat/{message_id}/cancel")
         assert response.status_code == 200
@@ -301,7 +278,7 @@ async def test_delete_on_the_other_worker_stops_the_run_before_removing_it(clust
     async with httpx.AsyncClient(timeout=30) as client:
         response = await client.post(owner.url + "/api/v1/chat", json={"content": task})
         message_id, conversation_id = response.json()["message_id"], response.json()["conversation_id"]
-        await wait_for(lambda: _has(client, other, message_id, "tool_start"), "the slow tool to start")
+        await wait_until(lambda: _has(client, other, message_id, "tool_start"), what="the slow tool to start", **POLL)
         deleted = await client.delete(f"{other.url}/api/v1/conversations/{conversation_id}")
         assert deleted.status_code in (200, 204), deleted.text
         assert (await message(client, owner, message_id)) == {"status_code": 404}
@@ -326,8 +303,8 @@ async def test_two_workers_racing_to_resume_one_pause(cluster: Cluster) -> None:
             client.post(f"{b.url}/api/v1/chat/{message_id}/resume", json=body),
         )
         assert sorted([first.status_code, second.status_code]) == [202, 409]
-        await wait_for(
-            lambda: _status_is(client, b, message_id, "completed"), "the resumed run to complete"
+        await wait_until(
+            lambda: _status_is(client, b, message_id, "completed"), what="the resumed run to complete", **POLL
         )
     assert cluster.effects.read_text().splitlines().count("race-once") == 1
     assert cluster.counts["race"] == 2
@@ -360,11 +337,11 @@ async def test_a_killed_workers_run_is_recovered_by_the_other(cluster: Cluster) 
     task = cluster.case("recover", answer)
     async with httpx.AsyncClient(timeout=30) as client:
         message_id = await post_chat(client, victim, task)
-        await wait_for(lambda: _requested(cluster, "recover"), "the victim's model request")
+        await wait_until(lambda: _requested(cluster, "recover"), what="the victim's model request", **POLL)
         victim.proc.send_signal(signal.SIGKILL)
         victim.proc.wait(10)
-        done = await wait_for(
-            lambda: _status_is(client, survivor, message_id, "completed"), "recovery by the survivor"
+        done = await wait_until(
+            lambda: _status_is(client, survivor, message_id, "completed"), what="recovery by the survivor", **POLL
         )
         assert done["response"] == "recovered answer"
         types = await stored_types(client, survivor, message_id)

@@ -4,15 +4,11 @@ too, and the run resumes from another process with every side effect exactly onc
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import subprocess
-import sys
-import textwrap
 import threading
 from pathlib import Path
 
 import pytest
+from resume_helpers import resume_elsewhere
 from scripted_llm import Call, Text, ToolCalls
 from wf_helpers import ByAgent, by_item, workflow_config
 
@@ -55,34 +51,6 @@ edges:
   - {from: stamp, to: done}
 """
 
-RESUMER = textwrap.dedent(
-    """
-    import asyncio, json, sys
-    from artifactflow import ExecutionController, load_settings
-
-    async def main():
-        config, data, mid = sys.argv[1:4]
-        controller = await ExecutionController.open(load_settings(config, data))
-        try:
-            result = await controller.execute_resume(mid, {"decisions": "approve"})
-            print(json.dumps({"status": result.status, "response": result.response,
-                              "calls": [c["tool_call_id"] for c in result.pending_calls or []],
-                              "types": [e.type for e in result.events]}))
-        finally:
-            await controller.aclose()
-
-    asyncio.run(main())
-    """
-)
-
-
-@pytest.fixture
-def journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "journal.txt"
-    monkeypatch.setenv("AF_JOURNAL", str(path))
-    return path
-
-
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
     return workflow_config(
@@ -100,13 +68,6 @@ def scribe(llm) -> ByAgent:
         "Record a": [ToolCalls([Call("append_line", {"text": "a"}, id="call_0")]), Text("recorded a")],
         "Record b": [ToolCalls([Call("append_line", {"text": "b"}, id="call_0")]), Text("recorded b")],
     })})
-
-
-def resume_elsewhere(config: Path, data: Path, mid: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", RESUMER, str(config), str(data), mid],
-                         capture_output=True, text=True, timeout=60, env=dict(os.environ))
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 async def test_split_items_pause_together_and_resume_in_another_process(make_controller, config, llm, journal):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from scripted_llm import Error, Text
+from waiting import wait_until
 from wf_helpers import ByAgent, as_json, by_item, instruction_of, workflow_config
 
 from artifactflow import NotFoundError, UserError
@@ -32,15 +33,6 @@ def kinds(events) -> list[str]:
 
 def node_events(events, type_="workflow_node_complete") -> dict[str, dict]:
     return {e.data["execution"]: e.data for e in events if e.type == type_}
-
-
-async def eventually(condition, attempts: int = 500) -> bool:
-    """Wait for observable state (the server notices a dropped stream on its next write)."""
-    for _ in range(attempts):
-        if condition():
-            return True
-        await asyncio.sleep(0.02)
-    return condition()
 
 
 async def run(controller, name, value):
@@ -197,7 +189,7 @@ async def test_split_with_a_failing_item_fail(make_controller, tmp_path, llm):
     message = await controller.store.get_message(events[0].message_id)
     assert message["status"] == "failed"
     assert "join" not in {r["node_id"] for r in await controller.store.lineage(events[0].message_id)}
-    assert await eventually(lambda: llm.disconnects >= 1)  # the slow sibling's call was cancelled
+    await wait_until(lambda: llm.disconnects >= 1)  # the slow sibling's call was cancelled
 
 
 async def test_split_over_an_empty_list_and_non_list(make_controller, tmp_path, llm):
@@ -250,7 +242,7 @@ async def test_branch_first_success_wins_and_cancels_the_rest(make_controller, t
     assert done["ponder#1[1]"]["status"] == "cancelled"
     assert "polish#1[1]" not in done  # the lost path stopped: its next node never ran
     assert answers.agents().count("slow") == 1
-    assert await eventually(lambda: llm.disconnects == 1)  # the slow call was cancelled mid-stream
+    await wait_until(lambda: llm.disconnects == 1)  # the slow call was cancelled mid-stream
     records = {r["execution_id"]: r for r in await controller.store.lineage(events[0].message_id)}
     assert records["first#1"]["parents"] == ["quick#1[0]"]
     assert records["first#1"]["group_id"] == "fork#1"
@@ -422,5 +414,5 @@ async def test_leaving_the_stream_cancels_the_run_and_its_items(make_controller,
     message = await controller.store.get_message(event.message_id)
     assert message["status"] == "cancelled"
     assert (await controller.events(event.message_id))[-1].type == "cancelled"
-    assert await eventually(lambda: llm.disconnects >= 1)
+    await wait_until(lambda: llm.disconnects >= 1)
     assert [t for t in asyncio.all_tasks() if t.get_name() == "agent"] == []  # no nested step left

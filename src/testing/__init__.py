@@ -12,40 +12,8 @@ run through the real `openai` client. Point `OPENAI_BASE_URL` at `llm.base_url`:
         ...
 """
 
-from .quirks import LLAMA_CPP_PYTHON, LLAMA_SERVER, Quirks
-from .scripted_llm import (
-    NO_RESPONSE_MESSAGE,
-    Call,
-    Delay,
-    Error,
-    Hang,
-    Response,
-    Route,
-    ScriptedLLM,
-    Text,
-    ToolCalls,
-    Unexpected,
-    completion_tokens,
-    prompt_tokens,
-    scripted_llm,
-)
+from . import scripted_llm as _server
+from .scripted_llm import *  # noqa: F403  (its __all__ is the public list, kept in one place)
 
-__all__ = [
-    "LLAMA_CPP_PYTHON",
-    "LLAMA_SERVER",
-    "NO_RESPONSE_MESSAGE",
-    "Call",
-    "Delay",
-    "Error",
-    "Hang",
-    "Quirks",
-    "Response",
-    "Route",
-    "ScriptedLLM",
-    "Text",
-    "ToolCalls",
-    "Unexpected",
-    "completion_tokens",
-    "prompt_tokens",
-    "scripted_llm",
-]
+__all__: list[str] = []
+__all__ += _server.__all__

@@ -4,38 +4,45 @@
 are not JSON, arguments that fail validation, timeouts and exceptions inside the tool all
 become a failed `ToolResult` whose text tells the model what to fix. A sync tool that cannot
 be stopped in time is not "failed" but "unknown" (background.py says why and what follows).
+
+The steps of a call live beside it: ``arguments.py`` (parse and validate what the model
+sent), ``invoke.py`` (run the tool within its timeout); ``plugins.py`` finds the modules the
+registry loads tools from. Their public names are re-exported here.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import hashlib
-import importlib
 import importlib.metadata
-import importlib.util
-import json
-import sys
 import time
 import types
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
 from ..errors import ConfigError
-from .background import BackgroundCalls, Stray, ThreadCall, call_key
+from .arguments import parse_arguments, validate_arguments
+from .background import BackgroundCalls, call_key
 from .base import Permission, Tool, ToolResult
 from .context import ToolContext
 from .decorator import make_tool
+from .invoke import invoke_tool
 from .langchain import is_langchain_tool, wrap_tool
+from .plugins import ENTRY_POINT_GROUP, load_plugin_module
+
+__all__ = [
+    "BUILTIN",
+    "ENTRY_POINT_GROUP",
+    "PLUGIN",
+    "WILDCARD",
+    "ToolRegistry",
+    "invoke_tool",
+    "parse_arguments",
+    "run_tool_call",
+    "validate_arguments",
+]
 
 BUILTIN, PLUGIN = "builtin", "plugin"
 WILDCARD = "__*"  # `SERVER__*` in an agent's tools: every tool of that MCP server
-
-
-ENTRY_POINT_GROUP = "artifactflow.tools"  # installed packages publish tools here
 
 
 class ToolRegistry:
@@ -172,7 +179,7 @@ class ToolRegistry:
         where = f"(listed under plugins: in {Path(config_dir) / 'artifactflow.yaml'})"
         for name in modules:
             try:
-                module = _load_plugin_module(name, Path(config_dir))
+                module = load_plugin_module(name, Path(config_dir))
             except ConfigError:
                 raise
             except SystemExit as exc:  # a plugin must not end the process that loads it
@@ -224,7 +231,9 @@ class ToolRegistry:
         values = list(items)
         names = []
         for value in values:
-            if isinstance(value, Tool) or (strict and (is_langchain_tool(value) or callable(value))):
+            if isinstance(value, Tool) or (
+                strict and (is_langchain_tool(value) or callable(value))
+            ):
                 names.append(self.register(value, replace=True).name)
         if not strict:
             for value in values:
@@ -233,98 +242,9 @@ class ToolRegistry:
         return names
 
 
-def _load_plugin_module(name: str, config_dir: Path) -> types.ModuleType:
-    """A config-folder plugin loaded from its file, under a module name unique to that file,
-    without touching `sys.path`; otherwise the installed module `name`."""
-    relative = Path(*name.split("."))
-    for path, package in ((config_dir / relative.with_suffix(".py"), False),
-                          (config_dir / relative / "__init__.py", True)):
-        if not path.is_file():
-            continue
-        resolved = path.resolve()
-        digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:12]
-        unique = f"_artifactflow_plugin_{digest}_{name.replace('.', '_')}"
-        if unique in sys.modules:
-            return sys.modules[unique]
-        spec = importlib.util.spec_from_file_location(
-            unique, resolved, submodule_search_locations=[str(resolved.parent)] if package else None
-        )
-        if spec is None or spec.loader is None:  # pragma: no cover - a .py file always has one
-            raise ConfigError(f"plugin '{name}': cannot load {resolved}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[unique] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[unique]
-            raise
-        return module
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name != name and not name.startswith(f"{exc.name}."):
-            raise
-        raise ConfigError(
-            f"plugin '{name}' (listed under plugins: in {config_dir / 'artifactflow.yaml'}): "
-            f"no file {config_dir / relative.with_suffix('.py')} and no installed module '{name}'"
-        ) from None
-
-
 def _infer_source(tool: Tool) -> str:
     module = getattr(tool.func, "__module__", "") or ""
     return BUILTIN if module.startswith("artifactflow.") else PLUGIN
-
-
-def parse_arguments(raw: str | Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, str | None]:
-    """Raw model arguments → dict, or an error text the model can act on."""
-    if raw is None or raw == "":
-        return {}, None
-    if isinstance(raw, Mapping):
-        return dict(raw), None
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        snippet = raw if len(raw) <= 200 else raw[:200] + "…"
-        return None, (
-            f"arguments are not valid JSON ({exc.msg} at position {exc.pos}): {snippet!r}. "
-            "Send the arguments as one JSON object."
-        )
-    if not isinstance(value, dict):
-        return None, "arguments must be a JSON object"
-    return value, None
-
-
-def validate_arguments(tool: Tool, args: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
-    if tool.args_model is None:
-        return _validate_json_schema(tool, args)
-    try:
-        model = tool.args_model.model_validate(dict(args))
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors()
-        )
-        return None, f"invalid arguments for '{tool.name}': {problems}"
-    return {name: getattr(model, name) for name in type(model).model_fields}, None
-
-
-def _validate_json_schema(
-    tool: Tool, args: Mapping[str, Any]
-) -> tuple[dict[str, Any] | None, str | None]:
-    """Check arguments against a ready JSON schema; the arguments pass through unchanged."""
-    import jsonschema
-
-    schema = tool.json_schema()
-    try:
-        validator = jsonschema.validators.validator_for(schema)(schema)
-        errors = sorted(validator.iter_errors(dict(args)), key=lambda e: list(e.path))
-    except jsonschema.exceptions.SchemaError:  # the server's schema is broken: let it judge
-        return dict(args), None
-    if not errors:
-        return dict(args), None
-    problems = "; ".join(
-        f"{'.'.join(str(p) for p in e.path) or 'arguments'}: {e.message}" for e in errors[:5]
-    )
-    return None, f"invalid arguments for '{tool.name}': {problems}"
 
 
 async def run_tool_call(
@@ -356,130 +276,14 @@ async def run_tool_call(
         args, error = validate_arguments(tool, args)
     if error is not None or args is None:
         return ToolResult.fail(error or "invalid arguments"), (time.perf_counter() - started) * 1000
-    stray = None if tool.is_async else registry.background.find(context.message_id, call_key(name, args))
+    stray = (
+        None
+        if tool.is_async
+        else registry.background.find(context.message_id, call_key(name, args))
+    )
     if stray is not None and not tool.idempotent:
         return registry.background.repeat_result(stray), (time.perf_counter() - started) * 1000
     result = await invoke_tool(
         tool, args, context, default_timeout=default_timeout, background=registry.background
     )
     return result, (time.perf_counter() - started) * 1000
-
-
-async def invoke_tool(
-    tool: Tool,
-    args: dict[str, Any],
-    context: ToolContext,
-    *,
-    default_timeout: float,
-    background: BackgroundCalls | None = None,
-) -> ToolResult:
-    kwargs = dict(args)
-    if tool.context_param:
-        kwargs[tool.context_param] = context
-    timeout = tool.timeout or default_timeout
-    if not tool.is_async:
-        return await _invoke_sync(tool, args, kwargs, context, timeout, background)
-    try:
-        work = tool.func(**kwargs)
-        if tool.cancellable:
-            value = await asyncio.wait_for(work, timeout)  # type: ignore[arg-type]
-        else:
-            value = await _finish_even_if_cancelled(asyncio.wait_for(work, timeout))  # type: ignore[arg-type]
-    except TimeoutError:
-        # An async tool is cancelled at its timeout: stopped, not running on.
-        return ToolResult.fail(f"tool '{tool.name}' timed out after {timeout:g} s", outcome="timed_out")
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        return ToolResult.fail(f"{type(exc).__name__}: {exc}")
-    return _to_result(value)
-
-
-async def _invoke_sync(
-    tool: Tool,
-    args: dict[str, Any],
-    kwargs: dict[str, Any],
-    context: ToolContext,
-    limit: float,
-    background: BackgroundCalls | None,
-) -> ToolResult:
-    call = ThreadCall(tool.func, kwargs, tool.name)
-    waiting = asyncio.wait_for(asyncio.shield(call.future), limit)
-    try:
-        if tool.cancellable:
-            value = await waiting
-        else:
-            value = await _finish_even_if_cancelled(waiting)
-    except TimeoutError:
-        retry = (
-            "It is safe to call it again."
-            if tool.idempotent
-            else "Do not call it again with the same arguments before checking whether it happened."
-        )
-        result = ToolResult.unknown(
-            f"tool '{tool.name}' did not finish within {limit:g} s and is still running in the "
-            f"background: its effect is unknown (it may still happen). {retry}",
-            "timed_out",
-        )
-        _note(background, tool, args, context, call, result)
-        return result
-    except asyncio.CancelledError:
-        if not call.done:
-            result = ToolResult.unknown(
-                f"the run was cancelled while tool '{tool.name}' was running; it is still running "
-                "in the background, so its effect is unknown (it may still happen).",
-                "abandoned",
-            )
-            _note(background, tool, args, context, call, result)
-        raise
-    except Exception as exc:
-        return ToolResult.fail(f"{type(exc).__name__}: {exc}")
-    return _to_result(value)
-
-
-def _note(
-    background: BackgroundCalls | None,
-    tool: Tool,
-    args: dict[str, Any],
-    context: ToolContext,
-    call: ThreadCall,
-    result: ToolResult,
-) -> None:
-    if background is None:
-        return
-    stray = Stray(
-        message_id=context.message_id,
-        tool_call_id=context.tool_call_id,
-        tool=tool.name,
-        key=call_key(tool.name, args),
-        outcome=result.outcome,
-        result=result,
-    )
-    background.note(stray, call, _to_result)
-
-
-def _to_result(value: Any) -> ToolResult:
-    if isinstance(value, ToolResult):
-        return value
-    return ToolResult(success=True, data=_jsonable(value))
-
-
-async def _finish_even_if_cancelled(work: Any) -> Any:
-    """Run `work` to completion even if the caller is cancelled, then re-raise the cancel."""
-    task = asyncio.ensure_future(work)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        with contextlib.suppress(Exception):
-            await task
-        raise
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    try:
-        json.dumps(value)
-        return value
-    except (TypeError, ValueError):
-        return str(value)

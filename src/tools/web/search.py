@@ -146,6 +146,16 @@ class _HttpProvider(SearchProvider):
                 f"(content type {response.headers.get('content-type', 'unknown')!r})"
             ) from None
 
+    async def _fetch(self, method: str, url: str, **kwargs: Any) -> Mapping[str, Any]:
+        """Send one request to the engine; its answer must be a JSON object."""
+        async with self._client() as client:
+            data = await self._json(await client.request(method, url, **kwargs))
+        if not isinstance(data, Mapping):
+            raise SearchProviderError(
+                f"{self.name} returned an unexpected response: not a JSON object"
+            )
+        return data
+
 
 class SearxngProvider(_HttpProvider):
     """A SearXNG instance through its JSON API: ``GET {base_url}/search?q=...&format=json``.
@@ -174,53 +184,59 @@ class SearxngProvider(_HttpProvider):
         return ""
 
     async def search(self, query: str, count: int) -> list[SearchHit]:
-        async with self._client() as client:
-            response = await client.get(
-                f"{self.base_url}/search", params={"q": query, "format": "json"}
-            )
-            data = await self._json(response)
-        if not isinstance(data, Mapping):
-            raise SearchProviderError("searxng returned an unexpected response: not a JSON object")
+        data = await self._fetch(
+            "GET", f"{self.base_url}/search", params={"q": query, "format": "json"}
+        )
         return _hits(data.get("results"), self.name, "content", count)
 
 
-class BraveSearchProvider(_HttpProvider):
-    """Brave Search API: ``GET {base_url}/web/search?q=&count=`` with ``X-Subscription-Token``."""
+class _KeyedProvider(_HttpProvider):
+    """An engine reached with an API key, which is kept out of logs and tracebacks."""
 
-    name = "brave"
+    default_base_url = ""
+    key_statuses: tuple[int, ...] = (401, 403)
+    quota_statuses: tuple[int, ...] = (429,)
+    key_advice = ""
+    quota_advice = ""
 
     def __init__(
         self,
         api_key: str,
         *,
-        base_url: str = BRAVE_BASE_URL,
+        base_url: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         super().__init__(transport=transport, timeout=timeout)
         self._api_key = api_key
-        self.base_url = base_url.rstrip("/")
+        self.base_url = (base_url or self.default_base_url).rstrip("/")
 
     def __repr__(self) -> str:  # keep the key out of logs and tracebacks
-        return f"BraveSearchProvider(base_url={self.base_url!r})"
+        return f"{type(self).__name__}(base_url={self.base_url!r})"
 
     def _explain_status(self, response: httpx.Response) -> str:
-        if response.status_code in (401, 403):
-            return "check the Brave API key"
-        if response.status_code == 429:
-            return "rate limit or quota of the Brave plan exceeded"
+        if response.status_code in self.key_statuses:
+            return self.key_advice
+        if response.status_code in self.quota_statuses:
+            return self.quota_advice
         return ""
 
+
+class BraveSearchProvider(_KeyedProvider):
+    """Brave Search API: ``GET {base_url}/web/search?q=&count=`` with ``X-Subscription-Token``."""
+
+    name = "brave"
+    default_base_url = BRAVE_BASE_URL
+    key_advice = "check the Brave API key"
+    quota_advice = "rate limit or quota of the Brave plan exceeded"
+
     async def search(self, query: str, count: int) -> list[SearchHit]:
-        async with self._client() as client:
-            response = await client.get(
-                f"{self.base_url}/web/search",
-                params={"q": query, "count": count},
-                headers={"X-Subscription-Token": self._api_key},
-            )
-            data = await self._json(response)
-        if not isinstance(data, Mapping):
-            raise SearchProviderError("brave returned an unexpected response: not a JSON object")
+        data = await self._fetch(
+            "GET",
+            f"{self.base_url}/web/search",
+            params={"q": query, "count": count},
+            headers={"X-Subscription-Token": self._api_key},
+        )
         web = data.get("web")
         if web is None:  # Brave omits the section when nothing matched
             return []
@@ -231,44 +247,29 @@ class BraveSearchProvider(_HttpProvider):
         return _hits(web.get("results", []), self.name, "description", count)
 
 
-class TavilyProvider(_HttpProvider):
+class TavilyProvider(_KeyedProvider):
     """Tavily search API: ``POST {base_url}/search`` with a bearer key; results[].content."""
 
     name = "tavily"
-
-    def __init__(
-        self,
-        api_key: str,
-        *,
-        base_url: str = TAVILY_BASE_URL,
-        transport: httpx.AsyncBaseTransport | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-    ) -> None:
-        super().__init__(transport=transport, timeout=timeout)
-        self._api_key = api_key
-        self.base_url = base_url.rstrip("/")
-
-    def __repr__(self) -> str:
-        return f"TavilyProvider(base_url={self.base_url!r})"
-
-    def _explain_status(self, response: httpx.Response) -> str:
-        if response.status_code in (401, 403):
-            return "check the Tavily API key"
-        if response.status_code in (429, 432, 433):
-            return "rate limit or plan quota of Tavily exceeded"
-        return ""
+    default_base_url = TAVILY_BASE_URL
+    quota_statuses = (429, 432, 433)
+    key_advice = "check the Tavily API key"
+    quota_advice = "rate limit or plan quota of Tavily exceeded"
 
     async def search(self, query: str, count: int) -> list[SearchHit]:
-        async with self._client() as client:
-            response = await client.post(
-                f"{self.base_url}/search",
-                json={"query": query, "max_results": count},
-                headers={"Authorization": f"Bearer {self._api_key}"},
-            )
-            data = await self._json(response)
-        if not isinstance(data, Mapping):
-            raise SearchProviderError("tavily returned an unexpected response: not a JSON object")
+        data = await self._fetch(
+            "POST",
+            f"{self.base_url}/search",
+            json={"query": query, "max_results": count},
+            headers={"Authorization": f"Bearer {self._api_key}"},
+        )
         return _hits(data.get("results"), self.name, "content", count)
+
+
+KEYED_PROVIDERS: dict[str, type[_KeyedProvider]] = {
+    "brave": BraveSearchProvider,
+    "tavily": TavilyProvider,
+}
 
 
 def _api_key(config: Mapping[str, Any], env: Mapping[str, str], provider: str) -> str:
@@ -333,25 +334,13 @@ def make_provider(
             "http://localhost:8888",
         )
         return SearxngProvider(url, transport=transport, timeout=float(timeout))
-    if name == "brave":
-        base = _http_url(
-            config.get("brave_base_url") or BRAVE_BASE_URL, "brave_base_url", BRAVE_BASE_URL
-        )
-        return BraveSearchProvider(
-            _api_key(config, env, "brave"),
-            base_url=base,
-            transport=transport,
-            timeout=float(timeout),
-        )
-    if name == "tavily":
-        base = _http_url(
-            config.get("tavily_base_url") or TAVILY_BASE_URL, "tavily_base_url", TAVILY_BASE_URL
-        )
-        return TavilyProvider(
-            _api_key(config, env, "tavily"),
-            base_url=base,
-            transport=transport,
-            timeout=float(timeout),
+    keyed = KEYED_PROVIDERS.get(name)
+    if keyed is not None:
+        setting = f"{name}_base_url"
+        default = keyed.default_base_url
+        base = _http_url(config.get(setting) or default, setting, default)
+        return keyed(
+            _api_key(config, env, name), base_url=base, transport=transport, timeout=float(timeout)
         )
     raise SearchConfigError(
         f"unknown web search provider {raw!r}: set {_hint('provider')} to one of {choices}"

@@ -1,0 +1,49 @@
+"""Answer a paused message from a second process, as a restarted or surviving worker would.
+
+`RESUMER` is the script (run with ``python -c RESUMER CONFIG DATA MESSAGE_ID``): it opens
+its own controller, approves the pending calls and prints one JSON line with the result's
+status, response, pending call ids and event types. `resume_elsewhere` runs it to the end;
+tests that kill it midway start it themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+from subprocess import run
+from typing import Any
+
+RESUMER = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from artifactflow import ExecutionController, load_settings
+
+    async def main():
+        config, data, mid = sys.argv[1:4]
+        controller = await ExecutionController.open(load_settings(config, data))
+        try:
+            result = await controller.execute_resume(mid, {"decisions": "approve"})
+            print(json.dumps({"status": result.status, "response": result.response,
+                              "calls": [c["tool_call_id"] for c in result.pending_calls or []],
+                              "types": [e.type for e in result.events]}))
+        finally:
+            await controller.aclose()
+
+    asyncio.run(main())
+    """
+)
+
+
+def resume_elsewhere(
+    config: Path, data: Path, mid: str, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Resume `mid` with approval in a new process; its printed result (stderr under "stderr")."""
+    out = run(
+        [sys.executable, "-c", RESUMER, str(config), str(data), mid],
+        capture_output=True, text=True, timeout=60, env=env or dict(os.environ),
+    )
+    assert out.returncode == 0, out.stderr
+    return {**json.loads(out.stdout.strip().splitlines()[-1]), "stderr": out.stderr}
