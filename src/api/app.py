@@ -29,7 +29,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from .. import __version__
-from ..core.controller import ExecutionController
+from ..client.legacy import ExecutionController
 from ..settings import ServerSettings, Settings, load_settings
 from .auth import RedactTokens, auth_enabled
 from .deps import API_PREFIX
