@@ -90,27 +90,30 @@ class ExecutionController(StoredData):
         cancel_on_exit: bool = True,
     ) -> AsyncIterator[Event]:
         started = False
+        mid: str
         if message_id is not None and resume_data is not None:
+            mid = message_id
             await self.resume_start(message_id, resume_data)
             started = True
             after = after_event_id if after_event_id is not None else await self.resume_cursor(message_id)
         elif message_id is not None:
+            mid = message_id
             after = after_event_id or 0
         else:
             if content is None:
                 raise UserError("stream_execute needs content (or a message_id to attach to)")
             ids = await self.start(content, conversation_id, parent_message_id, user_id=user_id)
-            message_id = ids["message_id"]
+            mid = ids["message_id"]
             started = True
             after = 0
         finished = False
         try:
-            async for event in self.follow(message_id, after_event_id=after, from_start=started):
+            async for event in self.follow(mid, after_event_id=after, from_start=started):
                 yield event
             finished = True
         finally:
             if started and cancel_on_exit and not finished:
-                await self.cancel(message_id)
+                await self.cancel(mid)
 
     async def resume(self, message_id: str, resume_data: Any) -> AsyncIterator[Event]:
         async for event in self.stream_execute(message_id=message_id, resume_data=resume_data):

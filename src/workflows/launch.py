@@ -115,7 +115,7 @@ class WorkflowGraphs:
         calls: dict[str, dict[str, Any]] = {}
         config = {"configurable": {"thread_id": message["thread_id"]}}
         async for item in rt.checkpoints.saver.alist(config):  # type: ignore[arg-type]
-            ns = item.config["configurable"].get("checkpoint_ns") or ""
+            ns = item.config.get("configurable", {}).get("checkpoint_ns") or ""
             if not ns or ns in seen_ns:
                 continue
             seen_ns.add(ns)

@@ -118,8 +118,8 @@ class EventSink:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
-    def _announce(self) -> bool:
-        if not self._handle.watched and self._bus.watched(self._handle.message_id):
+    def _announce(self, bus: Any) -> bool:
+        if not self._handle.watched and bus.watched(self._handle.message_id):
             self._handle.watched = True  # the watch arrived before the run started
         return self._handle.watched
 
@@ -134,7 +134,7 @@ class EventSink:
                     await group_commit_for(self._store).append(
                         self._handle.message_id, stored, run_token=self._run_token
                     )
-                if self._bus is not None and self._announce():
+                if self._bus is not None and self._announce(self._bus):
                     try:
                         await self._bus.publish(self._handle.message_id, batch)
                     except Exception:
