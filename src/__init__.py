@@ -1,7 +1,7 @@
 """artifactflow: a LangGraph multi-agent orchestrator.
 
-Public API: everything importable from here. Graph wiring and node functions are internal to
-`artifactflow.core`. Importing the package has no side effects (no environment variables, no
+Public API: everything importable from here; start with `Client` (`artifactflow.client`).
+Graph wiring and node functions are internal to `artifactflow.core`. Importing the package has no side effects (no environment variables, no
 `sys.path` edits); checkpoints are read strictly by the serializer the saver is built with.
 """
 
@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from .agents.model import Model, ModelRequest, ModelResponse, Reply, ScriptedModel, ToolCall, Usage
 from .agents.spec import AgentSpec
+from .client import Client, Decisions, Resume, Retry, Run, RunResult, Task, WorkflowTask
+from .client.legacy import ExecutionController, ExecutionResult
 from .core.context import RunContext, Services
-from .core.controller import ExecutionController, ExecutionResult
 from .core.conversations import ACTIVE_BRANCH, ConversationManager
 from .core.event_payloads import EventData, MessageStatus, Outcome
 from .core.events import Event, EventType, TypedEvent
@@ -48,23 +49,28 @@ from .tools.decorator import tool
 from .tools.langchain import wrap_tool
 from .tools.mcp import McpServerConfig
 from .tools.registry import ToolRegistry
-from .version import __version__ as __version__
-
-_WORKFLOW_NAMES = frozenset({
-    "WorkflowIssue", "WorkflowNodeError", "WorkflowSpec", "WorkflowValidationError",
-    "check_workflow", "load_workflow_file", "to_mermaid", "validate_workflow",
-})
-
-
-def __getattr__(name: str) -> object:
-    """Workflow names load on first use: a chat-only program does not import the engine."""
-    if name in _WORKFLOW_NAMES:
-        from . import workflows
-
-        return getattr(workflows, name)
-    raise AttributeError(f"module 'artifactflow' has no attribute {name!r}")
+from .version import __version__
+from .workflows import (
+    WorkflowIssue,
+    WorkflowNodeError,
+    WorkflowSpec,
+    WorkflowValidationError,
+    check_workflow,
+    load_workflow_file,
+    to_mermaid,
+    validate_workflow,
+)
 
 __all__ = [
+    "__version__",
+    "Client",
+    "Decisions",
+    "Resume",
+    "Retry",
+    "Run",
+    "RunResult",
+    "Task",
+    "WorkflowTask",
     "ACTIVE_BRANCH",
     "AgentSpec",
     "AgentState",

@@ -1,4 +1,5 @@
-"""Shared fixtures: a scripted OpenAI-compatible server and controllers on temp folders.
+"""Shared fixtures: a scripted OpenAI-compatible server, and clients (or the old controllers)
+on temp folders.
 
 Every test gets its own config folder (agents written by the test) and data folder, and talks
 to the scripted server over real HTTP with the real `openai` client.
@@ -19,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from scripted_llm import ScriptedLLM  # noqa: E402
 
-from artifactflow import ExecutionController, load_settings  # noqa: E402
+from artifactflow import Client, ExecutionController, load_settings  # noqa: E402
 
 
 @pytest.fixture
@@ -83,22 +84,37 @@ def make_config(
 
 
 ControllerFactory = Callable[..., Any]
+ClientFactory = Callable[..., Any]
+
+
+def _opener(tmp_path: Path, opened: list[Any], cls: Any) -> Callable[..., Any]:
+    """A factory opening `cls` (Client or ExecutionController) on a config written by
+    `make_config(**config_kwargs)` (or `config_dir`) and `data_dir` (default: tmp/data); what
+    it opened is closed at teardown. Two opened on one data folder are two processes' worth."""
+
+    async def factory(config_dir: Path | None = None, data_dir: Path | None = None,
+                      extra_tools: list[Any] | None = None, **config_kwargs: Any) -> Any:
+        if config_dir is None:
+            config_dir = make_config(tmp_path, **config_kwargs)
+        settings = load_settings(config_dir, data_dir or tmp_path / "data")
+        opened.append(await cls.open(settings, extra_tools=extra_tools))
+        return opened[-1]
+
+    return factory
+
+
+@pytest_asyncio.fixture
+async def make_client(tmp_path: Path, llm_env: ScriptedLLM) -> AsyncIterator[ClientFactory]:
+    opened: list[Client] = []
+    yield _opener(tmp_path, opened, Client)
+    for client in opened:
+        await client.aclose()
 
 
 @pytest_asyncio.fixture
 async def make_controller(tmp_path: Path, llm_env: ScriptedLLM) -> AsyncIterator[ControllerFactory]:
     opened: list[ExecutionController] = []
-
-    async def factory(config_dir: Path | None = None, data_dir: Path | None = None,
-                      extra_tools: list[Any] | None = None, **config_kwargs: Any) -> ExecutionController:
-        if config_dir is None:
-            config_dir = make_config(tmp_path, **config_kwargs)
-        settings = load_settings(config_dir, data_dir or tmp_path / "data")
-        controller = await ExecutionController.open(settings, extra_tools=extra_tools)
-        opened.append(controller)
-        return controller
-
-    yield factory
+    yield _opener(tmp_path, opened, ExecutionController)
     for controller in opened:
         await controller.aclose()
 

@@ -31,7 +31,7 @@ from scripted_llm import Error, ScriptedLLM, Text
 from waiting import wait_until
 
 from artifactflow.cli import interrupts
-from artifactflow.core.controller import ExecutionController
+from artifactflow.client.legacy import ExecutionController
 
 RETRIED_AS = re.compile(r"as message ([0-9a-f]{32})")
 SLOW = "word " * 100  # 100 chunks, 0.2 s apart: still streaming when the test acts

@@ -14,7 +14,7 @@ from scripted_llm import Call, Error, Text, ToolCalls
 from artifactflow import MissingCredentialsError, ResumeConflictError, tool
 from artifactflow.agents.model import ModelRegistry, ProfileSpec
 from artifactflow.api.app import create_app
-from artifactflow.core.run import runner
+from artifactflow.core.run import segment
 
 API = "/api/v1"
 
@@ -91,13 +91,13 @@ async def test_retry_refuses_paused_and_running_messages(make_controller, llm):
 async def test_cancel_after_the_final_event_keeps_the_outcome(make_controller, llm, monkeypatch):
     controller = await make_controller()
     gate = asyncio.Event()
-    original = runner.cleanup_checkpoints
+    original = segment.cleanup_checkpoints
 
     async def held_cleanup(rt: Any, message: dict[str, Any]) -> None:
         await gate.wait()  # the run has emitted `complete` and is still cleaning up
         await original(rt, message)
 
-    monkeypatch.setattr(runner, "cleanup_checkpoints", held_cleanup)
+    monkeypatch.setattr(segment, "cleanup_checkpoints", held_cleanup)
     llm.script(Text("finished"))
     message_id = (await controller.start("finish"))["message_id"]
     async for event in controller.follow(message_id, from_start=True):

@@ -28,7 +28,7 @@ from fastapi import FastAPI
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
-from ..core.controller import ExecutionController
+from ..client.legacy import ExecutionController
 from ..settings import ServerSettings, Settings, load_settings
 from ..version import __version__
 from .auth import RedactTokens, auth_enabled

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import Request
 
-from ..core.controller import ExecutionController
+from ..client.legacy import ExecutionController
 from .errors import ApiError
 from .models import ErrorBody
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
-from ..core.controller import ExecutionController
+from ..client.legacy import ExecutionController
 from ..core.conversations import ACTIVE_BRANCH
 from ..errors import NotFoundError
 from .auth import current_user, owned_conversation, owned_message, stream_user

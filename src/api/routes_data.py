@@ -6,7 +6,7 @@ import re
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from ..core.controller import ExecutionController
+from ..client.legacy import ExecutionController
 from .auth import current_user, owned_conversation
 from .deps import MAX_INT, error_docs, get_controller
 from .models import (

@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..core.controller import ExecutionController
+from ..client.legacy import ExecutionController
 from ..workflows.lineage import provenance
 from ..workflows.mermaid import to_mermaid
 from .auth import current_user, owned_conversation, owned_message

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from ..core.controller import ExecutionController
+from ..client.legacy import ExecutionController
 from . import exitcodes
 from .interrupts import InterruptGuard
 from .options import GLOBALS, ConfigDirOption, DataDirOption, DebugOption, ModelOption

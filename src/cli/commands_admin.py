@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from ..core.controller import ExecutionController
+from ..client.legacy import ExecutionController
 from . import views
 from .app import JsonOption, app, execute, token_app
 from .options import GLOBALS, with_globals

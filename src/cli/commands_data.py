@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..core.controller import ExecutionController
+from ..client.legacy import ExecutionController
 from . import views
 from .app import JsonOption, app, execute
 from .options import with_globals

@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.text import Text
 
-from ..core.controller import ExecutionController
+from ..client.legacy import ExecutionController
 from ..replay.evaluate import eval_sessions
 from ..replay.replayer import replay_session
 from ..replay.report import ReplayReport, Verdict

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..core.controller import ExecutionController
+from ..client.legacy import ExecutionController
 from ..core.conversations import ACTIVE_BRANCH
 from ..errors import UserError
 from . import exitcodes

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from ..core.controller import ExecutionController
+from ..client.legacy import ExecutionController
 from ..errors import NotFoundError
 from . import views
 from .app import JsonOption, app, execute

@@ -16,13 +16,13 @@ import typer
 import yaml
 from rich.text import Text
 
-from ..core.controller import ExecutionController
+from ..client.legacy import ExecutionController
 from ..core.engine import build_registry, load_agent_specs
 from ..errors import UserError
 from ..workflows import lineage as wf_lineage
 from ..workflows.errors import WorkflowValidationError
+from ..workflows.launch import find_workflow, list_workflows, validate_spec, workflows_dir
 from ..workflows.mermaid import to_mermaid
-from ..workflows.runner import find_workflow, list_workflows, validate_spec, workflows_dir
 from ..workflows.spec import load_workflow_file
 from . import exitcodes, views
 from .app import JsonOption, NoInputOption, YesOption, app, execute, make_session

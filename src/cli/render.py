@@ -40,8 +40,7 @@ from ..core.event_payloads import (
     WorkflowNodeStartData,
 )
 from ..core.events import Event
-
-LEAD = "lead"
+from ..hooks.types import LEAD_INVOCATION as LEAD
 
 
 def console(*, stderr: bool = False) -> Console:

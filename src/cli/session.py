@@ -24,7 +24,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from ..core.controller import ExecutionController
+from ..client.legacy import ExecutionController
 from ..core.events import Event
 from ..errors import InvalidResumeError
 from . import exitcodes

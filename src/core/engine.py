@@ -1,22 +1,39 @@
-"""Assemble the process-wide services from settings: agents, models, tools, stores."""
+"""Open the run engine of a process: the services from settings (agents, models, tools,
+stores), the checkpoint saver, the chat graph (compiled once) and the run `Runtime`.
+
+`Engine` is what the layers above build on (the public `Client`, the old
+`ExecutionController`, the replay sandbox). What belongs to a layer above is handed in, never
+imported: the model wrapper (the request recorder of `replay/`) and the graph providers (the
+workflow engine).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..agents.model import ModelPicker, ModelRegistry
+from ..agents.model import Model, ModelPicker, ModelRegistry
 from ..agents.spec import load_agents
 from ..errors import ConfigError
 from ..hooks.dedupe import StoreHookLedger
 from ..hooks.loader import build_runner
-from ..replay.recording import recording
 from ..settings import Settings, load_settings, packaged_config_dir
 from ..tools.mcp.manager import is_mcp_name, start_mcp_servers
 from ..tools.registry import ToolRegistry
 from .checkpoints import CheckpointStore
 from .context import Services
+from .conversations import ACTIVE_BRANCH, ConversationManager
+from .graph import build_graph
+from .run import segment, workers
+from .run.ownership import guard_saver
+from .run.resume import resume_start
+from .run.runtime import GraphProvider, Runtime
+from .run.start import start_message
 from .store.repository import AppStore
+
+ModelWrap = Callable[[Model], Model]
 
 
 def builtin_tools() -> list[Any]:
@@ -68,8 +85,11 @@ async def open_engine(
     *,
     extra_tools: list[Any] | None = None,
     hooks: Sequence[Any] = (),
+    model_wrap: ModelWrap | None = None,
     **overrides: Any,
 ) -> tuple[Services, CheckpointStore]:
+    """The services and checkpoint saver from settings; `model_wrap` goes around every model
+    (the request recorder, when the opener records)."""
     settings = settings or load_settings(**overrides)
     registry = build_registry(settings, extra_tools)
     runner = build_runner(settings, extra=hooks)  # a bad `hooks:` entry fails before anything starts
@@ -97,9 +117,101 @@ async def open_engine(
         agents=agents,
         models=models,
         tools=registry,
-        llm=ModelPicker(settings.llm, wrap=recording),
+        llm=ModelPicker(settings.llm, wrap=model_wrap),
         store=store,
         hooks=runner,
     )
     runner.ledger = StoreHookLedger(store)
     return services, checkpoints
+
+
+class Engine:
+    """One process's open run engine.
+
+    `start`, `resume`, `cancel` and `wait` are the engine's run operations; reading events is
+    `run.follow`. Close it with `aclose` (runs in flight are cancelled and stay resumable).
+    """
+
+    def __init__(
+        self, services: Services, checkpoints: CheckpointStore, graphs: Sequence[GraphProvider] = ()
+    ) -> None:
+        self.services = services
+        self.checkpoints = checkpoints
+        self.store = services.store
+        self.conversations = ConversationManager(services.store)
+        self.graph = build_graph(guard_saver(checkpoints.saver))  # a stale run writes none
+        self.rt = Runtime(services, checkpoints, self.graph, graph_providers=list(graphs))
+        self.workers: workers.Workers | None = None
+
+    @classmethod
+    async def open(
+        cls,
+        settings: Settings | None = None,
+        *,
+        extra_tools: list[Any] | None = None,
+        hooks: Sequence[Any] = (),
+        model_wrap: ModelWrap | None = None,
+        graphs: Sequence[GraphProvider] = (),
+        **overrides: Any,
+    ) -> Engine:
+        """Build everything from settings (default: `load_settings(**overrides)`) and join the
+        workers (bus, recovery)."""
+        services, checkpoints = await open_engine(
+            settings, extra_tools=extra_tools, hooks=hooks, model_wrap=model_wrap, **overrides
+        )
+        engine = cls(services, checkpoints, graphs)
+        try:
+            engine.workers = await workers.start(engine.rt)
+        except BaseException:
+            await engine.aclose()
+            raise
+        return engine
+
+    async def aclose(self, *, cancel_running: bool = True) -> None:
+        """Stop background runs (they stay resumable from their checkpoints) and close."""
+        for handle in list(self.rt.runs.values()):
+            if handle.task and not handle.task.done():
+                if cancel_running:
+                    await self.cancel(handle.message_id)
+                with contextlib.suppress(BaseException):
+                    await handle.task
+        if self.workers is not None:
+            await self.workers.stop()
+        await self.services.llm.aclose()
+        await self.services.tools.aclose()  # stops MCP servers
+        await self.services.hooks.aclose()  # ends open spans, flushes exporters
+        await self.checkpoints.close()
+        await self.store.close()
+
+    async def start(
+        self,
+        content: str,
+        conversation_id: str | None = None,
+        parent_message_id: Any = ACTIVE_BRANCH,
+        *,
+        user_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Create the message and start its run in the background; return its ids."""
+        return await start_message(
+            self.rt, self.conversations, content, conversation_id, parent_message_id, user_id=user_id
+        )
+
+    async def resume(self, message_id: str, decisions: Any) -> None:
+        """Validate `decisions`, claim the paused message and start the resumed run (or
+        recover a run whose process died)."""
+        await resume_start(self.rt, message_id, decisions)
+
+    async def cancel(self, message_id: str) -> bool:
+        """Stop a running message at the next safe point, or close a paused one. A run owned
+        by another worker (PostgreSQL) is asked to stop, and this waits until it has. False if
+        the message is neither running nor paused."""
+        if await workers.cancel_elsewhere(self.rt, message_id):
+            return True
+        return await segment.cancel(self.rt, message_id)
+
+    async def wait(self, message_id: str) -> None:
+        """Wait until the message's run in this process (if any) has finished its segment."""
+        handle = self.rt.runs.get(message_id)
+        if handle and handle.task:
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(handle.task)

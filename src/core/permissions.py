@@ -1,11 +1,13 @@
 """Resume decisions: one format for Python, CLI and HTTP, validated before anything runs.
 
 ```
-{"decisions": "approve" | "deny" | "always"
-              | {TOOL_CALL_ID: {"action": "approve" | "deny" | "edit" | "always",
-                                "reason": "...", "arguments": {...}}}}
+"approve" | "deny" | "always"
+| {TOOL_CALL_ID: "approve" | "deny" | "always"
+                 | {"action": "approve" | "deny" | "edit" | "always",
+                    "reason": "...", "arguments": {...}}}
 ```
-A plain string answers every pending call. A mapping must answer every pending call and
+This is `Resume.decisions` and `Run.respond(decisions)` in Python; the HTTP body and the old
+controller take it under a `"decisions"` key (`decisions_from_body`). A plain string answers every pending call. A mapping must answer every pending call and
 nothing else. `edit` arguments are validated against the tool's schema here, at resume time,
 so an invalid edit is refused while the run stays paused.
 """
@@ -21,10 +23,8 @@ ACTIONS = ("approve", "deny", "edit", "always")
 PLAIN = ("approve", "deny", "always")
 
 
-def normalize_decisions(
-    resume_data: Any, pending: list[dict[str, Any]], registry: ToolRegistry
-) -> dict[str, dict[str, Any]]:
-    """Validate `resume_data` against the pending calls; return decisions keyed by call id."""
+def decisions_from_body(resume_data: Any) -> Any:
+    """The decisions inside a resume body `{"decisions": ...}` (HTTP, CLI, the old controller)."""
     if not isinstance(resume_data, dict) or "decisions" not in resume_data:
         raise InvalidResumeError(
             'resume data must be an object with a "decisions" key, e.g. {"decisions": "approve"}'
@@ -32,7 +32,13 @@ def normalize_decisions(
     extra_keys = set(resume_data) - {"decisions"}
     if extra_keys:
         raise InvalidResumeError(f"unexpected keys in resume data: {', '.join(sorted(extra_keys))}")
-    decisions = resume_data["decisions"]
+    return resume_data["decisions"]
+
+
+def normalize_decisions(
+    decisions: Any, pending: list[dict[str, Any]], registry: ToolRegistry
+) -> dict[str, dict[str, Any]]:
+    """Validate `decisions` against the pending calls; return decisions keyed by call id."""
     ids = [c["tool_call_id"] for c in pending]
     by_id = {c["tool_call_id"]: c for c in pending}
     if isinstance(decisions, str):

@@ -19,7 +19,8 @@ from typing import Annotated, Any, TypedDict
 
 from langgraph.channels.delta import DeltaChannel
 
-LEAD = "lead"  # invocation id of the lead agent
+from ..hooks.types import LEAD_INVOCATION as LEAD  # invocation id of the lead agent
+
 CALL_SUBAGENT = "call_subagent"
 # Snapshots copy a delta channel's whole value; we keep them rare because completed threads'
 # checkpoints are deleted anyway and replay of a few hundred writes is cheap.

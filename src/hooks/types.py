@@ -19,7 +19,7 @@ from typing import Any, Literal, TypedDict
 
 from ..tools.base import ToolResult
 
-LEAD_INVOCATION = "lead"
+LEAD_INVOCATION = "lead"  # the invocation id of the lead agent; the one definition (core: `LEAD`)
 
 
 class ChatMessage(TypedDict, total=False):

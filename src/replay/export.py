@@ -24,14 +24,15 @@ from . import store as calls
 from .session import ModelCall, PermissionRecord, Session, ToolCallRecord
 
 if TYPE_CHECKING:
-    from ..core.controller import ExecutionController
+    from ..core.conversations import ConversationManager
+    from ..core.store.repository import AppStore
 
 
-async def export_session(controller: ExecutionController, message_id: str) -> Session:
-    """The recorded run of `message_id` as a `Session` (write it with `Session.write`)."""
-    from ..version import __version__
-
-    store = controller.store
+async def export_session(
+    store: AppStore, conversations: ConversationManager, message_id: str, *, version: str
+) -> Session:
+    """The recorded run of `message_id` as a `Session` (write it with `Session.write`);
+    `version` is the artifactflow version the file says exported it."""
     message = await store.get_message(message_id)
     if message is None:
         raise NotFoundError(f"message {message_id} not found")
@@ -54,7 +55,7 @@ async def export_session(controller: ExecutionController, message_id: str) -> Se
             "it cannot be replayed"
         )
     conversation_id = message["conversation_id"]
-    path = await controller.conversations.path_to(message["parent_id"])
+    path = await conversations.path_to(message["parent_id"])
     events = await store.events(message_id)
     session = Session(
         message_id=message_id,
@@ -66,7 +67,7 @@ async def export_session(controller: ExecutionController, message_id: str) -> Se
         error=message.get("error"),
         created_at=message["created_at"],
         exported_at=time.time(),
-        artifactflow_version=__version__,
+        artifactflow_version=version,
         history=[
             {"id": m["id"], "content": m["content"], "response": m.get("response"),
              "status": m["status"]}

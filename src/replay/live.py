@@ -43,18 +43,18 @@ async def live_replay(
     steps: list[LiveStep] = []
     with tempfile.TemporaryDirectory(prefix="artifactflow-replay-") as folder:
         try:
-            controller = await open_sandbox(
+            engine = await open_sandbox(
                 session, settings, Path(folder), extra_tools=extra_tools, notes=notes
             )
         except Exception as exc:
             return ReplayReport(path, Verdict.FAILED, len(session.calls), error=str(exc),
                                 notes=notes)
         try:
-            services = controller.services
+            services = engine.services
             for call in session.calls:
                 steps.append(await _step(services, call))
         finally:
-            await controller.aclose()
+            await engine.aclose()
     failing = [s.divergence for s in steps if s.divergence is not None and
                s.verdict in ("tool calls changed", "failed")]
     changed = [s.step for s in steps if s.verdict == "text changed"]

@@ -28,7 +28,7 @@ from .serve import ReplayModel, ToolServer, Tracker
 from .session import Session, read_session
 
 if TYPE_CHECKING:
-    from ..core.controller import ExecutionController
+    from ..core.engine import Engine
     from ..settings import Settings
 
 
@@ -41,7 +41,7 @@ async def replay_session(
 ) -> ReplayReport:
     """Replay a session file (or a loaded `Session`) under `settings` (default: the current
     `load_settings()`); `extra_tools` are the tools a program registers with
-    `ExecutionController.open(extra_tools=...)`. Never touches the configured data folder.
+    `Client.open(extra_tools=...)`. Never touches the configured data folder.
 
     Raises `SessionFileError` for a file that cannot be read; a replay that cannot run under
     the current config (e.g. a `ConfigError`) is a `failed` report."""
@@ -56,19 +56,19 @@ async def replay_session(
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="artifactflow-replay-") as folder:
         try:
-            controller = await open_sandbox(
+            engine = await open_sandbox(
                 loaded, settings, Path(folder), extra_tools=extra_tools, notes=notes
             )
         except Exception as exc:
             return ReplayReport(path, Verdict.FAILED, len(loaded.calls), error=_reason(exc),
                                 notes=notes)
         try:
-            return await _drive(controller, loaded, path, notes)
+            return await _drive(engine, loaded, path, notes)
         except Exception as exc:
             return ReplayReport(path, Verdict.FAILED, len(loaded.calls), error=_reason(exc),
                                 notes=notes)
         finally:
-            await controller.aclose()
+            await engine.aclose()
 
 
 def _reason(exc: BaseException) -> str:
@@ -79,23 +79,23 @@ def _reason(exc: BaseException) -> str:
 
 
 async def _drive(
-    controller: ExecutionController, session: Session, path: str | None, notes: list[str]
+    engine: Engine, session: Session, path: str | None, notes: list[str]
 ) -> ReplayReport:
     tracker = Tracker()
     model = ReplayModel(session, tracker)
-    controller.services.use_model(model)
-    ToolServer(session, tracker).install(controller.services.tools)
-    parent = await seed(controller, session)
-    ids = await controller.start(session.task, session.conversation_id, parent)
+    engine.services.use_model(model)
+    ToolServer(session, tracker).install(engine.services.tools)
+    parent = await seed(engine, session)
+    ids = await engine.start(session.task, session.conversation_id, parent)
     message_id = ids["message_id"]
     asked: set[str] = set()
     recorded_asks = session.asked()
     paused_as_recorded = False
     while True:
-        if not await _until_done_or_diverged(controller, message_id, tracker):
-            await controller.cancel(message_id)
+        if not await _until_done_or_diverged(engine, message_id, tracker):
+            await engine.cancel(message_id)
             break
-        message = await controller.store.get_message(message_id)
+        message = await engine.store.get_message(message_id)
         assert message is not None
         if message["status"] != "waiting":
             break
@@ -125,8 +125,8 @@ async def _drive(
                 )
             )
             break
-        await controller.resume_start(message_id, {"decisions": decisions})
-    final = await controller.store.get_message(message_id)
+        await engine.resume(message_id, decisions)
+    final = await engine.store.get_message(message_id)
     assert final is not None
     if not tracker.divergences:
         _after_the_run(session, model, asked, final, paused_as_recorded, tracker)
@@ -137,10 +137,10 @@ async def _drive(
 
 
 async def _until_done_or_diverged(
-    controller: ExecutionController, message_id: str, tracker: Tracker
+    engine: Engine, message_id: str, tracker: Tracker
 ) -> bool:
     """Wait for the run's segment to end (True) or for a divergence (False)."""
-    done = asyncio.ensure_future(controller.wait(message_id))
+    done = asyncio.ensure_future(engine.wait(message_id))
     diverged = asyncio.ensure_future(tracker.diverged.wait())
     try:
         await asyncio.wait({done, diverged}, return_when=asyncio.FIRST_COMPLETED)

@@ -1,6 +1,6 @@
 """The place a replay runs: the current config on a temporary data folder.
 
-`open_sandbox` opens an `ExecutionController` from the caller's settings (agents, prompts,
+`open_sandbox` opens an `Engine` from the caller's settings (agents, prompts,
 plugins, permissions, hooks: what is being tested) with three changes: the data folder is a
 temporary one (SQLite, never the user's database), MCP servers are not started, and telemetry
 export is off. Tools the recording used that the current config cannot provide (MCP tools,
@@ -17,15 +17,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.engine import build_registry
+from ..core.engine import Engine, build_registry
 from ..settings import Settings, load_settings
 from ..settings.mcp import SEPARATOR
 from ..tools.base import Permission, Tool, ToolResult
 from ..tools.mcp.manager import is_mcp_name
 from . import store as calls
+from .recording import recording
 
 if TYPE_CHECKING:
-    from ..core.controller import ExecutionController
     from .session import Session
 
 
@@ -58,9 +58,7 @@ async def open_sandbox(
     *,
     extra_tools: list[Any] | None = None,
     notes: list[str] | None = None,
-) -> ExecutionController:
-    from ..core.controller import ExecutionController
-
+) -> Engine:
     current = settings or load_settings()
     probe = build_registry(current, extra_tools)  # what the current config provides
     stubs = [stub for stub in recorded_tools(session, current) if stub.name not in probe]
@@ -71,7 +69,7 @@ async def open_sandbox(
         )
     tools = [*(extra_tools or []), *stubs]
     replay_settings = sandbox_settings(current, folder, {s.name for s in stubs})
-    return await ExecutionController.open(replay_settings, extra_tools=tools)
+    return await Engine.open(replay_settings, extra_tools=tools, model_wrap=recording)
 
 
 def recorded_tools(session: Session, settings: Settings) -> list[Tool]:
@@ -117,9 +115,9 @@ def _stub(name: str, info: dict[str, Any], settings: Settings) -> Tool:
     )
 
 
-async def seed(controller: ExecutionController, session: Session) -> str | None:
+async def seed(engine: Engine, session: Session) -> str | None:
     """Rebuild the conversation as the run found it; returns the parent message id."""
-    store = controller.store
+    store = engine.store
     conversation_id = session.conversation_id
     await store.create_conversation(conversation_id)
     parent: str | None = None

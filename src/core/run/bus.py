@@ -33,7 +33,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -52,7 +52,7 @@ WATCH_MEMORY_SECONDS = 5.0  # a watch for a run not (yet) here is remembered thi
 INLINE_EVENT_BYTES = 1500  # stored events above this travel by id only
 
 Item = dict[str, Any]
-ControlHandler = Callable[[dict[str, Any]], Awaitable[None]]
+ControlHandler = Callable[[dict[str, Any]], Coroutine[Any, Any, None]]
 
 
 def _dumps(value: Any) -> str:

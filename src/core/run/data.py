@@ -1,8 +1,9 @@
 """Stored data, as the interfaces need it: conversations and their message trees, messages,
 event-log positions, API tokens, artifacts, and deleting a conversation.
 
-`ExecutionController` inherits these methods so the HTTP and CLI layers ask the controller,
-never the store or the checkpointer. `user_id` (where taken) restricts a lookup to that user's
+The public facade (`client.conversations`, `client.artifacts`, ...) and the old
+`ExecutionController` read through one `StoredData`, so the HTTP and CLI layers never ask the
+store or the checkpointer. `user_id` (where taken) restricts a lookup to that user's
 resources: another user's conversation answers `NotFoundError` exactly like a missing one.
 """
 
@@ -12,22 +13,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import NotFoundError
-from . import runner, workers
+from . import segment, workers
 
 if TYPE_CHECKING:
-    from ..checkpoints import CheckpointStore
     from ..conversations import ConversationManager
-    from ..store.repository import AppStore
     from .runtime import Runtime
 
 
 class StoredData:
-    """Read (and delete) what runs leave behind; mixed into `ExecutionController`."""
+    """Read (and delete) what runs leave behind."""
 
-    store: AppStore
-    checkpoints: CheckpointStore
-    conversations: ConversationManager
-    _rt: Runtime
+    def __init__(self, rt: Runtime, conversations: ConversationManager) -> None:
+        self._rt = rt
+        self.store = rt.store
+        self.checkpoints = rt.checkpoints
+        self.conversations = conversations
 
     # --- conversations ---------------------------------------------------------------------
 
@@ -59,7 +59,7 @@ class StoredData:
         messages = await self.store.list_messages(conversation_id)
         for message in messages:
             if self._rt.running_here(message["id"]):
-                await runner.cancel(self._rt, message["id"])
+                await segment.cancel(self._rt, message["id"])
             elif message["status"] == "running":  # owned by another worker: it stops first
                 await workers.cancel_elsewhere(self._rt, message["id"])
         for message in messages:

@@ -1,6 +1,6 @@
 """Reading a message's events: replay from the log, then follow the live run.
 
-A run in this process is followed through its `RunHandle` (events handed over by `event_id`,
+A run in this process is followed through its `LiveRun` (`live.py`) (events handed over by `event_id`,
 so nothing is lost or repeated at the switch). A run owned by another process is followed
 through the bus on PostgreSQL (`bus.py`: LISTEN/NOTIFY, token deltas
 included, the log filling any gap; the subscription is taken before the log is read, so
@@ -32,7 +32,10 @@ async def events(rt: Runtime, message_id: str, after_event_id: int | None = None
 async def follow(
     rt: Runtime, message_id: str, after_event_id: int = 0, *, from_start: bool = False
 ) -> AsyncIterator[Event]:
-    """See `ExecutionController.follow`."""
+    """Replay stored events after `after_event_id`, then follow the live run until its final
+    event (`complete`, `error`, `cancelled`, or a `permission_request` that is still the latest
+    word). `from_start` also delivers chunks already published by a run this caller just
+    started."""
     message = await rt.message(message_id)
     last = after_event_id
     handle = rt.runs.get(message_id)

@@ -58,7 +58,11 @@ async def cleanup_checkpoints(rt: Runtime, message: dict[str, Any]) -> None:
 
 
 async def gc(rt: Runtime, retention_hours: float | None, *, dry_run: bool) -> dict[str, Any]:
-    """See `ExecutionController.gc`."""
+    """Delete checkpoints no run needs any more.
+
+    Finished messages (completed, failed, cancelled) lose theirs at once; paused or
+    orphaned-running messages idle for longer than the retention window are abandoned: their
+    checkpoints go and they are marked failed. Returns what was (or would be) done."""
     settings = rt.services.settings.checkpoints
     hours = settings.retention_hours if retention_hours is None else retention_hours
     cutoff = rt.clock() - hours * 3600

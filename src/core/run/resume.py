@@ -20,8 +20,8 @@ from ...errors import ResumeConflictError
 from ...hooks.runs import TRACE_KEY, later_segment
 from ..permissions import normalize_decisions
 from .eventlog import change_status
-from .runner import FirstEvents, launch
 from .runtime import Runtime
+from .segment import FirstEvents, launch
 
 _NOT_WAITING = {
     "completed": "it has completed",
@@ -57,8 +57,9 @@ def not_waiting(rt: Runtime, message: dict[str, Any]) -> str:
     return _NOT_WAITING.get(status, f"its status is {status}")
 
 
-async def resume_start(rt: Runtime, message_id: str, resume_data: Any) -> None:
-    """Validate decisions, claim the paused message, and start the resumed run."""
+async def resume_start(rt: Runtime, message_id: str, decisions: Any) -> None:
+    """Validate `decisions` (the format in `core/permissions.py`), claim the paused message,
+    and start the resumed run; a run whose owner died is recovered instead."""
     message = await rt.message(message_id)
     status = message["status"]
     if status == "running" and message_id not in rt.runs and rt.lease_expired(message):
@@ -71,7 +72,7 @@ async def resume_start(rt: Runtime, message_id: str, resume_data: Any) -> None:
         )
     waiting = message["waiting_for"] or {}
     calls = waiting.get("calls", [])
-    decisions = normalize_decisions(resume_data, calls, rt.services.tools)
+    decided = normalize_decisions(decisions, calls, rt.services.tools)
     run_token = uuid.uuid4().hex
     claim = await rt.store.change_status(
         message_id,
@@ -88,20 +89,20 @@ async def resume_start(rt: Runtime, message_id: str, resume_data: Any) -> None:
             else "it was already resumed by another request"
         )
         raise ResumeConflictError(f"message {message_id} cannot be resumed: {how}", message_id=message_id)
-    always = [c["tool"] for c in calls if decisions[c["tool_call_id"]]["action"] == "always"]
+    always = [c["tool"] for c in calls if decided[c["tool_call_id"]]["action"] == "always"]
     if always:
         await rt.store.allow_always(message["conversation_id"], always)
     results = [
         {
             "tool_call_id": c["tool_call_id"],
             "tool": c["tool"],
-            "action": decisions[c["tool_call_id"]]["action"],
-            "reason": decisions[c["tool_call_id"]].get("reason"),
-            "arguments": decisions[c["tool_call_id"]].get("arguments"),
+            "action": decided[c["tool_call_id"]]["action"],
+            "reason": decided[c["tool_call_id"]].get("reason"),
+            "arguments": decided[c["tool_call_id"]].get("arguments"),
         }
         for c in calls
     ]
-    command = resume_command(waiting, decisions)
+    command = resume_command(waiting, decided)
     info = await later_segment(
         rt.services.hooks, rt.store, message, rt.services.lead.name, resumed=True, trace=waiting.get(TRACE_KEY)
     )

@@ -14,8 +14,8 @@ from typing import Any
 from ...errors import NotFoundError, ResumeConflictError
 from ..conversations import ConversationManager
 from .resume import running_detail
-from .runner import start_message
 from .runtime import Runtime
+from .start import start_message
 
 RETRYABLE = ("failed", "cancelled")
 _REFUSED = {

@@ -1,11 +1,16 @@
-"""What every phase of a run shares: the process's services and checkpoint saver, the graph
-(compiled once), the runs in flight in this process, and the lease arithmetic.
+"""What every phase of a run shares: the process's services and checkpoint saver, the chat
+graph (compiled once), the graphs registered from above, the runs in flight in this process,
+and the lease arithmetic.
 
 Ownership of a message is a run token plus a lease in the app store: the owner renews the
 lease while it runs (`maintenance.keep_lease`); a `running` message whose lease expired
 belongs to a dead process and may be recovered (`resume.recover`). Lease arithmetic reads
 `clock` (default `time.time`), so tests expire a lease by moving a clock, not by sleeping.
 `bus` carries live events and control requests between workers (`bus.py`).
+
+The engine runs any compiled graph a `GraphProvider` hands it: the workflow engine (a layer
+above) registers one, so a workflow message resumes on its own graph in any process, while
+`core` never imports `workflows`.
 """
 
 from __future__ import annotations
@@ -13,11 +18,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ...errors import NotFoundError
-from ..runs import RunHandle
+from ...errors import ArtifactFlowError, NotFoundError
 from .bus import NullBus
+from .live import LiveRun
 
 if TYPE_CHECKING:
     from ..checkpoints import CheckpointStore
@@ -25,13 +30,27 @@ if TYPE_CHECKING:
     from ..store.repository import AppStore
 
 
+class GraphProvider(Protocol):
+    """Hands the engine the graph a stored message runs on, when it is not the chat graph."""
+
+    async def graph_for(self, rt: Runtime, message: dict[str, Any]) -> Any | None:
+        """The compiled graph `message` runs on, or None when the message is not this
+        provider's (the next provider, or the chat graph, is asked)."""
+        ...
+
+    async def pending_calls(self, rt: Runtime, message: dict[str, Any], graph: Any) -> list[dict[str, Any]] | None:
+        """The tool calls a paused run of `graph` waits on, or None when `graph` is not one
+        of this provider's."""
+        ...
+
+
 @dataclass
 class Runtime:
     services: Services
     checkpoints: CheckpointStore
     graph: Any
-    runs: dict[str, RunHandle] = field(default_factory=dict)
-    workflow_graphs: dict[str, Any] = field(default_factory=dict)  # compiled, by file digest
+    runs: dict[str, LiveRun] = field(default_factory=dict)
+    graph_providers: list[GraphProvider] = field(default_factory=list)
     bus: Any = field(default_factory=NullBus)
     clock: Callable[[], float] = time.time
 
@@ -51,27 +70,36 @@ class Runtime:
         handle = self.runs.get(message_id)
         return handle is not None and handle.task is not None and not handle.task.done()
 
+    def register(self, provider: GraphProvider) -> None:
+        """Let `provider` hand out graphs for the messages it started (e.g. workflows)."""
+        if provider not in self.graph_providers:
+            self.graph_providers.append(provider)
+
     async def graph_for(self, message: dict[str, Any]) -> Any:
-        """The graph `message` runs on: the chat graph, or the workflow it was started with.
+        """The graph `message` runs on: a registered provider's, or the chat graph.
 
-        `af_workflow_runs` keeps the workflow file's text, so a resume in any process runs the
-        graph the run paused in. The workflow engine builds on core; it is imported only here,
-        for a workflow message, so chat-only programs never load it."""
-        row = await self.store.get_workflow_run(message["id"])
-        if row is None:
-            return self.graph
-        from ...workflows.runner import graph_for_run
-
-        return graph_for_run(self, row)
+        A workflow message with no provider registered is refused rather than run on the
+        chat graph (its state would not fit)."""
+        for provider in self.graph_providers:
+            graph = await provider.graph_for(self, message)
+            if graph is not None:
+                return graph
+        if not self.graph_providers and await self.store.get_workflow_run(message["id"]) is not None:
+            raise ArtifactFlowError(
+                f"message {message['id']} is a workflow run, and this engine was opened without "
+                "the workflow engine (open it through artifactflow.Client)"
+            )
+        return self.graph
 
     async def pending_calls(self, message: dict[str, Any], graph: Any, config: dict[str, Any]) -> list[dict[str, Any]]:
         """The tool calls a paused run waits on, as the agent made them (hooks read their
-        rounds): in the chat graph's state, or in a workflow's nested steps."""
-        if graph is self.graph:
-            return (await graph.aget_state(config)).values.get("pending_tool_calls") or []
-        from ...workflows.runner import pending_calls
-
-        return await pending_calls(self, message["thread_id"])
+        rounds): in the chat graph's state, or as the graph's provider finds them."""
+        if graph is not self.graph:
+            for provider in self.graph_providers:
+                calls = await provider.pending_calls(self, message, graph)
+                if calls is not None:
+                    return calls
+        return (await graph.aget_state(config)).values.get("pending_tool_calls") or []
 
     async def message(self, message_id: str) -> dict[str, Any]:
         message = await self.store.get_message(message_id)

@@ -29,7 +29,7 @@ import sqlalchemy as sa
 from ...errors import ArtifactFlowError, ResumeConflictError
 from ..events import FINAL_TYPES
 from ..store import schema as t
-from . import runner
+from . import segment
 from .bus import PgBus
 from .runtime import Runtime
 
@@ -85,7 +85,7 @@ async def start(rt: Runtime) -> Workers:
 async def _on_control(rt: Runtime, message: dict[str, Any]) -> None:
     op, message_id = message.get("op"), str(message.get("m"))
     if op == "cancel" and rt.running_here(message_id):
-        await runner.cancel(rt, message_id)
+        await segment.cancel(rt, message_id)
     elif op == "watch":
         handle = rt.runs.get(message_id)
         if handle is None or handle.done:
@@ -124,7 +124,7 @@ async def cancel_elsewhere(rt: Runtime, message_id: str) -> bool:
                 continue
             current = await rt.message(message_id)
             if current["status"] == "waiting":  # it paused just before the cancel arrived
-                return await runner.cancel(rt, message_id)
+                return await segment.cancel(rt, message_id)
             if current["status"] != "running":  # ended: by this cancel, or just before it
                 return current["status"] == "cancelled"
             if rt.lease_expired(current):

@@ -1,26 +1,26 @@
-"""Running workflows through the core run engine (`core/run/`).
+"""Launching workflows on the core run engine (`core/run/`), and handing it their graphs.
 
 A workflow run is a message like any other: it gets a conversation, a message id, a thread,
-an event log, a lease and a run token, and it is driven by `core.run.runner.Run` — only the
-compiled graph differs. `af_workflow_runs` remembers which workflow (and which exact file
-text) a message runs; `Runtime.graph_for` asks `graph_for_run` for that graph, so a pause is
-resumed, from any process, on the graph it paused in, with the ordinary `resume`,
-`artifactflow resume` or `POST …/resume`.
+an event log, a lease and a run token, and it is driven by `core.run.segment.Segment` — only
+the compiled graph differs. `af_workflow_runs` remembers which workflow (and which exact file
+text) a message runs; `WorkflowGraphs` (a `GraphProvider` the client registers on the engine)
+hands `Runtime.graph_for` that graph, so a pause is resumed, from any process, on the graph
+it paused in, with the ordinary resume (`Resume(...)`, `artifactflow resume`,
+`POST …/resume`).
 
-Compiled graphs are cached on the run `Runtime` by the digest of the workflow text.
+Compiled graphs are cached on the `WorkflowGraphs` of an engine by the digest of the
+workflow text.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.conversations import ACTIVE_BRANCH
-from ..core.events import Event
-from ..core.run import runner
+from ..core.run.segment import launch
 from ..errors import NotFoundError, UserError
 from ..hooks.runs import run_info
 from .compile import compile_workflow
@@ -31,7 +31,6 @@ from .validate import check_workflow, validate_workflow
 
 if TYPE_CHECKING:
     from ..core.context import Services
-    from ..core.controller import ExecutionController
     from ..core.conversations import ConversationManager
     from ..core.run.runtime import Runtime
 
@@ -82,36 +81,57 @@ def find_workflow(services: Services, name: str) -> WorkflowSpec:
     )
 
 
-def compiled(rt: Runtime, spec: WorkflowSpec) -> Any:
-    graph = rt.workflow_graphs.get(spec.digest)
-    if graph is None:
-        agents, tools = known(rt.services)
-        topo = check_workflow(spec, agents=agents, tools=tools)
-        graph = compile_workflow(spec, topo, rt.checkpoints.saver)
-        rt.workflow_graphs[spec.digest] = graph
-    return graph
+class WorkflowGraphs:
+    """The `GraphProvider` of workflow runs: the compiled graph of a stored workflow run (its
+    own file text, not today's file), compiled once per engine, and the calls it waits on."""
+
+    def __init__(self) -> None:
+        self.compiled: dict[str, Any] = {}  # by file digest
+
+    def compile(self, rt: Runtime, spec: WorkflowSpec) -> Any:
+        graph = self.compiled.get(spec.digest)
+        if graph is None:
+            agents, tools = known(rt.services)
+            topo = check_workflow(spec, agents=agents, tools=tools)
+            graph = compile_workflow(spec, topo, rt.checkpoints.saver)
+            self.compiled[spec.digest] = graph
+        return graph
+
+    async def graph_for(self, rt: Runtime, message: dict[str, Any]) -> Any | None:
+        row = await rt.store.get_workflow_run(message["id"])
+        if row is None:
+            return None
+        source = f"workflow '{row['workflow']}' of message {row['message_id']}"
+        return self.compile(rt, parse_workflow(row["definition"], source=source))
+
+    async def pending_calls(self, rt: Runtime, message: dict[str, Any], graph: Any) -> list[dict[str, Any]] | None:
+        """The calls a paused workflow waits on. They sit in its nested steps' state (one
+        checkpoint namespace per step execution), which the parent graph's state does not
+        show: read the newest checkpoint of each namespace, newest first, one entry per call
+        id."""
+        if not any(graph is g for g in self.compiled.values()):
+            return None
+        seen_ns: set[str] = set()
+        calls: dict[str, dict[str, Any]] = {}
+        config = {"configurable": {"thread_id": message["thread_id"]}}
+        async for item in rt.checkpoints.saver.alist(config):  # type: ignore[arg-type]
+            ns = item.config.get("configurable", {}).get("checkpoint_ns") or ""
+            if not ns or ns in seen_ns:
+                continue
+            seen_ns.add(ns)
+            for call in item.checkpoint["channel_values"].get("pending_tool_calls") or []:
+                calls.setdefault(call["id"], call)
+        return list(calls.values())
 
 
-def graph_for_run(rt: Runtime, row: dict[str, Any]) -> Any:
-    """The compiled graph of a stored workflow run (its own file text, not today's file)."""
-    source = f"workflow '{row['workflow']}' of message {row['message_id']}"
-    return compiled(rt, parse_workflow(row["definition"], source=source))
-
-
-async def pending_calls(rt: Runtime, thread_id: str) -> list[dict[str, Any]]:
-    """The calls a paused workflow waits on. They sit in its nested steps' state (one
-    checkpoint namespace per step execution), which the parent graph's state does not show:
-    read the newest checkpoint of each namespace, newest first, one entry per call id."""
-    seen_ns: set[str] = set()
-    calls: dict[str, dict[str, Any]] = {}
-    async for item in rt.checkpoints.saver.alist({"configurable": {"thread_id": thread_id}}):
-        ns = item.config["configurable"].get("checkpoint_ns") or ""
-        if not ns or ns in seen_ns:
-            continue
-        seen_ns.add(ns)
-        for call in item.checkpoint["channel_values"].get("pending_tool_calls") or []:
-            calls.setdefault(call["id"], call)
-    return list(calls.values())
+def workflow_graphs(rt: Runtime) -> WorkflowGraphs:
+    """The engine's registered `WorkflowGraphs` (registered now if missing)."""
+    for provider in rt.graph_providers:
+        if isinstance(provider, WorkflowGraphs):
+            return provider
+    provider = WorkflowGraphs()
+    rt.register(provider)
+    return provider
 
 
 def check_input(spec: WorkflowSpec, value: Any) -> dict[str, Any]:
@@ -141,7 +161,7 @@ async def start_workflow(
     services = rt.services
     spec = find_workflow(services, name)
     value = check_input(spec, input)
-    compiled(rt, spec)
+    workflow_graphs(rt).compile(rt, spec)
     for node in spec.nodes:  # missing credentials fail now, not halfway through the run
         if node.agent:
             services.models.resolve(services.agents[node.agent].model)
@@ -162,32 +182,10 @@ async def start_workflow(
     metadata = {"workflow": spec.name, "input": value, "content": content,
                 "parent_message_id": message["parent_id"]}
     info = run_info(message, services.lead.name, user_id=user_id)  # the segment as hooks see it
-    runner.launch(rt, message, run_token, {"wf_input": value}, first_events=[("metadata", None, metadata)],
+    launch(rt, message, run_token, {"wf_input": value}, first_events=[("metadata", None, metadata)],
                   info=info)
     return {"conversation_id": conversation["id"], "message_id": message["id"],
             "thread_id": message["thread_id"], "workflow": spec.name}
-
-
-async def run_workflow(
-    controller: ExecutionController,
-    name: str,
-    input: dict[str, Any] | None = None,
-    *,
-    conversation_id: str | None = None,
-    user_id: str | None = None,
-    cancel_on_exit: bool = True,
-) -> AsyncIterator[Event]:
-    """Start a workflow and yield its events until the run ends or pauses (as
-    `stream_execute`); leaving early cancels the run (`cancel_on_exit`)."""
-    ids = await controller.start_workflow(name, input, conversation_id=conversation_id, user_id=user_id)
-    finished = False
-    try:
-        async for event in controller.follow(ids["message_id"], from_start=True):
-            yield event
-        finished = True
-    finally:
-        if cancel_on_exit and not finished:
-            await controller.cancel(ids["message_id"])
 
 
 async def lineage_of(rt: Runtime, message_id: str) -> list[dict[str, Any]]:

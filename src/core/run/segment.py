@@ -1,10 +1,10 @@
-"""Starting a message and driving one run of it.
+"""Driving one segment of a message's run, and cancelling it.
 
-A run is a background task, independent of any reader. It drives the compiled graph with
+A segment is a background task, independent of any reader. It drives the compiled graph with
 `astream` and turns what the nodes write (custom stream chunks) into `Event`s: each is
-persisted, then published to readers (`EventSink`). The run — never a node — emits
+persisted, then published to readers (`EventSink`). The segment — never a node — emits
 `permission_request` from the interrupt payload, so nothing repeats when LangGraph re-runs the
-interrupted node. A run ends in exactly one final event: `complete`, `permission_request`
+interrupted node. A segment ends in exactly one final event: `complete`, `permission_request`
 (paused), `cancelled` or `error`, written with its status change as one compare-and-set on
 the run's token (`eventlog.change_status`).
 
@@ -14,8 +14,9 @@ out and another process recovered it, or it was cancelled elsewhere) stops quiet
 warning and writes nothing more. A cancel that lands before the run's task has started is
 seen by the task's first line, so its cleanup always runs and its slot is always freed.
 
-Path of a run: `start_message` → `launch` → `Run.drive` → `graph.astream` (see `core/graph.py`:
-`lead_agent` → `tool_execution` → tools).
+Path of a run: `start.start_message` (or `resume.resume_start`, `resume.recover`, a workflow's
+start) → `launch` → `Segment.drive` → `graph.astream` (see `core/graph.py`: `lead_agent` →
+`tool_execution` → tools).
 """
 
 from __future__ import annotations
@@ -29,26 +30,17 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.errors import GraphRecursionError
 
-from ...errors import (
-    ArtifactFlowError,
-    LeaseLostError,
-    LLMError,
-    NotFoundError,
-    ResumeConflictError,
-    UserError,
-)
+from ...errors import ArtifactFlowError, LeaseLostError, LLMError, ResumeConflictError
 from ...hooks import runs as hook_runs
 from ...hooks.types import RunEnd, RunInfo
 from ..context import RunContext
-from ..conversations import ConversationManager
 from ..event_payloads import Outcome
 from ..events import Event
-from ..runs import EventSink, RunHandle
-from ..state import create_initial_state
+from ..state import LEAD
 from .eventlog import change_status, new_event
-from .history import history_for
 from .interrupted import mark_interrupted
-from .limits import Spending, preflight, step_limit, step_limit_error
+from .limits import Spending, step_limit, step_limit_error
+from .live import EventSink, LiveRun
 from .maintenance import cleanup_checkpoints, keep_lease, run_metrics
 from .ownership import owned_by
 from .runtime import Runtime
@@ -61,62 +53,6 @@ log = logging.getLogger("artifactflow")
 FirstEvents = list[tuple[str, str | None, dict[str, Any]]]
 
 
-async def start_message(
-    rt: Runtime,
-    conversations: ConversationManager,
-    content: str,
-    conversation_id: str | None,
-    parent_message_id: Any,
-    *,
-    user_id: str | None,
-) -> dict[str, Any]:
-    """Store the user message, build the initial state, and launch its run."""
-    if not isinstance(content, str) or not content.strip():
-        raise UserError("content must be a non-empty string")
-    if "\x00" in content:  # as the HTTP API: PostgreSQL cannot store it
-        raise UserError("content must not contain NUL (U+0000), which cannot be stored")
-    for agent in rt.services.agents.values():  # missing credentials fail before anything is stored
-        rt.services.models.resolve(agent.model)
-    preflight(rt.services)  # summary model credentials; prices when a cost budget is set
-    if conversation_id is None and isinstance(parent_message_id, str):
-        parent = await rt.store.get_message(parent_message_id)
-        if parent is None:
-            raise NotFoundError(f"parent message {parent_message_id} not found")
-        conversation_id = parent["conversation_id"]  # a fork names its parent only
-    conversation = None if conversation_id is None else await conversations.get(conversation_id, user_id=user_id)
-    conversation_id = conversation["id"] if conversation else uuid.uuid4().hex
-    run_token, message_id = uuid.uuid4().hex, uuid.uuid4().hex
-    if rt.services.hooks.wants("before_run"):  # the original content is never stored
-        stub = {"id": message_id, "conversation_id": conversation_id}
-        run = hook_runs.run_info(stub, rt.services.lead.name, content=content, user_id=user_id)
-        content = await rt.services.hooks.before_run(run, content)
-    if conversation is None:  # created after before_run: a failing hook leaves nothing behind
-        conversation = await conversations.start_conversation(conversation_id, user_id=user_id)
-    message = await conversations.add_message(
-        conversation["id"],
-        content,
-        parent_id=parent_message_id,
-        run_token=run_token,
-        lease_expires_at=rt.lease(),
-        message_id=message_id,
-    )
-    history, compacted = await history_for(rt.services, conversations, message["parent_id"])
-    state = create_initial_state(content, conversation_history=history)
-    metadata = {
-        "parent_message_id": message["parent_id"],
-        "content": content,
-        "lead_agent": rt.services.lead.name,
-    }
-    info = hook_runs.run_info(message, rt.services.lead.name, user_id=user_id)
-    first: FirstEvents = [("metadata", None, metadata), *([compacted] if compacted else [])]
-    launch(rt, message, run_token, state, first_events=first, info=info)
-    return {
-        "conversation_id": conversation["id"],
-        "message_id": message["id"],
-        "thread_id": message["thread_id"],
-    }
-
-
 def launch(
     rt: Runtime, message: dict[str, Any], run_token: str, graph_input: Any, *, first_events: FirstEvents,
     info: RunInfo | None = None, decisions: list[dict[str, Any]] | None = None,
@@ -126,11 +62,11 @@ def launch(
     see it; `decisions` the permission results a resume starts with."""
     if message["id"] in rt.runs and not rt.runs[message["id"]].done:
         raise ResumeConflictError(f"message {message['id']} is already running in this process")
-    handle = RunHandle(message["id"])
+    handle = LiveRun(message["id"])
     rt.runs[message["id"]] = handle
-    run = Run(rt, handle, message, run_token, info, decisions)
+    segment = Segment(rt, handle, message, run_token, info, decisions)
     handle.task = asyncio.create_task(
-        run.drive(graph_input, first_events), name=f"artifactflow-run-{message['id']}"
+        segment.drive(graph_input, first_events), name=f"artifactflow-run-{message['id']}"
     )
 
 
@@ -164,11 +100,12 @@ async def cancel(rt: Runtime, message_id: str) -> bool:
     return True
 
 
-class Run:
-    """One segment of a message's run, from its first event to its final one."""
+class Segment:
+    """One segment of a message's run, from its first event to its final one (a run that
+    pauses and resumes has several)."""
 
     def __init__(
-        self, rt: Runtime, handle: RunHandle, message: dict[str, Any], run_token: str,
+        self, rt: Runtime, handle: LiveRun, message: dict[str, Any], run_token: str,
         info: RunInfo | None = None, decisions: list[dict[str, Any]] | None = None,
     ) -> None:
         self.rt = rt
@@ -297,7 +234,7 @@ class Run:
     async def _relay(self, chunk: dict[str, Any]) -> None:
         kind = chunk.get("type")
         data = chunk.get("data") or {}
-        if data.get("invocation") == "lead":
+        if data.get("invocation") == LEAD:
             if kind == "llm_chunk":
                 self.partial.append(data.get("delta", ""))
             elif kind == "agent_start":

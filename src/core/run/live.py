@@ -1,4 +1,6 @@
-"""In-process fan-out of a running message's events to any number of readers.
+"""The live side of runs in this process: `LiveRun`, the fan-out of a running message's
+events to any number of readers, and `EventSink`, which persists a run's events, then
+publishes them.
 
 A run appends each event here after persisting it, so a reader that replays the event log and
 then follows the live run can switch over by `event_id` without loss or duplicates. Chunks
@@ -14,14 +16,16 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .events import EPHEMERAL_TYPES, Event
-from .store.group_commit import group_commit_for
+from ..events import EPHEMERAL_TYPES, Event
+from ..store.group_commit import group_commit_for
 
 log = logging.getLogger("artifactflow")
 
 
 @dataclass
-class RunHandle:
+class LiveRun:
+    """A run in flight in this process: its task and the events it published."""
+
     message_id: str
     task: asyncio.Task[None] | None = None
     events: list[Event] = field(default_factory=list)
@@ -84,7 +88,7 @@ class EventSink:
     """
 
     def __init__(
-        self, store: Any, handle: RunHandle, *, run_token: str | None = None, bus: Any = None
+        self, store: Any, handle: LiveRun, *, run_token: str | None = None, bus: Any = None
     ) -> None:
         self._store = store
         self._handle = handle
@@ -114,8 +118,8 @@ class EventSink:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
-    def _announce(self) -> bool:
-        if not self._handle.watched and self._bus.watched(self._handle.message_id):
+    def _announce(self, bus: Any) -> bool:
+        if not self._handle.watched and bus.watched(self._handle.message_id):
             self._handle.watched = True  # the watch arrived before the run started
         return self._handle.watched
 
@@ -130,7 +134,7 @@ class EventSink:
                     await group_commit_for(self._store).append(
                         self._handle.message_id, stored, run_token=self._run_token
                     )
-                if self._bus is not None and self._announce():
+                if self._bus is not None and self._announce(self._bus):
                     try:
                         await self._bus.publish(self._handle.message_id, batch)
                     except Exception:

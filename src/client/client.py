@@ -1,0 +1,79 @@
+"""`Client`: the public facade, grouped by noun.
+
+```python
+async with await Client.open() as client:
+    run = await client.runs.start("Write a haiku")
+    async for event in run: ...
+    result = await run.result()
+```
+`open` builds the engine (`core/engine.py`) and plugs in what sits above it: the request
+recorder around every model (`replay/recording.py`) and the workflow graphs
+(`workflows/launch.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..core.engine import Engine
+from ..core.run.data import StoredData
+from ..replay.recording import recording
+from ..settings import Settings
+from ..workflows.launch import WorkflowGraphs
+from .nouns import Admin, Artifacts, Conversations, Runs, Workflows
+from .requests import Request
+from .run import RunResult
+
+
+class Client:
+    """One process's way in: `runs`, `conversations`, `artifacts`, `workflows`, `admin`, and
+    `run(request)` for a run's result in one call."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        data = StoredData(engine.rt, engine.conversations)
+        self.runs = Runs(engine, data)
+        self.conversations = Conversations(engine, data)
+        self.artifacts = Artifacts(engine, data)
+        self.workflows = Workflows(engine, data)
+        self.admin = Admin(engine, data)
+
+    @classmethod
+    async def open(
+        cls,
+        settings: Settings | None = None,
+        *,
+        extra_tools: list[Any] | None = None,
+        hooks: Sequence[Any] = (),
+        **overrides: Any,
+    ) -> Client:
+        """Build everything from settings (default: `load_settings(**overrides)`);
+        `extra_tools` are registered next to the built-ins and plugins; `hooks` (objects with
+        hook methods, see `artifactflow.hooks`) run after those named in the config's
+        `hooks:`."""
+        engine = await Engine.open(
+            settings, extra_tools=extra_tools, hooks=hooks, model_wrap=recording,
+            graphs=[WorkflowGraphs()], **overrides,
+        )
+        return cls(engine)
+
+    @property
+    def settings(self) -> Settings:
+        return self._engine.services.settings
+
+    async def run(self, request: str | Request, *, user_id: str | None = None) -> RunResult:
+        """Start `request` and return its result (at its end, or its pause); the run is
+        cancelled if this call is."""
+        async with await self.runs.start(request, user_id=user_id) as run:
+            return await run.result()
+
+    async def aclose(self, *, cancel_running: bool = True) -> None:
+        """Stop background runs (they stay resumable from their checkpoints) and close."""
+        await self._engine.aclose(cancel_running=cancel_running)
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -1,0 +1,76 @@
+"""Starting a new message: check it, store it, build its initial state, launch its run.
+
+Nothing is stored when a check fails (empty content, missing credentials, an unknown parent,
+a `before_run` hook refusing); the conversation is created after `before_run`, so a failing
+hook leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from ...errors import NotFoundError, UserError
+from ...hooks import runs as hook_runs
+from ..conversations import ConversationManager
+from ..state import create_initial_state
+from .history import history_for
+from .limits import preflight
+from .runtime import Runtime
+from .segment import FirstEvents, launch
+
+
+async def start_message(
+    rt: Runtime,
+    conversations: ConversationManager,
+    content: str,
+    conversation_id: str | None,
+    parent_message_id: Any,
+    *,
+    user_id: str | None,
+) -> dict[str, Any]:
+    """Store the user message, build the initial state, and launch its run."""
+    if not isinstance(content, str) or not content.strip():
+        raise UserError("content must be a non-empty string")
+    if "\x00" in content:  # as the HTTP API: PostgreSQL cannot store it
+        raise UserError("content must not contain NUL (U+0000), which cannot be stored")
+    for agent in rt.services.agents.values():  # missing credentials fail before anything is stored
+        rt.services.models.resolve(agent.model)
+    preflight(rt.services)  # summary model credentials; prices when a cost budget is set
+    if conversation_id is None and isinstance(parent_message_id, str):
+        parent = await rt.store.get_message(parent_message_id)
+        if parent is None:
+            raise NotFoundError(f"parent message {parent_message_id} not found")
+        conversation_id = parent["conversation_id"]  # a fork names its parent only
+    conversation = None if conversation_id is None else await conversations.get(conversation_id, user_id=user_id)
+    conversation_id = conversation["id"] if conversation else uuid.uuid4().hex
+    run_token, message_id = uuid.uuid4().hex, uuid.uuid4().hex
+    if rt.services.hooks.wants("before_run"):  # the original content is never stored
+        stub = {"id": message_id, "conversation_id": conversation_id}
+        run = hook_runs.run_info(stub, rt.services.lead.name, content=content, user_id=user_id)
+        content = await rt.services.hooks.before_run(run, content)
+    if conversation is None:  # created after before_run: a failing hook leaves nothing behind
+        conversation = await conversations.start_conversation(conversation_id, user_id=user_id)
+    message = await conversations.add_message(
+        conversation["id"],
+        content,
+        parent_id=parent_message_id,
+        run_token=run_token,
+        lease_expires_at=rt.lease(),
+        message_id=message_id,
+    )
+    history, compacted = await history_for(rt.services, conversations, message["parent_id"])
+    state = create_initial_state(content, conversation_history=history)
+    metadata = {
+        "parent_message_id": message["parent_id"],
+        "content": content,
+        "lead_agent": rt.services.lead.name,
+    }
+    info = hook_runs.run_info(message, rt.services.lead.name, user_id=user_id)
+    first: FirstEvents = [("metadata", None, metadata), *([compacted] if compacted else [])]
+    launch(rt, message, run_token, state, first_events=first, info=info)
+    return {
+        "conversation_id": conversation["id"],
+        "message_id": message["id"],
+        "thread_id": message["thread_id"],
+    }
