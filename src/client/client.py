@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..agents.model import Model
 from ..core.engine import Engine
 from ..core.run.data import StoredData
 from ..replay.recording import recording
@@ -46,16 +47,20 @@ class Client:
         *,
         extra_tools: list[Any] | None = None,
         hooks: Sequence[Any] = (),
+        model: Model | None = None,
         **overrides: Any,
     ) -> Client:
         """Build everything from settings (default: `load_settings(**overrides)`);
         `extra_tools` are registered next to the built-ins and plugins; `hooks` (objects with
         hook methods, see `artifactflow.hooks`) run after those named in the config's
-        `hooks:`."""
+        `hooks:`; `model` (a `Model`, e.g. `ScriptedModel`) answers for every agent instead of
+        the configured endpoints, so no API key is needed."""
         engine = await Engine.open(
             settings, extra_tools=extra_tools, hooks=hooks, model_wrap=recording,
             graphs=[WorkflowGraphs()], **overrides,
         )
+        if model is not None:
+            engine.services.use_model(model)
         return cls(engine)
 
     @property
