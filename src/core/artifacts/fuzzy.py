@@ -113,6 +113,8 @@ def _next_window(
         if len(text) <= len(target):
             return 0, len(text)
         aligned = fuzz.partial_ratio_alignment(target, text)
+        if aligned is None:  # only below a score_cutoff, and none is passed
+            return None
         return aligned.dest_start, aligned.dest_end
     while ranked:
         start, end = ranked.pop(0)
