@@ -1,4 +1,6 @@
-# `make run TASK="..."` sets up and runs a task; `make test` sets up and runs the tests.
+# `make run TASK="..."` sets up and runs a task; `make test` sets up and runs the tests (lint,
+# types, import contracts, then the whole suite); `make check` is the fast loop: the same
+# checks with the unit tests only (tests/unit_tests.txt), two at a time.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -14,11 +16,25 @@ setup: $(BIN)/artifactflow
 run: setup
 	$(BIN)/artifactflow run "$(TASK)"
 
-test: setup
-	$(BIN)/ruff check src tests benchmarks
+test: lint types contracts
 	$(BIN)/python -m pytest -q -rs -p no:cacheprovider
+
+check: setup
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint types contracts unit
+
+lint: setup
+	$(BIN)/ruff check src tests benchmarks
+
+types: setup
+	$(BIN)/pyright
+
+contracts: setup
+	$(BIN)/lint-imports
+
+unit: setup
+	$(BIN)/python -m pytest -q -rs -p no:cacheprovider @tests/unit_tests.txt
 
 bench: setup
 	$(BIN)/python benchmarks/storage_and_overhead.py
 
-.PHONY: setup run test bench
+.PHONY: setup run test check lint types contracts unit bench

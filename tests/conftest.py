@@ -139,3 +139,17 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
                 yield s
             finally:
                 await s.close()
+
+
+# `make check` runs the files listed in unit_tests.txt, chosen by measured time (each runs in
+# a few seconds, with no PostgreSQL or browser); their tests carry the `unit` marker.
+UNIT_FILES = frozenset(
+    Path(line).name
+    for line in (Path(__file__).parent / "unit_tests.txt").read_text(encoding="utf-8").split()
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in UNIT_FILES:
+            item.add_marker(pytest.mark.unit)

@@ -67,15 +67,20 @@ def create_app(
     """Build the app from settings (default: `load_settings()`), a controller factory, or a
     ready controller. `host` is where the server binds: it decides whether auth is on when
     `auth.enabled` is unset (on unless loopback)."""
+    factory: ControllerFactory
     if isinstance(source, Settings):
         settings = source
 
-        async def factory() -> ExecutionController:
+        async def open_with_settings() -> ExecutionController:
             return await ExecutionController.open(settings)
+
+        factory = open_with_settings
     elif source is None:
 
-        async def factory() -> ExecutionController:
+        async def open_with_loaded() -> ExecutionController:
             return await ExecutionController.open(load_settings())
+
+        factory = open_with_loaded
     else:
         factory = source
 

@@ -89,7 +89,7 @@ class ResumeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     decisions: (
-        Annotated[str, Field(json_schema_extra={"enum": PLAIN_DECISIONS})] | dict[str, Any]
+        Annotated[str, Field(json_schema_extra={"enum": [*PLAIN_DECISIONS]})] | dict[str, Any]
     ) = Field(description="One decision for all calls, or one per call id")
 
 

@@ -170,7 +170,7 @@ async def get_message(
     message_id: str, user: str | None = User, controller: ExecutionController = Controller
 ) -> MessageInfo:
     message = await owned_message(controller, message_id, user)
-    return MessageInfo(**{k: message.get(k) for k in MessageInfo.model_fields})
+    return MessageInfo.model_validate({k: message.get(k) for k in MessageInfo.model_fields})
 
 
 @router.get(

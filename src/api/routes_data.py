@@ -148,7 +148,8 @@ async def artifact_diff(
     """Unified diff between two versions."""
     await owned_conversation(controller, conversation_id, user)
     if to_version is None:
-        to_version = (await controller.get_artifact(conversation_id, artifact_id))["version"]
+        current: int = (await controller.get_artifact(conversation_id, artifact_id))["version"]
+        to_version = current
     diff = await controller.artifact_diff(conversation_id, artifact_id, from_version, to_version)
     return ArtifactDiff(
         artifact_id=artifact_id, from_version=from_version, to_version=to_version, diff=diff

@@ -153,7 +153,11 @@ async def runs(
 async def lineage(message_id: str, user: str | None = User, controller: ExecutionController = Controller) -> Lineage:
     await owned_message(controller, message_id, user)
     records = await controller.lineage(message_id)
-    return Lineage(message_id=message_id, records=records, tree=_strip(provenance(records)))
+    return Lineage(
+        message_id=message_id,
+        records=[LineageRecord.model_validate(r) for r in records],
+        tree=_strip(provenance(records)),
+    )
 
 
 def _strip(tree: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -28,12 +28,15 @@ import sys
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from types import FrameType
+from typing import Any
 
 from rich.console import Console
 
 from .exitcodes import CANCELLED, TERMINATED
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# What `signal.getsignal` returns and `signal.signal` takes back.
+SignalHandler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 EXIT_CODES = {signal.SIGINT: CANCELLED, signal.SIGTERM: TERMINATED}
 _CURRENT: ContextVar[InterruptGuard | None] = ContextVar("artifactflow_interrupt_guard", default=None)
 
@@ -52,7 +55,7 @@ class InterruptGuard:
         self._target: Callable[[], None] | None = None
         self._task: asyncio.Task[object] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, SignalHandler] = {}
 
     @property
     def interrupted(self) -> bool:

@@ -26,6 +26,7 @@ from ..core.event_payloads import (
     CompleteData,
     ContextCompactedData,
     ErrorData,
+    EventData,
     HandoffData,
     LLMChunkData,
     LLMCompleteData,
@@ -69,7 +70,7 @@ def seconds(ms: float | None) -> str:
     return f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
 
 
-def closing_line(data: CompleteData | dict[str, Any]) -> str:
+def closing_line(data: EventData | dict[str, Any]) -> str:
     metrics = data.get("metrics") or {}
     tokens = metrics.get("tokens") or {}
     parts = [seconds(metrics.get("wall_ms"))]

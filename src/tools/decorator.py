@@ -34,8 +34,9 @@ def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
                 break
             match = _ARG_LINE.match(line)
             if match and not line.startswith(" " * 9):
-                current = match.group(1).lstrip("*")
-                descriptions[current] = match.group(2).strip()
+                name: str = match.group(1).lstrip("*")
+                descriptions[name] = match.group(2).strip()
+                current = name
             elif current and line.strip():
                 descriptions[current] += " " + line.strip()
     return summary, descriptions

@@ -19,6 +19,7 @@ graph is compiled with the controller's checkpointer and takes `RunContext` as r
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 from langgraph.graph import END, START, StateGraph
@@ -72,7 +73,9 @@ def compile_workflow(spec: WorkflowSpec, topo: Topology, checkpointer: Any = Non
         if node.role == "exit":
             builder.add_edge(node.id, END)
         elif node.role == "decision":
-            targets = {e.label: e.target for e in topo.out_edges.get(node.id, []) if e.label}
+            targets: dict[Hashable, str] = {
+                e.label: e.target for e in topo.out_edges.get(node.id, []) if e.label
+            }
             builder.add_conditional_edges(node.id, _label, targets)
         elif node.id in topo.scope_of or node.role in ("split", "branch", "merge"):
             destinations = sorted({e.target for e in forward} | {END})

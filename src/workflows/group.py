@@ -27,7 +27,8 @@ moderate ⇄ tool_execution, moderate → speak | END
 from __future__ import annotations
 
 import json
-from typing import Any, TypedDict
+from collections.abc import Mapping
+from typing import Any, Required
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
@@ -36,21 +37,19 @@ from ..core.agent_nodes import subagent_step
 from ..core.context import RunContext
 from ..core.tool_node import tool_execution
 from .schemas import check_output, choice_schema, schema_prompt
-from .state import _STEP_FIELDS, StepOutput
+from .state import StepOutput, StepState
 
 HANDOFF = "handoff"
 FINISH = "finish"
 
-_GROUP_FIELDS: dict[str, Any] = {
-    **_STEP_FIELDS,
-    "speaker": str,
-    "turn": int,
-    "position": int,  # order mode: index in the member list of the current speaker
-    "transcript": list[dict[str, Any]],
-    "note": dict[str, Any] | None,  # the handoff that gave the current speaker the floor
-    "asking": str,  # which node the tool node returns to
-}
-GroupState = TypedDict("GroupState", _GROUP_FIELDS, total=False)  # type: ignore[misc]
+class GroupState(StepState, total=False):
+    # `begin` sets the first three before any other node reads them
+    speaker: Required[str]
+    turn: Required[int]
+    position: Required[int]  # order mode: index in the member list of the current speaker
+    transcript: list[dict[str, Any]]
+    note: dict[str, Any] | None  # the handoff that gave the current speaker the floor
+    asking: str  # which node the tool node returns to
 
 
 def _inv(task: dict[str, Any], label: str) -> str:
@@ -63,7 +62,7 @@ def _transcript_text(transcript: list[dict[str, Any]]) -> str:
     return "\n\n".join(f"**{t['agent']}**: {t['text']}" for t in transcript)
 
 
-def _turn_instruction(task: dict[str, Any], state: dict[str, Any], speaker: str) -> str:
+def _turn_instruction(task: dict[str, Any], state: Mapping[str, Any], speaker: str) -> str:
     parts = [task["instruction"], "## Conversation so far\n" + _transcript_text(state.get("transcript") or [])]
     note = state.get("note")
     if note:
@@ -86,7 +85,7 @@ def _emit(runtime: Runtime[RunContext], task: dict[str, Any], **data: Any) -> No
                            "data": {"execution": task["execution"], "node": task["node"], **data}})
 
 
-async def begin(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
+async def begin(state: GroupState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     task = state["task"]
     runtime.stream_writer(task["start_event"])
     await runtime.context.services.store.put_lineage(task["start_record"])
@@ -97,13 +96,13 @@ async def begin(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str
             "subagent_pending": {_inv(task, "1"): _record(speaker, _turn_instruction(task, fresh, speaker))}}
 
 
-def _finish(state: dict[str, Any], outcome: str, answer: str, transcript: list[dict[str, Any]]) -> dict[str, Any]:
+def _finish(state: Mapping[str, Any], outcome: str, answer: str, transcript: list[dict[str, Any]]) -> dict[str, Any]:
     output = {"answer": answer, "speaker": state["speaker"], "turns": state["turn"], "outcome": outcome,
               "transcript": transcript}
     return {"result": {"status": "ok", "output": output, "error": None, "outcome": outcome}}
 
 
-def _next_turn(task: dict[str, Any], state: dict[str, Any], speaker: str, position: int,
+def _next_turn(task: dict[str, Any], state: Mapping[str, Any], speaker: str, position: int,
                transcript: list[dict[str, Any]], note: dict[str, Any] | None) -> dict[str, Any]:
     turn = state["turn"] + 1
     view = {"transcript": transcript, "note": note}
@@ -112,7 +111,7 @@ def _next_turn(task: dict[str, Any], state: dict[str, Any], speaker: str, positi
             "subagent_pending": {_inv(task, str(turn)): _record(speaker, _turn_instruction(task, view, speaker))}}
 
 
-async def speak(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
+async def speak(state: GroupState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     task = state["task"]
     invocation = _inv(task, str(state["turn"]))
     record = (state.get("subagent_pending") or {})[invocation]
@@ -147,7 +146,7 @@ async def speak(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str
                                  _record(task["moderator"], _moderator_instruction(task, transcript))}}
 
 
-def _handoff(task: dict[str, Any], state: dict[str, Any], update: dict[str, Any], invocation: str,
+def _handoff(task: dict[str, Any], state: Mapping[str, Any], update: dict[str, Any], invocation: str,
              call: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
     speaker = state["speaker"]
     try:
@@ -156,7 +155,7 @@ def _handoff(task: dict[str, Any], state: dict[str, Any], update: dict[str, Any]
         args = {}
     target = args.get("agent") if isinstance(args, dict) else None
     allowed = task["targets"].get(speaker) or []
-    if target not in allowed:
+    if not isinstance(target, str) or target not in allowed:
         # a refusal the agent can act on; its other calls (if any) still go to the tool node
         text = (f"ERROR: cannot hand over to {target!r}; you may hand over to: "
                 f"{', '.join(allowed) or 'nobody (answer yourself)'}")
@@ -194,7 +193,7 @@ def _choices(task: dict[str, Any]) -> list[str]:
     return [*dict.fromkeys(task["agents"]), FINISH]
 
 
-async def moderate(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
+async def moderate(state: GroupState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     task = state["task"]
     invocation = _inv(task, f"mod{state['turn']}")
     record = (state.get("subagent_pending") or {})[invocation]

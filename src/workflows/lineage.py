@@ -71,7 +71,7 @@ def provenance(records: list[dict[str, Any]], root: str | None = None) -> dict[s
     if root is None:
         exits = [r for r in records if r["role"] == "exit"]
         root = (exits or records)[-1]["execution_id"]
-    if root not in by_id:
+    if root is None or root not in by_id:
         return None
     seen: set[str] = set()
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from langgraph.errors import GraphInterrupt
 from langgraph.graph import END
@@ -41,12 +41,19 @@ from .lineage import node_of, summary
 from .race import Race, race_for
 from .schemas import choice_schema, problems, schema_prompt
 from .spec import NodeSpec
+from .state import WorkflowState
 from .step import run_step
 from .templates import TemplateError, render, to_text
 from .topology import Topology
 
 CANCELLED = "another path finished first"
 DEFAULT_TURNS = 8
+
+
+class ScopedInput(TypedDict):
+    """The `Send` payload a node inside a split/branch runs on (see `_payload`)."""
+
+    wf_task: dict[str, Any]
 
 
 @dataclass
@@ -83,7 +90,9 @@ class WorkflowNode:
 
     # --- entry -------------------------------------------------------------------------------
 
-    async def __call__(self, state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
+    async def __call__(
+        self, state: WorkflowState | ScopedInput, runtime: Runtime[RunContext]
+    ) -> dict[str, Any]:
         role = self.node.role
         if "wf_task" in state:
             return await self._scoped(state["wf_task"], runtime)
@@ -98,7 +107,7 @@ class WorkflowNode:
         }[role]
         return await handler(x, state, runtime)
 
-    def _top(self, state: dict[str, Any]) -> Exec:
+    def _top(self, state: WorkflowState) -> Exec:
         visits = dict(state.get("wf_visits") or {})
         iteration = visits.get(self.node.id, 0) + 1
         outputs = state.get("wf_outputs") or {}
@@ -195,7 +204,7 @@ class WorkflowNode:
 
     # --- roles at the top level ----------------------------------------------------------------
 
-    async def _start(self, x: Exec, state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
+    async def _start(self, x: Exec, state: WorkflowState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         value = state.get("wf_input") or {}
         found = problems(self.topo.spec.input, value)
         if found:
@@ -203,13 +212,13 @@ class WorkflowNode:
                                       error="the input does not match the workflow's input schema: " + "; ".join(found))
         return await self._finish(x, runtime, status="ok", input=value, output=value, extra=self._came_from(x))
 
-    async def _linear(self, x: Exec, state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
+    async def _linear(self, x: Exec, state: WorkflowState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         result, recorded = await self._run_kind(x, runtime, schema=self.node.output_schema)
         return await self._finish(x, runtime, status=result["status"], output=result.get("output"),
                                   error=result.get("error"), input=recorded, extra=self._came_from(x),
                                   note=_note(result))
 
-    async def _decision(self, x: Exec, state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
+    async def _decision(self, x: Exec, state: WorkflowState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         node = self.node
         edges = {e.label: e for e in self.topo.out_edges.get(node.id, []) if e.label is not None}
         labels = list(edges)
@@ -274,7 +283,7 @@ class WorkflowNode:
         raise WorkflowNodeError(f"workflow node '{node.id}' failed: {error}",
                                 node=node.id, execution=x.execution)
 
-    def _payload(self, x: Exec, index: int, item: Any, *, state: dict[str, Any]) -> dict[str, Any]:
+    def _payload(self, x: Exec, index: int, item: Any, *, state: WorkflowState) -> dict[str, Any]:
         outputs = state.get("wf_outputs") or {}
         refs = self.scope_refs.get(self.node.id, set())
         base = {"input": state.get("wf_input") or {},
@@ -283,7 +292,7 @@ class WorkflowNode:
                             "item": item, "iteration": x.iteration, "parents": [x.execution],
                             "base": base, "chain": {}, "skip": None}}
 
-    async def _split(self, x: Exec, state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
+    async def _split(self, x: Exec, state: WorkflowState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         scope = self.topo.scopes[self.node.id]
         try:
             items = render(self.node.over, x.context)
@@ -304,7 +313,7 @@ class WorkflowNode:
                                   extra={"wf_groups": {x.execution: group}}, step=step,
                                   note={"count": len(items)})
 
-    async def _branch(self, x: Exec, state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
+    async def _branch(self, x: Exec, state: WorkflowState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         scope = self.topo.scopes[self.node.id]
         outputs = state.get("wf_outputs") or {}
         value = outputs.get(node_of(x.parents[0])) if x.parents else None
@@ -315,7 +324,7 @@ class WorkflowNode:
                                   extra={"wf_groups": {x.execution: group}}, step={"sends": sends},
                                   note={"paths": len(sends)})
 
-    async def _exit(self, x: Exec, state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
+    async def _exit(self, x: Exec, state: WorkflowState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         outputs = state.get("wf_outputs") or {}
         try:
             if self.node.output is not None:
@@ -330,8 +339,9 @@ class WorkflowNode:
 
     # --- merge -------------------------------------------------------------------------------
 
-    async def _merge(self, x: Exec, state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
+    async def _merge(self, x: Exec, state: WorkflowState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         opener = self.opener
+        assert opener is not None  # a merge always knows its opener (see `__init__`)
         visits = state.get("wf_visits") or {}
         group_id = f"{opener}#{visits.get(opener, 0)}"
         group = (state.get("wf_groups") or {}).get(group_id) or {}

@@ -22,7 +22,7 @@ the shared tool node and the subagent step run on it unchanged.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any, TypedDict, get_type_hints
+from typing import TYPE_CHECKING, Annotated, Any, Required, TypedDict, get_type_hints
 
 from langgraph.channels.delta import DeltaChannel
 
@@ -78,16 +78,27 @@ RESERVED_IDS = frozenset(WorkflowState.__annotations__)
 
 _AGENT = get_type_hints(AgentState, include_extras=True)
 
-# One node execution's inner loop: `task` says what to run; the rest are the chat graph's
-# channels so `tool_execution` and the subagent step work on it as they are.
+class StepState(TypedDict, total=False):
+    """One node execution's inner loop: `task` says what to run; the rest are the chat graph's
+    channels so `tool_execution` and the subagent step work on it as they are."""
+
+    task: Required[dict[str, Any]]  # the input every step starts from
+    subagent_pending: dict[str, dict[str, Any]]
+    pending_tool_calls: list[dict[str, Any]]
+    agent_memories: dict[str, list[dict[str, Any]]]
+    phase: str
+    repairs: int
+    result: dict[str, Any] | None
+
+
+# Type checkers read the class above; at runtime the chat graph's channels keep `AgentState`'s
+# annotations (its reducers and delta channels), so both graphs fold their writes alike.
 _STEP_FIELDS: dict[str, Any] = {
-    "task": dict[str, Any],
+    **get_type_hints(StepState),
     **{name: _AGENT[name] for name in ("subagent_pending", "pending_tool_calls", "agent_memories")},
-    "phase": str,
-    "repairs": int,
-    "result": dict[str, Any] | None,
 }
-StepState = TypedDict("StepState", _STEP_FIELDS, total=False)  # type: ignore[misc]
+if not TYPE_CHECKING:
+    StepState = TypedDict("StepState", _STEP_FIELDS, total=False)
 
 
 class StepOutput(TypedDict, total=False):

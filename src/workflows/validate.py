@@ -70,7 +70,7 @@ def validate_workflow(
         _check_fields(node, issues, agent_names, tool_names)
         if node.kind == "group":
             _check_group(node, issues, agents if isinstance(agents, Mapping) else {}, agent_names)
-        if node.kind == "tool" and node.tool in tool_schemas:
+        if node.kind == "tool" and node.tool is not None and node.tool in tool_schemas:
             _check_arguments(node, tool_schemas[node.tool], issues)
     _check_schemas(spec, issues)
     _check_decisions(topo, issues)

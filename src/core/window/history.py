@@ -60,7 +60,7 @@ class HistoryPlan:
     """What the lead's history will be. `fold` is empty when no new summary is needed."""
 
     turns: list[list[str]]  # the history as it stands (stored summary + verbatim turns)
-    fold: list[dict[str, Any]] = field(default_factory=list)  # messages to condense now
+    fold: list[Mapping[str, Any]] = field(default_factory=list)  # messages to condense now
     previous: str | None = None  # the stored summary text the new one extends
     keep_from: int = 0  # path index of the first message kept verbatim after condensing
     tokens: int = 0

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
 
 from ..store import schema as t
 
@@ -63,7 +64,7 @@ class HistorySummaries:
             try:
                 async with conn.begin_nested():
                     await conn.execute(t.history_summaries.insert().values(**values))
-            except sa.exc.IntegrityError:
+            except IntegrityError:
                 pass  # another run stored the same path first; either summary will do
 
     async def for_conversation(self, conversation_id: str) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, TextIO
 
 import anyio
 
@@ -133,6 +133,7 @@ class _Session:
     async def _serve(self, client: Any, job: _Job) -> None:
         if job.future.done():
             return
+        result: Any = None  # stays None only when the scope swallowed a cancel (below)
         try:
             with job.scope:
                 result = await client.call_tool(job.name, job.arguments)
@@ -349,7 +350,7 @@ async def _tapped(transport: Any, gone: anyio.Event) -> AsyncIterator[Any]:
                 tg.cancel_scope.cancel()
 
 
-def _open_log(path: Path) -> IO[str]:
+def _open_log(path: Path) -> TextIO:
     path.parent.mkdir(parents=True, exist_ok=True)
     return path.open("a", encoding="utf-8")
 
