@@ -258,8 +258,8 @@ async def test_d4_no_denial_is_recorded_for_a_call_that_ran(
     llm.script(Text("ok"))
     done = await second.execute_resume(paused.message_id, {"decisions": "deny"})
     last = [e for e in done.events if e.type == "tool_complete"][-1]
-    assert last.data["outcome"] == "interrupted"
-    assert "denied" not in (last.data["result"]["error"] or "")
+    assert last.data.outcome == "interrupted"
+    assert "denied" not in (last.data.result.error or "")
     assert journal.read_text() == "prod\n"
 
 

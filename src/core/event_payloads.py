@@ -110,7 +110,7 @@ class EventData(Record):
     type: ClassVar[EventType]
 
 
-class _AgentData(EventData):
+class AgentEventData(EventData):
     invocation: str | None = Field(
         default=None, description="Which agent invocation: 'lead' or 'agent:xxxxxxxx' for a subagent"
     )
@@ -167,19 +167,19 @@ class MetadataData(EventData):
     input: dict[str, Any] | None = Field(default=None, description="The workflow's validated input")
 
 
-class AgentStartData(_AgentData):
+class AgentStartData(AgentEventData):
     type = EventType.AGENT_START
     round: int = Field(description="1-based step of this invocation")
 
 
-class LLMChunkData(_AgentData):
+class LLMChunkData(AgentEventData):
     """A text delta (not the accumulated text). Streamed only, never stored."""
 
     type = EventType.LLM_CHUNK
     delta: str = Field(description="New text since the previous chunk")
 
 
-class LLMCompleteData(_AgentData):
+class LLMCompleteData(AgentEventData):
     type = EventType.LLM_COMPLETE
     content: str = Field(description="The full text of the answer")
     tool_calls: list[ToolCallRequest] = Field(default=[], description="Tool calls, in call order")
@@ -193,7 +193,7 @@ class LLMCompleteData(_AgentData):
     )
 
 
-class AgentCompleteData(_AgentData):
+class AgentCompleteData(AgentEventData):
     type = EventType.AGENT_COMPLETE
     content: str = Field(default="", description="The step's text")
     tool_calls: int = Field(default=0, description="How many tool calls the step made")
@@ -203,7 +203,7 @@ class AgentCompleteData(_AgentData):
     error: str | None = Field(default=None, description="Why the step failed")
 
 
-class ToolStartData(_AgentData):
+class ToolStartData(AgentEventData):
     type = EventType.TOOL_START
     tool_call_id: str = Field(description="The model's id for the call")
     tool: str = Field(description="Tool name")
@@ -211,7 +211,7 @@ class ToolStartData(_AgentData):
     edited: bool = Field(default=False, description="True when a person edited the arguments")
 
 
-class ToolCompleteData(_AgentData):
+class ToolCompleteData(AgentEventData):
     type = EventType.TOOL_COMPLETE
     tool_call_id: str = Field(description="The model's id for the call")
     tool: str = Field(description="Tool name")
@@ -247,13 +247,13 @@ class PermissionResultData(EventData):
     decisions: list[DecisionRecord] = Field(description="One decision per paused call")
 
 
-class SubagentStartData(_AgentData):
+class SubagentStartData(AgentEventData):
     type = EventType.SUBAGENT_START
     instruction: str = Field(description="What the lead asked the subagent to do")
     tool_call_id: str | None = Field(description="The lead's call_subagent call (None in a workflow step)")
 
 
-class SubagentCompleteData(_AgentData):
+class SubagentCompleteData(AgentEventData):
     type = EventType.SUBAGENT_COMPLETE
     status: SubagentStatus = Field(description="'done' or 'failed'")
     result: str | None = Field(default=None, description="The subagent's answer (partial when failed)")
@@ -261,7 +261,7 @@ class SubagentCompleteData(_AgentData):
     tool_call_id: str | None = Field(description="The lead's call_subagent call (None in a workflow step)")
 
 
-class ArtifactCreatedData(_AgentData):
+class ArtifactCreatedData(AgentEventData):
     type = EventType.ARTIFACT_CREATED
     artifact_id: str = Field(description="The artifact's id in its conversation")
     title: str
@@ -269,7 +269,7 @@ class ArtifactCreatedData(_AgentData):
     content_type: str = Field(description="A MIME type such as text/markdown")
 
 
-class ArtifactUpdatedData(_AgentData):
+class ArtifactUpdatedData(AgentEventData):
     type = EventType.ARTIFACT_UPDATED
     artifact_id: str = Field(description="The artifact's id in its conversation")
     title: str
@@ -325,7 +325,7 @@ class HandoffData(EventData):
     turn: int = Field(description="The turn that ended")
 
 
-class ContextCompactedData(_AgentData):
+class ContextCompactedData(AgentEventData):
     """Part of what a model call would send was condensed to fit the model's context window:
     an agent's older tool rounds (`scope` 'memory') or the conversation's earlier messages
     ('history', stored and reused by later messages). The originals stay in the event log."""

@@ -85,6 +85,15 @@ class Emitted(NamedTuple):
     data: EventData
     agent: str | None = None
 
+    def dump(self) -> dict[str, Any]:
+        """Plain data, for an event that waits in graph state (a workflow step's start)."""
+        return {"type": self.data.type.value, "agent": self.agent, "data": self.data.to_dict()}
+
+    @classmethod
+    def load(cls, raw: dict[str, Any]) -> Emitted:
+        """The inverse of `dump` (leniently, as stored events)."""
+        return cls(PAYLOADS[EventType(raw["type"])].model_validate(raw.get("data") or {}), raw.get("agent"))
+
 
 def _typed_envelope(type_: EventType, payload: type[EventData]) -> type[BaseModel]:
     name = "".join(part.upper() if part == "llm" else part.capitalize() for part in type_.value.split("_"))

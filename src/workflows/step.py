@@ -31,6 +31,7 @@ from langgraph.runtime import Runtime
 
 from ..core.agent_nodes import _approval_flags, _subagent_step
 from ..core.context import RunContext
+from ..core.events import Emitted
 from ..core.tool_node import tool_execution
 from .schemas import parse_answer, problems
 from .state import StepOutput, StepState
@@ -63,7 +64,7 @@ def check_output(schema: dict[str, Any] | None, answer: str) -> tuple[Any, list[
 
 async def begin(state: StepState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     task = state["task"]
-    runtime.stream_writer(task["start_event"])
+    runtime.stream_writer(Emitted.load(task["start_event"]))
     await runtime.context.services.store.put_lineage(task["start_record"])
     if task["kind"] == "agent":
         record = {"agent": task["agent"], "instruction": task["instruction"], "tool_call_id": None,
