@@ -112,12 +112,12 @@ async def test_lead_calls_stdio_tools_and_results_map(make_controller, llm, jour
     assert texts[4] == "a\n\nb"  # one text block per list item, as the server sent them
     assert texts[5].startswith("ERROR: invalid arguments for 'demo__echo'")
     completes = {e.data.tool_call_id: e.data for e in result.events if e.type == "tool_complete"}
-    assert completes["c2"]["result"]["metadata"]["structured_content"] == {"count": 3, "total": 6.5}
-    attachment = completes["c3"]["result"]["metadata"]["attachments"][0]
+    assert completes["c2"].result.metadata["structured_content"] == {"count": 3, "total": 6.5}
+    attachment = completes["c3"].result.metadata["attachments"][0]
     assert attachment["kind"] == "image" and attachment["mime_type"] == "image/png"
     assert saved[0].read_bytes() == PNG
     assert base64.b64encode(PNG).decode()[:16] not in json.dumps(completes["c3"].to_dict())  # no base64
-    assert completes["c4"]["success"] is False
+    assert completes["c4"].success is False
 
 
 async def test_confirm_tool_pauses_and_resumes_in_new_process_once(

@@ -176,7 +176,7 @@ async def test_one_pause_for_mixed_round_nothing_runs_before(make_controller, co
     events = await pause(controller, llm, calls)
     assert [e.type for e in events].count("permission_request") == 1
     pending = events[-1].data.calls
-    assert [c["tool_call_id"] for c in pending] == ["c1", "c2"]
+    assert [c.tool_call_id for c in pending] == ["c1", "c2"]
     assert not any(e.type == "tool_start" for e in events)
     assert lines(journal) == [] and not Path(str(journal) + ".auto").exists()
     llm.script(Text("done"))

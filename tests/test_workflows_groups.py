@@ -66,7 +66,7 @@ async def test_direct_handoff_passes_the_conversation(make_controller, tmp_path,
     billing_prompt = next(text for agent, text in answers.seen if agent == "billing")
     assert "triager handed the conversation to you: invoice 42 is wrong" in billing_prompt
     assert "handoff tool with one of: triager" in billing_prompt
-    handoffs = [e.data for e in events if e.type == "handoff"]
+    handoffs = [e.data.to_dict() for e in events if e.type == "handoff"]
     assert handoffs == [{"execution": "talk#1", "node": "talk", "from_agent": "triager", "to_agent": "billing",
                          "message": "invoice 42 is wrong", "by": "handoff", "turn": 1}]
     triager_prompt = answers.seen[0][1]
@@ -84,7 +84,7 @@ async def test_handoff_ping_pong_stops_at_max_turns_with_an_explicit_outcome(mak
     assert events[-1].type == "complete"
     assert record["output"]["outcome"] == "max_turns" and record["output"]["turns"] == 3
     done = next(e.data for e in events if e.type == "workflow_node_complete" and e.data.node == "talk")
-    assert done["outcome"] == "max_turns" and done["status"] == "ok"
+    assert done.outcome == "max_turns" and done.status == "ok"
     assert [e.data.to_agent for e in events if e.type == "handoff"] == ["billing", "triager", "billing"]
 
 
@@ -114,7 +114,7 @@ async def test_moderator_picks_the_next_speaker_and_finishes(make_controller, tm
     assert answers.agents() == ["writer", "mod", "mod", "critic", "mod"]  # one repair round
     assert record["output"]["outcome"] == "completed" and record["output"]["speaker"] == "critic"
     moderated = [e.data for e in events if e.type == "handoff"]
-    assert moderated[0]["by"] == "moderator" and moderated[0]["message"] == "needs review"
+    assert moderated[0].by == "moderator" and moderated[0].message == "needs review"
     mod_prompt = next(instruction_of(r) for r in llm.requests if "moderate" in instruction_of(r))
     assert '"writer", "critic", "finish"' in mod_prompt
 

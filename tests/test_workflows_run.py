@@ -58,8 +58,8 @@ async def test_triage_example_routes_each_category(make_controller, tmp_path, ll
     assert events[-1].type == "complete" and events[-1].data.response == f"answer from {agent}"
     assert answers.agents() == ["classifier", agent]
     done = node_events(events)
-    assert done["route#1"]["choice"] == category and done["route#1"]["status"] == "ok"
-    assert done["done#1"]["parents"] == [f"{category}#1"]
+    assert done["route#1"].choice == category and done["route#1"].status == "ok"
+    assert done["done#1"].parents == [f"{category}#1"]
     assert events[0].type == "metadata" and events[0].data.workflow == "triage"
     message = await controller.store.get_message(events[0].message_id)
     assert message["status"] == "completed" and message["response"] == f"answer from {agent}"
@@ -78,7 +78,7 @@ async def test_workflow_runs_on_an_in_process_model(make_controller, tmp_path, m
     events = await run(controller, "triage", {"ticket": "charged twice"})
     assert events[-1].type == "complete" and events[-1].data.response == "refunded"
     assert [r.agent for r in model.requests] == ["classifier", "billing_agent"]
-    assert node_events(events)["route#1"]["choice"] == "billing"
+    assert node_events(events)["route#1"].choice == "billing"
     with pytest.raises(UserError, match="run of workflow 'triage'; export and replay cover chat runs only"):
         await controller.export_session(events[0].message_id)  # rather than a replay that diverges
 
@@ -118,9 +118,9 @@ async def test_research_example_end_to_end(make_controller, tmp_path, llm):
     assert artifact["content"] == "# Report\nalpha, beta and gamma." and artifact["title"] == "Report: greek letters"
     assert "artifact_created" in kinds(events)
     done = node_events(events)
-    assert done["review#1"]["choice"] == "more"
-    assert done["review#2"]["choice"] == "enough" and done["review#2"]["exhausted"] == "more"
-    assert done["fan_out#2"]["count"] == 1
+    assert done["review#1"].choice == "more"
+    assert done["review#2"].choice == "enough" and done["review#2"].exhausted == "more"
+    assert done["fan_out#2"].count == 1
     records = {r["execution_id"]: r for r in await controller.store.lineage(mid)}
     assert records["findings#1"]["output"] == ["alpha facts [a.org]", "beta facts [b.org]"]
     assert records["findings#1"]["parents"] == ["search#1[0]", "search#1[1]"]
@@ -167,8 +167,8 @@ async def test_split_with_a_failing_item_continue(make_controller, tmp_path, llm
     assert events[-1].type == "complete"
     assert events[-1].data.response == "A done | C done"
     done = node_events(events)
-    assert done["work#1[1]"]["status"] == "failed" and "bad item" in done["work#1[1]"]["error"]
-    assert done["join#1"]["failed_items"] == [1]
+    assert done["work#1[1]"].status == "failed" and "bad item" in done["work#1[1]"].error
+    assert done["join#1"].failed_items == [1]
     records = {r["execution_id"]: r for r in await controller.store.lineage(events[0].message_id)}
     assert records["join#1"]["parents"] == ["work#1[0]", "work#1[1]", "work#1[2]"]
     assert records["join#1"]["input"]["failed"] == [1]
@@ -246,8 +246,8 @@ async def test_branch_first_success_wins_and_cancels_the_rest(make_controller, t
     events = await run(controller, "race", {})
     assert events[-1].type == "complete" and events[-1].data.response == "quick answer"
     done = node_events(events)
-    assert done["quick#1[0]"]["status"] == "ok"
-    assert done["ponder#1[1]"]["status"] == "cancelled"
+    assert done["quick#1[0]"].status == "ok"
+    assert done["ponder#1[1]"].status == "cancelled"
     assert "polish#1[1]" not in done  # the lost path stopped: its next node never ran
     assert answers.agents().count("slow") == 1
     assert await eventually(lambda: llm.disconnects == 1)  # the slow call was cancelled mid-stream
@@ -265,7 +265,7 @@ async def test_branch_every_path_failing_fails_the_merge(make_controller, tmp_pa
     events = await run(controller, "race", {})
     assert events[-1].type == "error" and "every path of the branch failed" in events[-1].data.message
     done = node_events(events)
-    assert done["polish#1[1]"]["status"] == "skipped"
+    assert done["polish#1[1]"].status == "skipped"
 
 
 REPAIR = """
@@ -291,7 +291,7 @@ async def test_output_schema_gets_one_repair_round(make_controller, tmp_path, ll
     ByAgent(llm, {"classifier": [Text("it is x, I think"), Text('```json\n{"category": "x"}\n```')]})
     events = await run(controller, "repair", {})
     assert events[-1].type == "complete" and events[-1].data.response == "x"
-    assert node_events(events)["classify#1"]["repaired"] is True
+    assert node_events(events)["classify#1"].repaired is True
     first, second = llm.requests
     assert "matches this JSON Schema" in first["messages"][1]["content"]
     note = second["messages"][-1]
