@@ -274,7 +274,7 @@ async def test_d5_cancel_records_the_sync_tool_it_abandoned(
     events = await controller.events(ids["message_id"])
     assert [e.type for e in events][-2:] == ["tool_complete", "cancelled"]
     record = events[-2].data
-    assert record["outcome"] == "abandoned" and record["may_still_take_effect"] is True
+    assert record.outcome == "abandoned" and record.may_still_take_effect is True
     RELEASE.set()
     await until(lambda: EFFECTS == ["late"])
 
