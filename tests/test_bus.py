@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 
-from artifactflow.core.events import Event
+from artifactflow.core.event_payloads import PAYLOADS
+from artifactflow.core.events import Event, EventType
 from artifactflow.core.run.bus import MAX_PAYLOAD, encode_items, payloads
 
 
 def event(type_: str, event_id: int, data: dict) -> Event:
-    return Event.build(type_, data, event_id=event_id, timestamp=1.0, agent="lead_agent",
+    payload = PAYLOADS[EventType(type_)].model_validate(data)
+    return Event.build(payload, event_id=event_id, timestamp=1.0, agent="lead_agent",
                        conversation_id="c", message_id="m", thread_id="t")
 
 

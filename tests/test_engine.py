@@ -61,11 +61,11 @@ async def test_plain_answer_streams_and_completes(make_controller, llm):
     assert types[0] == "metadata"
     assert types[-1] == "complete"
     assert "agent_start" in types and "llm_complete" in types and "agent_complete" in types
-    chunks = [e.data["delta"] for e in events if e.type == "llm_chunk"]
+    chunks = [e.data.delta for e in events if e.type == "llm_chunk"]
     assert len(chunks) > 1 and "".join(chunks) == "Hello there, general."
     final = events[-1]
-    assert final.data["response"] == "Hello there, general."
-    assert final.data["metrics"]["tokens"]["total"] > 0
+    assert final.data.response == "Hello there, general."
+    assert final.data.metrics["tokens"]["total"] > 0
     message = await controller.store.get_message(final.message_id)
     assert message["status"] == "completed" and message["response"] == "Hello there, general."
     # the request carried the system prompt and the task; streaming with usage
@@ -162,7 +162,7 @@ async def test_provider_that_keeps_failing_gives_error_event(make_controller, ll
     llm.script(Error(503), Error(503), Error(503))
     events = [e async for e in controller.stream_execute("x")]
     assert events[-1].type == "error"
-    assert "HTTP 503" in events[-1].data["message"] and "3 attempts" in events[-1].data["message"]
+    assert "HTTP 503" in events[-1].data.message and "3 attempts" in events[-1].data.message
     message = await controller.store.get_message(events[-1].message_id)
     assert message["status"] == "failed"
 
@@ -171,7 +171,7 @@ async def test_non_retryable_error_fails_at_once(make_controller, llm):
     controller = await make_controller(lead_tools=ALL, extra_tools=TOOLS)
     llm.script(Error(400, "bad request: model not found"))
     events = [e async for e in controller.stream_execute("x")]
-    assert events[-1].type == "error" and "model not found" in events[-1].data["message"]
+    assert events[-1].type == "error" and "model not found" in events[-1].data.message
     assert llm.request_count == 1
 
 
@@ -183,7 +183,7 @@ async def test_max_tool_rounds_ends_with_explicit_outcome(make_controller, llm):
     assert result.outcome == "max_tool_rounds"
     assert "max_tool_rounds" in result.response
     assert llm.request_count == 3
-    assert result.events[-1].data["outcome"] == "max_tool_rounds"
+    assert result.events[-1].data.outcome == "max_tool_rounds"
 
 
 async def test_result_size_cap_truncates_for_model_keeps_full_in_event(make_controller, llm):
@@ -193,7 +193,7 @@ async def test_result_size_cap_truncates_for_model_keeps_full_in_event(make_cont
     seen = tool_messages(llm.requests[1])[0]["content"]
     assert seen.startswith("x" * 200) and "truncated: showing 200 of 5000" in seen
     complete = next(e for e in result.events if e.type == "tool_complete")
-    assert complete.data["result"]["data"] == "x" * 5000
+    assert complete.data.result.data == "x" * 5000
 
 
 async def test_metrics_per_call(make_controller, llm):

@@ -81,9 +81,9 @@ async def test_replay_equals_live_stream_minus_chunks(make_controller, llm):
     strip = [e.model_dump() for e in live if e.type != "llm_chunk"]
     assert [e.model_dump() for e in replay] == strip
     complete = next(e for e in replay if e.type == "tool_complete")
-    assert complete.data["result"]["data"] == "hi"
+    assert complete.data.result.data == "hi"
     llm_done = next(e for e in replay if e.type == "llm_complete")
-    assert llm_done.data["usage"]["prompt_tokens"] > 0
+    assert llm_done.data.usage.prompt_tokens > 0
 
 
 async def test_attach_mid_run_from_event_id_no_loss_no_duplicates(make_controller, llm):
@@ -152,13 +152,13 @@ async def test_cancel_mid_llm_records_partial_response(make_controller, llm):
     chunks = []
     async for event in controller.follow(ids["message_id"]):
         if event.type == "llm_chunk":
-            chunks.append(event.data["delta"])
+            chunks.append(event.data.delta)
             if len(chunks) == 3:
                 assert await controller.cancel(ids["message_id"]) is True
         if event.type == "cancelled":
             final = event
             break
-    assert final.data["partial_response"].startswith("".join(chunks[:3]))
+    assert final.data.partial_response.startswith("".join(chunks[:3]))
     message = await controller.store.get_message(ids["message_id"])
     assert message["status"] == "cancelled" and message["response"].startswith("this")
     assert not await controller.checkpoints.has_checkpoint(ids["thread_id"])
@@ -252,7 +252,7 @@ async def test_process_killed_mid_run_leaves_consistent_log_and_recoverable(tmp_
     llm.clear_routes()
     llm.script(Text("recovered answer"))
     resumed = [e async for e in controller.stream_execute(message_id=mid, resume_data={"decisions": "approve"})]
-    assert resumed[-1].type == "complete" and resumed[-1].data["response"] == "recovered answer"
+    assert resumed[-1].type == "complete" and resumed[-1].data.response == "recovered answer"
     all_ids = [e.event_id for e in await controller.events(mid)]
     assert all_ids == list(range(1, len(all_ids) + 1))
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import typing
 from pathlib import Path
 
 import pytest
@@ -15,12 +14,14 @@ from artifactflow.api.app import create_app
 from artifactflow.core import event_docs
 from artifactflow.core.event_payloads import (
     PAYLOADS,
+    AgentStartData,
+    EventData,
     LLMChunkData,
     MessageStatus,
     PermissionRequestData,
     ToolCompleteData,
 )
-from artifactflow.core.events import Event, EventSchemaError, EventType, TypedEvent
+from artifactflow.core.events import Emitted, Event, EventSchemaError, EventType, TypedEvent
 
 IDS = {"event_id": 1, "conversation_id": "c", "message_id": "m", "thread_id": "t"}
 
@@ -32,27 +33,40 @@ async def stamp(label: str) -> str:
 
 
 def test_every_event_type_has_exactly_one_definition() -> None:
-    assert set(typing.get_args(EventType)) == set(PAYLOADS)
+    assert set(EventType) == set(PAYLOADS)
+    assert all(payload.type is type_ for type_, payload in PAYLOADS.items())
+    assert len(set(PAYLOADS.values())) == len(PAYLOADS)
 
 
-def test_build_refuses_unknown_types_and_undeclared_fields() -> None:
-    with pytest.raises(EventSchemaError, match="unknown event type 'tool_finished'"):
-        Event.build("tool_finished", {}, **IDS)
+def test_build_refuses_non_payloads_and_undeclared_fields() -> None:
+    with pytest.raises(EventSchemaError, match="EventData is no event payload"):
+        Event.build(EventData(), **IDS)
+    typo = ToolCompleteData.model_validate(
+        {"tool_call_id": "a", "tool": "t", "success": True, "result": {"success": True}, "sucess": True}
+    )
     with pytest.raises(EventSchemaError, match="no field.*sucess.*ToolCompleteData"):
-        Event.build("tool_complete", {"tool_call_id": "a", "tool": "t", "sucess": True}, **IDS)
+        Event.build(typo, **IDS)
     with pytest.raises(ValueError):  # a declared field with the wrong type
-        Event.build("agent_start", {"round": "first"}, **IDS)
+        AgentStartData.model_validate({"round": "first"})
 
 
 def test_wire_format_is_exactly_what_the_emitter_set() -> None:
-    event = Event.build("llm_chunk", {"invocation": "lead", "delta": "hi"}, **IDS)
+    event = Event.build(LLMChunkData(invocation="lead", delta="hi"), **IDS)
+    assert event.type == EventType.LLM_CHUNK == "llm_chunk"
     assert isinstance(event.data, LLMChunkData) and event.data.delta == "hi"
     assert json.loads(event.model_dump_json())["data"] == {"invocation": "lead", "delta": "hi"}
-    # Compatible with the dict readers of the first release.
-    assert event.data["delta"] == "hi" and event.data.get("round") is None
-    assert "delta" in event.data and "agent" not in event.data
-    with pytest.raises(KeyError):
-        event.data["nope"]
+    assert json.loads(event.model_dump_json())["type"] == "llm_chunk"
+    # Payloads are read by attribute only: the dict access of the first release is gone.
+    with pytest.raises(TypeError):
+        event.data["delta"]  # type: ignore[index]
+    assert not hasattr(event.data, "get")
+
+
+def test_emitted_round_trips_through_graph_state() -> None:
+    emitted = Emitted(AgentStartData(invocation="lead", round=2), "lead_agent")
+    raw = emitted.dump()
+    assert raw == {"type": "agent_start", "agent": "lead_agent", "data": {"invocation": "lead", "round": 2}}
+    assert Emitted.load(raw) == emitted
 
 
 def test_stored_events_parse_leniently() -> None:

@@ -218,19 +218,19 @@ async def test_mutations_reach_the_model_the_tools_and_the_log(tmp_path, llm_env
     # before_tool_call: the tool received the rewritten arguments; the event says so
     tool_msgs = {m["tool_call_id"]: m["content"] for m in second["messages"] if m["role"] == "tool"}
     assert tool_msgs["c1"] == "facts about cats (checked) [verified]"  # after_tool_call too
-    starts = {e.data["tool_call_id"]: e.data for e in history if e.type == "tool_start"}
-    assert starts["c1"]["arguments"] == {"topic": "cats (checked)"}
+    starts = {e.data.tool_call_id: e.data for e in history if e.type == "tool_start"}
+    assert starts["c1"].arguments == {"topic": "cats (checked)"}
     # the assistant turn the model reads back carries the rewritten call too
     assistant = next(m for m in second["messages"] if m["role"] == "assistant")
     assert '"cats (checked)"' in assistant["tool_calls"][0]["function"]["arguments"]
     # after_tool_call (redaction): the secret in a tool result never reaches the model or the log
     assert tool_msgs["c2"] == "page on dogs: key [REDACTED] and more"
-    completes = {e.data["tool_call_id"]: e.data for e in history if e.type == "tool_complete"}
-    assert "sk-ABCD" not in str(completes["c2"]) and completes["c2"]["result"]["metadata"]["redacted"]
+    completes = {e.data.tool_call_id: e.data for e in history if e.type == "tool_complete"}
+    assert "sk-ABCD" not in str(completes["c2"]) and completes["c2"].result.metadata["redacted"]
     # a refused call never runs, nobody is asked, and the model reads the reason
     assert ran == [] and "c3" not in starts
     assert tool_msgs["c3"].startswith("ERROR: refused: the tool 'shell' is not allowed by policy")
-    assert completes["c3"]["refused"] is True and completes["c3"]["result"]["metadata"]["refused_by"] == "tool_policy"
+    assert completes["c3"].refused is True and completes["c3"].result.metadata["refused_by"] == "tool_policy"
     assert not [e for e in history if e.type == "permission_request"]
     # after_tool_round: the added message follows the round's tool results
     assert second["messages"][-1] == {"role": "user", "content": "Round 1 done: 3 results."}
@@ -240,8 +240,8 @@ async def test_mutations_reach_the_model_the_tools_and_the_log(tmp_path, llm_env
     assert {t["function"]["name"] for t in second["tools"]} == {"lookup", "shell"}
     # after_model_request: the answer redacted then rewritten is what is recorded, and no
     # delta of the original text was streamed
-    assert streamed[-1].data["response"] == stored["response"] == "ALL DONE, SEE [REDACTED]"
-    assert [e.data["content"] for e in history if e.type == "llm_complete"][-1] == "ALL DONE, SEE [REDACTED]"
+    assert streamed[-1].data.response == stored["response"] == "ALL DONE, SEE [REDACTED]"
+    assert [e.data.content for e in history if e.type == "llm_complete"][-1] == "ALL DONE, SEE [REDACTED]"
     assert not [e for e in streamed if e.type == "llm_chunk"]
     assert "sk-ABCD" not in logged and "SK-ABCD" not in logged
 
@@ -296,8 +296,8 @@ async def test_the_rewrite_is_what_the_prompt_and_ledger_record_and_edits_meet_t
     tool_msgs = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
     assert tool_msgs[0]["content"] == "written"
     assert tool_msgs[1]["content"].startswith("ERROR: refused: text 'something forbidden' matches a denied pattern")
-    completes = {e.data["tool_call_id"]: e.data for e in result.events if e.type == "tool_complete"}
-    assert completes["w2"]["refused"] is True and "refused" not in completes["w1"]
+    completes = {e.data.tool_call_id: e.data for e in result.events if e.type == "tool_complete"}
+    assert completes["w2"].refused is True and "refused" not in completes["w1"].model_fields_set
     segments = [(run.segment, run.user_id) for (run,) in recorder.args("on_run_start")]
     assert segments == [("new", "u-1"), ("resumed", "u-1")]
     (_, request), = recorder.args("on_permission_request")

@@ -51,9 +51,9 @@ async def test_a_call_started_but_never_finished_is_reported_interrupted_not_rer
     llm.script(Text("noted"))
     events = [e async for e in controller.resume(mid, {"decisions": "approve"})]
     complete = next(e for e in events if e.type == "tool_complete")
-    result = complete.data["result"]
-    assert complete.data["success"] is False and result["metadata"].get("interrupted") is True
-    assert "interrupted" in result["error"]
+    result = complete.data.result
+    assert complete.data.success is False and result.metadata.get("interrupted") is True
+    assert "interrupted" in (result.error or "")
     assert not journal.exists()  # not run a second time
     told = [m for m in llm.last_request["messages"] if m["role"] == "tool"]
     assert "interrupted" in told[-1]["content"]
@@ -79,6 +79,6 @@ async def test_a_dead_owners_run_is_recovered_once_its_lease_has_expired_on_the_
     assert await controller.recover() == [mid]
     events = [e async for e in controller.follow(mid, after_event_id=0)]
     assert events[-1].type == "permission_request"  # continued from its checkpoint: asks again
-    assert any(e.type == "metadata" and e.data.get("recovered") for e in events)
+    assert any(e.type == "metadata" and e.data.recovered for e in events)
     assert (await controller.store.get_message(mid))["status"] == "waiting"
     assert await controller.recover() == []  # nothing left to recover

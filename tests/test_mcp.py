@@ -104,13 +104,13 @@ async def test_lead_calls_stdio_tools_and_results_map(make_controller, llm, jour
     assert texts[3] == "ERROR: Error executing tool fail: cannot comply: no paper"
     assert texts[4] == "a\n\nb"  # one text block per list item, as the server sent them
     assert texts[5].startswith("ERROR: invalid arguments for 'demo__echo'")
-    completes = {e.data["tool_call_id"]: e.data for e in result.events if e.type == "tool_complete"}
-    assert completes["c2"]["result"]["metadata"]["structured_content"] == {"count": 3, "total": 6.5}
-    attachment = completes["c3"]["result"]["metadata"]["attachments"][0]
+    completes = {e.data.tool_call_id: e.data for e in result.events if e.type == "tool_complete"}
+    assert completes["c2"].result.metadata["structured_content"] == {"count": 3, "total": 6.5}
+    attachment = completes["c3"].result.metadata["attachments"][0]
     assert attachment["kind"] == "image" and attachment["mime_type"] == "image/png"
     assert saved[0].read_bytes() == PNG
     assert base64.b64encode(PNG).decode()[:16] not in json.dumps(completes["c3"].to_dict())  # no base64
-    assert completes["c4"]["success"] is False
+    assert completes["c4"].success is False
 
 
 async def test_confirm_tool_pauses_and_resumes_in_new_process_once(
@@ -121,7 +121,7 @@ async def test_confirm_tool_pauses_and_resumes_in_new_process_once(
     llm.script(ToolCalls([Call("demo__append_line", {"text": "approved"}, id="c1")]))
     events = [e async for e in controller.stream_execute("write it")]
     assert events[-1].type == "permission_request"
-    assert events[-1].data["calls"][0]["tool"] == "demo__append_line"
+    assert events[-1].data.calls[0].tool == "demo__append_line"
     assert lines(journal) == []  # nothing ran before the decision
     mid = events[-1].message_id
     data = controller.services.settings.data_dir

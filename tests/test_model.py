@@ -281,8 +281,8 @@ async def test_overflow_from_the_server_is_an_llm_error_event(make_controller, l
     events = [e async for e in controller.stream_execute("x")]
     # A fresh run's memory is empty: nothing to compact, so no retry, and the message names
     # the setting to change.
-    assert events[-1].type == "error" and events[-1].data["kind"] == "ContextWindowExceeded"
-    assert "request is too long" in events[-1].data["message"]
-    assert "`context_window`" in events[-1].data["message"]
+    assert events[-1].type == "error" and events[-1].data.kind == "ContextWindowExceeded"
+    assert "request is too long" in events[-1].data.message
+    assert "`context_window`" in events[-1].data.message
     assert llm.request_count == 1
     assert issubclass(ContextOverflowError, LLMError)

@@ -75,8 +75,8 @@ async def test_deny_runs_nothing_and_model_sees_reason(make_controller, config, 
     controller = await make_controller(config_dir=config)
     events = await pause(controller, llm, [Call("append_line", {"text": "x"}, id="c1")])
     request = events[-1]
-    assert request.data["calls"][0]["tool"] == "append_line"
-    assert request.data["calls"][0]["arguments"] == {"text": "x"}
+    assert request.data.calls[0].tool == "append_line"
+    assert request.data.calls[0].arguments == {"text": "x"}
     message = await controller.store.get_message(request.message_id)
     assert message["status"] == "waiting" and message["waiting_for"]["calls"][0]["tool_call_id"] == "c1"
     llm.script(Text("ok, not writing"))
@@ -169,8 +169,8 @@ async def test_one_pause_for_mixed_round_nothing_runs_before(make_controller, co
     ]
     events = await pause(controller, llm, calls)
     assert [e.type for e in events].count("permission_request") == 1
-    pending = events[-1].data["calls"]
-    assert [c["tool_call_id"] for c in pending] == ["c1", "c2"]
+    pending = events[-1].data.calls
+    assert [c.tool_call_id for c in pending] == ["c1", "c2"]
     assert not any(e.type == "tool_start" for e in events)
     assert lines(journal) == [] and not Path(str(journal) + ".auto").exists()
     llm.script(Text("done"))
@@ -191,7 +191,7 @@ async def test_second_pause_later_in_same_run_and_ids_have_no_gaps(make_controll
     llm.script(ToolCalls([Call("append_line", {"text": "2"}, id="c2")]))
     second = [e async for e in controller.resume(mid, {"decisions": "approve"})]
     assert second[-1].type == "permission_request"
-    assert second[-1].data["calls"][0]["tool_call_id"] == "c2"
+    assert second[-1].data.calls[0].tool_call_id == "c2"
     llm.script(Text("all done"))
     third = [e async for e in controller.resume(mid, {"decisions": "approve"})]
     assert third[-1].type == "complete"

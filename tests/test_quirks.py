@@ -18,6 +18,7 @@ from scripted_llm import LLAMA_CPP_PYTHON, LLAMA_SERVER, Call, Quirks, ScriptedL
 from artifactflow import ModelRequest, RetryableLLMError, tool
 from artifactflow.agents.model import OpenAIChatModel, ResolvedModel
 from artifactflow.cli.render import closing_line
+from artifactflow.core.event_payloads import CompleteData
 from artifactflow.settings import LLMSettings
 
 POLICY = LLMSettings(max_retries=2, backoff_base=0.0, backoff_max=0.0)
@@ -198,7 +199,7 @@ async def test_llama_cpp_python_habits_with_its_profile(make_controller, llm, tm
     assert all(e.data.usage.prompt_tokens is None for e in llm_events)
     tokens = result.metrics["tokens"]
     assert tokens["total"] is None and tokens["unreported_calls"] == 2
-    assert "n/a tokens" in closing_line({"metrics": result.metrics})
+    assert "n/a tokens" in closing_line(CompleteData(response="", metrics=result.metrics))
 
 
 async def test_malformed_arguments_are_not_echoed_to_a_strict_server(make_controller, llm):
@@ -238,6 +239,6 @@ async def test_partial_usage_is_reported_as_a_partial_sum():
     ]
     tokens = summarize(records, 1.0)["tokens"]
     assert tokens == {"prompt": 10, "completion": 5, "total": 15, "unreported_calls": 1}
-    line = closing_line({"metrics": {"tokens": tokens}})
+    line = closing_line(CompleteData(response="", metrics={"tokens": tokens}))
     assert "15 tokens" in line and "n/a for 1 call without usage" in line
     assert summarize([], 1.0)["tokens"]["total"] == 0

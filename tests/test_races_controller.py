@@ -241,8 +241,8 @@ async def test_d4_no_denial_is_recorded_for_a_call_that_ran(
     llm.script(Text("ok"))
     done = await second.execute_resume(paused.message_id, {"decisions": "deny"})
     last = [e for e in done.events if e.type == "tool_complete"][-1]
-    assert last.data["outcome"] == "interrupted"
-    assert "denied" not in (last.data["result"]["error"] or "")
+    assert last.data.outcome == "interrupted"
+    assert "denied" not in (last.data.result.error or "")
     assert journal.read_text() == "prod\n"
 
 
@@ -257,7 +257,7 @@ async def test_d5_cancel_records_the_sync_tool_it_abandoned(
     events = await controller.events(ids["message_id"])
     assert [e.type for e in events][-2:] == ["tool_complete", "cancelled"]
     record = events[-2].data
-    assert record["outcome"] == "abandoned" and record["may_still_take_effect"] is True
+    assert record.outcome == "abandoned" and record.may_still_take_effect is True
     RELEASE.set()
     await wait_until(lambda: EFFECTS == ["late"])
 

@@ -69,7 +69,7 @@ async def test_delegation_round_trip(make_controller, llm):
     types = [(e.type, e.agent) for e in result.events]
     assert ("subagent_start", "search_agent") in types and ("subagent_complete", "search_agent") in types
     sub_tools = [e for e in result.events if e.type == "tool_start" and e.agent == "search_agent"]
-    assert sub_tools and sub_tools[0].data["invocation"].startswith("search_agent:")
+    assert sub_tools and sub_tools[0].data.invocation.startswith("search_agent:")
     # the lead's prompt lists the subagents from their descriptions
     assert "search_agent: search_agent does research" in requests_of(llm, "lead")[0]["messages"][0]["content"]
 
@@ -103,7 +103,7 @@ async def test_two_subagents_in_parallel_results_in_call_order(make_controller, 
     msgs = tool_messages(requests_of(llm, "lead")[-1])
     assert [m["tool_call_id"] for m in msgs] == ["p1", "p2"]
     assert [m["content"] for m in msgs] == ["answer from search_agent", "answer from crawl_agent"]
-    invocations = {e.data["invocation"] for e in result.events if e.type == "subagent_start"}
+    invocations = {e.data.invocation for e in result.events if e.type == "subagent_start"}
     assert len(invocations) == 2
 
 

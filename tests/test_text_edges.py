@@ -112,7 +112,7 @@ async def test_nul_from_the_model_is_stored_alike_on_both_backends(
         assert stored["response"] == "before\ufffdafter"
         # The event log is JSON (NUL escaped), so it keeps the model's exact text.
         complete = [e for e in result.events if e.type == "llm_complete"][-1]
-        assert complete.data["content"] == "before\u0000after"
+        assert complete.data.content == "before\u0000after"
 
 
 async def test_database_errors_reach_people_without_sql(

@@ -151,8 +151,8 @@ async def test_run_records_the_timed_out_call_and_tells_the_model(make_controlle
     result = await controller.execute("write it")
     assert result.status == "completed"
     done = next(e for e in result.events if e.type == "tool_complete")
-    assert done.data["outcome"] == "timed_out" and done.data["may_still_take_effect"] is True
-    assert done.data["result"]["metadata"]["outcome"] == "timed_out"
+    assert done.data.outcome == "timed_out" and done.data.may_still_take_effect is True
+    assert done.data.result.metadata["outcome"] == "timed_out"
     seen = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"][0]["content"]
     assert seen.startswith("UNKNOWN:") and "unknown" in seen
     RELEASE.set()

@@ -57,7 +57,7 @@ async def test_direct_handoff_passes_the_conversation(make_controller, tmp_path,
         "billing": [Text("Invoice 42 is corrected.")],
     })
     events, record = await run(controller)
-    assert events[-1].type == "complete" and events[-1].data["response"] == "Invoice 42 is corrected."
+    assert events[-1].type == "complete" and events[-1].data.response == "Invoice 42 is corrected."
     output = record["output"]
     assert (output["speaker"], output["turns"], output["outcome"]) == ("billing", 2, "completed")
     assert [t["agent"] for t in output["transcript"]] == ["triager", "billing"]
@@ -66,7 +66,7 @@ async def test_direct_handoff_passes_the_conversation(make_controller, tmp_path,
     billing_prompt = next(text for agent, text in answers.seen if agent == "billing")
     assert "triager handed the conversation to you: invoice 42 is wrong" in billing_prompt
     assert "handoff tool with one of: triager" in billing_prompt
-    handoffs = [e.data for e in events if e.type == "handoff"]
+    handoffs = [e.data.to_dict() for e in events if e.type == "handoff"]
     assert handoffs == [{"execution": "talk#1", "node": "talk", "from_agent": "triager", "to_agent": "billing",
                          "message": "invoice 42 is wrong", "by": "handoff", "turn": 1}]
     triager_prompt = answers.seen[0][1]
@@ -83,8 +83,8 @@ async def test_handoff_ping_pong_stops_at_max_turns_with_an_explicit_outcome(mak
     events, record = await run(controller)
     assert events[-1].type == "complete"
     assert record["output"]["outcome"] == "max_turns" and record["output"]["turns"] == 3
-    done = next(e.data for e in events if e.type == "workflow_node_complete" and e.data["node"] == "talk")
-    assert done["outcome"] == "max_turns" and done["status"] == "ok"
+    done = next(e.data for e in events if e.type == "workflow_node_complete" and e.data.node == "talk")
+    assert done.outcome == "max_turns" and done.status == "ok"
     assert [e.data.to_agent for e in events if e.type == "handoff"] == ["billing", "triager", "billing"]
 
 
@@ -93,7 +93,7 @@ async def test_fixed_order_runs_the_list(make_controller, tmp_path, llm):
     controller = await make_controller(config_dir=config)
     answers = ByAgent(llm, {"writer": [Text("draft 1"), Text("draft 2")], "critic": [Text("shorter please")]})
     events, record = await run(controller)
-    assert events[-1].data["response"] == "draft 2"
+    assert events[-1].data.response == "draft 2"
     assert answers.agents() == ["writer", "critic", "writer"]
     assert record["output"]["outcome"] == "completed" and record["output"]["turns"] == 3
     last_prompt = answers.seen[-1][1]
@@ -110,11 +110,11 @@ async def test_moderator_picks_the_next_speaker_and_finishes(make_controller, tm
                 Text(as_json({"choice": "finish"}))],
     })
     events, record = await run(controller)
-    assert events[-1].data["response"] == "approved"
+    assert events[-1].data.response == "approved"
     assert answers.agents() == ["writer", "mod", "mod", "critic", "mod"]  # one repair round
     assert record["output"]["outcome"] == "completed" and record["output"]["speaker"] == "critic"
     moderated = [e.data for e in events if e.type == "handoff"]
-    assert moderated[0]["by"] == "moderator" and moderated[0]["message"] == "needs review"
+    assert moderated[0].by == "moderator" and moderated[0].message == "needs review"
     mod_prompt = next(instruction_of(r) for r in llm.requests if "moderate" in instruction_of(r))
     assert '"writer", "critic", "finish"' in mod_prompt
 

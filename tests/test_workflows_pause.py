@@ -77,9 +77,9 @@ async def test_split_items_pause_together_and_resume_in_another_process(make_con
     request = events[-1]
     assert request.type == "permission_request"
     # two parallel items, two interrupts, one request; the same provider id kept apart per item
-    assert sorted(c["tool_call_id"] for c in request.data["calls"]) == ["call_0.0", "call_0.1"]
-    assert sorted(c["arguments"]["text"] for c in request.data["calls"]) == ["a", "b"]
-    assert len(request.data["interrupt_ids"]) == 2
+    assert sorted(c.tool_call_id for c in request.data.calls) == ["call_0.0", "call_0.1"]
+    assert sorted(c.arguments["text"] for c in request.data.calls) == ["a", "b"]
+    assert len(request.data.interrupt_ids) == 2
     assert lines(journal) == []
     mid = request.message_id
     data = controller.services.settings.data_dir
@@ -164,7 +164,7 @@ async def test_a_losing_branch_path_is_never_asked_for_approval(make_controller,
 
     ByAgent(llm, {"scribe": scribe_answer, "fast": fast_answer})
     events = [e async for e in controller.run_workflow("race", {})]
-    assert events[-1].type == "complete" and events[-1].data["response"] == "quick answer"
+    assert events[-1].type == "complete" and events[-1].data.response == "quick answer"
     assert "permission_request" not in [e.type for e in events]
     records = {r["execution_id"]: r for r in await controller.store.lineage(events[0].message_id)}
     assert records["careful#1[0]"]["status"] == "cancelled" and records["first#1"]["parents"] == ["quick#1[1]"]

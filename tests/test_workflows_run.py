@@ -32,7 +32,7 @@ def kinds(events) -> list[str]:
 
 
 def node_events(events, type_="workflow_node_complete") -> dict[str, dict]:
-    return {e.data["execution"]: e.data for e in events if e.type == type_}
+    return {e.data.execution: e.data for e in events if e.type == type_}
 
 
 async def run(controller, name, value):
@@ -47,12 +47,12 @@ async def test_triage_example_routes_each_category(make_controller, tmp_path, ll
     answers = ByAgent(llm, {"classifier": [Text(as_json({"category": category, "summary": "s"}))],
                             agent: [Text(f"answer from {agent}")]})
     events = await run(controller, "triage", {"ticket": "help"})
-    assert events[-1].type == "complete" and events[-1].data["response"] == f"answer from {agent}"
+    assert events[-1].type == "complete" and events[-1].data.response == f"answer from {agent}"
     assert answers.agents() == ["classifier", agent]
     done = node_events(events)
-    assert done["route#1"]["choice"] == category and done["route#1"]["status"] == "ok"
-    assert done["done#1"]["parents"] == [f"{category}#1"]
-    assert events[0].type == "metadata" and events[0].data["workflow"] == "triage"
+    assert done["route#1"].choice == category and done["route#1"].status == "ok"
+    assert done["done#1"].parents == [f"{category}#1"]
+    assert events[0].type == "metadata" and events[0].data.workflow == "triage"
     message = await controller.store.get_message(events[0].message_id)
     assert message["status"] == "completed" and message["response"] == f"answer from {agent}"
     assert not llm.unexpected
@@ -68,9 +68,9 @@ async def test_workflow_runs_on_an_in_process_model(make_controller, tmp_path, m
     model = ScriptedModel(function=lambda request: answers.get(request.agent))
     controller.services.use_model(model)
     events = await run(controller, "triage", {"ticket": "charged twice"})
-    assert events[-1].type == "complete" and events[-1].data["response"] == "refunded"
+    assert events[-1].type == "complete" and events[-1].data.response == "refunded"
     assert [r.agent for r in model.requests] == ["classifier", "billing_agent"]
-    assert node_events(events)["route#1"]["choice"] == "billing"
+    assert node_events(events)["route#1"].choice == "billing"
     with pytest.raises(UserError, match="run of workflow 'triage'; export and replay cover chat runs only"):
         await controller.export_session(events[0].message_id)  # rather than a replay that diverges
 
@@ -84,7 +84,7 @@ async def test_a_run_budget_stops_a_workflow_between_nodes(make_controller, tmp_
     answers = ByAgent(llm, {"classifier": [Text(as_json({"category": "billing", "summary": "s"}))],
                             "billing_agent": [Text("refunded")]})
     events = await run(controller, "triage", {"ticket": "charged twice"})
-    assert events[-1].type == "complete" and events[-1].data["outcome"] == outcome
+    assert events[-1].type == "complete" and events[-1].data.outcome == outcome
     assert answers.agents() == agents
 
 
@@ -110,9 +110,9 @@ async def test_research_example_end_to_end(make_controller, tmp_path, llm):
     assert artifact["content"] == "# Report\nalpha, beta and gamma." and artifact["title"] == "Report: greek letters"
     assert "artifact_created" in kinds(events)
     done = node_events(events)
-    assert done["review#1"]["choice"] == "more"
-    assert done["review#2"]["choice"] == "enough" and done["review#2"]["exhausted"] == "more"
-    assert done["fan_out#2"]["count"] == 1
+    assert done["review#1"].choice == "more"
+    assert done["review#2"].choice == "enough" and done["review#2"].exhausted == "more"
+    assert done["fan_out#2"].count == 1
     records = {r["execution_id"]: r for r in await controller.store.lineage(mid)}
     assert records["findings#1"]["output"] == ["alpha facts [a.org]", "beta facts [b.org]"]
     assert records["findings#1"]["parents"] == ["search#1[0]", "search#1[1]"]
@@ -157,10 +157,10 @@ async def test_split_with_a_failing_item_continue(make_controller, tmp_path, llm
                                      "Do c": Text("C done")})})
     events = await run(controller, "fanout", {"items": ["a", "b", "c"]})
     assert events[-1].type == "complete"
-    assert events[-1].data["response"] == "A done | C done"
+    assert events[-1].data.response == "A done | C done"
     done = node_events(events)
-    assert done["work#1[1]"]["status"] == "failed" and "bad item" in done["work#1[1]"]["error"]
-    assert done["join#1"]["failed_items"] == [1]
+    assert done["work#1[1]"].status == "failed" and "bad item" in done["work#1[1]"].error
+    assert done["join#1"].failed_items == [1]
     records = {r["execution_id"]: r for r in await controller.store.lineage(events[0].message_id)}
     assert records["join#1"]["parents"] == ["work#1[0]", "work#1[1]", "work#1[2]"]
     assert records["join#1"]["input"]["failed"] == [1]
@@ -184,7 +184,7 @@ async def test_split_with_a_failing_item_fail(make_controller, tmp_path, llm):
     ByAgent(llm, {"worker": worker})
     events = await run(controller, "fanout", {"items": ["a", "b", "c"]})
     assert events[-1].type == "error"
-    text = events[-1].data["message"]
+    text = events[-1].data.message
     assert "workflow node 'work' (item 1) failed" in text and "on_failure: continue" in text
     message = await controller.store.get_message(events[0].message_id)
     assert message["status"] == "failed"
@@ -196,7 +196,7 @@ async def test_split_over_an_empty_list_and_non_list(make_controller, tmp_path, 
     config = workflow_config(tmp_path, {"fanout": SPLIT.replace("POLICY", "fail")}, agents={"worker": []})
     controller = await make_controller(config_dir=config)
     events = await run(controller, "fanout", {"items": []})
-    assert events[-1].type == "complete" and events[-1].data["response"] == ""
+    assert events[-1].type == "complete" and events[-1].data.response == ""
     assert llm.requests == []
 
 
@@ -236,10 +236,10 @@ async def test_branch_first_success_wins_and_cancels_the_rest(make_controller, t
 
     answers = ByAgent(llm, {"fast": fast, "slow": slow})
     events = await run(controller, "race", {})
-    assert events[-1].type == "complete" and events[-1].data["response"] == "quick answer"
+    assert events[-1].type == "complete" and events[-1].data.response == "quick answer"
     done = node_events(events)
-    assert done["quick#1[0]"]["status"] == "ok"
-    assert done["ponder#1[1]"]["status"] == "cancelled"
+    assert done["quick#1[0]"].status == "ok"
+    assert done["ponder#1[1]"].status == "cancelled"
     assert "polish#1[1]" not in done  # the lost path stopped: its next node never ran
     assert answers.agents().count("slow") == 1
     await wait_until(lambda: llm.disconnects == 1)  # the slow call was cancelled mid-stream
@@ -255,9 +255,9 @@ async def test_branch_every_path_failing_fails_the_merge(make_controller, tmp_pa
     controller = await make_controller(config_dir=config)
     ByAgent(llm, {"fast": [Error(400, "fast broke")], "slow": [Error(400, "slow broke")]})
     events = await run(controller, "race", {})
-    assert events[-1].type == "error" and "every path of the branch failed" in events[-1].data["message"]
+    assert events[-1].type == "error" and "every path of the branch failed" in events[-1].data.message
     done = node_events(events)
-    assert done["polish#1[1]"]["status"] == "skipped"
+    assert done["polish#1[1]"].status == "skipped"
 
 
 REPAIR = """
@@ -282,8 +282,8 @@ async def test_output_schema_gets_one_repair_round(make_controller, tmp_path, ll
     controller = await make_controller(config_dir=config)
     ByAgent(llm, {"classifier": [Text("it is x, I think"), Text('```json\n{"category": "x"}\n```')]})
     events = await run(controller, "repair", {})
-    assert events[-1].type == "complete" and events[-1].data["response"] == "x"
-    assert node_events(events)["classify#1"]["repaired"] is True
+    assert events[-1].type == "complete" and events[-1].data.response == "x"
+    assert node_events(events)["classify#1"].repaired is True
     first, second = llm.requests
     assert "matches this JSON Schema" in first["messages"][1]["content"]
     note = second["messages"][-1]
@@ -296,7 +296,7 @@ async def test_output_schema_fails_after_the_repair_round(make_controller, tmp_p
     ByAgent(llm, {"classifier": [Text('{"category": "z"}'), Text('{"category": "w"}')]})
     events = await run(controller, "repair", {})
     assert events[-1].type == "error"
-    assert "after one repair round" in events[-1].data["message"] and "category" in events[-1].data["message"]
+    assert "after one repair round" in events[-1].data.message and "category" in events[-1].data.message
     assert len(llm.requests) == 2
 
 
@@ -319,7 +319,7 @@ async def test_decision_agent_chooses_from_the_labels(make_controller, tmp_path,
     controller = await make_controller(config_dir=config)
     ByAgent(llm, {"judge": [Text(as_json({"choice": "maybe"})), Text(as_json({"choice": "no", "reason": "3 < 10"}))]})
     events = await run(controller, "decide", {"n": 3})
-    assert events[-1].data["response"] == "small"
+    assert events[-1].data.response == "small"
     prompt = llm.requests[0]["messages"][1]["content"]
     assert '"yes", "no"' in prompt and "choice" in prompt
     records = {r["execution_id"]: r for r in await controller.store.lineage(events[0].message_id)}
@@ -393,13 +393,13 @@ async def test_tool_decision_routes_on_its_output_and_continue_on_failure(make_c
     controller = await make_controller(config_dir=config, extra_tools=[measure])
     ByAgent(llm, {"writer": [Error(400, "model refused")]})
     events = await run(controller, "gate", {"text": "hi"})
-    assert events[-1].type == "complete" and events[-1].data["response"] == ""
+    assert events[-1].type == "complete" and events[-1].data.response == ""
     records = {r["execution_id"]: r for r in await controller.store.lineage(events[0].message_id)}
     assert records["check#1"]["output"] == {"choice": "short"}
     assert records["check#1"]["input"]["arguments"] == {"text": "hi"} and records["check#1"]["input"]["value"] == "short"
     assert records["brief#1"]["status"] == "failed" and "model refused" in records["brief#1"]["error"]
     assert records["done#1"]["parents"] == ["brief#1"] and records["done#1"]["output"] is None
-    assert [e.data["tool"] for e in events if e.type == "tool_start"] == ["measure"]
+    assert [e.data.tool for e in events if e.type == "tool_start"] == ["measure"]
 
 
 async def test_leaving_the_stream_cancels_the_run_and_its_items(make_controller, tmp_path, llm):

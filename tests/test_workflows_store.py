@@ -70,7 +70,7 @@ async def test_paused_split_on_postgres_resumes_in_a_new_controller(tmp_path, ma
         controller = await ExecutionController.open(settings)
         try:
             events = [e async for e in controller.run_workflow("journal", {"items": ["a", "b"]})]
-            assert events[-1].type == "permission_request" and len(events[-1].data["calls"]) == 2
+            assert events[-1].type == "permission_request" and len(events[-1].data.calls) == 2
             mid, thread = events[-1].message_id, events[-1].thread_id
         finally:
             await controller.aclose()

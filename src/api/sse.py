@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 from starlette.responses import StreamingResponse
 
-from ..core.events import Event
+from ..core.events import Event, EventType
 
 PING = b": ping\n\n"
 RETRY_MS = 2000
@@ -33,7 +33,7 @@ SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
 def format_event(event: Event) -> bytes:
-    lines = [] if event.type == "llm_chunk" else [f"id: {event.event_id}"]
+    lines = [] if event.type == EventType.LLM_CHUNK else [f"id: {event.event_id}"]
     lines += [f"event: {event.type}", f"data: {event.model_dump_json()}"]
     return ("\n".join(lines) + "\n\n").encode()
 

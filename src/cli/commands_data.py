@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from ..client.legacy import ExecutionController
+from ..core.events import EventType
 from . import views
 from .app import JsonOption, app, execute
 from .options import with_globals
@@ -100,7 +101,7 @@ def _print_event(out: Any, event: Any, json_: bool) -> None:
     if json_:
         sys.stdout.write(event.model_dump_json() + "\n")
         sys.stdout.flush()
-    elif event.type != "llm_chunk":
+    elif event.type != EventType.LLM_CHUNK:
         out.print(views.event_line(event))
 
 

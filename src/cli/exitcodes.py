@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+from ..core.event_payloads import EventType, Outcome
 from ..errors import NotFoundError, ResumeConflictError, UserError
 
 OK = 0
@@ -49,12 +50,13 @@ def for_exception(exc: BaseException) -> int:
     return FAILED
 
 
-def for_outcome(event_type: str | None, outcome: str | None = None) -> int:
+def for_outcome(event_type: EventType | str | None, outcome: str | None = None) -> int:
     """The exit code for the last word of a run's event stream."""
-    if event_type == "complete":
-        return {"max_tool_rounds": MAX_ROUNDS, "budget_exceeded": BUDGET}.get(outcome or "", OK)
-    if event_type == "cancelled":
+    if event_type == EventType.COMPLETE:
+        stopped: dict[str, int] = {Outcome.MAX_TOOL_ROUNDS: MAX_ROUNDS, Outcome.BUDGET_EXCEEDED: BUDGET}
+        return stopped.get(outcome or "", OK)
+    if event_type == EventType.CANCELLED:
         return CANCELLED
-    if event_type == "permission_request":
+    if event_type == EventType.PERMISSION_REQUEST:
         return PAUSED
     return FAILED

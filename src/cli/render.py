@@ -19,6 +19,7 @@ from rich.text import Text
 
 from ..core.event_payloads import (
     AgentCompleteData,
+    AgentEventData,
     AgentStartData,
     ArtifactCreatedData,
     ArtifactUpdatedData,
@@ -26,11 +27,11 @@ from ..core.event_payloads import (
     CompleteData,
     ContextCompactedData,
     ErrorData,
-    EventData,
     HandoffData,
     LLMChunkData,
     LLMCompleteData,
     MetadataData,
+    Outcome,
     PermissionRequestData,
     PermissionResultData,
     SubagentCompleteData,
@@ -70,8 +71,8 @@ def seconds(ms: float | None) -> str:
     return f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
 
 
-def closing_line(data: EventData | dict[str, Any]) -> str:
-    metrics = data.get("metrics") or {}
+def closing_line(data: CompleteData) -> str:
+    metrics = data.metrics
     tokens = metrics.get("tokens") or {}
     parts = [seconds(metrics.get("wall_ms"))]
     if tokens:
@@ -106,13 +107,13 @@ def _result_text(data: ToolCompleteData) -> str:
     return short(data.result.error or "failed", 120)
 
 
-def compaction_text(data: Any) -> str:
+def compaction_text(data: ContextCompactedData) -> str:
     what = (
-        f"{data.get('messages_summarized')} earlier messages summarized"
-        if data.get("scope") == "history"
-        else f"{data.get('rounds_summarized', 0)} rounds summarized"
+        f"{data.messages_summarized} earlier messages summarized"
+        if data.scope == "history"
+        else f"{data.rounds_summarized} rounds summarized"
     )
-    return f"{data.get('tokens_before', 0):,} → {data.get('tokens_after', 0):,} tokens, {what}"
+    return f"{data.tokens_before:,} → {data.tokens_after:,} tokens, {what}"
 
 
 def _tokens(value: int | None) -> str:
@@ -188,9 +189,9 @@ class JsonRenderer:
         out = self.out or sys.stdout
         out.write(event.model_dump_json() + "\n")
         out.flush()
-        if event.type == "error":
-            self.err.print(Text(f"✗ run failed: {short(event.data.get('message'), 300)}"))
-        elif event.type == "cancelled":
+        if isinstance(event.data, ErrorData):
+            self.err.print(Text(f"✗ run failed: {short(event.data.message, 300)}"))
+        elif isinstance(event.data, CancelledData):
             self.err.print(f"✗ cancelled · partial answer saved on message {event.message_id}")
 
 
@@ -208,7 +209,7 @@ class LiveRenderer:
 
     @staticmethod
     def _prefix(event: Event) -> str:
-        invocation = event.data.get("invocation")
+        invocation = event.data.invocation if isinstance(event.data, AgentEventData) else None
         if invocation in (None, LEAD):
             return ""
         return f"    [{event.agent or invocation}] "
@@ -226,9 +227,9 @@ class LiveRenderer:
         self._close_stream()
         self.out.print(Text(self._prefix(event) + text, style=style))
 
-    def _stream(self, event: Event) -> None:
-        delta = event.data.get("delta") or ""
-        lane = event.data.get("invocation") or LEAD
+    def _stream(self, event: Event, d: LLMChunkData) -> None:
+        delta = d.delta
+        lane = d.invocation or LEAD
         if lane == LEAD:
             self._lead_text.append(delta)
         if lane != self._lane:
@@ -244,37 +245,61 @@ class LiveRenderer:
     # --- events ----------------------------------------------------------------------------
 
     def event(self, event: Event) -> None:
-        handler = getattr(self, f"_on_{event.type}", None)
-        if handler is not None:
-            handler(event)
+        match event.data:
+            case MetadataData() as d:
+                what = "recovered run" if d.recovered else "conversation"
+                self.out.print(f"[dim]{what} {event.conversation_id} · message {event.message_id}[/dim]")
+            case AgentStartData() as d:
+                self._on_agent_start(event, d)
+            case LLMChunkData() as d:
+                self._stream(event, d)
+            case LLMCompleteData() | AgentCompleteData() | PermissionRequestData():
+                self._close_stream()
+            case ToolStartData() as d:
+                self._on_tool_start(event, d)
+            case ToolCompleteData() as d:
+                self._on_tool_complete(event, d)
+            case PermissionResultData() as d:
+                self._on_permission_result(event, d)
+            case SubagentStartData() as d:
+                self._line(event, f"↳ delegated: {short(d.instruction)}", "magenta")
+            case SubagentCompleteData() as d:
+                self._on_subagent_complete(event, d)
+            case ArtifactCreatedData() as d:
+                self._line(
+                    event, f"◆ artifact {d.artifact_id} created (v{d.version}) · {short(d.title, 60)}", "yellow"
+                )
+            case ArtifactUpdatedData() as d:
+                self._line(event, f"◆ artifact {d.artifact_id} updated → v{d.version}", "yellow")
+            case WorkflowNodeStartData() as d:
+                self._line(event, f"▶ {d.execution} [{d.role}]", "bold")
+            case WorkflowNodeCompleteData() as d:
+                self._on_workflow_node_complete(event, d)
+            case HandoffData() as d:
+                note = f": {short(d.message, 80)}" if d.message else ""
+                self._line(event, f"⇢ {d.from_agent} hands over to {d.to_agent}{note}", "cyan")
+            case ContextCompactedData() as d:
+                self._line(event, f"⋯ context compacted: {compaction_text(d)}", "dim")
+            case CompleteData() as d:
+                self._on_complete(d)
+            case CancelledData() as d:
+                self._on_cancelled(event, d)
+            case ErrorData() as d:
+                self._close_stream()
+                self.err.print(Text(f"✗ run failed: {short(d.message, 300)}", style="red"))
 
-    def _on_metadata(self, event: Event) -> None:
-        what = "recovered run" if event.data.get("recovered") else "conversation"
-        self.out.print(f"[dim]{what} {event.conversation_id} · message {event.message_id}[/dim]")
-
-    def _on_agent_start(self, event: Event) -> None:
-        if event.data.get("invocation") in (None, LEAD):
+    def _on_agent_start(self, event: Event, d: AgentStartData) -> None:
+        lead = d.invocation in (None, LEAD)
+        if lead:
             self._lead_text = []
-        round_ = event.data.get("round", 1)
-        label = event.agent if event.data.get("invocation") in (None, LEAD) else "working"
-        self._line(event, f"● {label}" + (f" · round {round_}" if round_ != 1 else ""), "bold blue")
+        label = event.agent if lead else "working"
+        self._line(event, f"● {label}" + (f" · round {d.round}" if d.round != 1 else ""), "bold blue")
 
-    def _on_llm_chunk(self, event: Event) -> None:
-        self._stream(event)
-
-    def _on_llm_complete(self, event: Event) -> None:
-        self._close_stream()
-
-    _on_agent_complete = _on_llm_complete
-    _on_permission_request = _on_llm_complete
-
-    def _on_tool_start(self, event: Event) -> None:
-        d: ToolStartData = event.data  # type: ignore[assignment]
+    def _on_tool_start(self, event: Event, d: ToolStartData) -> None:
         edited = " (edited)" if d.edited else ""
         self._line(event, f"  → {d.tool} {short(d.arguments, 120)}{edited}", "cyan")
 
-    def _on_tool_complete(self, event: Event) -> None:
-        d: ToolCompleteData = event.data  # type: ignore[assignment]
+    def _on_tool_complete(self, event: Event, d: ToolCompleteData) -> None:
         if d.success:
             text = f"  ✓ {d.tool} · {seconds(d.duration_ms)}"
             result = _result_text(d)
@@ -283,8 +308,7 @@ class LiveRenderer:
             label = "denied" if d.denied else "failed"
             self._line(event, f"  ✗ {d.tool} {label} · {_result_text(d)}", "red")
 
-    def _on_permission_result(self, event: Event) -> None:
-        d: PermissionResultData = event.data  # type: ignore[assignment]
+    def _on_permission_result(self, event: Event, d: PermissionResultData) -> None:
         for decision in d.decisions:
             reason = f": {decision.reason}" if decision.reason else ""
             style = "red" if decision.action == "deny" else "green"
@@ -294,69 +318,36 @@ class LiveRenderer:
                 style,
             )
 
-    def _on_subagent_start(self, event: Event) -> None:
-        self._line(event, f"↳ delegated: {short(event.data.get('instruction'))}", "magenta")
-
-    def _on_subagent_complete(self, event: Event) -> None:
-        d: SubagentCompleteData = event.data  # type: ignore[assignment]
+    def _on_subagent_complete(self, event: Event, d: SubagentCompleteData) -> None:
         if d.status == "failed":
             self._line(event, f"↳ failed: {short(d.error)}", "red")
         else:
             self._line(event, "↳ finished", "magenta")
 
-    def _on_artifact_created(self, event: Event) -> None:
-        d: ArtifactCreatedData = event.data  # type: ignore[assignment]
-        self._line(
-            event, f"◆ artifact {d.artifact_id} created (v{d.version}) · {short(d.title, 60)}", "yellow"
-        )
-
-    def _on_artifact_updated(self, event: Event) -> None:
-        d: ArtifactUpdatedData = event.data  # type: ignore[assignment]
-        self._line(event, f"◆ artifact {d.artifact_id} updated → v{d.version}", "yellow")
-
-    def _on_workflow_node_start(self, event: Event) -> None:
-        d: WorkflowNodeStartData = event.data  # type: ignore[assignment]
-        self._line(event, f"▶ {d.execution} [{d.role}]", "bold")
-
-    def _on_workflow_node_complete(self, event: Event) -> None:
-        d: WorkflowNodeCompleteData = event.data  # type: ignore[assignment]
+    def _on_workflow_node_complete(self, event: Event, d: WorkflowNodeCompleteData) -> None:
         ok = d.status == "ok"
         detail = f": {short(d.error)}" if d.error else f" → {short(d.output_summary, 80)}"
         self._line(event, f"{'✓' if ok else '✗'} {d.execution} {d.status}{detail}", "green" if ok else "yellow")
 
-    def _on_handoff(self, event: Event) -> None:
-        d: HandoffData = event.data  # type: ignore[assignment]
-        note = f": {short(d.message, 80)}" if d.message else ""
-        self._line(event, f"⇢ {d.from_agent} hands over to {d.to_agent}{note}", "cyan")
-
-    def _on_context_compacted(self, event: Event) -> None:
-        self._line(event, f"⋯ context compacted: {compaction_text(event.data)}", "dim")
-
-    def _on_complete(self, event: Event) -> None:
+    def _on_complete(self, d: CompleteData) -> None:
         self._close_stream()
-        response = event.data.get("response") or ""
+        response = d.response or ""
         if response.strip() and response.strip() != "".join(self._lead_text).strip():
             self.out.print(Text(response))  # not streamed (e.g. a limit notice): show it
-        if event.data.get("outcome") == "max_tool_rounds":
+        if d.outcome == Outcome.MAX_TOOL_ROUNDS:
+            self.out.print(f"[yellow]⚠ stopped at max_tool_rounds[/yellow] · {escape(closing_line(d))}")
+        elif d.outcome == Outcome.BUDGET_EXCEEDED:
             self.out.print(
-                f"[yellow]⚠ stopped at max_tool_rounds[/yellow] · {escape(closing_line(event.data))}"
-            )
-        elif event.data.get("outcome") == "budget_exceeded":
-            self.out.print(
-                f"[yellow]⚠ stopped: {escape(event.data.get('reason') or 'budget reached')}[/yellow]"
-                f" · {escape(closing_line(event.data))}"
+                f"[yellow]⚠ stopped: {escape(d.reason or 'budget reached')}[/yellow]"
+                f" · {escape(closing_line(d))}"
             )
         else:
-            self.out.print(f"[green]✓ done[/green] · {escape(closing_line(event.data))}")
+            self.out.print(f"[green]✓ done[/green] · {escape(closing_line(d))}")
 
-    def _on_cancelled(self, event: Event) -> None:
+    def _on_cancelled(self, event: Event, d: CancelledData) -> None:
         self._close_stream()
-        partial = event.data.get("partial_response") or ""
+        partial = d.partial_response or ""
         self.err.print(
             f"[yellow]✗ cancelled[/yellow] · partial answer saved ({len(partial)} characters) "
             f"on message {event.message_id}"
         )
-
-    def _on_error(self, event: Event) -> None:
-        self._close_stream()
-        self.err.print(Text(f"✗ run failed: {short(event.data.get('message'), 300)}", style="red"))

@@ -25,7 +25,8 @@ from rich.console import Console
 from rich.text import Text
 
 from ..client.legacy import ExecutionController
-from ..core.events import Event
+from ..core.event_payloads import CompleteData, PermissionRequestData
+from ..core.events import Event, EventType
 from ..errors import InvalidResumeError
 from . import exitcodes
 from .approvals import PromptAborted, ask, print_paused
@@ -152,7 +153,7 @@ class Session:
             async for event in stream:
                 if self.message_id is None:
                     self.message_id = event.message_id
-                if event.is_final and event.type != "permission_request":
+                if event.is_final and event.type != EventType.PERMISSION_REQUEST:
                     self.guard.settle(self._code(event))  # no later signal changes the outcome
                 self.renderer.event(event)
                 if event.is_final:
@@ -160,8 +161,8 @@ class Session:
         return final
 
     async def _settle(self, outcome: Event | int | None) -> int:
-        while isinstance(outcome, Event) and outcome.type == "permission_request":
-            outcome = await self._answer(outcome.message_id, outcome.data.get("calls") or [])
+        while isinstance(outcome, Event) and isinstance(outcome.data, PermissionRequestData):
+            outcome = await self._answer(outcome.message_id, [c.to_dict() for c in outcome.data.calls])
         if isinstance(outcome, int):
             return outcome
         if outcome is None:
@@ -170,9 +171,10 @@ class Session:
         return self._code(outcome)
 
     def _code(self, final: Event) -> int:
-        if final.type == "cancelled" and self.guard.interrupted:
+        if final.type == EventType.CANCELLED and self.guard.interrupted:
             return self.guard.exit_code  # 130 after Ctrl-C, 143 after SIGTERM
-        return exitcodes.for_outcome(final.type, final.data.get("outcome"))
+        outcome = final.data.outcome if isinstance(final.data, CompleteData) else None
+        return exitcodes.for_outcome(final.type, outcome)
 
     async def _answer(self, message_id: str, calls: list[dict[str, Any]]) -> Event | int | None:
         """Answer one pause; returns the resumed segment's last word, or an exit code."""

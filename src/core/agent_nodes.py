@@ -25,6 +25,19 @@ from ..hooks.types import AgentStep
 from ..tools.base import Permission
 from .agent_window import node_result, windowed_call
 from .context import RunContext
+from .event_payloads import (
+    AgentCompleteData,
+    AgentEventData,
+    AgentStartData,
+    LLMChunkData,
+    LLMCompleteData,
+    SubagentCompleteData,
+    SubagentStartData,
+    SubagentStatus,
+    ToolCallRequest,
+    Usage,
+)
+from .events import Emitted
 from .state import LEAD, AgentState, ExecutionPhase, merge_agent_response_to_state
 from .window import Prices, cost_usd, rounds_in
 
@@ -40,10 +53,8 @@ class Emitter:
         self.agent = agent
         self.invocation = invocation
 
-    def __call__(self, type_: str, **data: Any) -> None:
-        self._write(
-            {"type": type_, "agent": self.agent, "data": {"invocation": self.invocation, **data}}
-        )
+    def __call__(self, data: AgentEventData) -> None:
+        self._write(Emitted(data.model_copy(update={"invocation": self.invocation}), self.agent))
 
 
 def close_lead_round(state: AgentState) -> list[dict[str, Any]]:
@@ -116,7 +127,7 @@ async def _llm_step(
     request = await hook_points.before_model(context, agent, request)
 
     def on_delta(text: str) -> None:
-        emit("llm_chunk", delta=text)
+        emit(LLMChunkData(delta=text))
 
     started = time.perf_counter()
     try:
@@ -127,23 +138,22 @@ async def _llm_step(
     duration = (time.perf_counter() - started) * 1000
     response = await hook_points.after_model(context, agent, request, response, duration)
     usage = response.usage
-    emit(
-        "llm_complete",
+    emit(LLMCompleteData(
         content=response.content,
-        tool_calls=response.tool_calls,
+        tool_calls=[ToolCallRequest.model_validate(c) for c in response.tool_calls],
         model=response.model,
         # A usage the provider did not report stays None (unknown), never a made-up 0.
-        usage={
-            "prompt_tokens": usage.prompt_tokens if usage else None,
-            "completion_tokens": usage.completion_tokens if usage else None,
-        },
+        usage=Usage(
+            prompt_tokens=usage.prompt_tokens if usage else None,
+            completion_tokens=usage.completion_tokens if usage else None,
+        ),
         duration_ms=round(duration, 2),
         attempts=response.attempts,
         finish_reason=response.finish_reason,
         cost_usd=(
             cost_usd(usage.prompt_tokens, usage.completion_tokens, Prices.of(target)) if usage else None
         ),
-    )
+    ))
     return response
 
 
@@ -168,7 +178,7 @@ async def lead_agent(state: AgentState, runtime: Runtime[RunContext]) -> Any:
         artifacts=artifacts,
     )
     used = rounds_in(memory)  # summarized rounds count too
-    emit("agent_start", round=used + 1)
+    emit(AgentStartData(round=used + 1))
     agent = await hook_points.agent_start(context, spec, LEAD, used + 1)
     step = await windowed_call(
         context, spec, LEAD, fixed=fixed, memory=memory, task=state.get("current_task", ""),
@@ -193,12 +203,7 @@ async def lead_agent(state: AgentState, runtime: Runtime[RunContext]) -> Any:
     if closing:
         update["agent_memories"] = {LEAD: closing + update["agent_memories"][LEAD], HELD: None}
         update["subagent_pending"] = None
-    emit(
-        "agent_complete",
-        content=response.content,
-        tool_calls=len(calls),
-        outcome=update.get("outcome"),
-    )
+    emit(AgentCompleteData(content=response.content, tool_calls=len(calls), outcome=update.get("outcome")))
     await hook_points.agent_end(context, agent, response.content, len(calls), update.get("outcome"))
     return node_result(update, step.replaced(update, LEAD))
 
@@ -219,8 +224,8 @@ async def subagent_step(
     emit = Emitter(runtime, spec.name, invocation)
     rounds = int(record.get("rounds", 0))
     if rounds == 0 and not memory:
-        emit("subagent_start", instruction=record["instruction"], tool_call_id=record["tool_call_id"])
-    emit("agent_start", round=rounds + 1)
+        emit(SubagentStartData(instruction=record["instruction"], tool_call_id=record["tool_call_id"]))
+    emit(AgentStartData(round=rounds + 1))
     agent = await hook_points.agent_start(context, spec, invocation, rounds + 1, record)
     fixed = subagent_messages(spec, instruction=record["instruction"], plan=plan, memory=[])
     try:
@@ -234,8 +239,8 @@ async def subagent_step(
         raise  # a failing hook ends the run; it is not this subagent's failure
     except (LLMError, ArtifactFlowError) as exc:
         await hook_points.agent_failed(context, agent, exc)
-        emit("agent_complete", content="", tool_calls=0, outcome="failed", error=str(exc))
-        emit("subagent_complete", status="failed", error=str(exc), tool_call_id=record["tool_call_id"])
+        emit(AgentCompleteData(content="", tool_calls=0, outcome="failed", error=str(exc)))
+        emit(SubagentCompleteData(status=SubagentStatus.FAILED, error=str(exc), tool_call_id=record["tool_call_id"]))
         return {"subagent_pending": {invocation: {"status": "failed", "error": str(exc)}}}
     calls = _unique_ids(response.tool_calls, taken, invocation.rsplit(":", 1)[-1])
     calls, refused = await hook_points.decide_calls(context, agent, calls)
@@ -250,17 +255,16 @@ async def subagent_step(
     )
     hook_points.mark_refused(update, refused)
     status = update.get("subagent_pending", {}).get(invocation, {}).get("status")
-    emit("agent_complete", content=response.content, tool_calls=len(calls), outcome=status)
+    emit(AgentCompleteData(content=response.content, tool_calls=len(calls), outcome=status))
     error = update.get("subagent_pending", {}).get(invocation, {}).get("error")
     await hook_points.agent_end(context, agent, response.content, len(calls), status if status in ("done", "failed") else None, error)
     if status in ("done", "failed"):
-        emit(
-            "subagent_complete",
-            status=status,
+        emit(SubagentCompleteData(
+            status=SubagentStatus(status),
             result=update["subagent_pending"][invocation].get("result"),
             error=update["subagent_pending"][invocation].get("error"),
             tool_call_id=record["tool_call_id"],
-        )
+        ))
     update[REPLACED] = step.replaced(update, invocation)
     return update
 

@@ -35,6 +35,7 @@ from ..agents.model.openai_wire import output_limit
 from ..agents.spec import AgentSpec
 from ..errors import ContextOverflowError, LLMError
 from .context import RunContext, Services
+from .event_payloads import AgentEventData, ContextCompactedData
 from .window import (
     CompactionConfig,
     CompactionResult,
@@ -53,7 +54,7 @@ log = logging.getLogger("artifactflow")
 
 Message = dict[str, Any]
 MIN_SHARE = 0.1  # the lowest compaction threshold an output bound may push us to
-Emit = Callable[..., None]
+Emit = Callable[[AgentEventData], None]
 Call = Callable[[list[Message]], Awaitable[ModelResponse]]
 
 
@@ -255,8 +256,7 @@ async def windowed_call(
 def _announce(emit: Emit, result: CompactionResult, summarizer: Summarizer) -> None:
     data = result.event_data()
     summary = summarizer.event_data() if data["summary_chars"] else {}
-    emit(
-        "context_compacted",
+    emit(ContextCompactedData(
         scope="memory",
         tokens_before=data["tokens_before"],
         tokens_after=data["tokens_after"],
@@ -264,4 +264,4 @@ def _announce(emit: Emit, result: CompactionResult, summarizer: Summarizer) -> N
         aggressive=data["aggressive"],
         results_shortened=data["results_shortened"],
         **summary,
-    )
+    ))

@@ -32,8 +32,8 @@ the HTTP API publishes the same shapes in its OpenAPI schema (`TypedEvent`, disc
 | `agent` | string or null | the agent that produced it |
 | `conversation_id`, `message_id`, `thread_id` | string | where it belongs |
 
-From Python, `event.data` is the typed payload (`event.data.delta`); `event.data["delta"]` and
-`.get()` also work.
+From Python, `event.data` is the typed payload, one class per type in
+`artifactflow.core.event_payloads` (`event.data.delta`, `isinstance(event.data, ToolCompleteData)`).
 """
 
 

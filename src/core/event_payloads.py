@@ -2,19 +2,44 @@
 
 The wire format is the JSON object each class dumps to: exactly the fields the emitter set, so
 adding an optional field never changes what older events look like. Readers use attributes
-(`event.data.delta`); the mapping methods (`event.data["delta"]`, `.get`) keep scripts written
-against the first release working. Emitters build these through `Event.build`, which refuses a
-field the type does not declare, so a shape cannot drift silently; events read back from the
+(`event.data.delta`, `isinstance(event.data, ToolCompleteData)`). Each class carries its
+event type (`LLMChunkData.type`), so an emitter names none: it builds the payload
+(`emit(LLMChunkData(delta=text))`) and pyright checks every field; `Event.build` also refuses
+an undeclared field at run time, so a shape cannot drift silently. Events read back from the
 log are parsed leniently (an older or newer writer's extra fields are kept, not rejected).
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
+
+
+class EventType(enum.StrEnum):
+    """Every event type's name (names are forever: UIs and scripts key on them)."""
+
+    METADATA = "metadata"
+    AGENT_START = "agent_start"
+    LLM_CHUNK = "llm_chunk"
+    LLM_COMPLETE = "llm_complete"
+    AGENT_COMPLETE = "agent_complete"
+    TOOL_START = "tool_start"
+    TOOL_COMPLETE = "tool_complete"
+    PERMISSION_REQUEST = "permission_request"
+    PERMISSION_RESULT = "permission_result"
+    SUBAGENT_START = "subagent_start"
+    SUBAGENT_COMPLETE = "subagent_complete"
+    ARTIFACT_CREATED = "artifact_created"
+    ARTIFACT_UPDATED = "artifact_updated"
+    WORKFLOW_NODE_START = "workflow_node_start"
+    WORKFLOW_NODE_COMPLETE = "workflow_node_complete"
+    HANDOFF = "handoff"
+    CONTEXT_COMPACTED = "context_compacted"
+    COMPLETE = "complete"
+    CANCELLED = "cancelled"
+    ERROR = "error"
 
 
 class MessageStatus(enum.StrEnum):
@@ -64,7 +89,7 @@ class DecisionAction(enum.StrEnum):
 
 
 class Record(BaseModel):
-    """Typed fields, dumped as set, readable (and comparable) like the dicts of old."""
+    """Typed fields, dumped as set (a field the emitter left out stays out of the JSON)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -74,53 +99,26 @@ class Record(BaseModel):
         keep = self.model_fields_set | set(self.__pydantic_extra__ or {})
         return {k: v for k, v in dumped.items() if k in keep}
 
-    # --- mapping compatibility (first-release readers used dicts) ---------------------------
-
-    def __getitem__(self, key: str) -> Any:
-        if key in self:
-            return getattr(self, key)
-        raise KeyError(key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key) if key in self else default
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and (
-            key in self.model_fields_set or key in (self.__pydantic_extra__ or {})
-        )
-
-    def keys(self) -> list[str]:
-        return list(self.to_dict())
-
-    def items(self) -> Iterator[tuple[str, Any]]:
-        return iter(self.to_dict().items())
-
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, dict):
-            return self.to_dict() == other
-        return super().__eq__(other)
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 class EventData(Record):
-    """Base of every event payload."""
+    """Base of every event payload; each subclass sets `type` to its event type."""
 
-    event_type: ClassVar[str] = ""
+    type: ClassVar[EventType]
 
 
-class _AgentData(EventData):
+class AgentEventData(EventData):
     invocation: str | None = Field(
-        None, description="Which agent invocation: 'lead' or 'agent:xxxxxxxx' for a subagent"
+        default=None, description="Which agent invocation: 'lead' or 'agent:xxxxxxxx' for a subagent"
     )
 
 
 class Usage(Record):
-    prompt_tokens: int | None = Field(None, description="None when the provider reported none")
-    completion_tokens: int | None = Field(None, description="None when the provider reported none")
+    prompt_tokens: int | None = Field(default=None, description="None when the provider reported none")
+    completion_tokens: int | None = Field(default=None, description="None when the provider reported none")
 
 
 class ToolCallRequest(Record):
@@ -131,25 +129,25 @@ class ToolCallRequest(Record):
 
 class ToolResultData(Record):
     success: bool
-    data: Any = Field(None, description="What the tool returned (JSON)")
-    error: str | None = Field(None, description="The error text the model saw")
-    metadata: dict[str, Any] = Field({}, description="Flags such as denied, interrupted")
+    data: Any = Field(default=None, description="What the tool returned (JSON)")
+    error: str | None = Field(default=None, description="The error text the model saw")
+    metadata: dict[str, Any] = Field(default={}, description="Flags such as denied, interrupted")
 
 
 class PendingCall(Record):
     tool_call_id: str = Field(description="Answer with this id")
     tool: str = Field(description="Tool name")
     arguments: Any = Field(description="Parsed arguments (raw text when they were not JSON)")
-    agent: str | None = Field(None, description="The agent that asked")
-    invocation: str | None = Field(None, description="The agent invocation that asked")
+    agent: str | None = Field(default=None, description="The agent that asked")
+    invocation: str | None = Field(default=None, description="The agent invocation that asked")
 
 
 class DecisionRecord(Record):
     tool_call_id: str
     tool: str
     action: DecisionAction
-    reason: str | None = Field(None, description="A denial's message for the model")
-    arguments: Any = Field(None, description="An edit's new arguments")
+    reason: str | None = Field(default=None, description="A denial's message for the model")
+    arguments: Any = Field(default=None, description="An edit's new arguments")
 
 
 # --- one class per event type ----------------------------------------------------------------
@@ -158,121 +156,121 @@ class DecisionRecord(Record):
 class MetadataData(EventData):
     """First event of a run: what was asked, or that a dead owner's run was recovered."""
 
-    event_type: ClassVar[str] = "metadata"
-    parent_message_id: str | None = Field(None, description="The message this one answers after")
-    content: str | None = Field(None, description="The user's message")
-    lead_agent: str | None = Field(None, description="Name of the lead agent that runs it")
+    type = EventType.METADATA
+    parent_message_id: str | None = Field(default=None, description="The message this one answers after")
+    content: str | None = Field(default=None, description="The user's message")
+    lead_agent: str | None = Field(default=None, description="Name of the lead agent that runs it")
     recovered: bool | None = Field(
-        None, description="True when this segment continues a run whose process died"
+        default=None, description="True when this segment continues a run whose process died"
     )
-    workflow: str | None = Field(None, description="The workflow this message runs")
-    input: dict[str, Any] | None = Field(None, description="The workflow's validated input")
+    workflow: str | None = Field(default=None, description="The workflow this message runs")
+    input: dict[str, Any] | None = Field(default=None, description="The workflow's validated input")
 
 
-class AgentStartData(_AgentData):
-    event_type: ClassVar[str] = "agent_start"
+class AgentStartData(AgentEventData):
+    type = EventType.AGENT_START
     round: int = Field(description="1-based step of this invocation")
 
 
-class LLMChunkData(_AgentData):
+class LLMChunkData(AgentEventData):
     """A text delta (not the accumulated text). Streamed only, never stored."""
 
-    event_type: ClassVar[str] = "llm_chunk"
+    type = EventType.LLM_CHUNK
     delta: str = Field(description="New text since the previous chunk")
 
 
-class LLMCompleteData(_AgentData):
-    event_type: ClassVar[str] = "llm_complete"
+class LLMCompleteData(AgentEventData):
+    type = EventType.LLM_COMPLETE
     content: str = Field(description="The full text of the answer")
-    tool_calls: list[ToolCallRequest] = Field([], description="Tool calls, in call order")
-    model: str | None = Field(None, description="The model name the provider reported")
-    usage: Usage = Field(Usage(), description="Token counts of this call")
-    duration_ms: float = Field(0.0, description="Wall time including retries")
-    attempts: int = Field(1, description="1 plus the number of retries")
-    finish_reason: str | None = Field(None, description="'stop', 'tool_calls', 'length', …")
+    tool_calls: list[ToolCallRequest] = Field(default=[], description="Tool calls, in call order")
+    model: str | None = Field(default=None, description="The model name the provider reported")
+    usage: Usage = Field(default=Usage(), description="Token counts of this call")
+    duration_ms: float = Field(default=0.0, description="Wall time including retries")
+    attempts: int = Field(default=1, description="1 plus the number of retries")
+    finish_reason: str | None = Field(default=None, description="'stop', 'tool_calls', 'length', …")
     cost_usd: float | None = Field(
-        None, description="From the model profile's prices; None when it has none"
+        default=None, description="From the model profile's prices; None when it has none"
     )
 
 
-class AgentCompleteData(_AgentData):
-    event_type: ClassVar[str] = "agent_complete"
-    content: str = Field("", description="The step's text")
-    tool_calls: int = Field(0, description="How many tool calls the step made")
+class AgentCompleteData(AgentEventData):
+    type = EventType.AGENT_COMPLETE
+    content: str = Field(default="", description="The step's text")
+    tool_calls: int = Field(default=0, description="How many tool calls the step made")
     outcome: str | None = Field(
-        None, description="For the lead: the run's outcome if this step ended it; for a subagent: its status"
+        default=None, description="For the lead: the run's outcome if this step ended it; for a subagent: its status"
     )
-    error: str | None = Field(None, description="Why the step failed")
+    error: str | None = Field(default=None, description="Why the step failed")
 
 
-class ToolStartData(_AgentData):
-    event_type: ClassVar[str] = "tool_start"
+class ToolStartData(AgentEventData):
+    type = EventType.TOOL_START
     tool_call_id: str = Field(description="The model's id for the call")
     tool: str = Field(description="Tool name")
-    arguments: Any = Field(None, description="Parsed arguments (raw text if not JSON)")
-    edited: bool = Field(False, description="True when a person edited the arguments")
+    arguments: Any = Field(default=None, description="Parsed arguments (raw text if not JSON)")
+    edited: bool = Field(default=False, description="True when a person edited the arguments")
 
 
-class ToolCompleteData(_AgentData):
-    event_type: ClassVar[str] = "tool_complete"
+class ToolCompleteData(AgentEventData):
+    type = EventType.TOOL_COMPLETE
     tool_call_id: str = Field(description="The model's id for the call")
     tool: str = Field(description="Tool name")
     success: bool = Field(description="Whether the tool succeeded")
     result: ToolResultData = Field(description="The full result (the model may see it truncated)")
-    duration_ms: float = Field(0.0, description="How long the tool ran")
-    denied: bool | None = Field(None, description="True when a person denied the call")
-    refused: bool | None = Field(None, description="True when a hook refused the call (it never ran)")
+    duration_ms: float = Field(default=0.0, description="How long the tool ran")
+    denied: bool | None = Field(default=None, description="True when a person denied the call")
+    refused: bool | None = Field(default=None, description="True when a hook refused the call (it never ran)")
     outcome: str | None = Field(
-        None,
+        default=None,
         description="completed, failed, timed_out, abandoned (by a cancel), not_repeated "
         "(an identical call's effect was unknown), interrupted (by a crash)",
     )
     may_still_take_effect: bool | None = Field(
-        None, description="True while the call runs out of reach (a sync tool's thread)"
+        default=None, description="True while the call runs out of reach (a sync tool's thread)"
     )
 
 
 class PermissionRequestData(EventData):
     """The run paused: answer every call in `calls` (by `tool_call_id`) to resume it."""
 
-    event_type: ClassVar[str] = "permission_request"
+    type = EventType.PERMISSION_REQUEST
     interrupt_id: str = Field(description="LangGraph's id of the pause")
     interrupt_ids: list[str] | None = Field(
-        None, description="Every pause answered together (parallel workflow steps); set when several"
+        default=None, description="Every pause answered together (parallel workflow steps); set when several"
     )
-    kind: str | None = Field(None, description="'permission'")
+    kind: str | None = Field(default=None, description="'permission'")
     calls: list[PendingCall] = Field(description="The calls waiting for a decision")
 
 
 class PermissionResultData(EventData):
-    event_type: ClassVar[str] = "permission_result"
+    type = EventType.PERMISSION_RESULT
     decisions: list[DecisionRecord] = Field(description="One decision per paused call")
 
 
-class SubagentStartData(_AgentData):
-    event_type: ClassVar[str] = "subagent_start"
+class SubagentStartData(AgentEventData):
+    type = EventType.SUBAGENT_START
     instruction: str = Field(description="What the lead asked the subagent to do")
     tool_call_id: str | None = Field(description="The lead's call_subagent call (None in a workflow step)")
 
 
-class SubagentCompleteData(_AgentData):
-    event_type: ClassVar[str] = "subagent_complete"
+class SubagentCompleteData(AgentEventData):
+    type = EventType.SUBAGENT_COMPLETE
     status: SubagentStatus = Field(description="'done' or 'failed'")
-    result: str | None = Field(None, description="The subagent's answer (partial when failed)")
-    error: str | None = Field(None, description="Why it failed")
+    result: str | None = Field(default=None, description="The subagent's answer (partial when failed)")
+    error: str | None = Field(default=None, description="Why it failed")
     tool_call_id: str | None = Field(description="The lead's call_subagent call (None in a workflow step)")
 
 
-class ArtifactCreatedData(_AgentData):
-    event_type: ClassVar[str] = "artifact_created"
+class ArtifactCreatedData(AgentEventData):
+    type = EventType.ARTIFACT_CREATED
     artifact_id: str = Field(description="The artifact's id in its conversation")
     title: str
     version: int = Field(description="The new version number")
     content_type: str = Field(description="A MIME type such as text/markdown")
 
 
-class ArtifactUpdatedData(_AgentData):
-    event_type: ClassVar[str] = "artifact_updated"
+class ArtifactUpdatedData(AgentEventData):
+    type = EventType.ARTIFACT_UPDATED
     artifact_id: str = Field(description="The artifact's id in its conversation")
     title: str
     version: int = Field(description="The new version number")
@@ -281,75 +279,78 @@ class ArtifactUpdatedData(_AgentData):
     content_type: str = Field(description="A MIME type such as text/markdown")
 
 
-class WorkflowNodeStartData(EventData):
-    """A workflow node execution started (README "Workflows")."""
-
-    event_type: ClassVar[str] = "workflow_node_start"
+class _WorkflowNodeData(EventData):
     node: str = Field(description="The node's id in the workflow file")
     role: str = Field(description="start, linear, decision, split, branch, merge or exit")
-    kind: str | None = Field(None, description="'agent', 'tool' or 'group'; None for a role without a step")
+    kind: str | None = Field(default=None, description="'agent', 'tool' or 'group'; None for a role without a step")
     execution: str = Field(description="node#iteration, with [index] inside a split or branch")
     iteration: int = Field(description="1-based run of this node (loops run it again)")
-    group: str | None = Field(None, description="The split/branch execution it runs in (a merge: the one it joins)")
-    index: int | None = Field(None, description="Its item (split) or path (branch) index")
-    parents: list[str] = Field([], description="Executions whose output led here")
+    group: str | None = Field(default=None, description="The split/branch execution it runs in (a merge: the one it joins)")
+    index: int | None = Field(default=None, description="Its item (split) or path (branch) index")
+    parents: list[str] = Field(default=[], description="Executions whose output led here")
 
 
-class WorkflowNodeCompleteData(WorkflowNodeStartData):
+class WorkflowNodeStartData(_WorkflowNodeData):
+    """A workflow node execution started (README "Workflows")."""
+
+    type = EventType.WORKFLOW_NODE_START
+
+
+class WorkflowNodeCompleteData(_WorkflowNodeData):
     """A workflow node execution ended; its full input and output are in the lineage."""
 
-    event_type: ClassVar[str] = "workflow_node_complete"
+    type = EventType.WORKFLOW_NODE_COMPLETE
     status: WorkflowNodeStatus = Field(description="How it ended")
-    output_summary: str = Field("", description="The output, shortened to one line")
-    error: str | None = Field(None, description="Why it failed, was skipped or cancelled")
-    repaired: bool | None = Field(None, description="True when the answer matched its schema after the repair round")
-    outcome: str | None = Field(None, description="An agent group's outcome: 'completed' or 'max_turns'")
-    choice: str | None = Field(None, description="The label a decision chose")
-    exhausted: str | None = Field(None, description="A loop label that ran out of iterations (the fallback was taken)")
-    count: int | None = Field(None, description="How many items a split fanned out to")
-    paths: int | None = Field(None, description="How many paths a branch started")
-    failed_items: list[int] | None = Field(None, description="Split items a merge received as failed")
+    output_summary: str = Field(default="", description="The output, shortened to one line")
+    error: str | None = Field(default=None, description="Why it failed, was skipped or cancelled")
+    repaired: bool | None = Field(default=None, description="True when the answer matched its schema after the repair round")
+    outcome: str | None = Field(default=None, description="An agent group's outcome: 'completed' or 'max_turns'")
+    choice: str | None = Field(default=None, description="The label a decision chose")
+    exhausted: str | None = Field(default=None, description="A loop label that ran out of iterations (the fallback was taken)")
+    count: int | None = Field(default=None, description="How many items a split fanned out to")
+    paths: int | None = Field(default=None, description="How many paths a branch started")
+    failed_items: list[int] | None = Field(default=None, description="Split items a merge received as failed")
 
 
 class HandoffData(EventData):
     """An agent group's floor passed to another member (`envelope.agent` is the new speaker)."""
 
-    event_type: ClassVar[str] = "handoff"
+    type = EventType.HANDOFF
     execution: str = Field(description="The group node's execution")
     node: str = Field(description="The group node's id")
     from_agent: str = Field(description="Who had the floor")
     to_agent: str = Field(description="Who speaks next")
-    message: str = Field("", description="What the handing agent (or the moderator) said about it")
+    message: str = Field(default="", description="What the handing agent (or the moderator) said about it")
     by: str = Field(description="'handoff' (the agent called the tool) or 'moderator'")
     turn: int = Field(description="The turn that ended")
 
 
-class ContextCompactedData(_AgentData):
+class ContextCompactedData(AgentEventData):
     """Part of what a model call would send was condensed to fit the model's context window:
     an agent's older tool rounds (`scope` 'memory') or the conversation's earlier messages
     ('history', stored and reused by later messages). The originals stay in the event log."""
 
-    event_type: ClassVar[str] = "context_compacted"
-    scope: str = Field("memory", description="'memory' (tool rounds) or 'history' (messages)")
+    type = EventType.CONTEXT_COMPACTED
+    scope: str = Field(default="memory", description="'memory' (tool rounds) or 'history' (messages)")
     tokens_before: int = Field(description="Estimated prompt tokens before")
     tokens_after: int = Field(description="Estimated prompt tokens after")
-    rounds_summarized: int = Field(0, description="Tool rounds the summary now stands for")
+    rounds_summarized: int = Field(default=0, description="Tool rounds the summary now stands for")
     messages_summarized: int | None = Field(
-        None, description="History: earlier messages the stored summary covers"
+        default=None, description="History: earlier messages the stored summary covers"
     )
-    aggressive: bool = Field(False, description="True after the provider said 'too long'")
-    results_shortened: int = Field(0, description="Newest tool results cut to fit (with a marker)")
-    summary_model: str | None = Field(None, description="The model that wrote the summary")
-    usage: Usage = Field(Usage(), description="Token counts of the summary call")
-    cost_usd: float | None = Field(None, description="Cost of the summary call, when priced")
+    aggressive: bool = Field(default=False, description="True after the provider said 'too long'")
+    results_shortened: int = Field(default=0, description="Newest tool results cut to fit (with a marker)")
+    summary_model: str | None = Field(default=None, description="The model that wrote the summary")
+    usage: Usage = Field(default=Usage(), description="Token counts of the summary call")
+    cost_usd: float | None = Field(default=None, description="Cost of the summary call, when priced")
 
 
 class CompleteData(EventData):
-    event_type: ClassVar[str] = "complete"
+    type = EventType.COMPLETE
     response: str = Field(description="The final answer (the partial answer when stopped early)")
-    outcome: Outcome | str = Field(Outcome.COMPLETED, description="Why the run stopped")
+    outcome: Outcome | str = Field(default=Outcome.COMPLETED, description="Why the run stopped")
     reason: str | None = Field(
-        None, description="Why it stopped early (which budget, and the setting to raise)"
+        default=None, description="Why it stopped early (which budget, and the setting to raise)"
     )
     metrics: dict[str, Any] = Field(
         default_factory=dict,
@@ -359,23 +360,23 @@ class CompleteData(EventData):
 
 
 class CancelledData(EventData):
-    event_type: ClassVar[str] = "cancelled"
+    type = EventType.CANCELLED
     reason: str = Field(description="Who or what cancelled it")
-    partial_response: str | None = Field(None, description="The answer streamed so far")
+    partial_response: str | None = Field(default=None, description="The answer streamed so far")
 
 
 class ErrorData(EventData):
-    event_type: ClassVar[str] = "error"
+    type = EventType.ERROR
     message: str = Field(description="What went wrong, for people")
     kind: str | None = Field(
-        None, description="'llm', 'hook', 'abandoned', 'recovery' or an error class"
+        default=None, description="'llm', 'hook', 'abandoned', 'recovery' or an error class"
     )
-    hook: str | None = Field(None, description="With kind 'hook': the hook that raised")
-    point: str | None = Field(None, description="With kind 'hook': the hook point it raised in")
+    hook: str | None = Field(default=None, description="With kind 'hook': the hook that raised")
+    point: str | None = Field(default=None, description="With kind 'hook': the hook point it raised in")
 
 
-PAYLOADS: dict[str, type[EventData]] = {
-    cls.event_type: cls
+PAYLOADS: dict[EventType, type[EventData]] = {
+    cls.type: cls
     for cls in (
         MetadataData,
         AgentStartData,

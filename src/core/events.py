@@ -10,38 +10,19 @@ is the same envelope as a discriminated union, published in the HTTP API's schem
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, NamedTuple, Union
 
 from pydantic import BaseModel, Field, SerializeAsAny, create_model, model_validator
 
-from .event_payloads import PAYLOADS, EventData
+from .event_payloads import PAYLOADS, EventData, EventType
 
-EventType = Literal[
-    "metadata",
-    "agent_start",
-    "llm_chunk",
-    "llm_complete",
-    "agent_complete",
-    "tool_start",
-    "tool_complete",
-    "permission_request",
-    "permission_result",
-    "subagent_start",
-    "subagent_complete",
-    "artifact_created",
-    "artifact_updated",
-    "workflow_node_start",
-    "workflow_node_complete",
-    "handoff",
-    "context_compacted",
-    "complete",
-    "cancelled",
-    "error",
-]
+__all__ = ["EPHEMERAL_TYPES", "FINAL_TYPES", "Emitted", "Event", "EventSchemaError", "EventType", "TypedEvent"]
 
-EPHEMERAL_TYPES = frozenset({"llm_chunk"})
+EPHEMERAL_TYPES = frozenset({EventType.LLM_CHUNK})
 # Events after which a message's stream ends (for now or for good).
-FINAL_TYPES = frozenset({"complete", "error", "cancelled", "permission_request"})
+FINAL_TYPES = frozenset(
+    {EventType.COMPLETE, EventType.ERROR, EventType.CANCELLED, EventType.PERMISSION_REQUEST}
+)
 
 
 class EventSchemaError(ValueError):
@@ -75,22 +56,19 @@ class Event(_Envelope):
         return value
 
     @classmethod
-    def build(cls, type_: str, data: dict[str, Any] | EventData, **envelope: Any) -> Event:
-        """Build an event to emit: unknown types and undeclared fields are refused."""
-        payload = PAYLOADS.get(type_)
-        if payload is None:
-            raise EventSchemaError(f"unknown event type {type_!r}; known: {', '.join(PAYLOADS)}")
-        if isinstance(data, dict):
-            unknown = set(data) - set(payload.model_fields)
-            if unknown:
-                raise EventSchemaError(
-                    f"event {type_!r} has no field(s) {', '.join(sorted(unknown))}; declare them "
-                    f"on {payload.__name__} in core/event_payloads.py"
-                )
-            data = payload.model_validate(data)
-        elif not isinstance(data, payload):
-            raise EventSchemaError(f"event {type_!r} needs {payload.__name__}, got {type(data).__name__}")
-        return cls(type=type_, data=data, **envelope)  # type: ignore[arg-type]
+    def build(cls, data: EventData, **envelope: Any) -> Event:
+        """Build an event to emit from its payload (which names the type): a payload with a
+        field its class does not declare is refused."""
+        type_ = getattr(type(data), "type", None)
+        if type_ is None or PAYLOADS.get(type_) is not type(data):
+            raise EventSchemaError(f"{type(data).__name__} is no event payload; known: {', '.join(PAYLOADS)}")
+        extra = data.__pydantic_extra__ or {}
+        if extra:
+            raise EventSchemaError(
+                f"event {type_.value!r} has no field(s) {', '.join(sorted(extra))}; declare them "
+                f"on {type(data).__name__} in core/event_payloads.py"
+            )
+        return cls(type=type_, data=data, **envelope)
 
     @property
     def is_final(self) -> bool:
@@ -100,19 +78,36 @@ class Event(_Envelope):
         return self.model_dump_json()
 
 
-def _typed_envelope(type_: str, payload: type[EventData]) -> type[BaseModel]:
-    name = "".join(part.upper() if part == "llm" else part.capitalize() for part in type_.split("_"))
+class Emitted(NamedTuple):
+    """What a graph node writes to LangGraph's custom stream: a payload and the agent that
+    produced it. The run (`core/run/runner.py`) numbers, stores and publishes it."""
+
+    data: EventData
+    agent: str | None = None
+
+    def dump(self) -> dict[str, Any]:
+        """Plain data, for an event that waits in graph state (a workflow step's start)."""
+        return {"type": self.data.type.value, "agent": self.agent, "data": self.data.to_dict()}
+
+    @classmethod
+    def load(cls, raw: dict[str, Any]) -> Emitted:
+        """The inverse of `dump` (leniently, as stored events)."""
+        return cls(PAYLOADS[EventType(raw["type"])].model_validate(raw.get("data") or {}), raw.get("agent"))
+
+
+def _typed_envelope(type_: EventType, payload: type[EventData]) -> type[BaseModel]:
+    name = "".join(part.upper() if part == "llm" else part.capitalize() for part in type_.value.split("_"))
     name += "Event"
     return create_model(
         name,
         __base__=_Envelope,
         __doc__=payload.__doc__,
-        type=(Literal[type_], ...),  # type: ignore[valid-type]
+        type=(Literal[type_.value], ...),  # type: ignore[valid-type]
         data=(payload, ...),
     )
 
 
-TYPED_EVENTS: dict[str, type[BaseModel]] = {t: _typed_envelope(t, p) for t, p in PAYLOADS.items()}
+TYPED_EVENTS: dict[EventType, type[BaseModel]] = {t: _typed_envelope(t, p) for t, p in PAYLOADS.items()}
 TypedEvent = Annotated[Union[tuple(TYPED_EVENTS.values())], Field(discriminator="type")]  # noqa: UP007
 """Every event as a discriminated union on `type` (for schemas and strict readers)."""
 
@@ -122,7 +117,7 @@ def _publish_as_union(cls: type[Event]) -> None:
     type's fields; at run time it stays one class."""
     from pydantic import TypeAdapter
 
-    adapter = TypeAdapter(TypedEvent)
+    adapter: TypeAdapter[Any] = TypeAdapter(TypedEvent)  # pyright: ignore[reportArgumentType]
 
     def schema(core_schema: Any, handler: Any) -> Any:
         return handler(adapter.core_schema)

@@ -35,6 +35,7 @@ from ..tools.context import ToolContext
 from ..tools.registry import parse_arguments, run_tool_call
 from .agent_nodes import HELD, Emitter
 from .context import RunContext
+from .event_payloads import ToolCompleteData, ToolResultData, ToolStartData
 from .state import CALL_SUBAGENT, LEAD, AgentState, ExecutionPhase, new_invocation_id
 from .tool_schedule import RoundSchedule, serial_key
 
@@ -109,6 +110,10 @@ def _subagent_call(
     return None, {invocation: record}
 
 
+def _result(result: ToolResult) -> ToolResultData:
+    return ToolResultData.model_validate(result.to_dict())
+
+
 async def _run_one(
     context: RunContext,
     runtime: Runtime[RunContext],
@@ -131,27 +136,27 @@ async def _run_one(
                 interrupted=True,
             )
             result = await hook_points.tool_finished(context, call, call["arguments"], result, 0.0)
-            emit("tool_complete", tool_call_id=call["id"], tool=call["name"], success=False,
-                 result=result.to_dict(), duration_ms=0.0, outcome=result.outcome)
+            emit(ToolCompleteData(tool_call_id=call["id"], tool=call["name"], success=False,
+                                  result=_result(result), duration_ms=0.0, outcome=result.outcome))
             return result, 0.0
         if decision["action"] == "deny":
             reason = decision.get("reason")
             text = "the user denied this tool call" + (f": {reason}" if reason else "")
             result = await hook_points.unrun(context, call, ToolResult.fail(text, denied=True), denied=True)
-            emit("tool_complete", tool_call_id=call["id"], tool=call["name"], success=False,
-                 result=result.to_dict(), duration_ms=0.0, denied=True)
+            emit(ToolCompleteData(tool_call_id=call["id"], tool=call["name"], success=False,
+                                  result=_result(result), duration_ms=0.0, denied=True))
             return result, 0.0
         if decision["action"] == "edit":
             arguments = decision.get("arguments") or {}
             note = arguments
             arguments, refusal = await hook_points.edited(context, call, arguments)  # policy applies
             if refusal is not None:
-                emit("tool_complete", tool_call_id=call["id"], tool=call["name"], success=False,
-                     result=refusal.to_dict(), duration_ms=0.0, refused=True)
+                emit(ToolCompleteData(tool_call_id=call["id"], tool=call["name"], success=False,
+                                      result=_result(refusal), duration_ms=0.0, refused=True))
                 return refusal, 0.0
     parsed, _ = parse_arguments(arguments)
-    emit("tool_start", tool_call_id=call["id"], tool=call["name"],
-         arguments=parsed if parsed is not None else arguments, edited=note is not None)
+    emit(ToolStartData(tool_call_id=call["id"], tool=call["name"],
+                       arguments=parsed if parsed is not None else arguments, edited=note is not None))
     # Approved calls go through the ledger (exactly once across crashes); AUTO calls are
     # at-least-once, like any step LangGraph re-runs, and skip the extra writes (`ledger_key`).
     record = (
@@ -177,7 +182,7 @@ async def _run_one(
             agent=call["agent"],
             tool_call_id=call["id"],
             services={"store": svc.store, "settings": svc.settings, **svc.extras},
-            emit=lambda type_, data: emit(type_, **data),
+            emit=emit,  # artifact tools report their changes (`ArtifactCreatedData`, ...)
         )
         agent = svc.agents.get(call["agent"])
         await hook_points.tool_started(context, call, arguments)
@@ -194,9 +199,9 @@ async def _run_one(
         result = await hook_points.tool_finished(context, call, arguments, result, duration)
         if ledger_key:
             await svc.store.ledger_finish(context.message_id, ledger_key, result.to_dict())
-    emit("tool_complete", tool_call_id=call["id"], tool=call["name"], success=result.success,
-         result=result.to_dict(), duration_ms=round(duration, 2), outcome=result.outcome,
-         may_still_take_effect=result.may_still_take_effect)
+    emit(ToolCompleteData(tool_call_id=call["id"], tool=call["name"], success=result.success,
+                          result=_result(result), duration_ms=round(duration, 2), outcome=result.outcome,
+                          may_still_take_effect=result.may_still_take_effect))
     return result, duration
 
 
@@ -239,11 +244,11 @@ async def tool_execution(state: AgentState, runtime: Runtime[RunContext]) -> dic
     )
     for call in calls:
         if call["id"] in immediate:
-            schedule.emitter(Emitter(runtime, call["agent"], call["invocation"]), call["id"])(
-                "tool_complete", tool_call_id=call["id"], tool=call["name"], success=False,
-                result=immediate[call["id"]].to_dict(), duration_ms=0.0,
-                **({"refused": True} if call.get("refused") else {}),
-            )
+            data = ToolCompleteData(tool_call_id=call["id"], tool=call["name"], success=False,
+                                    result=_result(immediate[call["id"]]), duration_ms=0.0)
+            if call.get("refused"):
+                data.refused = True  # set only when true: the wire leaves an unset field out
+            schedule.emitter(Emitter(runtime, call["agent"], call["invocation"]), call["id"])(data)
 
     async def run(call: dict[str, Any], decision: dict[str, Any] | None) -> tuple[ToolResult, float]:
         async with schedule.turn(call["id"]):

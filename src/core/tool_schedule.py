@@ -22,6 +22,9 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from ..tools.registry import ToolRegistry, parse_arguments
+from .event_payloads import AgentEventData, ToolCompleteData
+
+Emit = Callable[[AgentEventData], None]
 
 
 def serial_key(tools: ToolRegistry, call: dict[str, Any], decision: dict[str, Any] | None) -> str | None:
@@ -85,13 +88,13 @@ class RoundSchedule:
             self._held.pop(self._sequence[self._next])()
             self._next += 1
 
-    def emitter(self, emit: Callable[..., None], call_id: str) -> Callable[..., None]:
+    def emitter(self, emit: Emit, call_id: str) -> Emit:
         """`emit`, except that this call's `tool_complete` waits for its turn."""
 
-        def ordered(type_: str, **data: Any) -> None:
-            if type_ == "tool_complete":
-                self.release(call_id, lambda: emit(type_, **data))
+        def ordered(data: AgentEventData) -> None:
+            if isinstance(data, ToolCompleteData):
+                self.release(call_id, lambda: emit(data))
             else:
-                emit(type_, **data)
+                emit(data)
 
         return ordered

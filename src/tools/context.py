@@ -18,7 +18,7 @@ class ToolContext:
     agent: str
     tool_call_id: str
     services: dict[str, Any] = field(default_factory=dict)
-    emit: Any = None  # callable(type, data) for tool-produced events (artifact changes)
+    emit: Any = None  # callable(payload) for tool-produced events (artifact changes: ArtifactCreatedData, ...)
 
     def service(self, name: str) -> Any:
         try:

@@ -35,6 +35,8 @@ from langgraph.runtime import Runtime
 
 from ..core.agent_nodes import subagent_step
 from ..core.context import RunContext
+from ..core.event_payloads import HandoffData
+from ..core.events import Emitted
 from ..core.tool_node import tool_execution
 from .schemas import check_output, choice_schema, schema_prompt
 from .state import StepOutput, StepState
@@ -80,14 +82,16 @@ def _record(agent: str, instruction: str) -> dict[str, Any]:
             "rounds": 0, "order": 0}
 
 
-def _emit(runtime: Runtime[RunContext], task: dict[str, Any], **data: Any) -> None:
-    runtime.stream_writer({"type": "handoff", "agent": data.get("to_agent"),
-                           "data": {"execution": task["execution"], "node": task["node"], **data}})
+def _emit(runtime: Runtime[RunContext], task: dict[str, Any], *, from_agent: str, to_agent: str, message: str,
+          by: str, turn: int) -> None:
+    data = HandoffData(execution=task["execution"], node=task["node"], from_agent=from_agent, to_agent=to_agent,
+                       message=message, by=by, turn=turn)
+    runtime.stream_writer(Emitted(data, to_agent))
 
 
 async def begin(state: GroupState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     task = state["task"]
-    runtime.stream_writer(task["start_event"])
+    runtime.stream_writer(Emitted.load(task["start_event"]))
     await runtime.context.services.store.put_lineage(task["start_record"])
     speaker = task["agents"][0]
     fresh = {"transcript": [], "note": None}

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.conversations import ACTIVE_BRANCH
+from ..core.event_payloads import MetadataData
+from ..core.events import Emitted
 from ..core.run.segment import launch
 from ..errors import NotFoundError, UserError
 from ..hooks.runs import run_info
@@ -179,10 +181,10 @@ async def start_workflow(
         "message_id": message["id"], "conversation_id": conversation["id"], "workflow": spec.name,
         "digest": spec.digest, "definition": spec.text or "", "input": value,
     })
-    metadata = {"workflow": spec.name, "input": value, "content": content,
-                "parent_message_id": message["parent_id"]}
+    metadata = MetadataData(workflow=spec.name, input=value, content=content,
+                            parent_message_id=message["parent_id"])
     info = run_info(message, services.lead.name, user_id=user_id)  # the segment as hooks see it
-    launch(rt, message, run_token, {"wf_input": value}, first_events=[("metadata", None, metadata)],
+    launch(rt, message, run_token, {"wf_input": value}, first_events=[Emitted(metadata)],
                   info=info)
     return {"conversation_id": conversation["id"], "message_id": message["id"],
             "thread_id": message["thread_id"], "workflow": spec.name}

@@ -34,6 +34,13 @@ from langgraph.graph import END
 from langgraph.runtime import Runtime
 
 from ..core.context import RunContext
+from ..core.event_payloads import (
+    EventData,
+    WorkflowNodeCompleteData,
+    WorkflowNodeStartData,
+    WorkflowNodeStatus,
+)
+from ..core.events import Emitted
 from ..core.state import ExecutionPhase
 from . import lineage
 from .errors import WorkflowNodeError
@@ -100,7 +107,7 @@ class WorkflowNode:
         if role == "merge":
             return await self._merge(x, state, runtime)
         if self.node.kind is None:  # a step announces itself from inside (see step.begin)
-            self._emit(runtime, "workflow_node_start", self._start_data(x))
+            self._emit(runtime, self._start_data(x))
         handler = {
             "start": self._start, "linear": self._linear, "decision": self._decision,
             "split": self._split, "branch": self._branch, "exit": self._exit,
@@ -122,13 +129,18 @@ class WorkflowNode:
 
     # --- events and lineage ------------------------------------------------------------------
 
-    def _emit(self, runtime: Runtime[RunContext], type_: str, data: dict[str, Any]) -> None:
-        runtime.stream_writer({"type": type_, "agent": self.node.agent, "data": data})
+    def _emit(self, runtime: Runtime[RunContext], data: EventData) -> None:
+        runtime.stream_writer(Emitted(data, self.node.agent))
 
-    def _start_data(self, x: Exec) -> dict[str, Any]:
-        return {"node": self.node.id, "role": self.node.role, "kind": self.node.kind,
-                "execution": x.execution, "iteration": x.iteration, "group": x.group,
-                "index": x.index, "parents": x.parents}
+    def _start_data(self, x: Exec) -> WorkflowNodeStartData:
+        return WorkflowNodeStartData(node=self.node.id, role=self.node.role, kind=self.node.kind,
+                                     execution=x.execution, iteration=x.iteration, group=x.group,
+                                     index=x.index, parents=x.parents)
+
+    def _complete_data(self, x: Exec, status: str, output_summary: str, error: str | None,
+                       note: dict[str, Any] | None = None) -> WorkflowNodeCompleteData:
+        return WorkflowNodeCompleteData(**self._start_data(x).model_dump(), status=WorkflowNodeStatus(status),
+                                        output_summary=output_summary, error=error, **(note or {}))
 
     def _record(self, runtime: Runtime[RunContext], x: Exec, status: str, **fields: Any) -> dict[str, Any]:
         return lineage.record(
@@ -144,9 +156,7 @@ class WorkflowNode:
     ) -> dict[str, Any]:
         store = runtime.context.services.store
         await store.put_lineage(self._record(runtime, x, status, input=input, output=output, error=error))
-        data = {**self._start_data(x), "status": status, "output_summary": summary(output),
-                "error": error, **(note or {})}
-        self._emit(runtime, "workflow_node_complete", data)
+        self._emit(runtime, self._complete_data(x, status, summary(output), error, note))
         if status == "failed" and self.node.on_failure == "fail":
             where = f" (item {x.index})" if x.index is not None else ""
             raise WorkflowNodeError(
@@ -172,7 +182,7 @@ class WorkflowNode:
     ) -> tuple[dict[str, Any], Any]:
         """Render the instruction or arguments and run the step; (result, recorded input)."""
         node = self.node
-        start_event = {"type": "workflow_node_start", "agent": node.agent, "data": self._start_data(x)}
+        start_event = Emitted(self._start_data(x), node.agent).dump()  # waits in the step's state
         task: dict[str, Any] = {"execution": x.execution, "node": node.id, "kind": node.kind,
                                 "start_event": start_event,
                                 "call_suffix": str(x.index) if x.index is not None else None}
@@ -197,7 +207,7 @@ class WorkflowNode:
                 recorded = {"tool": node.tool, "arguments": arguments}
                 task.update(tool=node.tool, arguments=arguments, schema=node.output_schema)
         except TemplateError as exc:
-            self._emit(runtime, "workflow_node_start", self._start_data(x))
+            self._emit(runtime, self._start_data(x))
             return {"status": "failed", "output": None, "error": str(exc)}, None
         task["start_record"] = self._record(runtime, x, "running", input=recorded, finished=False)
         return await run_step(task, runtime, cancel), recorded
@@ -278,8 +288,7 @@ class WorkflowNode:
             error = f"{error} (a decision can only continue through a fallback label)"
         await runtime.context.services.store.put_lineage(
             self._record(runtime, x, "failed", input=recorded, error=str(error)))
-        self._emit(runtime, "workflow_node_complete",
-                   {**self._start_data(x), "status": "failed", "output_summary": "", "error": str(error)})
+        self._emit(runtime, self._complete_data(x, "failed", "", str(error)))
         raise WorkflowNodeError(f"workflow node '{node.id}' failed: {error}",
                                 node=node.id, execution=x.execution)
 
@@ -355,7 +364,7 @@ class WorkflowNode:
             wins = sorted((r for r in results.values() if r["status"] == "ok"), key=lambda r: r.get("finished_at", 0))
             if not wins and len(results) < count:
                 return wait
-            self._emit(runtime, "workflow_node_start", self._start_data(x))
+            self._emit(runtime, self._start_data(x))
             closed = {"wf_groups": {group_id: {"closed": True}}}
             if not wins:
                 x.parents = [r["execution"] for r in results.values()]
@@ -385,7 +394,7 @@ class WorkflowNode:
             return await self._finish(x, runtime, status=result["status"], output=result.get("output"),
                                       error=result.get("error"), input=recorded, extra=extra,
                                       step={"goto": self.successor}, note=note)
-        self._emit(runtime, "workflow_node_start", self._start_data(x))
+        self._emit(runtime, self._start_data(x))
         output: Any = done if strategy == "list" else self.node.separator.join(to_text(v) for v in done)
         return await self._finish(x, runtime, status="ok", output=output, input=recorded, extra=extra,
                                   step={"goto": self.successor}, note=note)
@@ -428,10 +437,10 @@ class WorkflowNode:
         last = self.topo.next_in_chain(node.id) is None
         recorded: Any = {"item": task["item"]} if not branch else None
         if task.get("skip"):
-            self._emit(runtime, "workflow_node_start", self._start_data(x))
+            self._emit(runtime, self._start_data(x))
             result = {"status": "skipped", "output": None, "error": task["skip"]}
         elif cancel is not None and cancel.is_set():
-            self._emit(runtime, "workflow_node_start", self._start_data(x))
+            self._emit(runtime, self._start_data(x))
             result = {"status": "cancelled", "output": None, "error": CANCELLED}
         else:
             result, recorded = await self._race_step(x, runtime, race, last) if race else \

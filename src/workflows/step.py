@@ -31,6 +31,7 @@ from langgraph.runtime import Runtime
 
 from ..core.agent_nodes import approval_flags, subagent_step
 from ..core.context import RunContext
+from ..core.events import Emitted
 from ..core.tool_node import tool_execution
 from .group import GROUP_GRAPH
 from .schemas import check_output, problems
@@ -41,7 +42,7 @@ ERROR_PREFIX = "ERROR: "
 
 async def begin(state: StepState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     task = state["task"]
-    runtime.stream_writer(task["start_event"])
+    runtime.stream_writer(Emitted.load(task["start_event"]))
     await runtime.context.services.store.put_lineage(task["start_record"])
     if task["kind"] == "agent":
         record = {"agent": task["agent"], "instruction": task["instruction"], "tool_call_id": None,

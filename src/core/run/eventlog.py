@@ -14,15 +14,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..event_payloads import EventData
 from ..events import Event
 
 
-def new_event(
-    message: dict[str, Any], type_: str, event_id: int, agent: str | None, data: dict[str, Any]
-) -> Event:
-    """An event emitted now by `message`'s run (its data checked against its type)."""
+def new_event(message: dict[str, Any], data: EventData, event_id: int, agent: str | None = None) -> Event:
+    """An event emitted now by `message`'s run (its payload names its type)."""
     return Event.build(
-        type_,
         data,
         event_id=event_id,
         timestamp=time.time(),
@@ -50,13 +48,14 @@ def stored_event(message: dict[str, Any], row: dict[str, Any]) -> Event:
 async def change_status(
     store: Any,
     message: dict[str, Any],
-    event: tuple[str, str | None, dict[str, Any]],
+    data: EventData,
+    *,
+    agent: str | None = None,
     **change: Any,
 ) -> Event | None:
-    """`store.change_status` of `message` with `event` (type, agent, data) recorded with it;
-    the stored event, or None when the expected status or run token no longer held."""
-    type_, agent, data = event
-    draft = new_event(message, type_, 0, agent, data)  # typed and checked; the store numbers it
+    """`store.change_status` of `message` with the event of `data` (by `agent`) recorded with
+    it; the stored event, or None when the expected status or run token no longer held."""
+    draft = new_event(message, data, 0, agent)  # typed and checked; the store numbers it
     result = await store.change_status(message["id"], event=draft.model_dump(mode="json"), **change)
     if not result.won:
         return None

@@ -17,6 +17,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ..agent_window import Summarizer, compaction_config
+from ..event_payloads import ContextCompactedData
+from ..events import Emitted
 from ..state import LEAD
 from ..window import HistorySummaries, conversation_history
 from ..window.history import message_turns
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("artifactflow")
 
 Turns = list[dict[str, Any]]
-Compacted = tuple[str, str | None, dict[str, Any]]
+Compacted = Emitted
 
 
 async def history_for(
@@ -62,12 +64,12 @@ async def history_for(
     history = [{"role": r, "content": c} for r, c in turns]
     if event is None:
         return history, None
-    data = {
-        "invocation": LEAD,
-        "scope": "history",
-        "tokens_before": event["tokens_before"],
-        "tokens_after": event["tokens_after"],
-        "messages_summarized": event["covers"],
+    data = ContextCompactedData(
+        invocation=LEAD,
+        scope="history",
+        tokens_before=event["tokens_before"],
+        tokens_after=event["tokens_after"],
+        messages_summarized=event["covers"],
         **summarizer.event_data(),
-    }
-    return history, ("context_compacted", lead.name, data)
+    )
+    return history, Emitted(data, lead.name)

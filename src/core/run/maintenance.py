@@ -17,6 +17,7 @@ import uuid
 from typing import Any
 
 from ..checkpoints import truncate_sqlite_wal
+from ..event_payloads import ErrorData
 from ..metrics import conversation_usage, records_from_events, summarize
 from .eventlog import change_status
 from .runtime import Runtime
@@ -85,7 +86,7 @@ async def gc(rt: Runtime, retention_hours: float | None, *, dry_run: bool) -> di
             stale = {"stale_before": rt.clock()} if message["status"] == "running" else {}
             ended = await change_status(
                 rt.store, message,
-                ("error", None, {"message": "abandoned; checkpoints removed by gc", "kind": "abandoned"}),
+                ErrorData(message="abandoned; checkpoints removed by gc", kind="abandoned"),
                 expected_status=message["status"], expected_run_token=message["run_token"],
                 status="failed", run_token=uuid.uuid4().hex, lease_expires_at=None,
                 error=f"abandoned: no activity for more than {hours:g} h (removed by gc)",

@@ -18,6 +18,8 @@ from langgraph.types import Command
 
 from ...errors import ResumeConflictError
 from ...hooks.runs import TRACE_KEY, later_segment
+from ..event_payloads import DecisionRecord, ErrorData, MetadataData, PermissionResultData
+from ..events import Emitted
 from ..permissions import normalize_decisions
 from .eventlog import change_status
 from .runtime import Runtime
@@ -106,7 +108,7 @@ async def resume_start(rt: Runtime, message_id: str, decisions: Any) -> None:
     info = await later_segment(
         rt.services.hooks, rt.store, message, rt.services.lead.name, resumed=True, trace=waiting.get(TRACE_KEY)
     )
-    first: FirstEvents = [("permission_result", None, {"decisions": results})]
+    first: FirstEvents = [Emitted(PermissionResultData(decisions=[DecisionRecord.model_validate(r) for r in results]))]
     launch(rt, message, run_token, command, first_events=first, info=info, decisions=results)
 
 
@@ -131,18 +133,18 @@ async def recover(rt: Runtime, message: dict[str, Any]) -> None:
     if not won:
         raise ResumeConflictError(f"message {message['id']} is being recovered elsewhere")
     if not await rt.checkpoints.has_checkpoint(message["thread_id"]):
-        data = {
-            "message": "the run's process died before its first checkpoint; nothing to recover",
-            "kind": "recovery",
-        }
+        data = ErrorData(
+            message="the run's process died before its first checkpoint; nothing to recover",
+            kind="recovery",
+        )
         await change_status(
-            rt.store, message, ("error", None, data),
+            rt.store, message, data,
             expected_status="running", expected_run_token=run_token, status="failed",
             error="the process died before the first checkpoint", lease_expires_at=None,
         )
         raise ResumeConflictError(f"message {message['id']} cannot be recovered: no checkpoint")
     info = await later_segment(rt.services.hooks, rt.store, message, rt.services.lead.name, recovered=True)
-    launch(rt, message, run_token, None, first_events=[("metadata", None, {"recovered": True})], info=info)
+    launch(rt, message, run_token, None, first_events=[Emitted(MetadataData(recovered=True))], info=info)
 
 
 async def resume_cursor(rt: Runtime, message_id: str) -> int:

@@ -34,8 +34,17 @@ from ...errors import ArtifactFlowError, LeaseLostError, LLMError, ResumeConflic
 from ...hooks import runs as hook_runs
 from ...hooks.types import RunEnd, RunInfo
 from ..context import RunContext
-from ..event_payloads import Outcome
-from ..events import Event
+from ..event_payloads import (
+    CancelledData,
+    CompleteData,
+    ErrorData,
+    EventData,
+    LLMChunkData,
+    Outcome,
+    PermissionRequestData,
+    ToolCompleteData,
+)
+from ..events import Emitted, Event, EventType
 from ..state import LEAD
 from .eventlog import change_status, new_event
 from .interrupted import mark_interrupted
@@ -50,7 +59,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("artifactflow")
 
-FirstEvents = list[tuple[str, str | None, dict[str, Any]]]
+FirstEvents = list[Emitted]
 
 
 def launch(
@@ -83,7 +92,7 @@ async def cancel(rt: Runtime, message_id: str) -> bool:
             return False
         # Ordered against a resume (and another cancel): one compare-and-set wins.
         closed = await change_status(
-            rt.store, message, ("cancelled", None, {"reason": "cancelled while paused"}),
+            rt.store, message, CancelledData(reason="cancelled while paused"),
             expected_status="waiting", expected_run_token=message["run_token"],
             status="cancelled", run_token=uuid.uuid4().hex, waiting_for=None,
         )
@@ -127,12 +136,13 @@ class Segment:
         self._sink = EventSink(rt.store, handle, run_token=run_token, bus=rt.bus)
         self.spending = Spending(rt.services, [])
 
-    async def emit(self, type_: str, agent: str | None, data: dict[str, Any]) -> Event:
+    async def emit(self, data: EventData, agent: str | None = None) -> Event:
         """Number, persist, then publish an event (`llm_chunk`: published only)."""
-        if type_ != "llm_chunk":
+        if not isinstance(data, LLMChunkData):
             self._last_id += 1
-        event = new_event(self.message, type_, self._last_id, agent, data)
-        self.spending.add(type_, agent, data)
+        event = new_event(self.message, data, self._last_id, agent)
+        if event.type is not EventType.LLM_CHUNK:
+            self.spending.add(event.type, agent, data.to_dict())
         self._sink.put(event)
         if event.is_final:
             await self._sink.flush()
@@ -152,8 +162,8 @@ class Segment:
                 self.spending = await Spending.load(self.rt, message_id)
                 context = RunContext(self.rt.services, self.message["conversation_id"], message_id, self.info)
                 lease = asyncio.create_task(keep_lease(self.rt, message_id, self.run_token))
-                for type_, agent, data in first_events:
-                    await self.emit(type_, agent, data)
+                for first in first_events:
+                    await self.emit(*first)
                 self.graph = await self.rt.graph_for(self.message)
                 await hook_runs.run_started(self.hooks, self.info, self.decisions)
                 with owned_by(self.store, message_id, self.run_token):
@@ -210,15 +220,13 @@ class Segment:
                 "was written", self.run_token, self.message["id"],
             )
 
-    async def _finish(
-        self, status: str, type_: str, agent: str | None, data: dict[str, Any], **fields: Any
-    ) -> Event:
+    async def _finish(self, status: str, data: EventData, agent: str | None = None, **fields: Any) -> Event:
         """End the run: `status` and its final event in one compare-and-set on the run token,
         after every earlier event is stored (and after `on_run_end`, so whoever sees the event
         knows the hooks are done). `LeaseLostError` if the run no longer owns it."""
         await self._sink.flush()
         event = await change_status(
-            self.store, self.message, (type_, agent, data),
+            self.store, self.message, data, agent=agent,
             expected_status="running", expected_run_token=self.run_token, status=status, **fields,
         )
         if event is None:
@@ -231,15 +239,14 @@ class Segment:
         await self.handle.publish(event)
         return event
 
-    async def _relay(self, chunk: dict[str, Any]) -> None:
-        kind = chunk.get("type")
-        data = chunk.get("data") or {}
-        if data.get("invocation") == LEAD:
-            if kind == "llm_chunk":
-                self.partial.append(data.get("delta", ""))
-            elif kind == "agent_start":
+    async def _relay(self, chunk: Emitted) -> None:
+        data = chunk.data
+        if getattr(data, "invocation", None) == LEAD:
+            if isinstance(data, LLMChunkData):
+                self.partial.append(data.delta)
+            elif data.type is EventType.AGENT_START:
                 self.partial.clear()
-        await self.emit(kind, chunk.get("agent"), data)  # type: ignore[arg-type]
+        await self.emit(*chunk)
 
     async def _pause(self, interrupts: list[Any]) -> None:
         # The tool node raises one interrupt per round; parallel workflow steps raise one each,
@@ -256,7 +263,7 @@ class Segment:
         metrics = await run_metrics(self.rt, self.message["id"], self.started)
         await hook_runs.run_ended(self.hooks, self.info, RunEnd("waiting"))
         await self._finish(
-            "waiting", "permission_request", None, hook_runs.event_view(waiting),
+            "waiting", PermissionRequestData.model_validate(hook_runs.event_view(waiting)),
             waiting_for=waiting, metrics=metrics, lease_expires_at=None,
         )
 
@@ -273,9 +280,11 @@ class Segment:
             response, outcome = self.spending.partial_answer(stopped), Outcome.BUDGET_EXCEEDED.value
         summary = {k: v for k, v in metrics.items() if k != "calls"}
         await hook_runs.run_ended(self.hooks, self.info, RunEnd("completed", response, outcome))
-        data = {"response": response, "outcome": outcome, "metrics": summary}
+        data = CompleteData(response=response, outcome=outcome, metrics=summary)
+        if stopped:
+            data.reason = stopped.message
         await self._finish(
-            "completed", "complete", None, {**data, **({"reason": stopped.message} if stopped else {})},
+            "completed", data,
             response=response, outcome=outcome, metrics=metrics,
             error=stopped.message if stopped else None, lease_expires_at=None,
         )
@@ -286,12 +295,10 @@ class Segment:
         text = "".join(self.partial)
         # Sync tools still running on their threads: say so, rather than nothing.
         for record in self.rt.services.tools.background.take_abandoned(self.message["id"]):
-            await self.emit("tool_complete", None, {
-                **record, "success": False, "duration_ms": 0.0,
-            })
+            await self.emit(ToolCompleteData.model_validate({**record, "success": False, "duration_ms": 0.0}))
         await hook_runs.run_ended(self.hooks, self.info, RunEnd("cancelled"))
         await self._finish(
-            "cancelled", "cancelled", None, {"partial_response": text, "reason": "cancelled by request"},
+            "cancelled", CancelledData(partial_response=text, reason="cancelled by request"),
             response=text or None, lease_expires_at=None,
         )
         await cleanup_checkpoints(self.rt, self.message)
@@ -303,6 +310,6 @@ class Segment:
             log.exception("run %s failed", self.message["id"])
         kind = "llm" if isinstance(exc, LLMError) else type(exc).__name__
         text = str(exc) if isinstance(exc, ArtifactFlowError) else f"{type(exc).__name__}: {exc}"
-        data = {"message": text, "kind": kind, **hook_runs.error_fields(exc)}  # a hook's: kind "hook"
-        await hook_runs.run_failed(self.hooks, self.info, exc, text, data["kind"])
-        await self._finish("failed", "error", getattr(exc, "agent", None), data, error=text, lease_expires_at=None)
+        data = ErrorData.model_validate({"message": text, "kind": kind, **hook_runs.error_fields(exc)})  # a hook's: kind "hook"
+        await hook_runs.run_failed(self.hooks, self.info, exc, text, data.kind or kind)
+        await self._finish("failed", data, getattr(exc, "agent", None), error=text, lease_expires_at=None)

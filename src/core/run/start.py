@@ -13,6 +13,8 @@ from typing import Any
 from ...errors import NotFoundError, UserError
 from ...hooks import runs as hook_runs
 from ..conversations import ConversationManager
+from ..event_payloads import MetadataData
+from ..events import Emitted
 from ..state import create_initial_state
 from .history import history_for
 from .limits import preflight
@@ -61,13 +63,13 @@ async def start_message(
     )
     history, compacted = await history_for(rt.services, conversations, message["parent_id"])
     state = create_initial_state(content, conversation_history=history)
-    metadata = {
-        "parent_message_id": message["parent_id"],
-        "content": content,
-        "lead_agent": rt.services.lead.name,
-    }
+    metadata = MetadataData(
+        parent_message_id=message["parent_id"],
+        content=content,
+        lead_agent=rt.services.lead.name,
+    )
     info = hook_runs.run_info(message, rt.services.lead.name, user_id=user_id)
-    first: FirstEvents = [("metadata", None, metadata), *([compacted] if compacted else [])]
+    first: FirstEvents = [Emitted(metadata), *([compacted] if compacted else [])]
     launch(rt, message, run_token, state, first_events=first, info=info)
     return {
         "conversation_id": conversation["id"],

@@ -26,6 +26,7 @@ from ...artifacts import (
     find_closest,
     similarity,
 )
+from ...core.event_payloads import ArtifactCreatedData, ArtifactUpdatedData
 from ..base import ToolResult
 from ..context import ToolContext
 from ..decorator import tool
@@ -48,31 +49,30 @@ def _failure(error: ArtifactError) -> ToolResult:
     return ToolResult.fail(str(error), **error.details)
 
 
-async def _emit(ctx: ToolContext, event_type: str, data: dict[str, Any]) -> None:
+async def _emit(ctx: ToolContext, data: ArtifactCreatedData | ArtifactUpdatedData) -> None:
     """Report an artifact change; a failing listener must not turn a done write into an error."""
     if ctx.emit is None:
         return
     try:
-        outcome = ctx.emit(event_type, data)
+        outcome = ctx.emit(data)
         if inspect.isawaitable(outcome):
             await outcome
     except Exception:  # pragma: no cover - defensive
-        logger.exception("emitting %s for artifact %s failed", event_type, data.get("artifact_id"))
+        logger.exception("emitting %s for artifact %s failed", data.type, data.artifact_id)
 
 
 async def _updated(ctx: ToolContext, change: ArtifactChange, **extra: Any) -> ToolResult:
     """The result (and event) of a write that made a new version."""
     await _emit(
         ctx,
-        "artifact_updated",
-        {
-            "artifact_id": change.artifact_id,
-            "title": change.title,
-            "version": change.version,
-            "previous_version": change.previous_version,
-            "change": change.change,
-            "content_type": change.content_type,
-        },
+        ArtifactUpdatedData(
+            artifact_id=change.artifact_id,
+            title=change.title,
+            version=change.version,
+            previous_version=change.previous_version or 0,  # always set after an update
+            change=change.change,
+            content_type=change.content_type,
+        ),
     )
     data = {
         "artifact_id": change.artifact_id,
@@ -118,13 +118,12 @@ async def create_artifact(
         return _failure(error)
     await _emit(
         ctx,
-        "artifact_created",
-        {
-            "artifact_id": change.artifact_id,
-            "title": change.title,
-            "version": change.version,
-            "content_type": change.content_type,
-        },
+        ArtifactCreatedData(
+            artifact_id=change.artifact_id,
+            title=change.title,
+            version=change.version,
+            content_type=change.content_type,
+        ),
     )
     data = {
         "artifact_id": change.artifact_id,
