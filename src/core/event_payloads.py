@@ -10,57 +10,17 @@ log are parsed leniently (an older or newer writer's extra fields are kept, not 
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
-
-class MessageStatus(enum.StrEnum):
-    """Where a message's run stands. `waiting` means paused for a person's decision."""
-
-    RUNNING = "running"
-    WAITING = "waiting"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-FINAL_STATUSES = frozenset({MessageStatus.COMPLETED, MessageStatus.FAILED, MessageStatus.CANCELLED})
-
-
-class Outcome(enum.StrEnum):
-    """Why a completed run stopped."""
-
-    COMPLETED = "completed"
-    MAX_TOOL_ROUNDS = "max_tool_rounds"
-    BUDGET_EXCEEDED = "budget_exceeded"
-
-
-class SubagentStatus(enum.StrEnum):
-    """A subagent invocation's state; `done` and `failed` are final."""
-
-    RUNNING = "running"
-    TOOLS = "tools"
-    DONE = "done"
-    FAILED = "failed"
-
-
-class WorkflowNodeStatus(enum.StrEnum):
-    """How a workflow node execution ended."""
-
-    OK = "ok"
-    FAILED = "failed"
-    SKIPPED = "skipped"  # an earlier node of its split item or branch path failed
-    CANCELLED = "cancelled"  # another path of its branch finished first
-
-
-class DecisionAction(enum.StrEnum):
-    APPROVE = "approve"
-    DENY = "deny"
-    EDIT = "edit"
-    ALWAYS = "always"
+from .status import (  # re-exported: payload fields are typed with them
+    DecisionAction,
+    Outcome,
+    SubagentStatus,
+    WorkflowNodeStatus,
+)
 
 
 class Record(BaseModel):

@@ -233,7 +233,7 @@ async def subagent_answers(context: Any, state: dict[str, Any], closing: list[di
     hooks = _hooks(context)
     if not closing or not hooks.wants("after_tool_call", "on_tool_end"):
         return closing
-    records = {r["tool_call_id"]: r for r in (state.get("subagent_pending") or {}).values()}
+    records = {r["tool_call_id"]: r for r in (state.get("subagent_invocations") or {}).values()}
     memory = (state.get("agent_memories") or {}).get(LEAD_INVOCATION, [])
     turns = [m for m in memory if m.get("role") == "assistant" and m.get("tool_calls")]
     if not turns:

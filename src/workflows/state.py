@@ -82,7 +82,7 @@ _AGENT = get_type_hints(AgentState, include_extras=True)
 # channels so `tool_execution` and the subagent step work on it as they are.
 _STEP_FIELDS: dict[str, Any] = {
     "task": dict[str, Any],
-    **{name: _AGENT[name] for name in ("subagent_pending", "pending_tool_calls", "agent_memories")},
+    **{name: _AGENT[name] for name in ("subagent_invocations", "pending_tool_calls", "agent_memories")},
     "phase": str,
     "repairs": int,
     "result": dict[str, Any] | None,
