@@ -7,10 +7,13 @@ that graph state, checkpoints, the event log and the wire hold; the types only t
 
 from __future__ import annotations
 
-from typing import Any, Literal, Required, TypedDict
+from typing import Any, Literal, NotRequired, Required, TypedDict
 
 JsonObject = dict[str, Any]
 """A JSON object whose keys are open: tool arguments, JSON Schema, tool metadata."""
+
+
+Role = Literal["system", "user", "assistant", "tool"]
 
 
 class FunctionCall(TypedDict):
@@ -29,7 +32,7 @@ class WireToolCall(TypedDict):
 class ChatMessage(TypedDict, total=False):
     """One message in the OpenAI chat format (`role` is always present)."""
 
-    role: Required[Literal["system", "user", "assistant", "tool"]]
+    role: Required[Role]
     content: str | list[JsonObject] | None
     tool_calls: list[WireToolCall]
     tool_call_id: str
@@ -43,3 +46,25 @@ class RawToolCall(TypedDict):
     id: str
     name: str
     arguments: str
+
+
+class PendingToolCall(TypedDict):
+    """One call of the current tool round (graph state `pending_tool_calls`): who made it,
+    and whether a person decides before it runs."""
+
+    id: str
+    name: str
+    arguments: str  # raw JSON text
+    agent: str
+    invocation: str
+    needs_approval: bool
+    round: int
+    refused: NotRequired[str]  # a hook refused it when the model made it: it never runs
+    refused_by: NotRequired[str | None]
+
+
+class Refusal(TypedDict):
+    """A `before_tool_call` hook's refusal, recorded on the refused `PendingToolCall`."""
+
+    refused: str
+    refused_by: str | None

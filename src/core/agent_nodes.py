@@ -63,11 +63,11 @@ def close_lead_round(state: AgentState) -> list[ChatMessage]:
     memories = state.get("agent_memories") or {}
     lead_memory = memories.get(LEAD, [])
     held_results = (state.get("held_tool_results") or {}).get(LEAD, [])
-    held = {m["tool_call_id"]: m for m in held_results if m["role"] == "tool"}
+    held = {m.get("tool_call_id"): m for m in held_results if m["role"] == "tool"}
     by_call = {rec["tool_call_id"]: rec for rec in invocations.values()}
     last = next((m for m in reversed(lead_memory) if m.get("role") == "assistant"), None)
     messages: list[ChatMessage] = []
-    for call in (last or {}).get("tool_calls", []):
+    for call in last.get("tool_calls", []) if last else []:
         call_id = call["id"]
         if call_id in held:
             messages.append(held[call_id])
@@ -78,7 +78,7 @@ def close_lead_round(state: AgentState) -> list[ChatMessage]:
             else:
                 text = f"ERROR: subagent '{rec['agent']}' failed: {rec.get('error')}"
                 if rec.get("result"):
-                    text += f"\nPartial answer: {rec['result']}"
+                    text += f"\nPartial answer: {rec.get('result')}"
             messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
     return messages + [m for m in held_results if m["role"] != "tool"]  # hooks' notes
 
@@ -198,7 +198,7 @@ async def lead_agent(state: AgentState, runtime: Runtime[RunContext]) -> Any:
     if state.get("active_agents") != [spec.name]:
         update["active_agents"] = [spec.name]
     if closing:
-        update["agent_memories"] = {LEAD: closing + (update["agent_memories"][LEAD] or [])}
+        update["agent_memories"] = {LEAD: closing + ((update.get("agent_memories") or {}).get(LEAD) or [])}
         update["held_tool_results"] = {LEAD: None}
         update["subagent_invocations"] = None
     emit(

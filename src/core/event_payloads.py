@@ -15,12 +15,14 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
-from .status import (  # re-exported: payload fields are typed with them
+from .status import FINAL_STATUSES as FINAL_STATUSES  # defined once there; re-exported here
+from .status import (  # payload fields are typed with them
     DecisionAction,
     Outcome,
     SubagentStatus,
     WorkflowNodeStatus,
 )
+from .status import MessageStatus as MessageStatus
 
 
 class Record(BaseModel):

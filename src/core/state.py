@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict, cast
 
 from langgraph.channels.delta import DeltaChannel
 
-from ..shapes import ChatMessage, RawToolCall
+from ..shapes import ChatMessage, PendingToolCall, RawToolCall
 from .status import ExecutionPhase, Outcome, SubagentStatus
 
 LEAD = "lead"  # invocation id of the lead agent
@@ -62,20 +62,6 @@ class SubagentRecordUpdate(TypedDict, total=False):
     order: int
     result: str | None
     error: str | None
-
-
-class PendingToolCall(TypedDict):
-    """One call of the current tool round, with who made it and whether a person decides."""
-
-    id: str
-    name: str
-    arguments: str  # raw JSON text
-    agent: str
-    invocation: str
-    needs_approval: bool
-    round: int
-    refused: NotRequired[str]  # a hook refused it when the model made it: it never runs
-    refused_by: NotRequired[str]
 
 
 Memories = dict[str, list[ChatMessage]]  # invocation id -> its working memory

@@ -132,9 +132,10 @@ async def _run_one(
     emit = schedule.emitter(Emitter(runtime, call["agent"], call["invocation"]), call["id"])
     arguments: Any = call["arguments"]
     note = None
-    ledger_key = f"{call['invocation']}/{call.get('round', 0)}/{call['id']}" if decision else None
+    call_key = f"{call['invocation']}/{call.get('round', 0)}/{call['id']}"
+    ledger_key = call_key if decision else None
     if decision is not None:
-        if decision["action"] == DecisionAction.DENY and await svc.store.ledger_get(context.message_id, ledger_key):
+        if decision["action"] == DecisionAction.DENY and await svc.store.ledger_get(context.message_id, call_key):
             # A re-asked approval after a crash: the call already started. Never say "denied".
             result = ToolResult.fail(
                 "this tool call was interrupted by a process failure while running; its effect "

@@ -16,7 +16,9 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from ...shapes import ChatMessage, JsonObject, RawToolCall
 
 if TYPE_CHECKING:
     from ..models import ResolvedModel
@@ -44,11 +46,11 @@ class ModelRequest:
     the profile's, then the `llm` settings' default)."""
 
     target: ResolvedModel
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]] | None = None
+    messages: list[ChatMessage]
+    tools: list[JsonObject] | None = None  # OpenAI function specs
     agent: str | None = None
     max_output_tokens: int | None = None
-    tool_choice: str | dict[str, Any] | None = None
+    tool_choice: str | JsonObject | None = None
 
 
 @dataclass
@@ -57,7 +59,7 @@ class ModelResponse:
     the tool node's job, so malformed JSON becomes a tool error the model can correct."""
 
     content: str
-    tool_calls: list[dict[str, Any]]
+    tool_calls: list[RawToolCall]
     model: str
     usage: Usage | None = None
     finish_reason: str | None = None
