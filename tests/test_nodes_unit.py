@@ -92,7 +92,7 @@ class Harness:
             stream_mode=["custom", "updates"], durability="sync",
         ):
             if mode == "custom":
-                events.append(chunk)
+                events.append(chunk.dump())  # an Emitted: its plain form
                 continue
             for node, update in chunk.items():
                 if node == "__interrupt__":
@@ -299,8 +299,8 @@ async def test_subagent_delegation_routes_to_subagents_and_back(harness):
         ("d1", "Findings: cats purr"), ("c2", "2"),
     ]
     assert run.state["graph_response"] == "Cats purr."
-    assert not run.state.get("subagent_pending")  # the round was closed
-    assert "lead~held" not in run.state["agent_memories"]
+    assert not run.state.get("subagent_invocations")  # the round was closed
+    assert not run.state.get("held_tool_results")  # the held result went into the lead's memory
     starts = run.of("subagent_start")
     assert [(e["agent"], e["data"]["tool_call_id"]) for e in starts] == [("search_agent", "d1")]
     assert run.of("subagent_complete")[0]["data"]["status"] == "done"
@@ -438,7 +438,7 @@ def test_merge_lead_tool_calls_go_to_the_tool_node():
     assert message["content"] == ""  # never null: llama-cpp-python refuses it
     assert message["tool_calls"] == [{"id": "c1", "type": "function",
                                       "function": {"name": "echo", "arguments": '{"text": "x"}'}}]
-    assert "subagent_pending" not in update and "graph_response" not in update
+    assert "subagent_invocations" not in update and "graph_response" not in update
 
 
 def test_merge_subagent_tool_calls_and_answer():
@@ -446,12 +446,12 @@ def test_merge_subagent_tool_calls_and_answer():
         agent="search_agent", invocation="search_agent:1", content="", tool_calls=[CALL], rounds_used=0,
     )
     assert calls["phase"] == "tool_executing"
-    assert calls["subagent_pending"] == {"search_agent:1": {"rounds": 1, "status": "tools"}}
+    assert calls["subagent_invocations"] == {"search_agent:1": {"rounds": 1, "status": "tools"}}
     answer = merge_agent_response_to_state(
         agent="search_agent", invocation="search_agent:1", content="found", tool_calls=[],
     )
     assert answer["phase"] == "lead_executing"
-    assert answer["subagent_pending"] == {"search_agent:1": {"status": "done", "result": "found"}}
+    assert answer["subagent_invocations"] == {"search_agent:1": {"status": "done", "result": "found"}}
     assert "graph_response" not in answer
 
 
@@ -468,8 +468,8 @@ def test_merge_over_the_round_limit():
         max_tool_rounds=1,
     )
     assert sub["phase"] == "lead_executing"
-    assert sub["subagent_pending"]["s:1"]["status"] == "failed"
-    assert sub["subagent_pending"]["s:1"]["result"] == "part"
+    assert sub["subagent_invocations"]["s:1"]["status"] == "failed"
+    assert sub["subagent_invocations"]["s:1"]["result"] == "part"
 
 
 @pytest.mark.parametrize(
@@ -484,7 +484,7 @@ def test_merge_over_the_round_limit():
 def test_route_reads_the_phase_only(phase, target):
     # The pending lists disagree with the phase on purpose: the phase decides.
     state = {"phase": phase.value, "pending_tool_calls": [CALL],
-             "subagent_pending": {"x": {"status": "running"}}}
+             "subagent_invocations": {"x": {"status": "running"}}}
     assert route(state) == target  # type: ignore[arg-type]
 
 

@@ -7,8 +7,9 @@ A subagent sees only its prompt, the current plan, its instruction and its own m
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
+from ..shapes import ChatMessage, JsonObject, Role
 from .spec import AgentSpec
 
 PLAN_ID = "task_plan"
@@ -23,7 +24,7 @@ def subagent_section(subagents: list[AgentSpec]) -> str:
     return "\n".join(lines)
 
 
-def artifact_inventory(artifacts: list[dict[str, Any]]) -> str:
+def artifact_inventory(artifacts: list[JsonObject]) -> str:
     if not artifacts:
         return "## Artifacts in this conversation\n(none yet)"
     lines = ["## Artifacts in this conversation"]
@@ -48,18 +49,18 @@ def lead_messages(
     *,
     task: str,
     history: list[list[str]],
-    memory: list[dict[str, Any]],
+    memory: list[ChatMessage],
     subagents: list[AgentSpec],
-    artifacts: list[dict[str, Any]] | None,
-) -> list[dict[str, Any]]:
+    artifacts: list[JsonObject] | None,
+) -> list[ChatMessage]:
     sections = [spec.prompt or "You are a helpful assistant."]
     if "call_subagent" in spec.tools:
         sections.append(subagent_section(subagents))
     if artifacts is not None:
         sections.append(artifact_inventory(artifacts))
     system = "\n\n".join(s for s in sections if s)
-    messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
-    messages += [{"role": role, "content": content} for role, content in history]
+    messages: list[ChatMessage] = [{"role": "system", "content": system}]
+    messages += [ChatMessage(role=cast(Role, role), content=content) for role, content in history]
     messages.append({"role": "user", "content": task})
     messages += memory
     return messages
@@ -69,9 +70,9 @@ def subagent_messages(
     spec: AgentSpec,
     *,
     instruction: str,
-    plan: dict[str, Any] | None,
-    memory: list[dict[str, Any]],
-) -> list[dict[str, Any]]:
+    plan: JsonObject | None,
+    memory: list[ChatMessage],
+) -> list[ChatMessage]:
     system = spec.prompt or f"You are {spec.name}."
     if plan is not None:
         system += f"\n\n## Current plan\n{plan['content']}"

@@ -7,13 +7,11 @@ breaking older servers' clients.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from ..core.events import Event
-
-MessageStatus = Literal["running", "waiting", "completed", "failed", "cancelled"]
 
 
 def _no_nul(value: str) -> str:

@@ -22,6 +22,7 @@ from ..errors import ArtifactFlowError, LLMError
 from ..hooks import nodes as hook_points
 from ..hooks.dispatch import HookError
 from ..hooks.types import AgentStep
+from ..shapes import ChatMessage, JsonObject, RawToolCall
 from ..tools.base import Permission
 from .agent_window import node_result, windowed_call
 from .context import RunContext
@@ -33,16 +34,22 @@ from .event_payloads import (
     LLMCompleteData,
     SubagentCompleteData,
     SubagentStartData,
-    SubagentStatus,
     ToolCallRequest,
     Usage,
 )
 from .events import Emitted
-from .state import LEAD, AgentState, ExecutionPhase, merge_agent_response_to_state
+from .state import (
+    LEAD,
+    AgentState,
+    AgentUpdate,
+    ExecutionPhase,
+    PendingToolCall,
+    SubagentRecord,
+    SubagentRecordUpdate,
+    SubagentStatus,
+    merge_agent_response_to_state,
+)
 from .window import Prices, cost_usd, rounds_in
-
-HELD = "lead~held"  # lead tool results waiting for the round's subagents to finish
-REPLACED = "~replaced"  # a subagent step's compacted memory, merged into the node's writes
 
 
 class Emitter:
@@ -57,36 +64,37 @@ class Emitter:
         self._write(Emitted(data.model_copy(update={"invocation": self.invocation}), self.agent))
 
 
-def close_lead_round(state: AgentState) -> list[dict[str, Any]]:
+def close_lead_round(state: AgentState) -> list[ChatMessage]:
     """Once every subagent of the lead's last round answered, build that round's tool
     messages in call order: held tool results plus each subagent's answer."""
-    invocations = state.get("subagent_pending") or {}
+    invocations = state.get("subagent_invocations") or {}
     if not invocations:
         return []
     memories = state.get("agent_memories") or {}
     lead_memory = memories.get(LEAD, [])
-    held = {m["tool_call_id"]: m for m in memories.get(HELD, [])}
+    held_results = (state.get("held_tool_results") or {}).get(LEAD, [])
+    held = {m.get("tool_call_id"): m for m in held_results if m["role"] == "tool"}
     by_call = {rec["tool_call_id"]: rec for rec in invocations.values()}
     last = next((m for m in reversed(lead_memory) if m.get("role") == "assistant"), None)
-    messages: list[dict[str, Any]] = []
-    for call in (last or {}).get("tool_calls", []):
+    messages: list[ChatMessage] = []
+    for call in last.get("tool_calls", []) if last else []:
         call_id = call["id"]
         if call_id in held:
             messages.append(held[call_id])
         elif call_id in by_call:
             rec = by_call[call_id]
-            if rec.get("status") == "done":
+            if rec.get("status") == SubagentStatus.DONE:
                 text = rec.get("result") or "(the subagent returned no text)"
             else:
                 text = f"ERROR: subagent '{rec['agent']}' failed: {rec.get('error')}"
                 if rec.get("result"):
-                    text += f"\nPartial answer: {rec['result']}"
+                    text += f"\nPartial answer: {rec.get('result')}"
             messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
-    return messages + [m for m in memories.get(HELD, []) if m.get("role") != "tool"]  # hooks' notes
+    return messages + [m for m in held_results if m["role"] != "tool"]  # hooks' notes
 
 
 async def approval_flags(
-    context: RunContext, calls: list[dict[str, Any]]
+    context: RunContext, calls: list[RawToolCall]
 ) -> dict[str, bool]:
     """Call id → whether it waits for a person (a CONFIRM tool not always-allowed in this
     conversation). Public: the workflow steps use it for their own tool calls."""
@@ -98,9 +106,9 @@ async def approval_flags(
     return {c["id"]: c["name"] not in allowed for c in confirm}
 
 
-def _unique_ids(calls: list[dict[str, Any]], taken: set[str], suffix: str) -> list[dict[str, Any]]:
+def _unique_ids(calls: list[RawToolCall], taken: set[str], suffix: str) -> list[RawToolCall]:
     """Providers may reuse ids like `call_0`; ids must be unique within a round."""
-    out = []
+    out: list[RawToolCall] = []
     for call in calls:
         call_id = call["id"]
         while call_id in taken:
@@ -113,7 +121,7 @@ def _unique_ids(calls: list[dict[str, Any]], taken: set[str], suffix: str) -> li
 async def _llm_step(
     context: RunContext,
     spec: AgentSpec,
-    messages: list[dict[str, Any]],
+    messages: list[ChatMessage],
     emit: Emitter,
     agent: AgentStep | None = None,
 ) -> ModelResponse:
@@ -198,11 +206,12 @@ async def lead_agent(state: AgentState, runtime: Runtime[RunContext]) -> Any:
         max_tool_rounds=spec.max_tool_rounds,
     )
     hook_points.mark_refused(update, refused)
-    if state.get("current_agent") != spec.name:
-        update["current_agent"] = spec.name
+    if state.get("active_agents") != [spec.name]:
+        update["active_agents"] = [spec.name]
     if closing:
-        update["agent_memories"] = {LEAD: closing + update["agent_memories"][LEAD], HELD: None}
-        update["subagent_pending"] = None
+        update["agent_memories"] = {LEAD: closing + ((update.get("agent_memories") or {}).get(LEAD) or [])}
+        update["held_tool_results"] = {LEAD: None}
+        update["subagent_invocations"] = None
     emit(AgentCompleteData(content=response.content, tool_calls=len(calls), outcome=update.get("outcome")))
     await hook_points.agent_end(context, agent, response.content, len(calls), update.get("outcome"))
     return node_result(update, step.replaced(update, LEAD))
@@ -212,13 +221,13 @@ async def subagent_step(
     context: RunContext,
     runtime: Runtime[RunContext],
     invocation: str,
-    record: dict[str, Any],
-    memory: list[dict[str, Any]],
-    plan: dict[str, Any] | None,
+    record: SubagentRecord,
+    memory: list[ChatMessage],
+    plan: JsonObject | None,
     taken: set[str],
-) -> dict[str, Any]:
-    """One model round of one subagent invocation, as a state update. Public: the workflow
-    agent and group steps run their turns with it."""
+) -> tuple[AgentUpdate, dict[str, list[ChatMessage]]]:
+    """One subagent's step: its partial update, and its whole new memory when compacted. Public:
+    the workflow agent and group steps run their turns with it."""
     svc = context.services
     spec = svc.agents[record["agent"]]
     emit = Emitter(runtime, spec.name, invocation)
@@ -241,7 +250,7 @@ async def subagent_step(
         await hook_points.agent_failed(context, agent, exc)
         emit(AgentCompleteData(content="", tool_calls=0, outcome="failed", error=str(exc)))
         emit(SubagentCompleteData(status=SubagentStatus.FAILED, error=str(exc), tool_call_id=record["tool_call_id"]))
-        return {"subagent_pending": {invocation: {"status": "failed", "error": str(exc)}}}
+        return {"subagent_invocations": {invocation: {"status": SubagentStatus.FAILED.value, "error": str(exc)}}}, {}
     calls = _unique_ids(response.tool_calls, taken, invocation.rsplit(":", 1)[-1])
     calls, refused = await hook_points.decide_calls(context, agent, calls)
     update = merge_agent_response_to_state(
@@ -254,26 +263,27 @@ async def subagent_step(
         max_tool_rounds=spec.max_tool_rounds,
     )
     hook_points.mark_refused(update, refused)
-    status = update.get("subagent_pending", {}).get(invocation, {}).get("status")
+    record_update = (update.get("subagent_invocations") or {}).get(invocation) or SubagentRecordUpdate()
+    status = record_update.get("status")
     emit(AgentCompleteData(content=response.content, tool_calls=len(calls), outcome=status))
-    error = update.get("subagent_pending", {}).get(invocation, {}).get("error")
-    await hook_points.agent_end(context, agent, response.content, len(calls), status if status in ("done", "failed") else None, error)
-    if status in ("done", "failed"):
+    error = record_update.get("error")
+    final = status is not None and SubagentStatus(status).final
+    await hook_points.agent_end(context, agent, response.content, len(calls), status if final else None, error)
+    if final:
         emit(SubagentCompleteData(
             status=SubagentStatus(status),
-            result=update["subagent_pending"][invocation].get("result"),
-            error=update["subagent_pending"][invocation].get("error"),
+            result=record_update.get("result"),
+            error=record_update.get("error"),
             tool_call_id=record["tool_call_id"],
         ))
-    update[REPLACED] = step.replaced(update, invocation)
-    return update
+    return update, step.replaced(update, invocation)
 
 
 async def subagents(state: AgentState, runtime: Runtime[RunContext]) -> Any:
     context = runtime.context
     svc = context.services
-    invocations = state.get("subagent_pending") or {}
-    running = [(k, v) for k, v in invocations.items() if v.get("status") == "running"]
+    invocations = state.get("subagent_invocations") or {}
+    running = [(k, v) for k, v in invocations.items() if v.get("status") == SubagentStatus.RUNNING]
     running.sort(key=lambda kv: kv[1].get("order", 0))
     memories = state.get("agent_memories") or {}
     plan = await svc.store.get_artifact(context.conversation_id, PLAN_ID)
@@ -284,18 +294,20 @@ async def subagents(state: AgentState, runtime: Runtime[RunContext]) -> Any:
             for key, rec in running
         )
     )
-    merged: dict[str, Any] = {
-        "agent_memories": {},
-        "subagent_pending": {},
-        "current_agent": ",".join(rec["agent"] for _, rec in running),
-    }
-    calls: list[dict[str, Any]] = []
-    replaced: dict[str, Any] = {}
-    for update in updates:
-        replaced.update(update.pop(REPLACED, None) or {})
-        merged["agent_memories"].update(update.get("agent_memories", {}))
-        merged["subagent_pending"].update(update.get("subagent_pending", {}))
+    memories_written: dict[str, list[ChatMessage] | None] = {}
+    records: dict[str, SubagentRecordUpdate] = {}
+    calls: list[PendingToolCall] = []
+    replaced: dict[str, list[ChatMessage]] = {}
+    for update, compacted in updates:
+        replaced.update(compacted)
+        memories_written.update(update.get("agent_memories") or {})
+        records.update(update.get("subagent_invocations") or {})
         calls += update.get("pending_tool_calls") or []
+    merged: AgentUpdate = {
+        "agent_memories": memories_written,
+        "subagent_invocations": records,
+        "active_agents": [rec["agent"] for _, rec in running],
+    }
     # Every running invocation took its step: each now waits for tools, or is done/failed.
     # Any tool call sends the round to the tool node; otherwise all answered, and the lead
     # closes its round.

@@ -34,6 +34,7 @@ from ..agents.model import ModelRequest, ModelResponse
 from ..agents.model.openai_wire import output_limit
 from ..agents.spec import AgentSpec
 from ..errors import ContextOverflowError, LLMError
+from ..shapes import ChatMessage
 from .context import RunContext, Services
 from .event_payloads import AgentEventData, ContextCompactedData
 from .window import (
@@ -52,7 +53,7 @@ from .window import (
 
 log = logging.getLogger("artifactflow")
 
-Message = dict[str, Any]
+Message = ChatMessage
 MIN_SHARE = 0.1  # the lowest compaction threshold an output bound may push us to
 Emit = Callable[[AgentEventData], None]
 Call = Callable[[list[Message]], Awaitable[ModelResponse]]
@@ -147,7 +148,7 @@ class WindowedStep:
         return {invocation: [*self.memory, turn]}
 
 
-def node_result(update: dict[str, Any], replaced: Mapping[str, list[Message]]) -> Any:
+def node_result(update: Mapping[str, Any], replaced: Mapping[str, list[Message]]) -> Any:
     """What a node returns: its partial update, or, when memories were compacted, channel
     writes that replace those memories once (`memory_writes`)."""
     if not replaced:

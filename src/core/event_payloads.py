@@ -11,81 +11,19 @@ log are parsed leniently (an older or newer writer's extra fields are kept, not 
 
 from __future__ import annotations
 
-import enum
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
-
-class EventType(enum.StrEnum):
-    """Every event type's name (names are forever: UIs and scripts key on them)."""
-
-    METADATA = "metadata"
-    AGENT_START = "agent_start"
-    LLM_CHUNK = "llm_chunk"
-    LLM_COMPLETE = "llm_complete"
-    AGENT_COMPLETE = "agent_complete"
-    TOOL_START = "tool_start"
-    TOOL_COMPLETE = "tool_complete"
-    PERMISSION_REQUEST = "permission_request"
-    PERMISSION_RESULT = "permission_result"
-    SUBAGENT_START = "subagent_start"
-    SUBAGENT_COMPLETE = "subagent_complete"
-    ARTIFACT_CREATED = "artifact_created"
-    ARTIFACT_UPDATED = "artifact_updated"
-    WORKFLOW_NODE_START = "workflow_node_start"
-    WORKFLOW_NODE_COMPLETE = "workflow_node_complete"
-    HANDOFF = "handoff"
-    CONTEXT_COMPACTED = "context_compacted"
-    COMPLETE = "complete"
-    CANCELLED = "cancelled"
-    ERROR = "error"
-
-
-class MessageStatus(enum.StrEnum):
-    """Where a message's run stands. `waiting` means paused for a person's decision."""
-
-    RUNNING = "running"
-    WAITING = "waiting"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-FINAL_STATUSES = frozenset({MessageStatus.COMPLETED, MessageStatus.FAILED, MessageStatus.CANCELLED})
-
-
-class Outcome(enum.StrEnum):
-    """Why a completed run stopped."""
-
-    COMPLETED = "completed"
-    MAX_TOOL_ROUNDS = "max_tool_rounds"
-    BUDGET_EXCEEDED = "budget_exceeded"
-
-
-class SubagentStatus(enum.StrEnum):
-    """A subagent invocation's state; `done` and `failed` are final."""
-
-    RUNNING = "running"
-    TOOLS = "tools"
-    DONE = "done"
-    FAILED = "failed"
-
-
-class WorkflowNodeStatus(enum.StrEnum):
-    """How a workflow node execution ended."""
-
-    OK = "ok"
-    FAILED = "failed"
-    SKIPPED = "skipped"  # an earlier node of its split item or branch path failed
-    CANCELLED = "cancelled"  # another path of its branch finished first
-
-
-class DecisionAction(enum.StrEnum):
-    APPROVE = "approve"
-    DENY = "deny"
-    EDIT = "edit"
-    ALWAYS = "always"
+from .status import FINAL_STATUSES as FINAL_STATUSES  # defined once there; re-exported here
+from .status import (  # payload fields are typed with them
+    DecisionAction,
+    EventType,
+    Outcome,
+    SubagentStatus,
+    WorkflowNodeStatus,
+)
+from .status import MessageStatus as MessageStatus
 
 
 class Record(BaseModel):

@@ -11,15 +11,16 @@ All values are plain data (dicts, lists, str, numbers) so checkpoints deserializ
 
 from __future__ import annotations
 
-import enum
 import json
 import uuid
-from collections.abc import Sequence
-from typing import Annotated, Any, TypedDict
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal, NotRequired, TypedDict, cast
 
 from langgraph.channels.delta import DeltaChannel
 
 from ..hooks.types import LEAD_INVOCATION as LEAD  # invocation id of the lead agent
+from ..shapes import ChatMessage, PendingToolCall, RawToolCall
+from .status import ExecutionPhase, Outcome, SubagentStatus
 
 CALL_SUBAGENT = "call_subagent"
 # Snapshots copy a delta channel's whole value; we keep them rare because completed threads'
@@ -27,17 +28,43 @@ CALL_SUBAGENT = "call_subagent"
 _SNAPSHOT_EVERY = 100_000
 
 
-class ExecutionPhase(enum.StrEnum):
-    """What runs next; every node sets it and `graph.route` reads nothing else.
+# State holds the values of these enums as plain strings (see `status`): members compare
+# equal to them, and `ExecutionPhase.COMPLETED.value` has the literal type below.
+PhaseValue = Literal["lead_executing", "subagent_executing", "tool_executing", "completed"]
+OutcomeValue = Literal["completed", "max_tool_rounds", "budget_exceeded"]
+SubagentStatusValue = Literal["running", "tools", "done", "failed"]
+assert {*PhaseValue.__args__} == {*ExecutionPhase}  # noqa: S101 - one definition: the enums
+assert {*OutcomeValue.__args__} == {*Outcome}  # noqa: S101
+assert {*SubagentStatusValue.__args__} == {*SubagentStatus}  # noqa: S101
 
-    A pause for permission is not a phase: the tool node's `interrupt()` stops the run while
-    the phase stays TOOL_EXECUTING, and the resume re-enters that node.
-    """
 
-    LEAD_EXECUTING = "lead_executing"  # the lead takes a step
-    SUBAGENT_EXECUTING = "subagent_executing"  # running subagent invocations take a step
-    TOOL_EXECUTING = "tool_executing"  # the tool node runs `pending_tool_calls`
-    COMPLETED = "completed"  # the lead answered (or was stopped): the run ends
+class SubagentRecord(TypedDict):
+    """One subagent invocation of the lead's current round (or of a workflow step)."""
+
+    agent: str
+    instruction: str
+    tool_call_id: str | None  # the lead's `call_subagent` call (None in a workflow step)
+    status: SubagentStatusValue
+    rounds: int  # tool rounds taken so far
+    order: int  # position among the round's `call_subagent` calls
+    result: NotRequired[str | None]  # the answer (or a partial one, when failed)
+    error: NotRequired[str | None]
+
+
+class SubagentRecordUpdate(TypedDict, total=False):
+    """A write to a `SubagentRecord`: the reducer merges it key by key."""
+
+    agent: str
+    instruction: str
+    tool_call_id: str | None
+    status: SubagentStatusValue
+    rounds: int
+    order: int
+    result: str | None
+    error: str | None
+
+
+Memories = dict[str, list[ChatMessage]]  # invocation id -> its working memory
 
 
 # --- reducers (deterministic and batching-invariant: they fold writes in order) ----------
@@ -47,7 +74,7 @@ def _replace(current: Any, writes: Sequence[Any]) -> Any:
     return writes[-1] if writes else current
 
 
-def _memories(current: dict[str, list[Any]], writes: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+def _memories(current: Memories, writes: Sequence[Mapping[str, list[ChatMessage] | None]]) -> Memories:
     """Writes are `{invocation_id: [messages]}` appends or `{invocation_id: None}` resets."""
     out = dict(current)
     for write in writes:
@@ -59,7 +86,9 @@ def _memories(current: dict[str, list[Any]], writes: Sequence[dict[str, Any]]) -
     return out
 
 
-def _pending_calls(current: list[dict[str, Any]] | None, write: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+def _pending_calls(
+    current: list[PendingToolCall] | None, write: list[PendingToolCall] | None
+) -> list[PendingToolCall]:
     """Concurrent subagent steps add calls; the tool node clears them with `None`."""
     if write is None:
         return []
@@ -67,14 +96,14 @@ def _pending_calls(current: list[dict[str, Any]] | None, write: list[dict[str, A
 
 
 def _invocations(
-    current: dict[str, dict[str, Any]] | None, write: dict[str, dict[str, Any]] | None
-) -> dict[str, dict[str, Any]]:
+    current: dict[str, SubagentRecord] | None, write: dict[str, SubagentRecordUpdate] | None
+) -> dict[str, SubagentRecord]:
     """Subagent invocation records, merged by id; `None` clears them all."""
     if write is None:
         return {}
     out = dict(current or {})
     for key, record in write.items():
-        out[key] = {**out.get(key, {}), **record}
+        out[key] = cast(SubagentRecord, {**out.get(key, {}), **record})  # creation sets every key
     return out
 
 
@@ -83,38 +112,56 @@ class AgentState(TypedDict, total=False):
     conversation_history: Annotated[
         list[list[str]], DeltaChannel(_replace, list, snapshot_frequency=_SNAPSHOT_EVERY)
     ]
-    phase: str
-    current_agent: str
-    # invocation id -> {agent, instruction, tool_call_id, status, rounds, result, error}
-    subagent_pending: Annotated[dict[str, dict[str, Any]], _invocations]
-    # this round's calls: {id, name, arguments, agent, invocation, needs_approval}
-    pending_tool_calls: Annotated[list[dict[str, Any]], _pending_calls]
+    phase: PhaseValue
+    # the agents taking the current step: the lead, or the subagents running in parallel
+    active_agents: list[str]
+    # invocation id -> record: the subagents the lead started this round, running or answered;
+    # cleared when the lead closes the round
+    subagent_invocations: Annotated[dict[str, SubagentRecord], _invocations]
+    pending_tool_calls: Annotated[list[PendingToolCall], _pending_calls]  # this round's calls
     # invocation id -> OpenAI-format messages (assistant turns and tool results)
-    agent_memories: Annotated[
-        dict[str, list[dict[str, Any]]],
-        DeltaChannel(_memories, dict, snapshot_frequency=_SNAPSHOT_EVERY),
-    ]
+    agent_memories: Annotated[Memories, DeltaChannel(_memories, dict, snapshot_frequency=_SNAPSHOT_EVERY)]
+    # invocation id -> its tool results (and hooks' notes) of a round that also started
+    # subagents: held until they answer, then put in call order with their answers
+    # (`close_lead_round`; only the lead starts subagents). Same writes as `agent_memories`.
+    held_tool_results: Annotated[Memories, DeltaChannel(_memories, dict, snapshot_frequency=_SNAPSHOT_EVERY)]
     graph_response: str | None
-    outcome: str | None
+    outcome: OutcomeValue | None
     # Execution metrics are not kept in state: every LLM and tool call's usage and duration is
     # in its `llm_complete` / `tool_complete` event, and the controller aggregates them from the
     # event log (DESIGN: append-only records live in DeltaChannels or out of state).
 
 
+class AgentUpdate(TypedDict, total=False):
+    """What a node writes: the reducers' inputs. `None` clears a reducer channel; a memory
+    write `{invocation: None}` resets that memory (then appends follow)."""
+
+    current_task: str
+    conversation_history: list[list[str]]
+    phase: PhaseValue
+    active_agents: list[str]
+    subagent_invocations: dict[str, SubagentRecordUpdate] | None
+    pending_tool_calls: list[PendingToolCall] | None
+    agent_memories: Mapping[str, list[ChatMessage] | None]
+    held_tool_results: Mapping[str, list[ChatMessage] | None]
+    graph_response: str | None
+    outcome: OutcomeValue | None
+
+
 def create_initial_state(
-    task: str, *, conversation_history: list[dict[str, Any]] | None = None
-) -> dict[str, Any]:
+    task: str, *, conversation_history: list[ChatMessage] | None = None
+) -> AgentUpdate:
     """The graph input for a new message. The run's ids are not state: nodes read them from
     the runtime context (`RunContext`)."""
     # Stored as [role, content] pairs: LangGraph's DeltaChannel turns lists of role/content
     # dicts into LangChain message objects, which are not plain data.
-    turns = [[m["role"], m["content"]] for m in conversation_history or []]
+    turns = [[m["role"], str(m.get("content") or "")] for m in conversation_history or []]
     return {
         "current_task": task,
         "conversation_history": turns,
         "phase": ExecutionPhase.LEAD_EXECUTING.value,
-        "current_agent": "lead_agent",
-        "subagent_pending": None,
+        "active_agents": [],
+        "subagent_invocations": None,
         "pending_tool_calls": None,
         "agent_memories": {},
         "graph_response": None,
@@ -128,7 +175,7 @@ def without_nul(value: Any) -> Any:
     return value.replace("\x00", "\ufffd") if isinstance(value, str) and "\x00" in value else value
 
 
-def assistant_message(content: str, tool_calls: list[dict[str, Any]]) -> dict[str, Any]:
+def assistant_message(content: str, tool_calls: Sequence[RawToolCall]) -> ChatMessage:
     """The assistant turn as memory keeps it and every later request resends it.
 
     `content` is `""`, never `null` (llama-cpp-python refuses null with HTTP 500), and
@@ -136,7 +183,7 @@ def assistant_message(content: str, tool_calls: list[dict[str, Any]]) -> dict[st
     refuse every later request whose history holds malformed arguments. The model still learns
     what was wrong from the tool's error, which quotes the arguments it sent.
     """
-    message: dict[str, Any] = {"role": "assistant", "content": content or ""}
+    message: ChatMessage = {"role": "assistant", "content": content or ""}
     if tool_calls:
         message["tool_calls"] = [
             {
@@ -165,11 +212,11 @@ def merge_agent_response_to_state(
     agent: str,
     invocation: str,
     content: str,
-    tool_calls: list[dict[str, Any]],
+    tool_calls: Sequence[RawToolCall],
     needs_approval: dict[str, bool] | None = None,
     rounds_used: int = 0,
     max_tool_rounds: int | None = None,
-) -> dict[str, Any]:
+) -> AgentUpdate:
     """Agent response → partial state update with the next phase.
 
     Tool calls → TOOL_EXECUTING (every call of the response, in order). No call → COMPLETED
@@ -180,8 +227,8 @@ def merge_agent_response_to_state(
     """
     approvals = needs_approval or {}
     content = without_nul(content)
-    tool_calls = [{**c, "arguments": without_nul(c["arguments"])} for c in tool_calls]
-    update: dict[str, Any] = {
+    tool_calls = [RawToolCall(id=c["id"], name=c["name"], arguments=without_nul(c["arguments"])) for c in tool_calls]
+    update: AgentUpdate = {
         "agent_memories": {invocation: [assistant_message(content, tool_calls)]},
     }
     is_lead = invocation == LEAD
@@ -194,11 +241,11 @@ def merge_agent_response_to_state(
             update.update(
                 phase=ExecutionPhase.COMPLETED.value,
                 graph_response=content or message,
-                outcome="max_tool_rounds",
+                outcome=Outcome.MAX_TOOL_ROUNDS.value,
             )
         else:
-            update["subagent_pending"] = {
-                invocation: {"status": "failed", "error": message, "result": content}
+            update["subagent_invocations"] = {
+                invocation: {"status": SubagentStatus.FAILED.value, "error": message, "result": content}
             }
             update["phase"] = ExecutionPhase.LEAD_EXECUTING.value
         return update
@@ -217,19 +264,21 @@ def merge_agent_response_to_state(
         ]
         update["phase"] = ExecutionPhase.TOOL_EXECUTING.value
         if not is_lead:
-            update["subagent_pending"] = {invocation: {"rounds": rounds_used + 1, "status": "tools"}}
+            update["subagent_invocations"] = {
+                invocation: {"rounds": rounds_used + 1, "status": SubagentStatus.TOOLS.value}
+            }
         return update
     if is_lead:
         update.update(
-            phase=ExecutionPhase.COMPLETED.value, graph_response=content, outcome="completed"
+            phase=ExecutionPhase.COMPLETED.value, graph_response=content, outcome=Outcome.COMPLETED.value
         )
     else:
-        update["subagent_pending"] = {invocation: {"status": "done", "result": content}}
+        update["subagent_invocations"] = {invocation: {"status": SubagentStatus.DONE.value, "result": content}}
         update["phase"] = ExecutionPhase.LEAD_EXECUTING.value
     return update
 
 
-def rounds_used(memory: list[dict[str, Any]]) -> int:
+def rounds_used(memory: Sequence[ChatMessage]) -> int:
     """Tool rounds an invocation has had: its assistant turns that called tools."""
     return sum(1 for m in memory if m.get("role") == "assistant" and m.get("tool_calls"))
 

@@ -30,19 +30,31 @@ from langgraph.types import interrupt
 
 from ..agents.spec import AgentSpec
 from ..hooks import nodes as hook_points
+from ..shapes import ChatMessage, JsonObject
 from ..tools.base import ToolResult
 from ..tools.context import ToolContext
 from ..tools.registry import parse_arguments, run_tool_call
-from .agent_nodes import HELD, Emitter
+from .agent_nodes import Emitter
 from .context import RunContext
 from .event_payloads import ToolCompleteData, ToolResultData, ToolStartData
-from .state import CALL_SUBAGENT, LEAD, AgentState, ExecutionPhase, new_invocation_id
+from .state import (
+    CALL_SUBAGENT,
+    LEAD,
+    AgentState,
+    AgentUpdate,
+    ExecutionPhase,
+    PendingToolCall,
+    SubagentRecordUpdate,
+    SubagentStatus,
+    new_invocation_id,
+)
+from .status import DecisionAction
 from .tool_schedule import RoundSchedule, serial_key
 
 TRUNCATION_MARKER = "\n\n[... truncated: showing {shown} of {total} characters]"
 
 
-def permission_payload(calls: list[dict[str, Any]]) -> dict[str, Any]:
+def permission_payload(calls: list[PendingToolCall]) -> JsonObject:
     pending = []
     for call in calls:
         args, error = parse_arguments(call["arguments"])
@@ -65,20 +77,20 @@ def model_text(result: ToolResult, limit: int) -> tuple[str, bool]:
     return text[:limit] + TRUNCATION_MARKER.format(shown=limit, total=len(text)), True
 
 
-def _decision_for(decisions: Any, call_id: str) -> dict[str, Any]:
+def _decision_for(decisions: Any, call_id: str) -> JsonObject:
     """Fail closed: anything but a well-formed approval is a denial."""
     if isinstance(decisions, dict):
         decision = decisions.get(call_id)
-        if isinstance(decision, dict) and decision.get("action") in ("approve", "edit", "always"):
+        if isinstance(decision, dict) and decision.get("action") in (DecisionAction.APPROVE, DecisionAction.EDIT, DecisionAction.ALWAYS):
             return decision
-        if isinstance(decision, dict) and decision.get("action") == "deny":
+        if isinstance(decision, dict) and decision.get("action") == DecisionAction.DENY:
             return decision
-    return {"action": "deny", "reason": "no valid decision was given"}
+    return {"action": DecisionAction.DENY.value, "reason": "no valid decision was given"}
 
 
 def _subagent_call(
-    context: RunContext, call: dict[str, Any], order: int
-) -> tuple[ToolResult | None, dict[str, Any] | None]:
+    context: RunContext, call: PendingToolCall, order: int
+) -> tuple[ToolResult | None, dict[str, SubagentRecordUpdate] | None]:
     svc = context.services
     lead: AgentSpec = svc.lead
     valid = [a.name for a in svc.subagents_for(lead)]
@@ -99,11 +111,11 @@ def _subagent_call(
     if not isinstance(instruction, str) or not instruction.strip():
         return ToolResult.fail("call_subagent needs a non-empty 'instruction'"), None
     invocation = new_invocation_id(name)
-    record = {
+    record: SubagentRecordUpdate = {
         "agent": name,
         "instruction": instruction,
         "tool_call_id": call["id"],
-        "status": "running",
+        "status": SubagentStatus.RUNNING.value,
         "rounds": 0,
         "order": order,
     }
@@ -117,17 +129,18 @@ def _result(result: ToolResult) -> ToolResultData:
 async def _run_one(
     context: RunContext,
     runtime: Runtime[RunContext],
-    call: dict[str, Any],
-    decision: dict[str, Any] | None,
+    call: PendingToolCall,
+    decision: JsonObject | None,
     schedule: RoundSchedule,
 ) -> tuple[ToolResult, float]:
     svc = context.services
     emit = schedule.emitter(Emitter(runtime, call["agent"], call["invocation"]), call["id"])
     arguments: Any = call["arguments"]
     note = None
-    ledger_key = f"{call['invocation']}/{call.get('round', 0)}/{call['id']}" if decision else None
+    call_key = f"{call['invocation']}/{call.get('round', 0)}/{call['id']}"
+    ledger_key = call_key if decision else None
     if decision is not None:
-        if decision["action"] == "deny" and await svc.store.ledger_get(context.message_id, ledger_key):
+        if decision["action"] == DecisionAction.DENY and await svc.store.ledger_get(context.message_id, call_key):
             # A re-asked approval after a crash: the call already started. Never say "denied".
             result = ToolResult.fail(
                 "this tool call was interrupted by a process failure while running; its effect "
@@ -139,14 +152,14 @@ async def _run_one(
             emit(ToolCompleteData(tool_call_id=call["id"], tool=call["name"], success=False,
                                   result=_result(result), duration_ms=0.0, outcome=result.outcome))
             return result, 0.0
-        if decision["action"] == "deny":
+        if decision["action"] == DecisionAction.DENY:
             reason = decision.get("reason")
             text = "the user denied this tool call" + (f": {reason}" if reason else "")
             result = await hook_points.unrun(context, call, ToolResult.fail(text, denied=True), denied=True)
             emit(ToolCompleteData(tool_call_id=call["id"], tool=call["name"], success=False,
                                   result=_result(result), duration_ms=0.0, denied=True))
             return result, 0.0
-        if decision["action"] == "edit":
+        if decision["action"] == DecisionAction.EDIT:
             arguments = decision.get("arguments") or {}
             note = arguments
             arguments, refusal = await hook_points.edited(context, call, arguments)  # policy applies
@@ -205,22 +218,22 @@ async def _run_one(
     return result, duration
 
 
-async def tool_execution(state: AgentState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+async def tool_execution(state: AgentState, runtime: Runtime[RunContext]) -> AgentUpdate:
     context = runtime.context
     svc = context.services
-    calls: list[dict[str, Any]] = list(state.get("pending_tool_calls") or [])
+    calls: list[PendingToolCall] = list(state.get("pending_tool_calls") or [])
     to_confirm = [c for c in calls if c.get("needs_approval")]
     decisions: Any = {}
     if to_confirm:
         decisions = interrupt(permission_payload(to_confirm))
     # --- nothing above this line may have a side effect -----------------------------------
     await hook_points.round_start(context, calls)
-    invocations = dict(state.get("subagent_pending") or {})
-    new_invocations: dict[str, Any] = {}
+    invocations = dict(state.get("subagent_invocations") or {})
+    new_invocations: dict[str, SubagentRecordUpdate] = {}
     immediate: dict[str, ToolResult] = {}
     deferred: set[str] = set()
     order = len(invocations)
-    runnable: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+    runnable: list[tuple[PendingToolCall, JsonObject | None]] = []
     for call in calls:
         if call.get("refused"):  # a hook refused it when the model made it: it never runs
             immediate[call["id"]] = await hook_points.refused_result(context, call)
@@ -250,7 +263,7 @@ async def tool_execution(state: AgentState, runtime: Runtime[RunContext]) -> dic
                 data.refused = True  # set only when true: the wire leaves an unset field out
             schedule.emitter(Emitter(runtime, call["agent"], call["invocation"]), call["id"])(data)
 
-    async def run(call: dict[str, Any], decision: dict[str, Any] | None) -> tuple[ToolResult, float]:
+    async def run(call: PendingToolCall, decision: JsonObject | None) -> tuple[ToolResult, float]:
         async with schedule.turn(call["id"]):
             return await _run_one(context, runtime, call, decision, schedule)
 
@@ -261,7 +274,10 @@ async def tool_execution(state: AgentState, runtime: Runtime[RunContext]) -> dic
     durations = {call["id"]: d for (call, _), (_, d) in zip(runnable, outcomes, strict=True)}
     added = await hook_points.round_end(context, calls, results, durations)  # after_tool_round
 
-    memories: dict[str, list[dict[str, Any]]] = {}
+    # The lead's results wait in `held_tool_results` while subagents it started this round run.
+    hold = bool(deferred)
+    memories: dict[str, list[ChatMessage]] = {}
+    held: list[ChatMessage] = []
     limit_default = svc.settings.tools.max_result_chars
     for call in calls:
         if call["id"] in deferred:
@@ -269,24 +285,29 @@ async def tool_execution(state: AgentState, runtime: Runtime[RunContext]) -> dic
         tool = svc.tools.get(call["name"])
         limit = (tool.max_result_chars if tool and tool.max_result_chars else limit_default)
         text, _ = model_text(results[call["id"]], limit)
-        target = call["invocation"]
-        if target == LEAD and deferred:
-            target = HELD
-        memories.setdefault(target, []).append(
-            {"role": "tool", "tool_call_id": call["id"], "content": text}
-        )
+        message: ChatMessage = {"role": "tool", "tool_call_id": call["id"], "content": text}
+        if call["invocation"] == LEAD and hold:
+            held.append(message)
+        else:
+            memories.setdefault(call["invocation"], []).append(message)
     for invocation, messages in added.items():  # after the invocation's tool results
-        target = HELD if invocation == LEAD and deferred else invocation
-        memories.setdefault(target, []).extend(messages)
+        if invocation == LEAD and hold:
+            held.extend(messages)
+        else:
+            memories.setdefault(invocation, []).extend(messages)
 
-    update: dict[str, Any] = {"pending_tool_calls": None, "agent_memories": memories}
+    update: AgentUpdate = {"pending_tool_calls": None, "agent_memories": memories}
+    if held:
+        update["held_tool_results"] = {LEAD: held}
     touched = {c["invocation"] for c in calls if c["invocation"] != LEAD}
-    status_updates = {
-        inv: {"status": "running"} for inv in touched if invocations.get(inv, {}).get("status") == "tools"
+    status_updates: dict[str, SubagentRecordUpdate] = {
+        inv: {"status": SubagentStatus.RUNNING.value}
+        for inv in touched
+        if inv in invocations and invocations[inv]["status"] == SubagentStatus.TOOLS
     }
     status_updates.update(new_invocations)
     if status_updates:
-        update["subagent_pending"] = status_updates
+        update["subagent_invocations"] = status_updates
     lead_waits = any(c["invocation"] == LEAD for c in calls) and not deferred
     update["phase"] = (
         ExecutionPhase.LEAD_EXECUTING.value if lead_waits else ExecutionPhase.SUBAGENT_EXECUTING.value

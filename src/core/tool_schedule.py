@@ -17,7 +17,7 @@ so the chain cannot deadlock; a call that fails or is cancelled still frees its 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -27,7 +27,7 @@ from .event_payloads import AgentEventData, ToolCompleteData
 Emit = Callable[[AgentEventData], None]
 
 
-def serial_key(tools: ToolRegistry, call: dict[str, Any], decision: dict[str, Any] | None) -> str | None:
+def serial_key(tools: ToolRegistry, call: Mapping[str, Any], decision: Mapping[str, Any] | None) -> str | None:
     """The resource key of a call about to run (None: no key, or it will not run)."""
     if decision is not None and decision.get("action") == "deny":
         return None

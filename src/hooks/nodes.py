@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from ..errors import LLMError
+from ..shapes import ChatMessage, JsonObject, PendingToolCall, RawToolCall, Refusal
 from ..tools.base import ToolResult
 from .dedupe import hook_key
 from .dispatch import HookRunner
@@ -62,9 +63,9 @@ def _run(context: Any) -> RunInfo:
     return run
 
 
-def pending_call(call: dict[str, Any], arguments: Any = _SAME, **changes: Any) -> ToolCall:
+def pending_call(call: PendingToolCall, arguments: Any = _SAME, **changes: Any) -> ToolCall:
     """The typed call of a `pending_tool_calls` dict (optionally with other arguments)."""
-    raw = call if arguments is _SAME else {**call, "arguments": arguments}
+    raw: JsonObject = {**call} if arguments is _SAME else {**call, "arguments": arguments}
     typed = ToolCall.from_raw(
         raw, agent=call["agent"], invocation=call["invocation"], round=int(call.get("round", 0))
     )
@@ -89,7 +90,7 @@ async def gather_all(*aws: Awaitable[T]) -> list[T]:
 
 
 async def agent_start(
-    context: Any, spec: Any, invocation: str, round: int, record: dict[str, Any] | None = None
+    context: Any, spec: Any, invocation: str, round: int, record: Mapping[str, Any] | None = None
 ) -> AgentStep | None:
     """`on_agent_start`; the step every later point of this agent step takes (None: no hooks)."""
     hooks = _hooks(context)
@@ -160,8 +161,8 @@ async def model_failed(context: Any, agent: AgentStep | None, error: BaseExcepti
 
 
 async def decide_calls(
-    context: Any, agent: AgentStep | None, calls: list[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    context: Any, agent: AgentStep | None, calls: list[RawToolCall]
+) -> tuple[list[RawToolCall], dict[str, Refusal]]:
     """`before_tool_call` for each call the model made: the calls with rewritten arguments,
     and the refused ones (`{id: {"refused": reason, "refused_by": hook}}`) that nobody is
     asked about and that never run (`mark_refused` records them in the round)."""
@@ -169,20 +170,20 @@ async def decide_calls(
     if agent is None or not hooks.wants("before_tool_call"):
         return calls, {}
     run = _run(context)
-    out: list[dict[str, Any]] = []
-    refused: dict[str, dict[str, Any]] = {}
+    out: list[RawToolCall] = []
+    refused: dict[str, Refusal] = {}
     for call in calls:
         typed = ToolCall.from_raw(call, agent=agent.name, invocation=agent.invocation, round=agent.round)
         verdict = await hooks.before_tool_call(run, typed)
         if isinstance(verdict, Refuse):
             refused[call["id"]] = {"refused": verdict.reason, "refused_by": verdict.hook}
         elif verdict is not typed:
-            call = {**call, "arguments": verdict.arguments_json()}
+            call = RawToolCall(id=call["id"], name=call["name"], arguments=verdict.arguments_json())
         out.append(call)
     return out, refused
 
 
-def mark_refused(update: dict[str, Any], refused: dict[str, dict[str, Any]]) -> None:
+def mark_refused(update: Mapping[str, Any], refused: Mapping[str, Refusal]) -> None:
     """Record refusals on the round's call dicts (checkpointed with `pending_tool_calls`)."""
     if not refused:
         return
@@ -227,13 +228,13 @@ async def compacted(
     await hooks.on_compaction(_run(context), agent, compaction)
 
 
-async def subagent_answers(context: Any, state: dict[str, Any], closing: list[dict[str, Any]]) -> list[dict[str, Any]]:
+async def subagent_answers(context: Any, state: Mapping[str, Any], closing: list[ChatMessage]) -> list[ChatMessage]:
     """A subagent's answer is its `call_subagent` call's result: it passes through
     `after_tool_call` / `on_tool_end` when the lead's round closes (keyed: once)."""
     hooks = _hooks(context)
     if not closing or not hooks.wants("after_tool_call", "on_tool_end"):
         return closing
-    records = {r["tool_call_id"]: r for r in (state.get("subagent_pending") or {}).values()}
+    records = {r["tool_call_id"]: r for r in (state.get("subagent_invocations") or {}).values()}
     memory = (state.get("agent_memories") or {}).get(LEAD_INVOCATION, [])
     turns = [m for m in memory if m.get("role") == "assistant" and m.get("tool_calls")]
     if not turns:
@@ -242,7 +243,7 @@ async def subagent_answers(context: Any, state: dict[str, Any], closing: list[di
     run, lead = _run(context), context.services.lead.name
     out = []
     for message in closing:
-        call_id = message["tool_call_id"]
+        call_id = message.get("tool_call_id", "")
         record = records.get(call_id)
         if record is None or call_id not in made:
             out.append(message)
@@ -251,7 +252,7 @@ async def subagent_answers(context: Any, state: dict[str, Any], closing: list[di
             {"id": call_id, "name": SUBAGENT_TOOL, "arguments": made[call_id].get("arguments")},
             agent=lead, invocation=LEAD_INVOCATION, round=len(turns),
         )
-        text = message["content"]
+        text = str(message.get("content") or "")
         result = ToolResult(True, text) if record.get("status") == "done" else ToolResult.fail(text.removeprefix("ERROR: "))
 
         async def fire(call: ToolCall = call, result: ToolResult = result) -> str:
@@ -265,20 +266,20 @@ async def subagent_answers(context: Any, state: dict[str, Any], closing: list[di
 # --- the tool node ------------------------------------------------------------------------------
 
 
-def _rounds(calls: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    groups: dict[str, list[dict[str, Any]]] = {}
+def _rounds(calls: Iterable[PendingToolCall]) -> dict[str, list[PendingToolCall]]:
+    groups: dict[str, list[PendingToolCall]] = {}
     for call in calls:
         groups.setdefault(call["invocation"], []).append(call)
     return groups
 
 
-def _round(calls: list[dict[str, Any]], outcomes: tuple[ToolOutcome, ...] = ()) -> ToolRound:
+def _round(calls: list[PendingToolCall], outcomes: tuple[ToolOutcome, ...] = ()) -> ToolRound:
     first = calls[0]
     live = tuple(pending_call(c) for c in calls if not c.get("refused"))
     return ToolRound(first["agent"], first["invocation"], int(first.get("round", 0)), live, outcomes)
 
 
-async def round_start(context: Any, calls: list[dict[str, Any]]) -> None:
+async def round_start(context: Any, calls: list[PendingToolCall]) -> None:
     """`on_tool_round_start` per invocation of the round, after permissions (keyed)."""
     hooks = _hooks(context)
     if not hooks.wants("on_tool_round_start"):
@@ -288,7 +289,7 @@ async def round_start(context: Any, calls: list[dict[str, Any]]) -> None:
 
 
 async def unrun(
-    context: Any, call: dict[str, Any], result: ToolResult, *, denied: bool = False, refused: bool = False
+    context: Any, call: PendingToolCall, result: ToolResult, *, denied: bool = False, refused: bool = False
 ) -> ToolResult:
     """`after_tool_call` for a call that never ran (refused, denied, invalid; keyed)."""
     hooks = _hooks(context)
@@ -296,7 +297,7 @@ async def unrun(
         return result
     run, typed = _run(context), pending_call(call)
 
-    async def fire() -> dict[str, Any]:
+    async def fire() -> JsonObject:
         final = await hooks.after_tool_call(run, typed, result, denied=denied, refused=refused)
         return final.to_dict()
 
@@ -304,13 +305,13 @@ async def unrun(
     return ToolResult.from_dict(await hooks.once(run, key, fire))
 
 
-async def refused_result(context: Any, call: dict[str, Any]) -> ToolResult:
+async def refused_result(context: Any, call: PendingToolCall) -> ToolResult:
     """The result of a call a hook refused when the model made it."""
-    result = Refuse(call["refused"], call.get("refused_by")).result()
+    result = Refuse(call.get("refused", ""), call.get("refused_by")).result()
     return await unrun(context, call, result, refused=True)
 
 
-async def edited(context: Any, call: dict[str, Any], arguments: Any) -> tuple[Any, ToolResult | None]:
+async def edited(context: Any, call: PendingToolCall, arguments: Any) -> tuple[Any, ToolResult | None]:
     """`before_tool_call` on a person's edit (policy applies to edits too; keyed): the
     arguments to run with, or the refusal's result."""
     hooks = _hooks(context)
@@ -318,7 +319,7 @@ async def edited(context: Any, call: dict[str, Any], arguments: Any) -> tuple[An
         return arguments, None
     run, typed = _run(context), pending_call(call, arguments)
 
-    async def fire() -> dict[str, Any]:
+    async def fire() -> JsonObject:
         verdict = await hooks.before_tool_call(run, typed)
         if isinstance(verdict, Refuse):
             return {"refused": verdict.reason, "refused_by": verdict.hook}
@@ -328,18 +329,19 @@ async def edited(context: Any, call: dict[str, Any], arguments: Any) -> tuple[An
 
     stored = await hooks.once(run, hook_key("before_tool_call", typed.invocation, typed.round, typed.id), fire)
     if "refused" in stored:
-        return arguments, await refused_result(context, {**call, "arguments": arguments, **stored})
+        refusal = Refusal(refused=stored["refused"], refused_by=stored.get("refused_by"))
+        return arguments, await refused_result(context, {**call, "arguments": arguments, **refusal})
     return (arguments if stored.get("same") else stored["arguments"]), None
 
 
-async def tool_started(context: Any, call: dict[str, Any], arguments: Any) -> None:
+async def tool_started(context: Any, call: PendingToolCall, arguments: Any) -> None:
     hooks = _hooks(context)
     if hooks.wants("on_tool_start"):
         await hooks.on_tool_start(_run(context), pending_call(call, arguments))
 
 
 async def tool_finished(
-    context: Any, call: dict[str, Any], arguments: Any, result: ToolResult, duration_ms: float
+    context: Any, call: PendingToolCall, arguments: Any, result: ToolResult, duration_ms: float
 ) -> ToolResult:
     """`after_tool_call` + `on_tool_end` for a call that ran: the result to record."""
     hooks = _hooks(context)
@@ -349,14 +351,14 @@ async def tool_finished(
 
 
 async def round_end(
-    context: Any, calls: list[dict[str, Any]], results: dict[str, ToolResult], durations: dict[str, float]
-) -> dict[str, list[dict[str, Any]]]:
+    context: Any, calls: list[PendingToolCall], results: dict[str, ToolResult], durations: dict[str, float]
+) -> dict[str, list[ChatMessage]]:
     """`after_tool_round` per invocation (keyed): messages to append after each
     invocation's tool results, by invocation."""
     hooks = _hooks(context)
     if not hooks.wants("after_tool_round"):
         return {}
-    added: dict[str, list[dict[str, Any]]] = {}
+    added: dict[str, list[ChatMessage]] = {}
     for invocation, group in _rounds(calls).items():
         outcomes = tuple(
             ToolOutcome(
@@ -369,5 +371,5 @@ async def round_end(
         )
         messages = await hooks.after_tool_round(_run(context), _round(group, outcomes))
         if messages:
-            added[invocation] = [dict(m) for m in messages]
+            added[invocation] = [ChatMessage(**m) for m in messages]
     return added

@@ -14,9 +14,10 @@ paused message's `waiting_for["trace"]`, read back by the resume in whatever pro
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, cast
 
+from ..shapes import JsonObject, PendingToolCall
 from .dispatch import HookError, HookRunner
 from .nodes import pending_call
 from .types import (
@@ -39,7 +40,7 @@ def run_info(
     resumed: bool = False,
     recovered: bool = False,
     user_id: str | None = None,
-    trace: dict[str, Any] | None = None,
+    trace: JsonObject | None = None,
 ) -> RunInfo:
     """The segment's `RunInfo` from the stored message (`content` before it is stored)."""
     return RunInfo(
@@ -91,7 +92,7 @@ async def run_paused(
     hooks: HookRunner,
     run: RunInfo,
     waiting: dict[str, Any],
-    pending_calls: Callable[[], Awaitable[list[dict[str, Any]]]],
+    pending_calls: Callable[[], Awaitable[Sequence[Mapping[str, Any]]]],
 ) -> dict[str, Any]:
     """Before the pause is stored: `on_permission_request`, and the trace context to keep.
     Returns `waiting` plus `trace` (spans are still open here). `pending_calls` loads the
@@ -101,7 +102,9 @@ async def run_paused(
     if hooks.wants("on_permission_request"):
         asked = {c.get("tool_call_id") for c in waiting.get("calls") or []}
         calls = tuple(
-            pending_call(c, needs_approval=True) for c in await pending_calls() if c["id"] in asked
+            pending_call(cast(PendingToolCall, c), needs_approval=True)
+            for c in await pending_calls()
+            if c["id"] in asked
         )
         await hooks.on_permission_request(run, PermissionRequest(waiting["interrupt_id"], calls))
     trace = hooks.trace_context(run)

@@ -15,29 +15,14 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
 
+from ..shapes import ChatMessage as ChatMessage  # defined once there; part of the hook API
+from ..shapes import JsonObject
+from ..shapes import RawToolCall as RawToolCall
 from ..tools.base import ToolResult
 
 LEAD_INVOCATION = "lead"  # the invocation id of the lead agent; the one definition (core: `LEAD`)
-
-
-class ChatMessage(TypedDict, total=False):
-    """One message in the OpenAI chat format (`role` is always present)."""
-
-    role: Literal["system", "user", "assistant", "tool"]
-    content: str | list[dict[str, Any]] | None
-    tool_calls: list[dict[str, Any]]
-    tool_call_id: str
-    name: str
-
-
-class RawToolCall(TypedDict):
-    """A tool call as the model produced it; `arguments` is the raw JSON text."""
-
-    id: str
-    name: str
-    arguments: str
 
 
 @dataclass(frozen=True)
@@ -57,7 +42,7 @@ class RunInfo:
     resumed: bool = False
     recovered: bool = False
     user_id: str | None = None
-    trace_context: dict[str, Any] | None = None
+    trace_context: JsonObject | None = None
 
     @property
     def segment(self) -> Literal["new", "resumed", "recovered"]:
@@ -121,7 +106,7 @@ class ModelRequest:
     `tools` (OpenAI function specs); `model` is informative."""
 
     messages: list[ChatMessage]
-    tools: list[dict[str, Any]]
+    tools: list[JsonObject]
     model: str
 
     def with_messages(self, messages: list[ChatMessage]) -> ModelRequest:
@@ -155,7 +140,7 @@ class ToolCall:
 
     id: str
     name: str
-    arguments: dict[str, Any]
+    arguments: JsonObject
     agent: str
     invocation: str
     round: int
@@ -166,7 +151,7 @@ class ToolCall:
     def key(self) -> str:
         return f"{self.invocation}/{self.round}/{self.id}"
 
-    def with_arguments(self, arguments: dict[str, Any]) -> ToolCall:
+    def with_arguments(self, arguments: JsonObject) -> ToolCall:
         return dataclasses.replace(self, arguments=dict(arguments), raw_arguments=None)
 
     def arguments_json(self) -> str:
@@ -176,7 +161,7 @@ class ToolCall:
 
     @classmethod
     def from_raw(
-        cls, raw: RawToolCall | dict[str, Any], *, agent: str, invocation: str, round: int
+        cls, raw: RawToolCall | JsonObject, *, agent: str, invocation: str, round: int
     ) -> ToolCall:
         """Build from a model tool call (`arguments` as JSON text or an object)."""
         value = raw.get("arguments")
@@ -245,7 +230,7 @@ class PermissionDecision:
     tool: str
     action: Literal["approve", "edit", "always", "deny"]
     reason: str | None = None
-    arguments: dict[str, Any] | None = None
+    arguments: JsonObject | None = None
 
 
 @dataclass(frozen=True)
@@ -285,4 +270,4 @@ class Compaction:
     tokens_after: int
     rounds_summarized: int
     summary_model: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JsonObject = field(default_factory=dict)

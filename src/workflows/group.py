@@ -97,7 +97,7 @@ async def begin(state: GroupState, runtime: Runtime[RunContext]) -> dict[str, An
     fresh = {"transcript": [], "note": None}
     return {"speaker": speaker, "turn": 1, "position": 0, "transcript": [], "note": None,
             "asking": "speak", "repairs": 0,
-            "subagent_pending": {_inv(task, "1"): _record(speaker, _turn_instruction(task, fresh, speaker))}}
+            "subagent_invocations": {_inv(task, "1"): _record(speaker, _turn_instruction(task, fresh, speaker))}}
 
 
 def _finish(state: Mapping[str, Any], outcome: str, answer: str, transcript: list[dict[str, Any]]) -> dict[str, Any]:
@@ -112,17 +112,17 @@ def _next_turn(task: dict[str, Any], state: Mapping[str, Any], speaker: str, pos
     view = {"transcript": transcript, "note": note}
     return {"speaker": speaker, "turn": turn, "position": position, "transcript": transcript, "note": note,
             "asking": "speak", "repairs": 0,
-            "subagent_pending": {_inv(task, str(turn)): _record(speaker, _turn_instruction(task, view, speaker))}}
+            "subagent_invocations": {_inv(task, str(turn)): _record(speaker, _turn_instruction(task, view, speaker))}}
 
 
 async def speak(state: GroupState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     task = state["task"]
     invocation = _inv(task, str(state["turn"]))
-    record = (state.get("subagent_pending") or {})[invocation]
+    record = (state.get("subagent_invocations") or {})[invocation]
     memory = list((state.get("agent_memories") or {}).get(invocation, []))
-    update = await subagent_step(runtime.context, runtime, invocation, record, memory, None, set())
+    update, _compacted = await subagent_step(runtime.context, runtime, invocation, record, memory, None, set())
     speaker = state["speaker"]
-    outcome = update.get("subagent_pending", {}).get(invocation, {})
+    outcome = update.get("subagent_invocations", {}).get(invocation, {})
     if outcome.get("status") == "failed":
         return {**update, "result": {"status": "failed", "output": None,
                                      "error": f"{speaker} failed: {outcome.get('error')}"}}
@@ -146,7 +146,7 @@ async def speak(state: GroupState, runtime: Runtime[RunContext]) -> dict[str, An
         return {**update, **_next_turn(task, state, nxt, position, transcript, None)}
     # moderator mode: the moderator picks
     return {**update, "transcript": transcript, "asking": "moderate", "repairs": 0,
-            "subagent_pending": {**update.get("subagent_pending", {}), _inv(task, f"mod{state['turn']}"):
+            "subagent_invocations": {**update.get("subagent_invocations", {}), _inv(task, f"mod{state['turn']}"):
                                  _record(task["moderator"], _moderator_instruction(task, transcript))}}
 
 
@@ -167,7 +167,7 @@ def _handoff(task: dict[str, Any], state: Mapping[str, Any], update: dict[str, A
         memory = [*update["agent_memories"][invocation], {"role": "tool", "tool_call_id": call["id"], "content": text}]
         out = {**update, "agent_memories": {invocation: memory}, "pending_tool_calls": rest}
         if not rest:
-            out["subagent_pending"] = {invocation: {"status": "running"}}
+            out["subagent_invocations"] = {invocation: {"status": "running"}}
         return out
     message = str(args.get("message") or "")
     content = (update["agent_memories"][invocation][0].get("content") or "").strip()
@@ -177,7 +177,7 @@ def _handoff(task: dict[str, Any], state: Mapping[str, Any], update: dict[str, A
           turn=state["turn"])
     base = {k: v for k, v in update.items() if k != "pending_tool_calls"}
     base["pending_tool_calls"] = None
-    base["subagent_pending"] = {invocation: {"status": "done"}}
+    base["subagent_invocations"] = {invocation: {"status": "done"}}
     if state["turn"] >= task["max_turns"]:
         return {**base, **_finish({**state}, "max_turns", content, transcript)}
     position = state["position"]
@@ -200,10 +200,10 @@ def _choices(task: dict[str, Any]) -> list[str]:
 async def moderate(state: GroupState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     task = state["task"]
     invocation = _inv(task, f"mod{state['turn']}")
-    record = (state.get("subagent_pending") or {})[invocation]
+    record = (state.get("subagent_invocations") or {})[invocation]
     memory = list((state.get("agent_memories") or {}).get(invocation, []))
-    update = await subagent_step(runtime.context, runtime, invocation, record, memory, None, set())
-    outcome = update.get("subagent_pending", {}).get(invocation, {})
+    update, _compacted = await subagent_step(runtime.context, runtime, invocation, record, memory, None, set())
+    outcome = update.get("subagent_invocations", {}).get(invocation, {})
     if outcome.get("status") == "failed":
         return {**update, "result": {"status": "failed", "output": None,
                                      "error": f"moderator {task['moderator']} failed: {outcome.get('error')}"}}
@@ -216,7 +216,7 @@ async def moderate(state: GroupState, runtime: Runtime[RunContext]) -> dict[str,
         if int(state.get("repairs") or 0) < 1:
             note = {"role": "user", "content": "Your answer could not be used: " + "; ".join(found)
                     + ". Answer again, with only the JSON object asked for."}
-            return {**update, "repairs": 1, "subagent_pending": {invocation: {"status": "running"}},
+            return {**update, "repairs": 1, "subagent_invocations": {invocation: {"status": "running"}},
                     "agent_memories": {invocation: [*update["agent_memories"][invocation], note]}}
         return {**update, "result": {"status": "failed", "output": None,
                                      "error": "the moderator's choice was unusable after one repair round: " + "; ".join(found)}}

@@ -83,7 +83,7 @@ class StepState(TypedDict, total=False):
     channels so `tool_execution` and the subagent step work on it as they are."""
 
     task: Required[dict[str, Any]]  # the input every step starts from
-    subagent_pending: dict[str, dict[str, Any]]
+    subagent_invocations: dict[str, dict[str, Any]]
     pending_tool_calls: list[dict[str, Any]]
     agent_memories: dict[str, list[dict[str, Any]]]
     phase: str
@@ -95,7 +95,7 @@ class StepState(TypedDict, total=False):
 # annotations (its reducers and delta channels), so both graphs fold their writes alike.
 _STEP_FIELDS: dict[str, Any] = {
     **get_type_hints(StepState),
-    **{name: _AGENT[name] for name in ("subagent_pending", "pending_tool_calls", "agent_memories")},
+    **{name: _AGENT[name] for name in ("subagent_invocations", "pending_tool_calls", "agent_memories")},
 }
 if not TYPE_CHECKING:
     StepState = TypedDict("StepState", _STEP_FIELDS, total=False)

@@ -47,7 +47,7 @@ async def begin(state: StepState, runtime: Runtime[RunContext]) -> dict[str, Any
     if task["kind"] == "agent":
         record = {"agent": task["agent"], "instruction": task["instruction"], "tool_call_id": None,
                   "status": "running", "rounds": 0, "order": 0}
-        return {"subagent_pending": {task["execution"]: record}, "repairs": 0}
+        return {"subagent_invocations": {task["execution"]: record}, "repairs": 0}
     call = {
         "id": f"wf-{task['execution']}",
         "name": task["tool"],
@@ -64,12 +64,12 @@ async def begin(state: StepState, runtime: Runtime[RunContext]) -> dict[str, Any
 async def agent(state: StepState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     task = state["task"]
     invocation = task["execution"]
-    record = (state.get("subagent_pending") or {})[invocation]
+    record = (state.get("subagent_invocations") or {})[invocation]
     memory = list((state.get("agent_memories") or {}).get(invocation, []))
-    update = await subagent_step(runtime.context, runtime, invocation, record, memory, None, set())
+    update, _compacted = await subagent_step(runtime.context, runtime, invocation, record, memory, None, set())
     if task.get("call_suffix") and update.get("pending_tool_calls"):
         _scope_call_ids(update, invocation, task["call_suffix"])
-    outcome = update.get("subagent_pending", {}).get(invocation, {})
+    outcome = update.get("subagent_invocations", {}).get(invocation, {})
     if outcome.get("status") == "failed":
         update["result"] = {"status": "failed", "output": None, "error": outcome.get("error")}
     elif outcome.get("status") == "done":
@@ -86,7 +86,7 @@ async def agent(state: StepState, runtime: Runtime[RunContext]) -> dict[str, Any
                 + ". Answer again, with only the JSON object the instruction asks for.",
             }
             update["agent_memories"] = {invocation: [*update["agent_memories"][invocation], note]}
-            update["subagent_pending"] = {invocation: {"status": "running"}}
+            update["subagent_invocations"] = {invocation: {"status": "running"}}
             update["repairs"] = repairs + 1
         else:
             update["result"] = {
@@ -135,7 +135,7 @@ def _after_begin(state: StepState) -> str:
 def _after_agent(state: StepState) -> str:
     if state.get("result") is not None:
         return END
-    status = (state.get("subagent_pending") or {}).get(state["task"]["execution"], {}).get("status")
+    status = (state.get("subagent_invocations") or {}).get(state["task"]["execution"], {}).get("status")
     return "tool_execution" if status == "tools" else "agent"
 
 

@@ -18,6 +18,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ...shapes import ChatMessage, JsonObject, RawToolCall
+
 DeltaCallback = Callable[[str], Awaitable[None] | None]
 
 
@@ -63,11 +65,11 @@ class ModelRequest:
     the profile's, then the `llm` settings' default)."""
 
     target: ResolvedModel
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]] | None = None
+    messages: list[ChatMessage]
+    tools: list[JsonObject] | None = None  # OpenAI function specs
     agent: str | None = None
     max_output_tokens: int | None = None
-    tool_choice: str | dict[str, Any] | None = None
+    tool_choice: str | JsonObject | None = None
 
 
 @dataclass
@@ -76,7 +78,7 @@ class ModelResponse:
     the tool node's job, so malformed JSON becomes a tool error the model can correct."""
 
     content: str
-    tool_calls: list[dict[str, Any]]
+    tool_calls: list[RawToolCall]
     model: str
     usage: Usage | None = None
     finish_reason: str | None = None

@@ -23,6 +23,7 @@ from typing import Any
 
 from ...errors import RetryableLLMError
 from ...settings import LLMSettings
+from ...shapes import ChatMessage, RawToolCall
 from .base import ModelRequest, ModelResponse, Usage
 
 # The default bound takes at most this share of a declared context window: with
@@ -52,7 +53,7 @@ def output_limit(request: ModelRequest, settings: LLMSettings) -> tuple[str, int
     return key, limit
 
 
-def wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def wire_messages(messages: list[ChatMessage]) -> list[ChatMessage]:
     """`messages` with `"content": null` on assistant turns replaced by `""`; copies only
     what it changes (the list is shared with the caller's memory)."""
     out = messages
@@ -177,7 +178,7 @@ class Assembly:
                 f"the server sent {what} ({self.chunks} chunks, no finish_reason): the answer "
                 f"is incomplete, not done{hint}"
             )
-        tool_calls = [
+        tool_calls: list[RawToolCall] = [
             {
                 "id": call["id"] or f"call_{index}_{random.getrandbits(32):08x}",
                 "name": call["name"],

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ...errors import FatalLLMError
+from ...shapes import RawToolCall
 from .base import DeltaCallback, ModelRequest, ModelResponse, Usage, send_delta
 
 _AUTO: Literal["auto"] = "auto"
@@ -99,7 +100,7 @@ class ScriptedModel:
         reply = Reply(item) if isinstance(item, str) else item
         for start in range(0, len(reply.content), self.chunk_size):
             await send_delta(on_delta, reply.content[start : start + self.chunk_size])
-        calls = [
+        calls: list[RawToolCall] = [
             {
                 "id": call.id or f"call_{next(self._ids)}",
                 "name": call.name,
@@ -134,7 +135,7 @@ class ScriptedModel:
         )
 
 
-def _estimate(request: ModelRequest, text: str, calls: list[dict[str, Any]]) -> Usage:
+def _estimate(request: ModelRequest, text: str, calls: list[RawToolCall]) -> Usage:
     """Deterministic usage: characters // 4, at least 1 (roughly a tokenizer's count)."""
     prompt = sum(len(str(m.get("content") or "")) for m in request.messages)
     completion = len(text) + sum(len(c["arguments"]) for c in calls)

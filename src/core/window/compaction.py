@@ -28,11 +28,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import UserError
+from ...shapes import ChatMessage
 from .rounds import is_summary, rounds_in, summary_message, units
 from .summary import clip_to_tokens, fallback_summary, summary_request
 from .tokens import TokenCounter, messages_tokens, request_tokens, text_tokens
 
-Message = dict[str, Any]
+Message = ChatMessage
 Summarize = Callable[[list[Message]], Awaitable[str]]
 
 AFTER_SHARE = 0.5  # a compaction aims at this share of the threshold
@@ -148,17 +149,17 @@ def _shrink(
     unit: list[Message], excess: int, counter: TokenCounter, window: int
 ) -> tuple[list[Message], list[str]]:
     """Shorten the unit's largest tool results until about `excess` tokens are gone."""
-    out = [dict(m) for m in unit]
+    out = [Message(**m) for m in unit]
     shrunk: list[str] = []
     order = sorted(
         (i for i, m in enumerate(out) if m.get("role") == "tool" and isinstance(m.get("content"), str)),
-        key=lambda i: len(out[i]["content"]),
+        key=lambda i: len(str(out[i].get("content"))),
         reverse=True,
     )
     for index in order:
         if excess <= 0:
             break
-        content: str = out[index]["content"]
+        content = str(out[index].get("content"))
         raw = max(1, text_tokens(content))
         chars_per_token = len(content) / (raw * counter.ratio)
         mark = SHRINK_MARK.format(removed=10**9, total=10**9, window=window)
@@ -210,7 +211,7 @@ def plan_compaction(
         cut, kept_raw, rounds = start, kept_raw + span_raw, rounds + 1
     if all(is_summary(m) for m in memory[:cut]):
         cut = 0  # nothing new to summarize: keep the earlier summary as it is
-    kept = [dict(m) for m in memory[cut:]]
+    kept = [Message(**m) for m in memory[cut:]]
     reserve_now = reserve if cut else 0
 
     shrunk: list[str] = []

@@ -21,10 +21,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..status import FINAL_STATUSES
 from .summary import clip_to_tokens
 from .tokens import TokenCounter, messages_tokens, text_tokens
 
-FINAL_STATUSES = ("completed", "failed", "cancelled")
 HISTORY_HEADER = "Summary of the earlier conversation ({covers} message{s}), oldest first:"
 HISTORY_SYSTEM = (
     "You condense the earlier part of a conversation between a user and an AI assistant so "

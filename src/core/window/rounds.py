@@ -17,7 +17,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-Message = dict[str, Any]
+from ...shapes import ChatMessage
+
+Message = ChatMessage
 
 SUMMARY_TAG = "[Context summary:"
 _SUMMARY_HEADER = (

@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ...shapes import ChatMessage
 from .rounds import is_summary, summary_text
 from .tokens import text_tokens
 
-Message = dict[str, Any]
+Message = ChatMessage
 
 SUMMARY_SYSTEM = (
     "You condense the earlier work of an AI agent so that it can continue its task with less "
