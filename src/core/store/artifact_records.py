@@ -9,10 +9,10 @@ artifact is still at the version the writer read, so two writers cannot both win
 from __future__ import annotations
 
 import time
+from typing import cast
 
 import sqlalchemy as sa
 import sqlalchemy.exc
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ...errors import ArtifactConflictError
 from . import schema as t
@@ -70,28 +70,12 @@ class ArtifactRecords(UnitOfWork):
     ) -> ArtifactRow:
         now = time.time()
         record = ArtifactRow(
-            conversation_id=conversation_id,
-            artifact_id=artifact_id,
-            title=title,
-            content_type=content_type,
-            content=content,
-            version=1,
-            created_at=now,
-            updated_at=now,
+            conversation_id=conversation_id, artifact_id=artifact_id, title=title,
+            content_type=content_type, content=content, version=1, created_at=now, updated_at=now,
         )
-        first = ArtifactVersionRow(
-            conversation_id=conversation_id,
-            artifact_id=artifact_id,
-            version=1,
-            title=title,
-            content=content,
-            change="create",
-            agent=agent,
-            message_id=message_id,
-            created_at=now,
-        )
+        first = _add_version(record, change="create", agent=agent, message_id=message_id)
         try:
-            await self.write(t.artifacts.insert().values(**record), _add_version(first))
+            await self.write(t.artifacts.insert().values(**record), first)
         except sqlalchemy.exc.IntegrityError:
             raise ArtifactConflictError(
                 f"artifact '{artifact_id}' already exists in conversation '{conversation_id}'"
@@ -128,25 +112,27 @@ class ArtifactRecords(UnitOfWork):
                     f"artifact '{artifact_id}' was changed by another writer (expected version "
                     f"{expected_version}); read it again and retry"
                 )
-            version = ArtifactVersionRow(
-                conversation_id=conversation_id,
-                artifact_id=artifact_id,
-                version=new_version,
-                title=await _title(conn, conversation_id, artifact_id),
-                content=content,
-                change=change,
-                agent=agent,
-                message_id=message_id,
-                created_at=now,
+            query = sa.select(t.artifacts).where(*_is(t.artifacts, conversation_id, artifact_id))
+            current = cast(ArtifactRow, dict((await conn.execute(query)).mappings().one()))
+            await conn.execute(
+                _add_version(current, change=change, agent=agent, message_id=message_id)
             )
-            await conn.execute(_add_version(version))
         return new_version
 
 
-def _add_version(row: ArtifactVersionRow) -> sa.Insert:
+def _add_version(
+    artifact: ArtifactRow, *, change: str, agent: str | None, message_id: str | None
+) -> sa.Insert:
+    """The INSERT of the version row for `artifact` as it now is (written in its transaction)."""
+    row = ArtifactVersionRow(
+        conversation_id=artifact["conversation_id"],
+        artifact_id=artifact["artifact_id"],
+        version=artifact["version"],
+        title=artifact["title"],
+        content=artifact["content"],
+        change=change,
+        agent=agent,
+        message_id=message_id,
+        created_at=artifact["updated_at"],
+    )
     return t.artifact_versions.insert().values(**row)
-
-
-async def _title(conn: AsyncConnection, conversation_id: str, artifact_id: str) -> str:
-    query = sa.select(t.artifacts.c.title).where(*_is(t.artifacts, conversation_id, artifact_id))
-    return (await conn.execute(query)).scalar_one()

@@ -40,12 +40,8 @@ class ConversationRecords(UnitOfWork):
     ) -> ConversationRow:
         now = time.time()
         record = ConversationRow(
-            id=conversation_id or uuid.uuid4().hex,
-            user_id=user_id,
-            title=title,
-            active_message_id=None,
-            created_at=now,
-            updated_at=now,
+            id=conversation_id or uuid.uuid4().hex, user_id=user_id, title=title,
+            active_message_id=None, created_at=now, updated_at=now,
         )
         await self.write(t.conversations.insert().values(**record))
         return record
@@ -121,22 +117,12 @@ class ConversationRecords(UnitOfWork):
         now = time.time()
         message_id = message_id or uuid.uuid4().hex
         record = MessageRow(
-            id=message_id,
-            conversation_id=conversation_id,
-            parent_id=parent_id,
-            thread_id=thread_id or f"thread-{message_id}",
-            content=content,
-            response=None,
-            status=status,
-            outcome=None,
-            error=None,
-            waiting_for=None,
-            metrics=None,
-            run_token=run_token,
-            lease_expires_at=lease_expires_at,
-            checkpoints_deleted=False,
-            created_at=now,
-            updated_at=now,
+            id=message_id, conversation_id=conversation_id, parent_id=parent_id,
+            thread_id=thread_id or f"thread-{message_id}", content=content,
+            # what the run fills in
+            status=status, response=None, outcome=None, error=None, waiting_for=None,
+            metrics=None, run_token=run_token, lease_expires_at=lease_expires_at,
+            checkpoints_deleted=False, created_at=now, updated_at=now,
         )
         await self.write(t.messages.insert().values(**record))
         return record

@@ -20,7 +20,6 @@ batch, so one run's bad batch (say a duplicate event id) fails that run only.
 from __future__ import annotations
 
 import asyncio
-import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -128,11 +127,6 @@ def _lease_lost(message_id: str) -> LeaseLostError:
     )
 
 
-_WRITERS: weakref.WeakKeyDictionary[Any, GroupCommit] = weakref.WeakKeyDictionary()
-
-
 def group_commit_for(store: AppStore) -> GroupCommit:
-    writer = _WRITERS.get(store)
-    if writer is None:
-        writer = _WRITERS[store] = GroupCommit(store)
-    return writer
+    """The store's one group commit (all runs of a process share it)."""
+    return store.companion(GroupCommit)

@@ -20,7 +20,7 @@ import random
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, Self, TypeVar, cast
 
 import sqlalchemy as sa
 import sqlalchemy.exc
@@ -146,6 +146,14 @@ class UnitOfWork:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self.is_sqlite = engine.dialect.name == "sqlite"
+        self._companions: dict[Callable[..., Any], Any] = {}
+
+    def companion(self, make: Callable[[Self], T]) -> T:
+        """The one `make(self)` of this store, made on first use: a per-store helper (the
+        group commit, a request recorder) lives exactly as long as the store."""
+        if make not in self._companions:
+            self._companions[make] = make(self)
+        return self._companions[make]
 
     def transaction(self) -> AbstractAsyncContextManager[AsyncConnection]:
         """One transaction: every statement inside commits together or not at all."""
