@@ -7,6 +7,7 @@ A subagent sees only its prompt, the current plan, its instruction and its own m
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .spec import AgentSpec
@@ -23,7 +24,7 @@ def subagent_section(subagents: list[AgentSpec]) -> str:
     return "\n".join(lines)
 
 
-def artifact_inventory(artifacts: list[dict[str, Any]]) -> str:
+def artifact_inventory(artifacts: Sequence[Mapping[str, Any]]) -> str:
     if not artifacts:
         return "## Artifacts in this conversation\n(none yet)"
     lines = ["## Artifacts in this conversation"]
@@ -50,7 +51,7 @@ def lead_messages(
     history: list[list[str]],
     memory: list[dict[str, Any]],
     subagents: list[AgentSpec],
-    artifacts: list[dict[str, Any]] | None,
+    artifacts: Sequence[Mapping[str, Any]] | None,
 ) -> list[dict[str, Any]]:
     sections = [spec.prompt or "You are a helpful assistant."]
     if "call_subagent" in spec.tools:
@@ -69,7 +70,7 @@ def subagent_messages(
     spec: AgentSpec,
     *,
     instruction: str,
-    plan: dict[str, Any] | None,
+    plan: Mapping[str, Any] | None,
     memory: list[dict[str, Any]],
 ) -> list[dict[str, Any]]:
     system = spec.prompt or f"You are {spec.name}."

@@ -11,6 +11,7 @@ A subagent failure becomes that call's error result; its siblings still answer.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -207,7 +208,7 @@ async def _subagent_step(
     invocation: str,
     record: dict[str, Any],
     memory: list[dict[str, Any]],
-    plan: dict[str, Any] | None,
+    plan: Mapping[str, Any] | None,
     taken: set[str],
 ) -> dict[str, Any]:
     svc = context.services

@@ -29,6 +29,7 @@ from .run import maintenance, resume, retry, runner, workers
 from .run.data import StoredData
 from .run.ownership import guard_saver
 from .run.runtime import Runtime
+from .store.rows import LineageRow, WorkflowRunSummary
 
 
 @dataclass
@@ -269,11 +270,11 @@ class ExecutionController(StoredData):
 
     async def workflow_runs(
         self, name: str | None = None, *, user_id: str | None = None, limit: int = 20, offset: int = 0
-    ) -> list[dict[str, Any]]:
+    ) -> list[WorkflowRunSummary]:
         """Workflow runs, newest first, with their message's status (only `user_id`'s if given)."""
         return await self.store.list_workflow_runs(name, user_id=user_id, limit=limit, offset=offset)
 
-    async def lineage(self, message_id: str) -> list[dict[str, Any]]:
+    async def lineage(self, message_id: str) -> list[LineageRow]:
         """A workflow run's node executions with their parents, inputs and outputs."""
         from ..workflows import runner as workflows
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 
-def records_from_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def records_from_events(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     for event in events:
         data = event.get("data") or {}

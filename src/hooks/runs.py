@@ -14,7 +14,7 @@ paused message's `waiting_for["trace"]`, read back by the resume in whatever pro
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from .nodes import pending_call
@@ -32,7 +32,7 @@ TRACE_KEY = "trace"
 
 
 def run_info(
-    message: dict[str, Any],
+    message: Mapping[str, Any],
     lead_agent: str,
     *,
     content: str | None = None,
@@ -56,7 +56,7 @@ def run_info(
 
 
 async def later_segment(
-    hooks: HookRunner, store: Any, message: dict[str, Any], lead_agent: str, **flags: Any
+    hooks: HookRunner, store: Any, message: Mapping[str, Any], lead_agent: str, **flags: Any
 ) -> RunInfo:
     """`run_info` for a resumed or recovered segment, with the conversation's user (looked up
     only when a hook is registered)."""

@@ -35,6 +35,7 @@ from langgraph.runtime import Runtime
 
 from ..core.context import RunContext
 from ..core.state import ExecutionPhase
+from ..core.store.rows import LineageRow
 from . import lineage
 from .errors import WorkflowNodeError
 from .lineage import node_of, summary
@@ -121,7 +122,7 @@ class WorkflowNode:
                 "execution": x.execution, "iteration": x.iteration, "group": x.group,
                 "index": x.index, "parents": x.parents}
 
-    def _record(self, runtime: Runtime[RunContext], x: Exec, status: str, **fields: Any) -> dict[str, Any]:
+    def _record(self, runtime: Runtime[RunContext], x: Exec, status: str, **fields: Any) -> LineageRow:
         return lineage.record(
             message_id=runtime.context.message_id, execution=x.execution, node=self.node,
             iteration=x.iteration, group=x.group, index=x.index, parents=x.parents,

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ..core.controller import ExecutionController
     from ..core.conversations import ConversationManager
     from ..core.run.runtime import Runtime
+    from ..core.store.rows import LineageRow, WorkflowRunRow
 
 
 def workflows_dir(services: Services) -> Path:
@@ -92,7 +93,7 @@ def compiled(rt: Runtime, spec: WorkflowSpec) -> Any:
     return graph
 
 
-def graph_for_run(rt: Runtime, row: dict[str, Any]) -> Any:
+def graph_for_run(rt: Runtime, row: WorkflowRunRow) -> Any:
     """The compiled graph of a stored workflow run (its own file text, not today's file)."""
     source = f"workflow '{row['workflow']}' of message {row['message_id']}"
     return compiled(rt, parse_workflow(row["definition"], source=source))
@@ -190,7 +191,7 @@ async def run_workflow(
             await controller.cancel(ids["message_id"])
 
 
-async def lineage_of(rt: Runtime, message_id: str) -> list[dict[str, Any]]:
+async def lineage_of(rt: Runtime, message_id: str) -> list[LineageRow]:
     """A workflow run's node executions (NotFoundError for an unknown message)."""
     await rt.message(message_id)
     return await rt.store.lineage(message_id)

@@ -12,13 +12,15 @@ in one file.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from ..events import Event
+from ..store.rows import MessageRow
 
 
 def new_event(
-    message: dict[str, Any], type_: str, event_id: int, agent: str | None, data: dict[str, Any]
+    message: MessageRow, type_: str, event_id: int, agent: str | None, data: dict[str, Any]
 ) -> Event:
     """An event emitted now by `message`'s run (its data checked against its type)."""
     return Event.build(
@@ -33,7 +35,7 @@ def new_event(
     )
 
 
-def stored_event(message: dict[str, Any], row: dict[str, Any]) -> Event:
+def stored_event(message: MessageRow, row: Mapping[str, Any]) -> Event:
     """An event read back from `message`'s log."""
     return Event(
         type=row["type"],
@@ -49,7 +51,7 @@ def stored_event(message: dict[str, Any], row: dict[str, Any]) -> Event:
 
 async def change_status(
     store: Any,
-    message: dict[str, Any],
+    message: MessageRow,
     event: tuple[str, str | None, dict[str, Any]],
     **change: Any,
 ) -> Event | None:

@@ -45,6 +45,7 @@ from ..event_payloads import Outcome
 from ..events import Event
 from ..runs import EventSink, RunHandle
 from ..state import create_initial_state
+from ..store.rows import MessageRow
 from .eventlog import change_status, new_event
 from .history import history_for
 from .interrupted import mark_interrupted
@@ -118,7 +119,7 @@ async def start_message(
 
 
 def launch(
-    rt: Runtime, message: dict[str, Any], run_token: str, graph_input: Any, *, first_events: FirstEvents,
+    rt: Runtime, message: MessageRow, run_token: str, graph_input: Any, *, first_events: FirstEvents,
     info: RunInfo | None = None, decisions: list[dict[str, Any]] | None = None,
 ) -> None:
     """Start `message`'s run as a background task (`graph_input`: an initial state, a resume
@@ -168,7 +169,7 @@ class Run:
     """One segment of a message's run, from its first event to its final one."""
 
     def __init__(
-        self, rt: Runtime, handle: RunHandle, message: dict[str, Any], run_token: str,
+        self, rt: Runtime, handle: RunHandle, message: MessageRow, run_token: str,
         info: RunInfo | None = None, decisions: list[dict[str, Any]] | None = None,
     ) -> None:
         self.rt = rt

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import NotFoundError
 from ..runs import RunHandle
+from ..store.rows import MessageRow
 from .bus import NullBus
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ class Runtime:
         """When a lease taken now expires."""
         return self.clock() + self.services.settings.run.lease_seconds
 
-    def lease_expired(self, message: dict[str, Any]) -> bool:
+    def lease_expired(self, message: MessageRow) -> bool:
         expires = message.get("lease_expires_at")
         return expires is not None and expires < self.clock()
 
@@ -51,7 +52,7 @@ class Runtime:
         handle = self.runs.get(message_id)
         return handle is not None and handle.task is not None and not handle.task.done()
 
-    async def graph_for(self, message: dict[str, Any]) -> Any:
+    async def graph_for(self, message: MessageRow) -> Any:
         """The graph `message` runs on: the chat graph, or the workflow it was started with.
 
         `af_workflow_runs` keeps the workflow file's text, so a resume in any process runs the
@@ -64,7 +65,7 @@ class Runtime:
 
         return graph_for_run(self, row)
 
-    async def pending_calls(self, message: dict[str, Any], graph: Any, config: dict[str, Any]) -> list[dict[str, Any]]:
+    async def pending_calls(self, message: MessageRow, graph: Any, config: dict[str, Any]) -> list[dict[str, Any]]:
         """The tool calls a paused run waits on, as the agent made them (hooks read their
         rounds): in the chat graph's state, or in a workflow's nested steps."""
         if graph is self.graph:
@@ -73,7 +74,7 @@ class Runtime:
 
         return await pending_calls(self, message["thread_id"])
 
-    async def message(self, message_id: str) -> dict[str, Any]:
+    async def message(self, message_id: str) -> MessageRow:
         message = await self.store.get_message(message_id)
         if message is None:
             raise NotFoundError(f"message {message_id} not found")
