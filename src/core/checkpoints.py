@@ -125,6 +125,8 @@ class CheckpointStore:
         pool_size: int = 10,
         synchronous_commit: str = "off",
     ) -> CheckpointStore:
+        from psycopg_pool import AsyncConnectionPool
+
         from .pg_saver import open_pooled_saver
 
         stack = AsyncExitStack()
@@ -136,7 +138,9 @@ class CheckpointStore:
         # versions: two processes starting together on a fresh database would both do it
         # (a unique violation on pg_type or checkpoint_migrations). One at a time, then: the
         # lock is held by one pooled connection while the setup runs on another.
-        async with saver.conn.connection() as conn:
+        pool = saver.conn
+        assert isinstance(pool, AsyncConnectionPool)
+        async with pool.connection() as conn:
             await _advisory_lock(conn, SETUP_LOCK_KEY)
             try:
                 await saver.setup()
@@ -154,6 +158,9 @@ class CheckpointStore:
             query = "SELECT thread_id FROM checkpoints UNION SELECT thread_id FROM writes"
             async with self.saver.lock, self.saver.conn.execute(query) as cursor:
                 return {row[0] for row in await cursor.fetchall()}
+        from .pg_saver import PooledPostgresSaver  # loaded already: the saver is one
+
+        assert isinstance(self.saver, PooledPostgresSaver)
         query = "SELECT thread_id FROM checkpoints UNION SELECT thread_id FROM checkpoint_writes"
         async with self.saver._cursor() as cur:  # the pooled saver's: a connection of its own
             await cur.execute(query)
