@@ -7,9 +7,10 @@ A subagent sees only its prompt, the current plan, its instruction and its own m
 
 from __future__ import annotations
 
-from typing import cast
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
-from ..shapes import ChatMessage, JsonObject, Role
+from ..shapes import ChatMessage, Role
 from .spec import AgentSpec
 
 PLAN_ID = "task_plan"
@@ -24,7 +25,7 @@ def subagent_section(subagents: list[AgentSpec]) -> str:
     return "\n".join(lines)
 
 
-def artifact_inventory(artifacts: list[JsonObject]) -> str:
+def artifact_inventory(artifacts: Sequence[Mapping[str, Any]]) -> str:
     if not artifacts:
         return "## Artifacts in this conversation\n(none yet)"
     lines = ["## Artifacts in this conversation"]
@@ -51,7 +52,7 @@ def lead_messages(
     history: list[list[str]],
     memory: list[ChatMessage],
     subagents: list[AgentSpec],
-    artifacts: list[JsonObject] | None,
+    artifacts: Sequence[Mapping[str, Any]] | None,
 ) -> list[ChatMessage]:
     sections = [spec.prompt or "You are a helpful assistant."]
     if "call_subagent" in spec.tools:
@@ -70,7 +71,7 @@ def subagent_messages(
     spec: AgentSpec,
     *,
     instruction: str,
-    plan: JsonObject | None,
+    plan: Mapping[str, Any] | None,
     memory: list[ChatMessage],
 ) -> list[ChatMessage]:
     system = spec.prompt or f"You are {spec.name}."

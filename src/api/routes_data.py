@@ -61,7 +61,7 @@ async def get_conversation(
     """The conversation as a message tree; `active` marks the current branch."""
     tree = await controller.conversation_tree(conversation_id, user_id=user)
     tree.pop("user_id", None)
-    return ConversationTree(**tree)
+    return ConversationTree.model_validate(tree)
 
 
 @router.delete(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -53,11 +54,11 @@ def ago(timestamp: float | None, now: float | None = None) -> str:
     return f"{delta:.0f}s ago"
 
 
-def public_message(message: dict[str, Any]) -> dict[str, Any]:
+def public_message(message: Mapping[str, Any]) -> dict[str, Any]:
     return {key: message.get(key) for key in MESSAGE_FIELDS}
 
 
-def pending(console: Console, messages: list[dict[str, Any]]) -> None:
+def pending(console: Console, messages: Sequence[Mapping[str, Any]]) -> None:
     if not messages:
         console.print("No paused messages.")
         return
@@ -74,7 +75,7 @@ def pending(console: Console, messages: list[dict[str, Any]]) -> None:
             console.print(Text("    " + call_line(call)))
 
 
-def conversations(console: Console, rows: list[dict[str, Any]], total: int, offset: int) -> None:
+def conversations(console: Console, rows: Sequence[Mapping[str, Any]], total: int, offset: int) -> None:
     if not rows:
         console.print(f"No conversations{' at this offset' if total else ''} ({total} in all).")
         return
@@ -110,7 +111,7 @@ def usage_text(tokens: int, cost_usd: float | None) -> str:
     return f"{tokens:,} tokens" + (f" · ${cost_usd:.4f}" if cost_usd is not None else "")
 
 
-def history(console: Console, tree: dict[str, Any]) -> None:
+def history(console: Console, tree: Mapping[str, Any]) -> None:
     nodes = {m["id"]: m for m in tree.get("messages") or []}
     root = Tree(
         Text(f"conversation {tree['id']}", style="bold")

@@ -11,6 +11,7 @@ A subagent failure becomes that call's error result; its siblings still answer.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -22,7 +23,7 @@ from ..errors import ArtifactFlowError, LLMError
 from ..hooks import nodes as hook_points
 from ..hooks.dispatch import HookError
 from ..hooks.types import AgentStep
-from ..shapes import ChatMessage, JsonObject, RawToolCall
+from ..shapes import ChatMessage, RawToolCall
 from ..tools.base import Permission
 from .agent_window import node_result, windowed_call
 from .context import RunContext
@@ -223,7 +224,7 @@ async def subagent_step(
     invocation: str,
     record: SubagentRecord,
     memory: list[ChatMessage],
-    plan: JsonObject | None,
+    plan: Mapping[str, Any] | None,
     taken: set[str],
 ) -> tuple[AgentUpdate, dict[str, list[ChatMessage]]]:
     """One subagent's step: its partial update, and its whole new memory when compacted. Public:

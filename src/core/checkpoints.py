@@ -8,7 +8,6 @@ and `artifactflow gc`).
 from __future__ import annotations
 
 import asyncio
-import random
 import sqlite3
 import zlib
 from collections.abc import Iterable
@@ -21,10 +20,10 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-# Bound the write-ahead log: fold it into the main file every 256 pages (4 MB of 16 KB pages,
-# instead of SQLite's 1000 pages = 16 MB) and shrink the file back to 4 MB after it is reset,
-# so a long run's WAL does not stay at its peak (33 MB was seen for one 200-round run).
-WAL_BOUNDS = ("PRAGMA wal_autocheckpoint=256", "PRAGMA journal_size_limit=4194304")
+from .store.unit_of_work import SQLITE_PRAGMAS, WAL_BOUNDS, retry_when_locked
+
+__all__ = ["WAL_BOUNDS", "CheckpointStore", "CompressingSerializer", "truncate_sqlite_wal"]
+
 QUIET_BUSY_MS = 200  # housekeeping at quiet moments waits this long for another process
 
 
@@ -107,29 +106,14 @@ class CheckpointStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         stack = AsyncExitStack()
         conn = await stack.enter_async_context(aiosqlite.connect(str(path)))
-        # Both only take effect on a new file, and page_size must come first. Rows of a few KB
-        # (tool results) would each spill into a mostly-empty 4 KB overflow page; 16 KB pages
-        # pack them densely. Incremental auto-vacuum lets gc hand freed pages back cheaply.
-        # busy_timeout first: switching a new file to WAL needs a lock another process may
-        # hold. The saver's setup is then safe from several processes at once: it only
-        # creates tables IF NOT EXISTS and tolerates a column another process just added.
-        await conn.execute("PRAGMA busy_timeout=30000")
-        await conn.execute("PRAGMA page_size=16384")
-        await conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
-        await conn.execute("PRAGMA journal_mode=WAL")
-        await conn.execute("PRAGMA synchronous=NORMAL")
-        for pragma in WAL_BOUNDS:
+        # The same pragmas as the app store's file (page size and WAL bounds included). The
+        # saver's setup is then safe from several processes at once: it only creates tables
+        # IF NOT EXISTS and tolerates a column another process just added; a stale WAL
+        # snapshot fails at once, whatever busy_timeout says, and is retried briefly.
+        for pragma in SQLITE_PRAGMAS:
             await conn.execute(pragma)
         saver = AsyncSqliteSaver(conn, serde=CompressingSerializer(allowed_types))
-        for attempt in range(1, 7):
-            # A stale WAL snapshot fails at once, whatever busy_timeout says: retry briefly.
-            try:
-                await saver.setup()
-                break
-            except sqlite3.OperationalError as exc:
-                if "database is locked" not in str(exc) or attempt == 6:
-                    raise
-                await asyncio.sleep(0.05 * attempt + random.random() * 0.05)
+        await retry_when_locked(saver.setup, sqlite3.OperationalError)
         return cls(saver, stack, path)
 
     @classmethod
@@ -141,6 +125,8 @@ class CheckpointStore:
         pool_size: int = 10,
         synchronous_commit: str = "off",
     ) -> CheckpointStore:
+        from psycopg_pool import AsyncConnectionPool
+
         from .pg_saver import open_pooled_saver
 
         stack = AsyncExitStack()
@@ -152,7 +138,9 @@ class CheckpointStore:
         # versions: two processes starting together on a fresh database would both do it
         # (a unique violation on pg_type or checkpoint_migrations). One at a time, then: the
         # lock is held by one pooled connection while the setup runs on another.
-        async with saver.conn.connection() as conn:
+        pool = saver.conn
+        assert isinstance(pool, AsyncConnectionPool)
+        async with pool.connection() as conn:
             await _advisory_lock(conn, SETUP_LOCK_KEY)
             try:
                 await saver.setup()
@@ -170,6 +158,9 @@ class CheckpointStore:
             query = "SELECT thread_id FROM checkpoints UNION SELECT thread_id FROM writes"
             async with self.saver.lock, self.saver.conn.execute(query) as cursor:
                 return {row[0] for row in await cursor.fetchall()}
+        from .pg_saver import PooledPostgresSaver  # loaded already: the saver is one
+
+        assert isinstance(self.saver, PooledPostgresSaver)
         query = "SELECT thread_id FROM checkpoints UNION SELECT thread_id FROM checkpoint_writes"
         async with self.saver._cursor() as cur:  # the pooled saver's: a connection of its own
             await cur.execute(query)

@@ -8,11 +8,13 @@ root. The lead sees only the path root → parent.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Literal, TypedDict
 
 from ..errors import NotFoundError, UserError
 from .metrics import conversation_usage, message_usage
 from .store.repository import AppStore
+from .store.rows import ConversationRow, JsonObject, MessageRow
 
 
 class _Active:
@@ -23,24 +25,50 @@ class _Active:
 ACTIVE_BRANCH: Any = _Active()  # default parent: continue the active branch
 
 
+class ChatTurn(TypedDict):
+    role: Literal["user", "assistant"]
+    content: str
+
+
+class TreeNode(TypedDict):
+    """One message of a conversation tree."""
+
+    id: str
+    parent_id: str | None
+    content: str
+    response: str | None
+    status: str
+    created_at: float
+    children: list[str]  # ids of the messages that answer this one
+    active: bool  # on the branch the user is on
+    tokens: int
+    cost_usd: float | None
+
+
+class ConversationTree(ConversationRow):
+    messages: list[TreeNode]
+    roots: list[str]  # ids of the messages without a parent
+    usage: JsonObject  # core/metrics.py `conversation_usage`
+
+
 class ConversationManager:
     def __init__(self, store: AppStore) -> None:
         self.store = store
 
     async def start_conversation(
         self, conversation_id: str | None = None, *, user_id: str | None = None, title: str | None = None
-    ) -> dict[str, Any]:
+    ) -> ConversationRow:
         if conversation_id and await self.store.get_conversation(conversation_id):
             raise UserError(f"conversation {conversation_id} already exists")
         return await self.store.create_conversation(conversation_id, user_id=user_id, title=title)
 
-    async def get(self, conversation_id: str, *, user_id: str | None = None) -> dict[str, Any]:
+    async def get(self, conversation_id: str, *, user_id: str | None = None) -> ConversationRow:
         conversation = await self.store.get_conversation(conversation_id)
         if conversation is None or (user_id is not None and conversation["user_id"] != user_id):
             raise NotFoundError(f"conversation {conversation_id} not found")
         return conversation
 
-    async def resolve_parent(self, conversation: dict[str, Any], parent_id: Any) -> str | None:
+    async def resolve_parent(self, conversation: ConversationRow, parent_id: Any) -> str | None:
         if parent_id is ACTIVE_BRANCH:
             return conversation["active_message_id"]
         if parent_id is None:
@@ -54,7 +82,7 @@ class ConversationManager:
 
     async def add_message(
         self, conversation_id: str, content: str, *, parent_id: Any = ACTIVE_BRANCH, **fields: Any
-    ) -> dict[str, Any]:
+    ) -> MessageRow:
         conversation = await self.get(conversation_id)
         parent = await self.resolve_parent(conversation, parent_id)
         message = await self.store.add_message(
@@ -66,8 +94,8 @@ class ConversationManager:
         return message
 
     async def path_to(
-        self, message_id: str | None, messages: list[dict[str, Any]] | None = None
-    ) -> list[dict[str, Any]]:
+        self, message_id: str | None, messages: Sequence[MessageRow] | None = None
+    ) -> list[MessageRow]:
         """Messages from the root to `message_id`, inclusive (one query for the whole tree,
         or none when the conversation's `messages` are passed in)."""
         if message_id is None:
@@ -78,19 +106,19 @@ class ConversationManager:
                 return []
             messages = await self.store.list_messages(message["conversation_id"])
         by_id = {m["id"]: m for m in messages}
-        path: list[dict[str, Any]] = []
+        path: list[MessageRow] = []
         current: str | None = message_id
         while current is not None and current in by_id and len(path) <= len(by_id):
             path.append(by_id[current])
             current = by_id[current]["parent_id"]
         return list(reversed(path))
 
-    async def format_conversation_history(self, message_id: str | None) -> list[dict[str, Any]]:
+    async def format_conversation_history(self, message_id: str | None) -> list[ChatTurn]:
         """Chat turns for the path root → `message_id` (user text and the final answers)."""
-        turns: list[dict[str, Any]] = []
+        turns: list[ChatTurn] = []
         for message in await self.path_to(message_id):
             turns.append({"role": "user", "content": message["content"]})
-            if message.get("response"):
+            if message["response"]:
                 turns.append({"role": "assistant", "content": message["response"]})
             else:
                 turns.append(
@@ -98,16 +126,16 @@ class ConversationManager:
                 )
         return turns
 
-    async def get_active_branch(self, conversation_id: str) -> list[dict[str, Any]]:
+    async def get_active_branch(self, conversation_id: str) -> list[MessageRow]:
         conversation = await self.get(conversation_id)
         return await self.path_to(conversation["active_message_id"])
 
     async def list_conversations(
         self, *, user_id: str | None = None, limit: int = 20, offset: int = 0
-    ) -> list[dict[str, Any]]:
+    ) -> list[ConversationRow]:
         return await self.store.list_conversations(user_id=user_id, limit=limit, offset=offset)
 
-    async def tree(self, conversation_id: str) -> dict[str, Any]:
+    async def tree(self, conversation_id: str) -> ConversationTree:
         """The conversation with its messages, children lists and the active path marked."""
         conversation = await self.get(conversation_id)
         messages = await self.store.list_messages(conversation_id)
@@ -115,22 +143,27 @@ class ConversationManager:
         children: dict[str | None, list[str]] = {}
         for message in messages:
             children.setdefault(message["parent_id"], []).append(message["id"])
-        nodes = [
-            {
-                "id": m["id"],
-                "parent_id": m["parent_id"],
-                "content": m["content"],
-                "response": m["response"],
-                "status": m["status"],
-                "created_at": m["created_at"],
-                "children": children.get(m["id"], []),
-                "active": m["id"] in active,
-                **message_usage(m),
-            }
-            for m in messages
-        ]
-        usage = conversation_usage(messages)
-        return {**conversation, "messages": nodes, "roots": children.get(None, []), "usage": usage}
+        nodes: list[TreeNode] = []
+        for m in messages:
+            usage = message_usage(m)
+            nodes.append(TreeNode(
+                id=m["id"],
+                parent_id=m["parent_id"],
+                content=m["content"],
+                response=m["response"],
+                status=m["status"],
+                created_at=m["created_at"],
+                children=children.get(m["id"], []),
+                active=m["id"] in active,
+                tokens=usage["tokens"],
+                cost_usd=usage["cost_usd"],
+            ))
+        return ConversationTree(
+            **conversation,
+            messages=nodes,
+            roots=children.get(None, []),
+            usage=conversation_usage(messages),
+        )
 
     async def delete(self, conversation_id: str) -> list[str]:
         await self.get(conversation_id)

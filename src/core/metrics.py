@@ -15,10 +15,11 @@ real zero.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
-def records_from_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def records_from_events(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     for event in events:
         data = event.get("data") or {}
@@ -127,7 +128,7 @@ def summarize(records: list[dict[str, Any]], wall_ms: float) -> dict[str, Any]:
     }
 
 
-def conversation_usage(messages: list[dict[str, Any]]) -> dict[str, Any]:
+def conversation_usage(messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Tokens and cost over a conversation's messages (from their stored metrics)."""
     tokens = prompt = completion = 0
     cost = 0.0
@@ -151,7 +152,7 @@ def conversation_usage(messages: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def message_usage(message: dict[str, Any]) -> dict[str, Any]:
+def message_usage(message: Mapping[str, Any]) -> dict[str, Any]:
     """One message's tokens and cost (from its stored metrics) for trees and listings."""
     metrics = message.get("metrics") or {}
     return {"tokens": int((metrics.get("tokens") or {}).get("total") or 0), "cost_usd": metrics.get("cost_usd")}

@@ -176,7 +176,7 @@ async def _run_one(
         await svc.store.ledger_get(context.message_id, ledger_key) if ledger_key else None
     )
     if record is not None and record["status"] == "finished":
-        result = ToolResult.from_dict(record["result"])
+        result = ToolResult.from_dict(record["result"] or {})
         duration = 0.0
     elif ledger_key and not svc.tools.may_rerun(call["name"]) and (
         record is not None or not await svc.store.ledger_start(context.message_id, ledger_key)

@@ -33,7 +33,7 @@ TRACE_KEY = "trace"
 
 
 def run_info(
-    message: dict[str, Any],
+    message: Mapping[str, Any],
     lead_agent: str,
     *,
     content: str | None = None,
@@ -57,7 +57,7 @@ def run_info(
 
 
 async def later_segment(
-    hooks: HookRunner, store: Any, message: dict[str, Any], lead_agent: str, **flags: Any
+    hooks: HookRunner, store: Any, message: Mapping[str, Any], lead_agent: str, **flags: Any
 ) -> RunInfo:
     """`run_info` for a resumed or recovered segment, with the conversation's user (looked up
     only when a hook is registered)."""

@@ -16,6 +16,7 @@ same agent invocation.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError, UserError
@@ -145,7 +146,7 @@ def _same_response(call: ModelCall, data: dict[str, Any]) -> bool:
 
 
 def _from_events(
-    events: list[dict[str, Any]], model_calls: list[ModelCall]
+    events: Sequence[Mapping[str, Any]], model_calls: list[ModelCall]
 ) -> tuple[list[ToolCallRecord], list[PermissionRecord]]:
     unpaired = [c for c in model_calls if c.response is not None]
     step_of: dict[str | None, int] = {}  # invocation → its latest step

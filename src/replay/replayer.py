@@ -18,9 +18,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..core.store.rows import MessageRow
 from .diff import text_diff, unified
 from .report import Divergence, DivergenceKind, ReplayReport, Verdict
 from .sandbox import open_sandbox, seed
@@ -175,7 +177,7 @@ def _after_the_run(
     session: Session,
     model: ReplayModel,
     asked: set[str],
-    final: dict[str, Any],
+    final: MessageRow,
     paused_as_recorded: bool,
     tracker: Tracker,
 ) -> None:
@@ -230,7 +232,7 @@ def _missed_asks(session: Session, asked: set[str], tracker: Tracker) -> None:
         return
 
 
-def _ending(message: dict[str, Any]) -> str:
+def _ending(message: Mapping[str, Any]) -> str:
     if message["status"] == "failed":
         return f"failed: {message.get('error')}"
     outcome = message.get("outcome")

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from ..core.store.rows import LineageRow
 
 SUMMARY_CHARS = 200
 
@@ -42,9 +45,9 @@ def record(
     output: Any = None,
     error: str | None = None,
     finished: bool = True,
-) -> dict[str, Any]:
+) -> LineageRow:
     now = time.time()
-    return {
+    return {  # a LineageRow
         "message_id": message_id,
         "execution_id": execution,
         "node_id": node.id,
@@ -63,7 +66,7 @@ def record(
     }
 
 
-def provenance(records: list[dict[str, Any]], root: str | None = None) -> dict[str, Any] | None:
+def provenance(records: Sequence[Mapping[str, Any]], root: str | None = None) -> dict[str, Any] | None:
     """The parent tree of `root` (default: the run's exit, else its last execution)."""
     by_id = {r["execution_id"]: r for r in records}
     if not by_id:

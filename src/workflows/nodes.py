@@ -42,6 +42,7 @@ from ..core.event_payloads import (
 )
 from ..core.events import Emitted
 from ..core.state import ExecutionPhase
+from ..core.store.rows import LineageRow
 from . import lineage
 from .errors import WorkflowNodeError
 from .lineage import node_of, summary
@@ -142,7 +143,7 @@ class WorkflowNode:
         return WorkflowNodeCompleteData(**self._start_data(x).model_dump(), status=WorkflowNodeStatus(status),
                                         output_summary=output_summary, error=error, **(note or {}))
 
-    def _record(self, runtime: Runtime[RunContext], x: Exec, status: str, **fields: Any) -> dict[str, Any]:
+    def _record(self, runtime: Runtime[RunContext], x: Exec, status: str, **fields: Any) -> LineageRow:
         return lineage.record(
             message_id=runtime.context.message_id, execution=x.execution, node=self.node,
             iteration=x.iteration, group=x.group, index=x.index, parents=x.parents,

@@ -16,7 +16,8 @@ from ...errors import NotFoundError
 from . import segment, workers
 
 if TYPE_CHECKING:
-    from ..conversations import ConversationManager
+    from ..conversations import ConversationManager, ConversationTree
+    from ..store.rows import ConversationRow, MessageRow
     from .runtime import Runtime
 
 
@@ -31,20 +32,20 @@ class StoredData:
 
     # --- conversations ---------------------------------------------------------------------
 
-    async def get_conversation(self, conversation_id: str, *, user_id: str | None = None) -> dict[str, Any]:
+    async def get_conversation(self, conversation_id: str, *, user_id: str | None = None) -> ConversationRow:
         """The conversation record (`NotFoundError` if missing or not `user_id`'s)."""
         return await self.conversations.get(conversation_id, user_id=user_id)
 
     async def list_conversations(
         self, *, user_id: str | None = None, limit: int = 20, offset: int = 0
-    ) -> list[dict[str, Any]]:
+    ) -> list[ConversationRow]:
         """Conversations, most recently active first (only `user_id`'s when given)."""
         return await self.conversations.list_conversations(user_id=user_id, limit=limit, offset=offset)
 
     async def count_conversations(self, *, user_id: str | None = None) -> int:
         return await self.store.count_conversations(user_id=user_id)
 
-    async def conversation_tree(self, conversation_id: str, *, user_id: str | None = None) -> dict[str, Any]:
+    async def conversation_tree(self, conversation_id: str, *, user_id: str | None = None) -> ConversationTree:
         """The conversation with its messages as a tree; `active` marks the current branch."""
         await self.get_conversation(conversation_id, user_id=user_id)
         return await self.conversations.tree(conversation_id)
@@ -68,12 +69,12 @@ class StoredData:
 
     # --- messages and tokens ---------------------------------------------------------------
 
-    async def list_messages(self, conversation_id: str, *, user_id: str | None = None) -> list[dict[str, Any]]:
+    async def list_messages(self, conversation_id: str, *, user_id: str | None = None) -> list[MessageRow]:
         """Every message of the conversation, oldest first."""
         await self.get_conversation(conversation_id, user_id=user_id)
         return await self.store.list_messages(conversation_id)
 
-    async def get_message(self, message_id: str, *, user_id: str | None = None) -> dict[str, Any]:
+    async def get_message(self, message_id: str, *, user_id: str | None = None) -> MessageRow:
         """The message record (`NotFoundError` if missing or not in one of `user_id`'s
         conversations)."""
         message = await self.store.get_message(message_id)
@@ -89,7 +90,7 @@ class StoredData:
         """The id of the message's last stored event (0 when none)."""
         return await self.store.last_event_id(message_id)
 
-    async def pending(self) -> list[dict[str, Any]]:
+    async def pending(self) -> list[MessageRow]:
         """Messages paused for a permission decision."""
         return await self.store.messages_with_status(["waiting"])
 

@@ -12,13 +12,15 @@ in one file.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from ..event_payloads import EventData
 from ..events import Event
+from ..store.rows import MessageRow
 
 
-def new_event(message: dict[str, Any], data: EventData, event_id: int, agent: str | None = None) -> Event:
+def new_event(message: MessageRow, data: EventData, event_id: int, agent: str | None = None) -> Event:
     """An event emitted now by `message`'s run (its payload names its type)."""
     return Event.build(
         data,
@@ -31,7 +33,7 @@ def new_event(message: dict[str, Any], data: EventData, event_id: int, agent: st
     )
 
 
-def stored_event(message: dict[str, Any], row: dict[str, Any]) -> Event:
+def stored_event(message: MessageRow, row: Mapping[str, Any]) -> Event:
     """An event read back from `message`'s log."""
     return Event(
         type=row["type"],
@@ -47,7 +49,7 @@ def stored_event(message: dict[str, Any], row: dict[str, Any]) -> Event:
 
 async def change_status(
     store: Any,
-    message: dict[str, Any],
+    message: MessageRow,
     data: EventData,
     *,
     agent: str | None = None,

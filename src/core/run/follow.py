@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..events import EPHEMERAL_TYPES, Event
+from ..store.rows import MessageRow
 from .eventlog import stored_event
 from .runtime import Runtime
 
@@ -74,7 +75,7 @@ def _item_row(item: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _listen(
-    rt: Runtime, message: dict[str, Any], last: int, queue: asyncio.Queue[list[dict[str, Any]]]
+    rt: Runtime, message: MessageRow, last: int, queue: asyncio.Queue[list[dict[str, Any]]]
 ) -> AsyncIterator[Event]:
     """Another worker owns the run: take its events from the bus, reading from the log what
     travelled by id only or was missed, until a final event."""

@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ArtifactFlowError, UserError
@@ -75,7 +75,7 @@ def _finishes(update: Any) -> bool:
 class Spending:
     """Tokens and cost of one message's run, and its budget verdict."""
 
-    def __init__(self, services: Services, events: list[dict[str, Any]]) -> None:
+    def __init__(self, services: Services, events: Sequence[Mapping[str, Any]]) -> None:
         self.budget = Budget.from_config(services.settings.budget, services.agents)
         self.sources = {name: spec.source or "" for name, spec in services.agents.items()}
         self.usage = Usage()

@@ -19,6 +19,7 @@ from typing import Any
 from ..checkpoints import truncate_sqlite_wal
 from ..event_payloads import ErrorData
 from ..metrics import conversation_usage, records_from_events, summarize
+from ..store.rows import MessageRow
 from .eventlog import change_status
 from .runtime import Runtime
 
@@ -42,7 +43,7 @@ async def run_metrics(rt: Runtime, message_id: str, started: float) -> dict[str,
     return metrics
 
 
-async def cleanup_checkpoints(rt: Runtime, message: dict[str, Any]) -> None:
+async def cleanup_checkpoints(rt: Runtime, message: MessageRow) -> None:
     """A message finished: forget its tool ledger, hook marks and (unless configured to keep them) its
     thread's checkpoints."""
     await rt.store.ledger_clear(message["id"])

@@ -21,6 +21,7 @@ from ...hooks.runs import TRACE_KEY, later_segment
 from ..event_payloads import DecisionRecord, ErrorData, MetadataData, PermissionResultData
 from ..events import Emitted
 from ..permissions import normalize_decisions
+from ..store.rows import MessageRow
 from .eventlog import change_status
 from .runtime import Runtime
 from .segment import FirstEvents, launch
@@ -32,7 +33,7 @@ _NOT_WAITING = {
 }
 
 
-def running_detail(rt: Runtime, message: dict[str, Any], *, after: str = "") -> str:
+def running_detail(rt: Runtime, message: MessageRow, *, after: str = "") -> str:
     """Who runs a `running` message, e.g. "it is running, owned by another process; its lease
     expires in 23 s (run.lease_seconds)" (+ `after` while the lease lasts)."""
     if rt.running_here(message["id"]):
@@ -49,7 +50,7 @@ def running_detail(rt: Runtime, message: dict[str, Any], *, after: str = "") -> 
     )
 
 
-def not_waiting(rt: Runtime, message: dict[str, Any]) -> str:
+def not_waiting(rt: Runtime, message: MessageRow) -> str:
     """Why the message cannot take a decision now, and when to try again."""
     status = message["status"]
     if status == "running":
@@ -119,7 +120,7 @@ def resume_command(waiting: dict[str, Any], decisions: dict[str, Any]) -> Comman
     return Command(resume=dict.fromkeys(ids, decisions))
 
 
-async def recover(rt: Runtime, message: dict[str, Any]) -> None:
+async def recover(rt: Runtime, message: MessageRow) -> None:
     """Continue a run whose process died, from its last checkpoint."""
     run_token = uuid.uuid4().hex
     won = await rt.store.claim_message(

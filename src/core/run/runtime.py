@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...errors import ArtifactFlowError, NotFoundError
+from ..store.rows import MessageRow
 from .bus import NullBus
 from .live import LiveRun
 
@@ -62,7 +63,7 @@ class Runtime:
         """When a lease taken now expires."""
         return self.clock() + self.services.settings.run.lease_seconds
 
-    def lease_expired(self, message: dict[str, Any]) -> bool:
+    def lease_expired(self, message: MessageRow) -> bool:
         expires = message.get("lease_expires_at")
         return expires is not None and expires < self.clock()
 
@@ -75,7 +76,7 @@ class Runtime:
         if provider not in self.graph_providers:
             self.graph_providers.append(provider)
 
-    async def graph_for(self, message: dict[str, Any]) -> Any:
+    async def graph_for(self, message: MessageRow) -> Any:
         """The graph `message` runs on: a registered provider's, or the chat graph.
 
         A workflow message with no provider registered is refused rather than run on the
@@ -91,7 +92,7 @@ class Runtime:
             )
         return self.graph
 
-    async def pending_calls(self, message: dict[str, Any], graph: Any, config: dict[str, Any]) -> list[dict[str, Any]]:
+    async def pending_calls(self, message: MessageRow, graph: Any, config: dict[str, Any]) -> list[dict[str, Any]]:
         """The tool calls a paused run waits on, as the agent made them (hooks read their
         rounds): in the chat graph's state, or as the graph's provider finds them."""
         if graph is not self.graph:
@@ -101,7 +102,7 @@ class Runtime:
                     return calls
         return (await graph.aget_state(config)).values.get("pending_tool_calls") or []
 
-    async def message(self, message_id: str) -> dict[str, Any]:
+    async def message(self, message_id: str) -> MessageRow:
         message = await self.store.get_message(message_id)
         if message is None:
             raise NotFoundError(f"message {message_id} not found")

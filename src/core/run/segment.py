@@ -46,6 +46,7 @@ from ..event_payloads import (
 )
 from ..events import Emitted, Event, EventType
 from ..state import LEAD
+from ..store.rows import MessageRow
 from .eventlog import change_status, new_event
 from .interrupted import mark_interrupted
 from .limits import Spending, step_limit, step_limit_error
@@ -63,7 +64,7 @@ FirstEvents = list[Emitted]
 
 
 def launch(
-    rt: Runtime, message: dict[str, Any], run_token: str, graph_input: Any, *, first_events: FirstEvents,
+    rt: Runtime, message: MessageRow, run_token: str, graph_input: Any, *, first_events: FirstEvents,
     info: RunInfo | None = None, decisions: list[dict[str, Any]] | None = None,
 ) -> None:
     """Start `message`'s run as a background task (`graph_input`: an initial state, a resume
@@ -114,7 +115,7 @@ class Segment:
     pauses and resumes has several)."""
 
     def __init__(
-        self, rt: Runtime, handle: LiveRun, message: dict[str, Any], run_token: str,
+        self, rt: Runtime, handle: LiveRun, message: MessageRow, run_token: str,
         info: RunInfo | None = None, decisions: list[dict[str, Any]] | None = None,
     ) -> None:
         self.rt = rt

@@ -12,6 +12,10 @@ import zlib
 from collections.abc import Mapping
 from typing import Any
 
+from sqlalchemy.engine import RowMapping
+
+from .rows import EventRow, StoredEventRow
+
 COMPRESS_EVENTS_OVER = 1024
 
 
@@ -23,27 +27,27 @@ def loads(value: str | None) -> Any:
     return None if value is None else json.loads(value)
 
 
-def event_row(message_id: str, event: Mapping[str, Any]) -> dict[str, Any]:
+def event_row(message_id: str, event: Mapping[str, Any]) -> StoredEventRow:
     """An event (`event_id`, `type`, `agent`, `timestamp`, `data`) → an `af_events` row."""
     text = dumps(event.get("data") or {})
     packed = None
     if len(text) > COMPRESS_EVENTS_OVER:
         packed = zlib.compress(text.encode("utf-8"), 6)
         text = ""
-    return {
-        "message_id": message_id,
-        "event_id": event["event_id"],
-        "type": event["type"],
-        "agent": event.get("agent"),
-        "timestamp": event["timestamp"],
-        "data": text,
-        "data_z": packed,
-    }
+    return StoredEventRow(
+        message_id=message_id,
+        event_id=event["event_id"],
+        type=event["type"],
+        agent=event.get("agent"),
+        timestamp=event["timestamp"],
+        data=text,
+        data_z=packed,
+    )
 
 
-def event_record(row: Mapping[str, Any]) -> dict[str, Any]:
+def event_record(row: RowMapping) -> EventRow:
     """An `af_events` row → the event dict callers see (`data` decoded)."""
-    record = dict(row)
+    record: Any = dict(row)
     packed = record.pop("data_z", None)
     if packed is not None:
         record["data"] = json.loads(zlib.decompress(packed).decode("utf-8"))

@@ -25,11 +25,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+import sqlalchemy.exc
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ...errors import LeaseLostError
 from . import schema as t
 from .codec import dumps, event_record, event_row
+from .rows import EventRow
+from .unit_of_work import UnitOfWork
 
 # A conflict on the event id can only come from a writer that skipped the row lock (an older
 # version writing explicit ids); each retry sees its latest insert, but such a writer may keep
@@ -57,13 +60,13 @@ class StatusChange:
 
     won: bool
     status: str | None
-    event: dict[str, Any] | None = None  # the stored event, with its allocated `event_id`
+    event: EventRow | None = None  # the stored event, with its allocated `event_id`
 
     def __bool__(self) -> bool:
         return self.won
 
 
-def message_values(fields: Mapping[str, Any]) -> dict[str, Any]:
+def message_values(fields: Mapping[str, Any]) -> dict[str, object]:
     """Column values for an UPDATE of `af_messages` (JSON fields encoded, `updated_at` set)."""
     values = dict(fields)
     for key in JSON_FIELDS:
@@ -78,10 +81,8 @@ def _token_is(token: str | None) -> sa.ColumnElement[bool]:
     return column.is_(None) if token is None else column == token
 
 
-class EventLog:
+class EventLog(UnitOfWork):
     """Mixed into `AppStore`: the event log and compare-and-set status changes."""
-
-    engine: AsyncEngine
 
     # --- status changes --------------------------------------------------------------------
 
@@ -127,7 +128,7 @@ class EventLog:
             )
         for attempt in range(EVENT_ID_RETRIES):
             try:
-                async with self.engine.begin() as conn:
+                async with self.transaction() as conn:
                     result = await conn.execute(query.values(**values))
                     if result.rowcount != 1:
                         found = (
@@ -140,7 +141,7 @@ class EventLog:
                     if event is not None:
                         stored = await self._insert_next(conn, message_id, event)
                     return StatusChange(True, status, stored)
-            except sa.exc.IntegrityError:
+            except sqlalchemy.exc.IntegrityError:
                 if event is None or attempt == EVENT_ID_RETRIES - 1:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
@@ -169,25 +170,20 @@ class EventLog:
 
     async def holds_run(self, message_id: str, run_token: str) -> bool:
         """Whether `run_token` still owns the message (a cheap check before a side effect)."""
-        async with self.engine.connect() as conn:
-            row = (
-                await conn.execute(
-                    sa.select(t.messages.c.id).where(
-                        t.messages.c.id == message_id, t.messages.c.run_token == run_token
-                    )
-                )
-            ).first()
-        return row is not None
+        query = sa.select(t.messages.c.id).where(
+            t.messages.c.id == message_id, t.messages.c.run_token == run_token
+        )
+        return await self.fetch_value(query) is not None
 
     # --- events ----------------------------------------------------------------------------
 
     async def append_event(
-        self, message_id: str, event: dict[str, Any], *, run_token: str | None = None
+        self, message_id: str, event: Mapping[str, Any], *, run_token: str | None = None
     ) -> None:
         await self.append_events(message_id, [event], run_token=run_token)
 
     async def append_events(
-        self, message_id: str, events: list[dict[str, Any]], *, run_token: str | None = None
+        self, message_id: str, events: Iterable[Mapping[str, Any]], *, run_token: str | None = None
     ) -> None:
         """Append events with the ids they carry, in one transaction (all or none).
 
@@ -196,7 +192,7 @@ class EventLog:
         written and `LeaseLostError` is raised.
         """
         rows = [event_row(message_id, e) for e in events]
-        async with self.engine.begin() as conn:
+        async with self.transaction() as conn:
             if run_token is not None and not await self._lock_for(conn, message_id, run_token):
                 raise LeaseLostError(
                     f"message {message_id} is no longer owned by this run (another process "
@@ -207,7 +203,7 @@ class EventLog:
 
     async def append_next_event(
         self, message_id: str, event: Mapping[str, Any], *, run_token: str | None = None
-    ) -> dict[str, Any]:
+    ) -> EventRow:
         """Append one event under the next free id (allocated after the row lock); return it.
 
         For writers outside a run (an operator's note, a recovery record). With `run_token`,
@@ -215,7 +211,7 @@ class EventLog:
         """
         for attempt in range(EVENT_ID_RETRIES):
             try:
-                async with self.engine.begin() as conn:
+                async with self.transaction() as conn:
                     locked = await self._lock_for(conn, message_id, run_token, any_token=run_token is None)
                     if not locked:
                         raise LeaseLostError(
@@ -224,18 +220,16 @@ class EventLog:
                             message_id=message_id,
                         )
                     return await self._insert_next(conn, message_id, event)
-            except sa.exc.IntegrityError:
+            except sqlalchemy.exc.IntegrityError:
                 if attempt == EVENT_ID_RETRIES - 1:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def events(self, message_id: str, after_event_id: int | None = None) -> list[dict[str, Any]]:
+    async def events(self, message_id: str, after_event_id: int | None = None) -> list[EventRow]:
         query = sa.select(t.events).where(t.events.c.message_id == message_id)
         if after_event_id is not None:
             query = query.where(t.events.c.event_id > after_event_id)
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(query.order_by(t.events.c.event_id))).mappings().all()
-        return [event_record(row) for row in rows]
+        return [event_record(row) for row in await self.fetch_rows(query.order_by(t.events.c.event_id))]
 
     async def last_event_id(self, message_id: str) -> int:
         async with self.engine.connect() as conn:
@@ -266,13 +260,14 @@ class EventLog:
 
     async def _insert_next(
         self, conn: AsyncConnection, message_id: str, event: Mapping[str, Any]
-    ) -> dict[str, Any]:
-        record = {
-            "event_id": await self._max_event_id(conn, message_id) + 1,
-            "type": event["type"],
-            "agent": event.get("agent"),
-            "timestamp": event.get("timestamp") or time.time(),
-            "data": dict(event.get("data") or {}),
-        }
+    ) -> EventRow:
+        record = EventRow(
+            message_id=message_id,
+            event_id=await self._max_event_id(conn, message_id) + 1,
+            type=event["type"],
+            agent=event.get("agent"),
+            timestamp=event.get("timestamp") or time.time(),
+            data=dict(event.get("data") or {}),
+        )
         await conn.execute(t.events.insert().values(**event_row(message_id, record)))
-        return {"message_id": message_id, **record}
+        return record

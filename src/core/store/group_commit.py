@@ -20,8 +20,10 @@ batch, so one run's bad batch (say a duplicate event id) fails that run only.
 from __future__ import annotations
 
 import asyncio
-import weakref
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
 
 from ...errors import LeaseLostError
 from . import schema as t
@@ -30,8 +32,10 @@ from .codec import event_row
 if TYPE_CHECKING:
     from .repository import AppStore
 
-# ((message id, run token), events) for the event log, or (None, (table, rows)) otherwise.
-Batch = tuple[Any, Any, "asyncio.Future[None]"]
+Rows = Sequence[Mapping[str, Any]]
+RunKey = tuple[str, "str | None"]  # (message id, run token)
+# (run key, events) for the event log, or (None, (table, rows)) otherwise.
+Batch = tuple["RunKey | None", Any, "asyncio.Future[None]"]
 
 
 class GroupCommit:
@@ -43,17 +47,17 @@ class GroupCommit:
         self._task: asyncio.Task[None] | None = None
 
     async def append(
-        self, message_id: str, events: list[dict[str, Any]], *, run_token: str | None = None
+        self, message_id: str, events: Rows, *, run_token: str | None = None
     ) -> None:
         """Store `events` of `message_id` (all or none; with `run_token` only while that run
         owns the message, `LeaseLostError` otherwise); returns once they are committed."""
         await self._submit((message_id, run_token), events)
 
-    async def insert(self, table: Any, rows: list[dict[str, Any]]) -> None:
+    async def insert(self, table: sa.Table, rows: Rows) -> None:
         """Insert `rows` into `table` (all or none); returns once they are committed."""
         await self._submit(None, (table, rows))
 
-    async def _submit(self, key: Any, payload: Any) -> None:
+    async def _submit(self, key: RunKey | None, payload: Any) -> None:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.append((key, payload, future))
         if self._task is None or self._task.done():
@@ -94,15 +98,15 @@ class GroupCommit:
             if not future.done():
                 future.set_result(None)
 
-    async def _together(self, batches: list[Batch]) -> set[Any]:
+    async def _together(self, batches: list[Batch]) -> set[RunKey]:
         """One transaction for all; returns the keys of the runs that lost their message."""
-        lost: set[Any] = set()
-        async with self._store.engine.begin() as conn:
-            owned = sorted({key for key, _, _ in batches if key is not None and key[1] is not None})
-            for key in owned:
-                if not await self._store._lock_for(conn, key[0], key[1]):
-                    lost.add(key)
-            inserts: dict[Any, list[dict[str, Any]]] = {}
+        lost: set[RunKey] = set()
+        async with self._store.transaction() as conn:
+            owned = sorted({(key[0], key[1]) for key, _, _ in batches if key is not None and key[1] is not None})
+            for message_id, run_token in owned:
+                if not await self._store._lock_for(conn, message_id, run_token):
+                    lost.add((message_id, run_token))
+            inserts: dict[sa.Table, list[Mapping[str, Any]]] = {}
             for key, payload, _ in batches:
                 if key is None:
                     table, rows = payload
@@ -123,11 +127,6 @@ def _lease_lost(message_id: str) -> LeaseLostError:
     )
 
 
-_WRITERS: weakref.WeakKeyDictionary[Any, GroupCommit] = weakref.WeakKeyDictionary()
-
-
 def group_commit_for(store: AppStore) -> GroupCommit:
-    writer = _WRITERS.get(store)
-    if writer is None:
-        writer = _WRITERS[store] = GroupCommit(store)
-    return writer
+    """The store's one group commit (all runs of a process share it)."""
+    return store.companion(GroupCommit)

@@ -10,6 +10,7 @@ stored. Event payloads are JSON, where NUL is escaped, so they keep the exact te
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -35,54 +36,61 @@ class NulFreeString(_NulFree):
     impl = sa.String
     cache_ok = True
 
-metadata = sa.MetaData()
 
-meta = sa.Table(
-    "af_meta",
-    metadata,
-    sa.Column("key", NulFreeString(64), primary_key=True),
-    sa.Column("value", NulFreeText, nullable=False),
-)
+def _key(
+    name: str, length: int = 64, string: Callable[[int], sa.types.TypeEngine[str]] = NulFreeString
+) -> sa.Column[str]:
+    """A string column that is (part of) the primary key."""
+    return sa.Column(name, string(length), primary_key=True)
 
-users = sa.Table(
-    "af_users",
-    metadata,
-    sa.Column("id", NulFreeString(64), primary_key=True),
-    sa.Column("name", NulFreeString(200), nullable=False, unique=True),
-    sa.Column("created_at", sa.Float, nullable=False),
-)
 
-tokens = sa.Table(
-    "af_tokens",
-    metadata,
-    sa.Column("id", NulFreeString(64), primary_key=True),
-    sa.Column("user_id", NulFreeString(64), sa.ForeignKey("af_users.id"), nullable=False),
-    sa.Column("token_hash", NulFreeString(128), nullable=False, unique=True),
-    sa.Column("created_at", sa.Float, nullable=False),
-)
+def _created_at() -> sa.Column[float]:
+    return sa.Column("created_at", sa.Float, nullable=False)
 
-conversations = sa.Table(
-    "af_conversations",
-    metadata,
-    sa.Column("id", NulFreeString(64), primary_key=True),
-    sa.Column("user_id", NulFreeString(64), nullable=True, index=True),
-    sa.Column("title", NulFreeText, nullable=True),
-    sa.Column("active_message_id", NulFreeString(64), nullable=True),
-    sa.Column("created_at", sa.Float, nullable=False),
-    sa.Column("updated_at", sa.Float, nullable=False, index=True),
-)
 
-messages = sa.Table(
-    "af_messages",
-    metadata,
-    sa.Column("id", NulFreeString(64), primary_key=True),
-    sa.Column(
+def _conversation_id() -> sa.Column[str]:
+    """The owning conversation, whose deletion takes the row with it."""
+    return sa.Column(
         "conversation_id",
         NulFreeString(64),
         sa.ForeignKey("af_conversations.id", ondelete="CASCADE"),
         nullable=False,
         index=True,
-    ),
+    )
+
+
+metadata = sa.MetaData()
+
+meta = sa.Table("af_meta", metadata,
+    _key("key"),
+    sa.Column("value", NulFreeText, nullable=False),
+)
+
+users = sa.Table("af_users", metadata,
+    _key("id"),
+    sa.Column("name", NulFreeString(200), nullable=False, unique=True),
+    _created_at(),
+)
+
+tokens = sa.Table("af_tokens", metadata,
+    _key("id"),
+    sa.Column("user_id", NulFreeString(64), sa.ForeignKey("af_users.id"), nullable=False),
+    sa.Column("token_hash", NulFreeString(128), nullable=False, unique=True),
+    _created_at(),
+)
+
+conversations = sa.Table("af_conversations", metadata,
+    _key("id"),
+    sa.Column("user_id", NulFreeString(64), nullable=True, index=True),
+    sa.Column("title", NulFreeText, nullable=True),
+    sa.Column("active_message_id", NulFreeString(64), nullable=True),
+    _created_at(),
+    sa.Column("updated_at", sa.Float, nullable=False, index=True),
+)
+
+messages = sa.Table("af_messages", metadata,
+    _key("id"),
+    _conversation_id(),
     sa.Column("parent_id", NulFreeString(64), nullable=True),
     sa.Column("thread_id", NulFreeString(64), nullable=False, unique=True),
     sa.Column("content", NulFreeText, nullable=False),
@@ -95,14 +103,12 @@ messages = sa.Table(
     sa.Column("run_token", NulFreeString(64), nullable=True),
     sa.Column("lease_expires_at", sa.Float, nullable=True),
     sa.Column("checkpoints_deleted", sa.Boolean, nullable=False, default=False),
-    sa.Column("created_at", sa.Float, nullable=False),
+    _created_at(),
     sa.Column("updated_at", sa.Float, nullable=False),
 )
 
-events = sa.Table(
-    "af_events",
-    metadata,
-    sa.Column("message_id", NulFreeString(64), primary_key=True),
+events = sa.Table("af_events", metadata,
+    _key("message_id"),
     sa.Column("event_id", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("type", NulFreeString(32), nullable=False),
     sa.Column("agent", NulFreeString(100), nullable=True),
@@ -111,86 +117,66 @@ events = sa.Table(
     sa.Column("data_z", sa.LargeBinary, nullable=True),  # zlib-compressed JSON of large events
 )
 
-artifacts = sa.Table(
-    "af_artifacts",
-    metadata,
-    sa.Column("conversation_id", NulFreeString(64), primary_key=True),
-    sa.Column("artifact_id", NulFreeString(128), primary_key=True),
+artifacts = sa.Table("af_artifacts", metadata,
+    _key("conversation_id"),
+    _key("artifact_id", 128),
     sa.Column("title", NulFreeText, nullable=False),
     sa.Column("content_type", NulFreeString(100), nullable=False),
     sa.Column("content", NulFreeText, nullable=False),
     sa.Column("version", sa.Integer, nullable=False),
-    sa.Column("created_at", sa.Float, nullable=False),
+    _created_at(),
     sa.Column("updated_at", sa.Float, nullable=False),
 )
 
-artifact_versions = sa.Table(
-    "af_artifact_versions",
-    metadata,
-    sa.Column("conversation_id", NulFreeString(64), primary_key=True),
-    sa.Column("artifact_id", NulFreeString(128), primary_key=True),
+artifact_versions = sa.Table("af_artifact_versions", metadata,
+    _key("conversation_id"),
+    _key("artifact_id", 128),
     sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("title", NulFreeText, nullable=False),
     sa.Column("content", NulFreeText, nullable=False),
     sa.Column("change", NulFreeString(32), nullable=False),
     sa.Column("agent", NulFreeString(100), nullable=True),
     sa.Column("message_id", NulFreeString(64), nullable=True),
-    sa.Column("created_at", sa.Float, nullable=False),
+    _created_at(),
 )
 
-approvals = sa.Table(
-    "af_approvals",
-    metadata,
-    sa.Column("conversation_id", NulFreeString(64), primary_key=True),
-    sa.Column("tool_name", NulFreeString(200), primary_key=True),
-    sa.Column("created_at", sa.Float, nullable=False),
+approvals = sa.Table("af_approvals", metadata,
+    _key("conversation_id"),
+    _key("tool_name", 200),
+    _created_at(),
 )
 
-tool_executions = sa.Table(
-    "af_tool_executions",
-    metadata,
-    sa.Column("message_id", NulFreeString(64), primary_key=True),
-    sa.Column("tool_call_id", NulFreeString(200), primary_key=True),
+tool_executions = sa.Table("af_tool_executions", metadata,
+    _key("message_id"),
+    _key("tool_call_id", 200),
     sa.Column("status", NulFreeString(16), nullable=False),  # started | finished
     sa.Column("result", NulFreeText, nullable=True),
     sa.Column("updated_at", sa.Float, nullable=False),
 )
 
 # Exactly-once marks of hook points that fire inside re-runnable nodes (src/hooks/dedupe.py).
-hook_marks = sa.Table(
-    "af_hook_marks",
-    metadata,
-    sa.Column("message_id", NulFreeString(64), primary_key=True),
-    sa.Column("key", NulFreeString(400), primary_key=True),
+hook_marks = sa.Table("af_hook_marks", metadata,
+    _key("message_id"),
+    _key("key", 400),
     sa.Column("value", NulFreeText, nullable=False),  # JSON output of the first firing
-    sa.Column("created_at", sa.Float, nullable=False),
+    _created_at(),
 )
 
-history_summaries = sa.Table(
-    "af_history_summaries",
-    metadata,
+history_summaries = sa.Table("af_history_summaries", metadata,
     # The conversation path root → message_id (inclusive) condensed once (core/window/history);
     # every later message whose path passes through message_id reuses it.
-    sa.Column("message_id", NulFreeString(64), primary_key=True),
-    sa.Column(
-        "conversation_id",
-        NulFreeString(64),
-        sa.ForeignKey("af_conversations.id", ondelete="CASCADE"),
-        nullable=False,
-        index=True,
-    ),
+    _key("message_id"),
+    _conversation_id(),
     sa.Column("covers", sa.Integer, nullable=False),  # messages on the path it replaces
     sa.Column("summary", NulFreeText, nullable=False),
     sa.Column("model", NulFreeString(200), nullable=True),
-    sa.Column("created_at", sa.Float, nullable=False),
+    _created_at(),
 )
 
 # Every model request of a run with its response, for `artifactflow export` and replay
 # (src/replay/recording.py). A request is stored as a delta on an earlier one of the same
 # message (the messages it shares + the new ones), so a run's rows grow linearly.
-model_calls = sa.Table(
-    "af_model_calls",
-    metadata,
+model_calls = sa.Table("af_model_calls", metadata,
     sa.Column(
         "message_id",
         sa.String(64),
@@ -200,27 +186,23 @@ model_calls = sa.Table(
     sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("kind", sa.String(16), nullable=False),  # call | config
     sa.Column("agent", sa.String(100), nullable=True),
-    sa.Column("created_at", sa.Float, nullable=False),
+    _created_at(),
     sa.Column("data_z", sa.LargeBinary, nullable=False),  # zlib-compressed JSON
 )
 
-workflow_runs = sa.Table(
-    "af_workflow_runs",
-    metadata,
-    sa.Column("message_id", sa.String(64), primary_key=True),
+workflow_runs = sa.Table("af_workflow_runs", metadata,
+    _key("message_id", 64, sa.String),
     sa.Column("conversation_id", sa.String(64), nullable=False, index=True),
     sa.Column("workflow", sa.String(100), nullable=False, index=True),
     sa.Column("digest", sa.String(64), nullable=False),
     sa.Column("definition", sa.Text, nullable=False),  # the file's text: resume runs this one
     sa.Column("input", sa.Text, nullable=False),  # JSON
-    sa.Column("created_at", sa.Float, nullable=False),
+    _created_at(),
 )
 
-workflow_nodes = sa.Table(  # lineage: one row per node execution
-    "af_workflow_nodes",
-    metadata,
-    sa.Column("message_id", sa.String(64), primary_key=True),
-    sa.Column("execution_id", sa.String(200), primary_key=True),
+workflow_nodes = sa.Table("af_workflow_nodes", metadata,  # lineage: one row per node execution
+    _key("message_id", 64, sa.String),
+    _key("execution_id", 200, sa.String),
     sa.Column("node_id", sa.String(100), nullable=False),
     sa.Column("role", sa.String(16), nullable=False),
     sa.Column("kind", sa.String(16), nullable=True),

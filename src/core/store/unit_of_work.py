@@ -1,0 +1,202 @@
+"""The one engine every part of the app store shares, and how they use it.
+
+The store is split by aggregate (conversation_records.py, eventlog.py, artifact_records.py,
+run_records.py, workflow_records.py, token_records.py); each is a mixin over `UnitOfWork`, so
+all of them use the same engine, connection pool and transaction rules, and `AppStore`
+(repository.py) is simply their sum. A write that must be atomic runs inside one
+`transaction()`; a write that decides who wins (a claim, an optimistic update) is a single
+conditional statement whose row count says so.
+
+Opening the engine lives here too: URL normalisation, the SQLite pragmas (shared with the
+checkpoint file, core/checkpoints.py), keeping SQL text out of error messages, and the retry
+for SQLite's immediate "database is locked".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any, Self, TypeVar, cast
+
+import sqlalchemy as sa
+import sqlalchemy.exc
+from sqlalchemy import event as sa_event
+from sqlalchemy.engine import ExceptionContext, RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from ...errors import ConfigError
+
+log = logging.getLogger("artifactflow.store")
+
+R = TypeVar("R")
+T = TypeVar("T")
+Query = sa.Select[*tuple[Any, ...]]  # a SELECT of any columns
+
+# Bound the write-ahead log: fold it into the main file every 256 pages (4 MB of 16 KB pages,
+# instead of SQLite's 1000 pages = 16 MB) and shrink the file back to 4 MB after it is reset,
+# so a long run's WAL does not stay at its peak (33 MB was seen for one 200-round run).
+WAL_BOUNDS = ("PRAGMA wal_autocheckpoint=256", "PRAGMA journal_size_limit=4194304")
+
+# Every SQLite file we open (the app store's and the checkpoints'), in this order.
+SQLITE_PRAGMAS = (
+    # First: switching a new file to WAL needs a lock another process may hold.
+    "PRAGMA busy_timeout=30000",
+    # Before WAL, so a new file gets them: rows of a few KB (events, tool results) would each
+    # spill into a mostly-empty 4 KB overflow page; 16 KB pages pack them densely.
+    # Incremental auto-vacuum lets gc hand freed pages back cheaply.
+    "PRAGMA page_size=16384",
+    "PRAGMA auto_vacuum=INCREMENTAL",
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA synchronous=NORMAL",
+    *WAL_BOUNDS,
+)
+
+
+def normalize_database_url(url: str) -> str:
+    """Accept plain `postgresql://` / `sqlite:///` URLs and pick the async drivers."""
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://") :]
+    if url.startswith("postgresql://"):
+        return "postgresql+asyncpg://" + url[len("postgresql://") :]
+    if url.startswith("sqlite:///"):
+        return "sqlite+aiosqlite:///" + url[len("sqlite:///") :]
+    if url.startswith(("postgresql+asyncpg://", "sqlite+aiosqlite://")):
+        return url
+    raise ConfigError(
+        f"unsupported database URL {url.split('://')[0]}://…; use postgresql://user@host:port/db "
+        "or sqlite:///path/to/file.db"
+    )
+
+
+def open_engine(
+    url: str | None, *, sqlite_path: Path | None, pool_size: int, synchronous_commit: str
+) -> AsyncEngine:
+    """An engine for `url` (PostgreSQL or SQLite), or for the SQLite file `sqlite_path`."""
+    if url:
+        # No pre-ping: it costs a round trip per checkout; a connection broken by a server
+        # restart fails one statement and is then replaced with the rest of the pool.
+        engine = create_async_engine(
+            normalize_database_url(url),
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            connect_args={"server_settings": {"synchronous_commit": synchronous_commit}},
+        )
+    else:
+        assert sqlite_path is not None
+        sqlite_path.parent.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(f"sqlite+aiosqlite:///{sqlite_path}")
+
+        @sa_event.listens_for(engine.sync_engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cursor = dbapi_conn.cursor()
+            for pragma in (*SQLITE_PRAGMAS, "PRAGMA foreign_keys=ON"):
+                cursor.execute(pragma)
+            cursor.close()
+
+    sa_event.listen(engine.sync_engine, "handle_error", _hide_sql)
+    return engine
+
+
+def _hide_sql(context: ExceptionContext) -> None:
+    """Keep SQL text and parameters out of error messages (they reach people: a message's
+    `error`, a tool result, the CLI); log them at debug level instead. The exception keeps
+    its type, so callers still catch `IntegrityError` and friends."""
+    exc = context.sqlalchemy_exception
+    if not isinstance(exc, sqlalchemy.exc.StatementError) or exc.statement is None:
+        return
+    log.debug(
+        "database error: %s\n[SQL: %s]\n[parameters: %r]",
+        context.original_exception, exc.statement, exc.params,
+    )
+    exc.statement = None  # type: ignore[assignment]
+    exc.params = None
+    exc.code = None
+
+
+async def retry_when_locked(
+    step: Callable[[], Awaitable[T]],
+    error: type[Exception] = sqlalchemy.exc.OperationalError,
+    attempts: int = 6,
+) -> T:
+    """Run `step`, again if SQLite answered "database is locked" at once.
+
+    busy_timeout makes SQLite wait for most locks, but not all: a connection whose WAL
+    snapshot went stale while another process created the schema, or a journal-mode switch
+    racing a fresh file, fails immediately. Processes starting together on a new data folder
+    hit that window; a short, jittered retry closes it.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return await step()
+        except error as exc:
+            if "database is locked" not in str(exc) or attempt == attempts:
+                raise
+            await asyncio.sleep(0.05 * attempt + random.random() * 0.05)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+class UnitOfWork:
+    """The base of every aggregate's records: the shared engine, one way to open a
+    transaction, and the few read and write shapes all of them use."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.is_sqlite = engine.dialect.name == "sqlite"
+        self._companions: dict[Callable[..., Any], Any] = {}
+
+    def companion(self, make: Callable[[Self], T]) -> T:
+        """The one `make(self)` of this store, made on first use: a per-store helper (the
+        group commit, a request recorder) lives exactly as long as the store."""
+        if make not in self._companions:
+            self._companions[make] = make(self)
+        return self._companions[make]
+
+    def transaction(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        """One transaction: every statement inside commits together or not at all."""
+        return self.engine.begin()
+
+    async def fetch_one(self, query: Query, row_type: type[R]) -> R | None:
+        """The first row of `query` as a `row_type` (a TypedDict of its columns), or None."""
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(query)).mappings().first()
+        return None if row is None else cast(R, dict(row))
+
+    async def fetch_all(self, query: Query, row_type: type[R]) -> list[R]:
+        """Every row of `query`, each as a `row_type` (a TypedDict of its columns)."""
+        return [cast(R, dict(row)) for row in await self.fetch_rows(query)]
+
+    async def fetch_rows(self, query: Query) -> Sequence[RowMapping]:
+        """Every row of `query` as it comes (for rows with columns still to decode)."""
+        async with self.engine.connect() as conn:
+            return (await conn.execute(query)).mappings().all()
+
+    async def fetch_value(self, query: Query) -> Any:
+        """The first column of the first row of `query`, or None when there is no row."""
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        return None if row is None else row[0]
+
+    async def fetch_column(self, query: Query) -> list[Any]:
+        """The first column of every row of `query`."""
+        async with self.engine.connect() as conn:
+            return [row[0] for row in (await conn.execute(query)).all()]
+
+    async def write(self, *statements: sa.Executable) -> int:
+        """Run `statements` in one transaction; the row count of the last one."""
+        count = 0
+        async with self.transaction() as conn:
+            for statement in statements:
+                count = (await conn.execute(statement)).rowcount
+        return count
+
+    async def insert_once(self, statement: sa.Insert) -> bool:
+        """Run an INSERT in its own transaction; False when the key was already there."""
+        try:
+            await self.write(statement)
+        except sqlalchemy.exc.IntegrityError:
+            return False
+        return True
