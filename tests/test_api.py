@@ -1,7 +1,7 @@
 """HTTP API in process (`httpx.ASGITransport`), plus one end-to-end test over a real socket.
 
-The controller is opened by the `make_controller` fixture (real SQLite, real checkpoints, the
-scripted model over real HTTP) and handed to `create_app(controller=...)`: ASGITransport runs
+The `Client` is opened by the `make_client` fixture (real SQLite, real checkpoints, the
+scripted model over real HTTP) and handed to `create_app(client=...)`: ASGITransport runs
 no lifespan. ASGITransport returns a response only when the app has finished it, so an SSE
 stream read in process is the whole stream, up to its final event.
 """
@@ -91,20 +91,20 @@ Api = Callable[..., Awaitable[tuple[httpx.AsyncClient, Any]]]
 
 
 @pytest.fixture
-async def api(make_controller: Any) -> AsyncIterator[Api]:
-    """`await api(**make_controller_kwargs)` -> (client, controller)."""
+async def api(make_client: Any) -> AsyncIterator[Api]:
+    """`await api(**make_client_kwargs)` -> (HTTP client, artifactflow `Client`)."""
     clients: list[httpx.AsyncClient] = []
 
     async def build(**kwargs: Any) -> tuple[httpx.AsyncClient, Any]:
         kwargs.setdefault("extra_tools", TOOLS)
         kwargs.setdefault("lead_tools", LEAD_TOOLS)
-        controller = await make_controller(**kwargs)
-        app = create_app(controller=controller)
+        af = await make_client(**kwargs)
+        app = create_app(client=af)
         client = httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://testserver"
         )
         clients.append(client)
-        return client, controller
+        return client, af
 
     yield build
     for client in clients:
@@ -128,7 +128,7 @@ async def read_stream(client: httpx.AsyncClient, url: str, **kwargs: Any) -> lis
 
 
 async def test_chat_then_stream_to_complete(api: Api, llm: Any) -> None:
-    client, controller = await api()
+    client, af = await api()
     llm.script(Text("Hello from the API.", chunk_size=4))
     ids = await chat(client, "Say hello")
     assert set(ids) == {"conversation_id", "message_id", "thread_id", "stream_url"}
@@ -148,13 +148,13 @@ async def test_chat_then_stream_to_complete(api: Api, llm: Any) -> None:
 
 
 async def test_replay_with_last_event_id_mid_stream(api: Api, llm: Any) -> None:
-    client, controller = await api()
+    client, af = await api()
     llm.script(Text("slowly " * 12, chunk_size=6, chunk_delay=0.05))
     ids = await chat(client, "go")
     message_id = ids["message_id"]
 
     async def started() -> bool:
-        return await controller.store.last_event_id(message_id) >= 2  # metadata, agent_start
+        return await af.admin.store.last_event_id(message_id) >= 2  # metadata, agent_start
 
     await wait_until(started)
     status = (await client.get(f"{API}/messages/{message_id}")).json()["status"]
@@ -175,10 +175,10 @@ async def test_replay_with_last_event_id_mid_stream(api: Api, llm: Any) -> None:
 
 
 async def test_stream_of_a_finished_message_replays_then_204(api: Api, llm: Any) -> None:
-    client, controller = await api()
+    client, af = await api()
     llm.script(Text("done"))
     ids = await chat(client, "x")
-    await controller.wait(ids["message_id"])
+    await af.admin.wait(ids["message_id"])
     events = events_of(await read_stream(client, ids["stream_url"]))
     assert events[0]["event"] == "metadata" and events[-1]["event"] == "complete"
     assert not any(e["event"] == "llm_chunk" for e in events)  # chunks are never stored
@@ -237,7 +237,7 @@ async def paused_chat(client: httpx.AsyncClient, llm: Any, target: str = "prod")
 
 async def test_resume_202_then_409_and_stream_continues(api: Api, llm: Any) -> None:
     DEPLOYS.clear()
-    client, controller = await api()
+    client, af = await api()
     ids = await paused_chat(client, llm)
     message_id = ids["message_id"]
     message = (await client.get(f"{API}/messages/{message_id}")).json()
@@ -264,7 +264,7 @@ async def test_resume_202_then_409_and_stream_continues(api: Api, llm: Any) -> N
 
 async def test_invalid_resume_is_422_and_stays_paused(api: Api, llm: Any) -> None:
     DEPLOYS.clear()
-    client, controller = await api()
+    client, af = await api()
     ids = await paused_chat(client, llm, "staging")
     url = f"{API}/chat/{ids['message_id']}/resume"
     for bad in (
@@ -280,7 +280,7 @@ async def test_invalid_resume_is_422_and_stays_paused(api: Api, llm: Any) -> Non
     assert DEPLOYS == [] and llm.request_count == 1
     edit = {"decisions": {"c1": {"action": "edit", "arguments": {"target": "canary"}}}}
     assert (await client.post(url, json=edit)).status_code == 202
-    await controller.wait(ids["message_id"])
+    await af.admin.wait(ids["message_id"])
     assert DEPLOYS == ["canary"]
     assert_error(
         await client.post(f"{API}/chat/nope/resume", json={"decisions": "approve"}),
@@ -293,12 +293,12 @@ async def test_invalid_resume_is_422_and_stays_paused(api: Api, llm: Any) -> Non
 
 
 async def test_cancel_running_and_paused(api: Api, llm: Any) -> None:
-    client, controller = await api()
+    client, af = await api()
     llm.script(Text("word " * 200, chunk_size=5, chunk_delay=0.05))
     ids = await chat(client, "long answer")
 
     async def streaming() -> bool:
-        return await controller.store.last_event_id(ids["message_id"]) >= 2
+        return await af.admin.store.last_event_id(ids["message_id"]) >= 2
 
     await wait_until(streaming)
     response = await client.post(f"{API}/chat/{ids['message_id']}/cancel")
@@ -323,15 +323,15 @@ async def test_cancel_running_and_paused(api: Api, llm: Any) -> None:
 
 
 async def test_too_many_runs_is_429_with_retry_after(api: Api, llm: Any) -> None:
-    client, controller = await api(yaml_text="run:\n  max_concurrent_runs: 1\n")
+    client, af = await api(yaml_text="run:\n  max_concurrent_runs: 1\n")
     llm.script(Delay(0.5, Text("first")), Text("second"))
     first = await chat(client, "one")
     refused = await client.post(f"{API}/chat", json={"content": "two"})
     assert_error(refused, 429, "too_many_runs")
     assert int(refused.headers["Retry-After"]) > 0
-    await controller.wait(first["message_id"])
+    await af.admin.wait(first["message_id"])
     second = await chat(client, "two")
-    await controller.wait(second["message_id"])
+    await af.admin.wait(second["message_id"])
     message = (await client.get(f"{API}/messages/{second['message_id']}")).json()
     assert message["response"] == "second"
 
@@ -357,12 +357,12 @@ async def test_request_too_large_is_413(api: Api, llm: Any) -> None:
 async def test_unexpected_error_is_a_bare_500(
     api: Api, llm: Any, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:
-    client, controller = await api()
+    client, af = await api()
 
     async def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(controller.store, "list_conversations", broken)
+    monkeypatch.setattr(af.admin.store, "list_conversations", broken)
     response = await client.get(f"{API}/conversations")
     error = assert_error(response, 500, "internal_error")
     assert "secret" not in error["message"]
@@ -373,14 +373,14 @@ async def test_unexpected_error_is_a_bare_500(
 
 
 async def test_conversations_list_tree_fork_and_delete(api: Api, llm: Any) -> None:
-    client, controller = await api()
+    client, af = await api()
     llm.script(Text("a1"), Text("b1"), Text("a2"), Text("a2-fork"), Text("new root"))
     a = await chat(client, "first conversation")
-    await controller.wait(a["message_id"])
+    await af.admin.wait(a["message_id"])
     b = await chat(client, "second conversation")
-    await controller.wait(b["message_id"])
+    await af.admin.wait(b["message_id"])
     a2 = await chat(client, "follow-up", conversation_id=a["conversation_id"])
-    await controller.wait(a2["message_id"])
+    await af.admin.wait(a2["message_id"])
     page = (await client.get(f"{API}/conversations")).json()
     assert page["total"] == 2 and page["limit"] == 20 and page["offset"] == 0
     assert [c["id"] for c in page["items"]] == [a["conversation_id"], b["conversation_id"]]
@@ -393,11 +393,11 @@ async def test_conversations_list_tree_fork_and_delete(api: Api, llm: Any) -> No
     # fork: a sibling of the follow-up (parent = the first message); inferred conversation
     fork = await chat(client, "follow-up, edited", parent_message_id=a["message_id"])
     assert fork["conversation_id"] == a["conversation_id"]
-    await controller.wait(fork["message_id"])
+    await af.admin.wait(fork["message_id"])
     root = await chat(
         client, "a new root", conversation_id=a["conversation_id"], parent_message_id=None
     )
-    await controller.wait(root["message_id"])
+    await af.admin.wait(root["message_id"])
     tree = (await client.get(f"{API}/conversations/{a['conversation_id']}")).json()
     by_id = {m["id"]: m for m in tree["messages"]}
     assert tree["roots"] == [a["message_id"], root["message_id"]]
@@ -419,10 +419,10 @@ async def test_conversations_list_tree_fork_and_delete(api: Api, llm: Any) -> No
     # delete: a paused message's checkpoints go too
     paused = await paused_chat(client, llm)
     thread_id = paused["thread_id"]
-    assert await controller.checkpoints.has_checkpoint(thread_id)
+    assert await af.admin.checkpoints.has_checkpoint(thread_id)
     deleted = await client.delete(f"{API}/conversations/{paused['conversation_id']}")
     assert deleted.status_code == 204 and deleted.content == b""
-    assert not await controller.checkpoints.has_checkpoint(thread_id)
+    assert not await af.admin.checkpoints.has_checkpoint(thread_id)
     assert_error(
         await client.get(f"{API}/conversations/{paused['conversation_id']}"), 404, "not_found"
     )
@@ -436,7 +436,7 @@ async def test_conversations_list_tree_fork_and_delete(api: Api, llm: Any) -> No
 
 
 async def test_artifact_endpoints(api: Api, llm: Any) -> None:
-    client, controller = await api()
+    client, af = await api()
     llm.script(
         ToolCalls(
             [
@@ -495,9 +495,9 @@ async def test_artifact_endpoints(api: Api, llm: Any) -> None:
 
 
 async def test_auth_isolates_users(api: Api, llm: Any) -> None:
-    client, controller = await api(yaml_text="auth:\n  enabled: true\n")
-    _, alice = await controller.store.create_token("alice")
-    _, bob = await controller.store.create_token("bob")
+    client, af = await api(yaml_text="auth:\n  enabled: true\n")
+    _, alice = await af.admin.store.create_token("alice")
+    _, bob = await af.admin.store.create_token("bob")
     as_alice = {"Authorization": f"Bearer {alice}"}
     as_bob = {"Authorization": f"Bearer {bob}"}
 
@@ -513,9 +513,9 @@ async def test_auth_isolates_users(api: Api, llm: Any) -> None:
         ToolCalls([Call("deploy", {"target": "prod"}, id="c1")]),
     )
     ids = await chat(client, "alice's work")
-    await controller.wait(ids["message_id"])
+    await af.admin.wait(ids["message_id"])
     assert (await client.get(f"{API}/messages/{ids['message_id']}")).json()["status"] == "waiting"
-    conversation = await controller.store.get_conversation(ids["conversation_id"])
+    conversation = await af.admin.store.get_conversation(ids["conversation_id"])
     assert conversation["user_id"] is not None
 
     mid, cid = ids["message_id"], ids["conversation_id"]
@@ -557,15 +557,15 @@ async def test_auth_isolates_users(api: Api, llm: Any) -> None:
     assert (await client.post(f"{API}/chat/{mid}/cancel")).json()["cancelled"] is True
 
 
-async def test_auth_default_depends_on_the_bind_address(make_controller: Any) -> None:
-    controller = await make_controller()
-    assert create_app(controller=controller, host="127.0.0.1").state.auth_enabled is False
-    assert create_app(controller=controller, host="::1").state.auth_enabled is False
-    assert create_app(controller=controller, host="0.0.0.0").state.auth_enabled is True
+async def test_auth_default_depends_on_the_bind_address(make_client: Any) -> None:
+    af = await make_client()
+    assert create_app(client=af, host="127.0.0.1").state.auth_enabled is False
+    assert create_app(client=af, host="::1").state.auth_enabled is False
+    assert create_app(client=af, host="0.0.0.0").state.auth_enabled is True
 
 
 async def test_not_started_is_503() -> None:
-    app = create_app()  # no lifespan has run: no controller yet
+    app = create_app()  # no lifespan has run: no client yet
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://t"
     ) as client:
@@ -587,12 +587,12 @@ async def test_openapi_and_page(api: Api) -> None:
 
 
 async def test_sse_over_a_real_socket_reconnects_without_loss(
-    make_controller: Any, llm: Any
+    make_client: Any, llm: Any
 ) -> None:
-    controller = await make_controller(
+    af = await make_client(
         extra_tools=TOOLS, lead_tools=LEAD_TOOLS, yaml_text="server:\n  heartbeat_seconds: 0.1\n"
     )
-    app = create_app(controller=controller)
+    app = create_app(client=af)
     server = server_for(app, "127.0.0.1", 0, log_config=None, log_level="warning")
     serving = asyncio.create_task(server.serve())
     try:
@@ -646,17 +646,17 @@ async def test_sse_over_a_real_socket_reconnects_without_loss(
                 async for _ in response.aiter_bytes():
                     pass
             await asyncio.wait_for(serving, 5)
-            await controller.cancel(slow["message_id"])
+            await af.runs.cancel(slow["message_id"])
     finally:
         server.should_exit = True
         await asyncio.wait_for(serving, 10)
 
 
-async def test_server_owns_its_controller_and_cancels_runs_on_shutdown(
-    tmp_path: Any, make_controller: Any, llm: Any, caplog: Any
+async def test_server_owns_its_client_and_cancels_runs_on_shutdown(
+    tmp_path: Any, make_client: Any, llm: Any, caplog: Any
 ) -> None:
     config = make_config(tmp_path, lead_tools=["create_artifact"])
-    app = create_app(load_settings(config, tmp_path / "data"))  # the lifespan opens the controller
+    app = create_app(load_settings(config, tmp_path / "data"))  # the lifespan opens the client
     llm.script(Delay(5.0, Text("never")))
     caplog.set_level(logging.INFO, logger="uvicorn.access")
     server = server_for(app, "127.0.0.1", 0, log_config=None, log_level="info")
@@ -676,10 +676,10 @@ async def test_server_owns_its_controller_and_cancels_runs_on_shutdown(
             async for _ in response.aiter_bytes():
                 pass
     await asyncio.wait_for(serving, 10)
-    assert app.state.controller is None  # closed by the lifespan
+    assert app.state.client is None  # closed by the lifespan
     assert "access_token=[redacted]" in caplog.text and "af_not_logged" not in caplog.text
 
-    reopened = await make_controller(config_dir=config, data_dir=tmp_path / "data")
-    message = await reopened.store.get_message(ids["message_id"])
+    reopened = await make_client(config_dir=config, data_dir=tmp_path / "data")
+    message = await reopened.admin.store.get_message(ids["message_id"])
     assert message["status"] == "cancelled"  # not left "running"
-    assert (await reopened.events(ids["message_id"]))[-1].type == "cancelled"
+    assert (await reopened.runs.events(ids["message_id"]))[-1].type == "cancelled"

@@ -4,8 +4,8 @@ Every operation gets generated requests, valid ones and invalid ones; the app mu
 5xx, and its answers must pass schemathesis' checks against the schema it publishes.
 
 schemathesis runs the ASGI app in its own event-loop thread and starts the lifespan there, so
-the app is built from a controller factory (which also creates a bearer token: auth is on, so
-the ownership checks are fuzzed too); `shutdown_lifespans()` closes the controller. The model is scripted to answer "ok" to anything, so runs started by fuzzed `POST /chat`
+the app is built from a client factory (which also creates a bearer token: auth is on, so
+the ownership checks are fuzzed too); `shutdown_lifespans()` closes the client. The model is scripted to answer "ok" to anything, so runs started by fuzzed `POST /chat`
 calls finish quickly. (schemathesis' own pytest integration, `from_fixture` + `parametrize`,
 does not work with pytest 9, so each operation is driven by Hypothesis directly.)
 """
@@ -26,7 +26,7 @@ from schemathesis.specs.openapi.checks import negative_data_rejection
 from scripted_llm import ScriptedLLM, Text
 from waiting import wait_until_sync
 
-from artifactflow import ExecutionController, load_settings
+from artifactflow import Client, load_settings
 from artifactflow.api.app import create_app
 from artifactflow.api.limits import active_runs
 
@@ -43,10 +43,10 @@ OPERATIONS = [
 EXCLUDED = [negative_data_rejection]
 
 
-def wait_idle(controller: ExecutionController) -> None:
+def wait_idle(client: Client) -> None:
     """Let runs started by a fuzzed request finish before the next case (no pile-up of runs)."""
     wait_until_sync(
-        lambda: not active_runs(controller), timeout=5, what="the end of the fuzzer's runs"
+        lambda: not active_runs(client), timeout=5, what="the end of the fuzzer's runs"
     )
 
 
@@ -63,20 +63,20 @@ def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yaml_text = "auth:\n  enabled: true\nserver:\n  heartbeat_seconds: 0.2\n"
         config = make_config(root, lead_tools=["create_artifact"], yaml_text=yaml_text)
         settings = load_settings(config, root / "data")
-        opened: list[tuple[ExecutionController, str]] = []
+        opened: list[tuple[Client, str]] = []
 
-        async def open_controller() -> ExecutionController:
-            controller = await ExecutionController.open(settings)
-            opened.append((controller, (await controller.store.create_token("fuzzer"))[1]))
-            return controller
+        async def open_client() -> Client:
+            client = await Client.open(settings)
+            opened.append((client, (await client.admin.create_token("fuzzer"))[1]))
+            return client
 
-        app = create_app(open_controller)
+        app = create_app(open_client)
         try:
             schema = schemathesis.openapi.from_asgi("/openapi.json", app)  # starts the lifespan
-            controller, token = opened[0]
-            yield schema, {"Authorization": f"Bearer {token}"}, controller
+            client, token = opened[0]
+            yield schema, {"Authorization": f"Bearer {token}"}, client
         finally:
-            asgi.shutdown_lifespans()  # closes the controller the lifespan opened
+            asgi.shutdown_lifespans()  # closes the client the lifespan opened
 
 
 # Runs started by fuzzed requests execute in schemathesis' loop thread, concurrently with
@@ -86,7 +86,7 @@ def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=str)
 @pytest.mark.parametrize(("method", "path"), OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
 def test_no_server_errors(api_schema: Any, method: str, path: str, mode: GenerationMode) -> None:
-    schema, auth, controller = api_schema
+    schema, auth, client = api_schema
     operation = schema[path][method]
 
     @settings(
@@ -99,6 +99,6 @@ def test_no_server_errors(api_schema: Any, method: str, path: str, mode: Generat
     def check(case: Any) -> None:
         response = case.call_and_validate(headers=auth, excluded_checks=EXCLUDED)
         assert response.status_code < 500, response.text
-        wait_idle(controller)
+        wait_idle(client)
 
     check()

@@ -20,7 +20,7 @@ from conftest import make_config
 from schemathesis.python import asgi
 from scripted_llm import Call, Text, ToolCalls
 
-from artifactflow import ExecutionController, load_settings, tool
+from artifactflow import Client, load_settings, tool
 from artifactflow.api.app import create_app
 
 API = "/api/v1"
@@ -28,7 +28,7 @@ API = "/api/v1"
 
 @pytest.fixture
 def live_schema(tmp_path: Path, llm: Any) -> Iterator[Any]:
-    """schemathesis' view of an app whose controller lives in schemathesis' own loop."""
+    """schemathesis' view of an app whose client lives in schemathesis' own loop."""
     llm.route(lambda request: Text("ok"))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("OPENAI_BASE_URL", llm.base_url)
@@ -40,12 +40,12 @@ def live_schema(tmp_path: Path, llm: Any) -> Iterator[Any]:
         settings = load_settings(config, tmp_path / "data")
         tokens: list[str] = []
 
-        async def open_controller() -> ExecutionController:
-            controller = await ExecutionController.open(settings)
-            tokens.append((await controller.store.create_token("tester"))[1])
-            return controller
+        async def open_client() -> Client:
+            af = await Client.open(settings)
+            tokens.append((await af.admin.create_token("tester"))[1])
+            return af
 
-        app = create_app(open_controller)
+        app = create_app(open_client)
         try:
             schema = schemathesis.openapi.from_asgi("/openapi.json", app)
             yield schema, {"Authorization": f"Bearer {tokens[0]}"}
@@ -65,8 +65,8 @@ def test_event_stream_matches_its_schema(live_schema: Any) -> None:
     assert "event: complete" in response.text
 
 
-async def test_405_answers_allow_every_method_of_the_path(make_controller: Any) -> None:
-    app = create_app(controller=await make_controller())
+async def test_405_answers_allow_every_method_of_the_path(make_client: Any) -> None:
+    app = create_app(client=await make_client())
     documented = {path: {m.upper() for m in item} for path, item in app.openapi()["paths"].items()}
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
@@ -79,8 +79,8 @@ async def test_405_answers_allow_every_method_of_the_path(make_controller: Any) 
                 assert allow == methods, (method, path, allow)
 
 
-async def test_405_allow_on_a_path_with_two_methods(make_controller: Any) -> None:
-    app = create_app(controller=await make_controller())
+async def test_405_allow_on_a_path_with_two_methods(make_client: Any) -> None:
+    app = create_app(client=await make_client())
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
         response = await client.patch(f"{API}/conversations/c1")
@@ -99,12 +99,12 @@ async def deploy(target: str) -> str:
     return f"deployed to {target}"
 
 
-async def test_decisions_schema_and_server_agree(make_controller: Any, llm: Any) -> None:
-    controller = await make_controller(extra_tools=[deploy], lead_tools=["deploy"])
-    app = create_app(controller=controller)
+async def test_decisions_schema_and_server_agree(make_client: Any, llm: Any) -> None:
+    af = await make_client(extra_tools=[deploy], lead_tools=["deploy"])
+    app = create_app(client=af)
     validator = jsonschema_rs.validator_for(app.openapi()["components"]["schemas"]["ResumeRequest"])
     llm.script(ToolCalls([Call("deploy", {"target": "prod"}, id="c1")]), Text("done"))
-    paused = await controller.execute("deploy it")
+    paused = await af.run("deploy it")
     assert paused.status == "waiting"
     url = f"{API}/chat/{paused.message_id}/resume"
     transport = httpx.ASGITransport(app=app)

@@ -35,9 +35,9 @@ server:
 """
 
 
-async def test_chat_permission_reload_and_artifact(make_controller: Any, llm: Any) -> None:
+async def test_chat_permission_reload_and_artifact(make_client: Any, llm: Any) -> None:
     require_chromium()
-    controller = await make_controller(
+    client = await make_client(
         lead_tools=["create_artifact", "update_artifact"], yaml_text=CONFIG
     )
     llm.script(
@@ -57,7 +57,7 @@ async def test_chat_permission_reload_and_artifact(make_controller: Any, llm: An
         ),
         Text(ANSWER, chunk_size=4, chunk_delay=0.04),  # ~2.5 s: slow enough to reload mid-run
     )
-    app = create_app(controller=controller)
+    app = create_app(client=client)
     async with serving(app) as base, chromium_page() as (page, errors):
         await page.goto(base)
         await page.fill("#input", "Write the quarterly report")
@@ -103,19 +103,19 @@ async def test_chat_permission_reload_and_artifact(make_controller: Any, llm: An
         assert errors == []
 
     message = (
-        await controller.store.list_messages(
-            (await controller.conversations.list_conversations())[0]["id"]
+        await client.admin.store.list_messages(
+            (await client.conversations.list())[0]["id"]
         )
     )[0]
     assert message["status"] == "completed" and message["response"] == ANSWER
 
 
-async def test_token_prompt_and_branch_navigation(make_controller: Any, llm: Any) -> None:
+async def test_token_prompt_and_branch_navigation(make_client: Any, llm: Any) -> None:
     require_chromium()
-    controller = await make_controller(yaml_text="auth:\n  enabled: true\n")
-    _, token = await controller.store.create_token("alice")
+    client = await make_client(yaml_text="auth:\n  enabled: true\n")
+    _, token = await client.admin.create_token("alice")
     llm.script(Text("first answer"), Text("second answer"), Text("edited answer"))
-    app = create_app(controller=controller)
+    app = create_app(client=client)
     last_answer = (
         "document.querySelector('.turn:last-child .bubble.assistant')?.textContent.includes('{}')"
     )
@@ -161,16 +161,16 @@ async def test_token_prompt_and_branch_navigation(make_controller: Any, llm: Any
         assert errors == []
 
 
-async def test_page_reconnects_after_a_server_restart(make_controller: Any, llm: Any) -> None:
+async def test_page_reconnects_after_a_server_restart(make_client: Any, llm: Any) -> None:
     """The server goes away mid-run (the run itself goes on in this process) and comes back on
     the same port: the page reconnects by itself and shows every event exactly once."""
     require_chromium()
-    controller = await make_controller(lead_tools=["create_artifact"])
+    client = await make_client(lead_tools=["create_artifact"])
     llm.script(
         ToolCalls([Call("create_artifact", {"id": "a", "title": "Notes", "content": "n"})]),
         Text(ANSWER, chunk_size=3, chunk_delay=0.05),  # ~3 s
     )
-    app = create_app(controller=controller)
+    app = create_app(client=client)
     async with chromium_page() as (page, errors):
         async with serving(app) as base:
             await page.goto(base)
@@ -193,7 +193,7 @@ async def test_page_reconnects_after_a_server_restart(make_controller: Any, llm:
                 for item in await page.locator("#timeline li").all()
             ]
             message_id = await page.get_attribute(".turn:last-child", "data-id")
-            stored = [e.type for e in await controller.events(message_id)]
+            stored = [e.type for e in await client.runs.events(message_id)]
             # one line per stored event (a tool call's line shows its start, then its result)
             shown = [t for t in stored if t not in ("agent_complete", "tool_start")]
             assert Counter(types) == Counter(shown)  # nothing lost, nothing repeated
@@ -202,10 +202,10 @@ async def test_page_reconnects_after_a_server_restart(make_controller: Any, llm:
 
 
 async def test_edit_and_deny_in_the_dialog_diff_export_stop_delete(
-    make_controller: Any, llm: Any, tmp_path: Any
+    make_client: Any, llm: Any, tmp_path: Any
 ) -> None:
     require_chromium()
-    controller = await make_controller(
+    client = await make_client(
         lead_tools=["create_artifact", "update_artifact"],
         yaml_text="permissions:\n  update_artifact: confirm\n",
     )
@@ -220,7 +220,7 @@ async def test_edit_and_deny_in_the_dialog_diff_export_stop_delete(
         Text("Left as it is."),
         Text("a long answer " * 100, chunk_size=4, chunk_delay=0.05),
     )
-    app = create_app(controller=controller)
+    app = create_app(client=client)
     async with serving(app) as base, chromium_page() as (page, errors):
         await page.goto(base)
         dialog = page.locator("#permission-dialog")
@@ -290,4 +290,4 @@ async def test_edit_and_deny_in_the_dialog_diff_export_stop_delete(
         await page.locator("#conversations li").first.wait_for(state="detached")
         assert await page.locator(".turn").count() == 0
         assert errors == []
-    assert await controller.conversations.list_conversations() == []
+    assert await client.conversations.list() == []

@@ -134,11 +134,11 @@ def test_cli_inputs_from_file_and_bad_input(config, tmp_path, llm, capsys):
     assert code == 2 and "does not match its schema" in err and "ticket" in err
 
 
-async def test_http_list_run_stream_runs_and_lineage(config, tmp_path, llm, make_controller):
-    controller = await make_controller(config_dir=config)
+async def test_http_list_run_stream_runs_and_lineage(config, tmp_path, llm, make_client):
+    af = await make_client(config_dir=config)
     ByAgent(llm, {"classifier": [Text(as_json({"category": "billing", "summary": "s"}))],
                   "billing_agent": [Text("Refund requested.")]})
-    app = create_app(controller=controller)
+    app = create_app(client=af)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
         listed = (await client.get(f"{API}/workflows")).json()["items"]
         assert [w["name"] for w in listed] == ["triage"] and listed[0]["valid"]

@@ -1,4 +1,4 @@
-"""HTTP/SSE server over the core controller: `create_app(settings)` and `serve(settings)`."""
+"""HTTP/SSE server over one `Client`: `create_app(settings)` and `serve(settings)`."""
 
 from .app import create_app, serve
 

@@ -1,15 +1,15 @@
-"""The HTTP/SSE server: a thin FastAPI layer over one `ExecutionController`.
+"""The HTTP/SSE server: a thin FastAPI layer over one `Client`.
 
-- One controller per process (the graph is compiled once), created in the lifespan from
-  settings or a factory, or handed in ready-made (`create_app(controller=...)`, for tests and
-  embedding: the caller keeps ownership and closes it).
+- One client per process (the graph is compiled once), opened in the lifespan from settings
+  or a factory, or handed in ready-made (`create_app(client=...)`, for tests and embedding:
+  the caller keeps ownership and closes it).
 - Runs live in the background, independent of any HTTP connection: `POST /chat` answers 202
   with a `stream_url`; streams only follow, and a dropped stream resumes with `Last-Event-ID`.
 - Concurrency: beyond `run.max_concurrent_runs` runs in flight, `POST /chat` and resume answer
   429 with `Retry-After` (see `limits.py` for why not a queue).
 - Graceful shutdown (`serve`): on SIGTERM/SIGINT uvicorn stops accepting connections, open
   event streams are ended at once (clients reconnect with `Last-Event-ID` once the server is
-  back), and the lifespan closes the controller, which cancels runs still in flight: each is
+  back), and the lifespan closes the client, which cancels runs still in flight: each is
   marked `cancelled` with its partial answer and a final `cancelled` event, so no message is
   left `running`. Paused messages are untouched and can be resumed after a restart.
 - OpenAPI at `/openapi.json`, interactive docs at `/docs`, the web page at `/`.
@@ -28,7 +28,7 @@ from fastapi import FastAPI
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
-from ..client.legacy import ExecutionController
+from ..client import Client
 from ..settings import ServerSettings, Settings, load_settings
 from ..version import __version__
 from .auth import RedactTokens, auth_enabled
@@ -44,13 +44,13 @@ from .sse import drain_streams
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 SHUTDOWN_GRACE_SECONDS = 5.0
 
-ControllerFactory = Callable[[], Awaitable[ExecutionController]]
+ClientFactory = Callable[[], Awaitable[Client]]
 
 
-def _attach(app: FastAPI, controller: ExecutionController, host: str) -> None:
-    settings: Settings = controller.settings
+def _attach(app: FastAPI, client: Client, host: str) -> None:
+    settings: Settings = client.settings
     state = app.state
-    state.controller = controller
+    state.client = client
     state.settings = settings
     state.auth_enabled = auth_enabled(settings.auth.enabled, host)
     state.limiter = RunLimiter(settings.run.max_concurrent_runs, settings.run.max_runs_per_database)
@@ -59,26 +59,26 @@ def _attach(app: FastAPI, controller: ExecutionController, host: str) -> None:
 
 
 def create_app(
-    source: Settings | ControllerFactory | None = None,
+    source: Settings | ClientFactory | None = None,
     *,
-    controller: ExecutionController | None = None,
+    client: Client | None = None,
     host: str = "127.0.0.1",
 ) -> FastAPI:
-    """Build the app from settings (default: `load_settings()`), a controller factory, or a
-    ready controller. `host` is where the server binds: it decides whether auth is on when
+    """Build the app from settings (default: `load_settings()`), a client factory, or a ready
+    client. `host` is where the server binds: it decides whether auth is on when
     `auth.enabled` is unset (on unless loopback)."""
-    factory: ControllerFactory
+    factory: ClientFactory
     if isinstance(source, Settings):
         settings = source
 
-        async def open_with_settings() -> ExecutionController:
-            return await ExecutionController.open(settings)
+        async def open_with_settings() -> Client:
+            return await Client.open(settings)
 
         factory = open_with_settings
     elif source is None:
 
-        async def open_with_loaded() -> ExecutionController:
-            return await ExecutionController.open(load_settings())
+        async def open_with_loaded() -> Client:
+            return await Client.open(load_settings())
 
         factory = open_with_loaded
     else:
@@ -86,7 +86,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        owned = app.state.controller is None
+        owned = app.state.client is None
         if owned:
             _attach(app, await factory(), host)
         try:
@@ -94,7 +94,7 @@ def create_app(
         finally:
             drain_streams(app.state.streams)
             if owned:
-                current, app.state.controller = app.state.controller, None
+                current, app.state.client = app.state.client, None
                 await current.aclose()
 
     app = FastAPI(
@@ -103,11 +103,11 @@ def create_app(
         summary="Multi-agent runs with durable permission pauses, event streams and artifacts",
         lifespan=lifespan,
     )
-    app.state.controller = None
+    app.state.client = None
     app.state.streams = set()
     app.state.max_request_bytes = ServerSettings().max_request_bytes  # until settings are known
-    if controller is not None:
-        _attach(app, controller, host)
+    if client is not None:
+        _attach(app, client, host)
     install_error_handlers(app)
     install_openapi(app)
     app.add_middleware(BodyLimitMiddleware, limit=lambda: app.state.max_request_bytes)

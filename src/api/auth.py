@@ -20,7 +20,8 @@ from typing import Any
 from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from .deps import get_controller
+from ..client import Client
+from .deps import get_client
 from .errors import ApiError
 
 bearer = HTTPBearer(auto_error=False, description="A token from `artifactflow token create NAME`")
@@ -40,7 +41,7 @@ def auth_enabled(setting: bool | None, host: str) -> bool:
 
 
 async def _user_for(request: Request, token: str | None) -> str | None:
-    get_controller(request)  # 503 until the lifespan has opened the controller
+    get_client(request)  # 503 until the lifespan has opened the client
     if not request.app.state.auth_enabled:
         return None
     if not token:
@@ -51,7 +52,7 @@ async def _user_for(request: Request, token: str | None) -> str | None:
             "(create one with `artifactflow token create NAME`)",
             headers={"WWW-Authenticate": "Bearer"},
         )
-    user_id = await get_controller(request).user_for_token(token)
+    user_id = await get_client(request).admin.user_for_token(token)
     if user_id is None:
         raise ApiError(
             401, "unauthorized", "invalid or revoked token", headers={"WWW-Authenticate": "Bearer"}
@@ -95,10 +96,10 @@ class RedactTokens(logging.Filter):
 
 
 async def owned_conversation(
-    controller: Any, conversation_id: str, user_id: str | None
+    client: Client, conversation_id: str, user_id: str | None
 ) -> dict[str, Any]:
-    return await controller.get_conversation(conversation_id, user_id=user_id)
+    return await client.conversations.get(conversation_id, user_id=user_id)
 
 
-async def owned_message(controller: Any, message_id: str, user_id: str | None) -> dict[str, Any]:
-    return await controller.get_message(message_id, user_id=user_id)
+async def owned_message(client: Client, message_id: str, user_id: str | None) -> dict[str, Any]:
+    return await client.conversations.message(message_id, user_id=user_id)

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import Request
 
-from ..client.legacy import ExecutionController
+from ..client import Client
 from .errors import ApiError
 from .models import ErrorBody
 
@@ -14,11 +14,11 @@ API_PREFIX = "/api/v1"
 MAX_INT = 2**31 - 1  # bound for ids, versions and offsets (SQLite integers are 64-bit)
 
 
-def get_controller(request: Request) -> ExecutionController:
-    controller = request.app.state.controller
-    if controller is None:
+def get_client(request: Request) -> Client:
+    client = request.app.state.client
+    if client is None:
         raise ApiError(503, "unavailable", "the server is starting or shutting down; retry shortly")
-    return controller
+    return client
 
 
 def api_url(request: Request, path: str) -> str:

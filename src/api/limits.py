@@ -18,15 +18,16 @@ from typing import Any
 
 from starlette.exceptions import HTTPException
 
+from ..client import Client
 from ..core.run.workers import RunLimitReached
 from .errors import ApiError, error_response
 
 RETRY_AFTER_SECONDS = 2
 
 
-def active_runs(controller: Any) -> int:
+def active_runs(client: Client) -> int:
     """Runs in flight in this process."""
-    return int(controller.active_run_count())
+    return client.admin.active_run_count()
 
 
 class RunLimiter:
@@ -36,10 +37,10 @@ class RunLimiter:
         self._lock = asyncio.Lock()
 
     @asynccontextmanager
-    async def slot(self, controller: Any) -> AsyncIterator[None]:
+    async def slot(self, client: Client) -> AsyncIterator[None]:
         """Hold the lock while the caller starts a run; refuse when the limit is reached."""
         async with self._lock:
-            running = active_runs(controller)
+            running = active_runs(client)
             if running >= self.max_runs:
                 raise ApiError(
                     429,
@@ -49,7 +50,7 @@ class RunLimiter:
                     headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
                 )
             try:
-                async with controller.run_slot(self.per_database):
+                async with client.admin.run_slot(self.per_database):
                     yield
             except RunLimitReached as exc:
                 raise ApiError(

@@ -6,11 +6,12 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
-from ..client.legacy import ExecutionController
+from ..client import Client, Resume, Retry, Run, Task
 from ..core.conversations import ACTIVE_BRANCH
+from ..core.permissions import decisions_from_body
 from ..errors import NotFoundError
 from .auth import current_user, owned_conversation, owned_message, stream_user
-from .deps import MAX_INT, api_url, error_docs, get_controller
+from .deps import MAX_INT, api_url, error_docs, get_client
 from .models import (
     CancelResult,
     ChatAccepted,
@@ -25,7 +26,7 @@ from .sse import EventStreamResponse, event_stream
 router = APIRouter(tags=["chat"])
 
 User = Depends(current_user)
-Controller = Depends(get_controller)
+ClientDep = Depends(get_client)
 
 
 @router.post(
@@ -39,23 +40,23 @@ async def chat(
     body: ChatRequest,
     request: Request,
     user: str | None = User,
-    controller: ExecutionController = Controller,
+    client: Client = ClientDep,
 ) -> ChatAccepted:
     parent: Any = (
         body.parent_message_id if "parent_message_id" in body.model_fields_set else ACTIVE_BRANCH
     )
     conversation_id = body.conversation_id
     if isinstance(parent, str):
-        parent_message = await owned_message(controller, parent, user)
+        parent_message = await owned_message(client, parent, user)
         if conversation_id is None:
             conversation_id = parent_message["conversation_id"]
         elif parent_message["conversation_id"] != conversation_id:
             raise NotFoundError(f"parent message {parent} is not in conversation {conversation_id}")
     elif conversation_id is not None:
-        await owned_conversation(controller, conversation_id, user)
-    async with request.app.state.limiter.slot(controller):
-        ids = await controller.start(body.content, conversation_id, parent, user_id=user)
-    return ChatAccepted(**ids, stream_url=api_url(request, f"/stream/{ids['message_id']}"))
+        await owned_conversation(client, conversation_id, user)
+    async with request.app.state.limiter.slot(client):
+        run = await client.runs.start(Task(body.content, conversation_id, parent), user_id=user)
+    return _accepted(request, run)
 
 
 @router.get(
@@ -83,18 +84,18 @@ async def stream(
         description="Set by EventSource on reconnect; wins over `after`",
     ),
     user: str | None = Depends(stream_user),
-    controller: ExecutionController = Controller,
+    client: Client = ClientDep,
 ) -> Response:
-    message = await owned_message(controller, message_id, user)
+    message = await owned_message(client, message_id, user)
     cursor = last_event_id if last_event_id is not None else (after or 0)
     if (
         message["status"] != "running"
-        and await controller.last_event_id(message_id) <= cursor
+        and await client.runs.last_event_id(message_id) <= cursor
     ):
         return Response(status_code=204)  # tells EventSource to stop reconnecting
     state = request.app.state
     body = event_stream(
-        controller.follow(message_id, after_event_id=cursor),
+        await client.runs.get(message_id, after_event_id=cursor, user_id=user),
         heartbeat=state.heartbeat_seconds,
         streams=state.streams,
     )
@@ -113,14 +114,14 @@ async def resume(
     body: ResumeRequest,
     request: Request,
     user: str | None = User,
-    controller: ExecutionController = Controller,
+    client: Client = ClientDep,
 ) -> ResumeAccepted:
-    await owned_message(controller, message_id, user)
-    async with request.app.state.limiter.slot(controller):
-        await controller.resume_start(message_id, body.model_dump())
-    cursor = await controller.resume_cursor(message_id)
+    await owned_message(client, message_id, user)
+    async with request.app.state.limiter.slot(client):
+        decisions = decisions_from_body(body.model_dump())
+        run = await client.runs.start(Resume(message_id, decisions), user_id=user)
     return ResumeAccepted(
-        message_id=message_id, stream_url=api_url(request, f"/stream/{message_id}?after={cursor}")
+        message_id=message_id, stream_url=api_url(request, f"/stream/{message_id}?after={run.cursor}")
     )
 
 
@@ -131,11 +132,11 @@ async def resume(
     summary="Cancel a running or paused message",
 )
 async def cancel(
-    message_id: str, user: str | None = User, controller: ExecutionController = Controller
+    message_id: str, user: str | None = User, client: Client = ClientDep
 ) -> CancelResult:
-    await owned_message(controller, message_id, user)
-    cancelled = await controller.cancel(message_id)
-    message = await owned_message(controller, message_id, user)
+    await owned_message(client, message_id, user)
+    cancelled = await client.runs.cancel(message_id)
+    message = await owned_message(client, message_id, user)
     return CancelResult(message_id=message_id, cancelled=cancelled, status=message["status"])
 
 
@@ -150,14 +151,14 @@ async def retry(
     message_id: str,
     request: Request,
     user: str | None = User,
-    controller: ExecutionController = Controller,
+    client: Client = ClientDep,
 ) -> ChatAccepted:
     """A new message with the same conversation, parent and content starts in the background
     (as `POST /chat`); a completed, paused or running message is 409."""
-    await owned_message(controller, message_id, user)
-    async with request.app.state.limiter.slot(controller):
-        ids = await controller.retry(message_id, user_id=user)
-    return ChatAccepted(**ids, stream_url=api_url(request, f"/stream/{ids['message_id']}"))
+    await owned_message(client, message_id, user)
+    async with request.app.state.limiter.slot(client):
+        run = await client.runs.start(Retry(message_id), user_id=user)
+    return _accepted(request, run)
 
 
 @router.get(
@@ -167,9 +168,9 @@ async def retry(
     summary="A message: status, response, pending permission request, metrics",
 )
 async def get_message(
-    message_id: str, user: str | None = User, controller: ExecutionController = Controller
+    message_id: str, user: str | None = User, client: Client = ClientDep
 ) -> MessageInfo:
-    message = await owned_message(controller, message_id, user)
+    message = await owned_message(client, message_id, user)
     return MessageInfo.model_validate({k: message.get(k) for k in MessageInfo.model_fields})
 
 
@@ -183,7 +184,16 @@ async def get_events(
     message_id: str,
     after: int | None = Query(None, ge=0, le=MAX_INT),
     user: str | None = User,
-    controller: ExecutionController = Controller,
+    client: Client = ClientDep,
 ) -> EventList:
-    await owned_message(controller, message_id, user)
-    return EventList(message_id=message_id, events=await controller.events(message_id, after))
+    await owned_message(client, message_id, user)
+    return EventList(message_id=message_id, events=await client.runs.events(message_id, after))
+
+
+def _accepted(request: Request, run: Run) -> ChatAccepted:
+    return ChatAccepted(
+        conversation_id=run.conversation_id,
+        message_id=run.message_id,
+        thread_id=run.thread_id,
+        stream_url=api_url(request, f"/stream/{run.message_id}"),
+    )

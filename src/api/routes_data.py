@@ -6,9 +6,9 @@ import re
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from ..client.legacy import ExecutionController
+from ..client import Client
 from .auth import current_user, owned_conversation
-from .deps import MAX_INT, error_docs, get_controller
+from .deps import MAX_INT, error_docs, get_client
 from .models import (
     ArtifactDetail,
     ArtifactDiff,
@@ -24,7 +24,7 @@ from .models import (
 router = APIRouter()
 
 User = Depends(current_user)
-Controller = Depends(get_controller)
+ClientDep = Depends(get_client)
 
 
 # --- conversations -----------------------------------------------------------------------------
@@ -40,11 +40,11 @@ async def list_conversations(
     limit: int = Query(20, ge=1, le=100),
     offset: int = Query(0, ge=0, le=MAX_INT),
     user: str | None = User,
-    controller: ExecutionController = Controller,
+    client: Client = ClientDep,
 ) -> ConversationPage:
     """Your conversations, most recently active first."""
-    rows = await controller.list_conversations(user_id=user, limit=limit, offset=offset)
-    total = await controller.count_conversations(user_id=user)
+    rows = await client.conversations.list(user_id=user, limit=limit, offset=offset)
+    total = await client.conversations.count(user_id=user)
     items = [ConversationInfo(**{k: r[k] for k in ConversationInfo.model_fields}) for r in rows]
     return ConversationPage(items=items, total=total, limit=limit, offset=offset)
 
@@ -56,10 +56,10 @@ async def list_conversations(
     tags=["conversations"],
 )
 async def get_conversation(
-    conversation_id: str, user: str | None = User, controller: ExecutionController = Controller
+    conversation_id: str, user: str | None = User, client: Client = ClientDep
 ) -> ConversationTree:
     """The conversation as a message tree; `active` marks the current branch."""
-    tree = await controller.conversation_tree(conversation_id, user_id=user)
+    tree = await client.conversations.tree(conversation_id, user_id=user)
     tree.pop("user_id", None)
     return ConversationTree.model_validate(tree)
 
@@ -71,11 +71,11 @@ async def get_conversation(
     tags=["conversations"],
 )
 async def delete_conversation(
-    conversation_id: str, user: str | None = User, controller: ExecutionController = Controller
+    conversation_id: str, user: str | None = User, client: Client = ClientDep
 ) -> Response:
     """Delete a conversation, its messages, events, artifacts and checkpoints. Runs still in
     progress in it are cancelled first."""
-    await controller.delete_conversation(conversation_id, user_id=user)
+    await client.conversations.delete(conversation_id, user_id=user)
     return Response(status_code=204)
 
 
@@ -86,10 +86,10 @@ ARTIFACTS = "/conversations/{conversation_id}/artifacts"
 
 @router.get(ARTIFACTS, response_model=ArtifactList, responses=error_docs(404), tags=["artifacts"])
 async def list_artifacts(
-    conversation_id: str, user: str | None = User, controller: ExecutionController = Controller
+    conversation_id: str, user: str | None = User, client: Client = ClientDep
 ) -> ArtifactList:
-    await owned_conversation(controller, conversation_id, user)
-    rows = await controller.list_artifacts(conversation_id)
+    await owned_conversation(client, conversation_id, user)
+    rows = await client.artifacts.list(conversation_id)
     return ArtifactList(
         conversation_id=conversation_id, artifacts=[ArtifactSummary(**r) for r in rows]
     )
@@ -106,10 +106,10 @@ async def get_artifact(
     artifact_id: str,
     version: int | None = Query(None, ge=1, le=MAX_INT, description="Default: the current version"),
     user: str | None = User,
-    controller: ExecutionController = Controller,
+    client: Client = ClientDep,
 ) -> ArtifactDetail:
-    await owned_conversation(controller, conversation_id, user)
-    return ArtifactDetail(**await controller.get_artifact(conversation_id, artifact_id, version))
+    await owned_conversation(client, conversation_id, user)
+    return ArtifactDetail(**await client.artifacts.get(conversation_id, artifact_id, version))
 
 
 @router.get(
@@ -122,10 +122,10 @@ async def artifact_versions(
     conversation_id: str,
     artifact_id: str,
     user: str | None = User,
-    controller: ExecutionController = Controller,
+    client: Client = ClientDep,
 ) -> ArtifactVersions:
-    await owned_conversation(controller, conversation_id, user)
-    rows = await controller.artifact_versions(conversation_id, artifact_id)
+    await owned_conversation(client, conversation_id, user)
+    rows = await client.artifacts.versions(conversation_id, artifact_id)
     return ArtifactVersions(artifact_id=artifact_id, versions=[ArtifactVersion(**r) for r in rows])
 
 
@@ -143,14 +143,14 @@ async def artifact_diff(
         None, alias="to", ge=1, le=MAX_INT, description="Default: the current version"
     ),
     user: str | None = User,
-    controller: ExecutionController = Controller,
+    client: Client = ClientDep,
 ) -> ArtifactDiff:
     """Unified diff between two versions."""
-    await owned_conversation(controller, conversation_id, user)
+    await owned_conversation(client, conversation_id, user)
     if to_version is None:
-        current: int = (await controller.get_artifact(conversation_id, artifact_id))["version"]
+        current: int = (await client.artifacts.get(conversation_id, artifact_id))["version"]
         to_version = current
-    diff = await controller.artifact_diff(conversation_id, artifact_id, from_version, to_version)
+    diff = await client.artifacts.diff(conversation_id, artifact_id, from_version, to_version)
     return ArtifactDiff(
         artifact_id=artifact_id, from_version=from_version, to_version=to_version, diff=diff
     )
@@ -170,11 +170,11 @@ async def export_artifact(
     artifact_id: str,
     version: int | None = Query(None, ge=1, le=MAX_INT),
     user: str | None = User,
-    controller: ExecutionController = Controller,
+    client: Client = ClientDep,
 ) -> Response:
     """The artifact as a standalone Markdown download."""
-    await owned_conversation(controller, conversation_id, user)
-    text = await controller.export_artifact(conversation_id, artifact_id, version)
+    await owned_conversation(client, conversation_id, user)
+    text = await client.artifacts.export(conversation_id, artifact_id, version)
     filename = re.sub(r"[^A-Za-z0-9_.-]", "_", artifact_id) or "artifact"
     return Response(
         text,

@@ -13,15 +13,15 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..client.legacy import ExecutionController
+from ..client import Client, WorkflowTask
 from ..workflows.lineage import provenance
 from ..workflows.mermaid import to_mermaid
 from .auth import current_user, owned_conversation, owned_message
-from .deps import MAX_INT, api_url, error_docs, get_controller
+from .deps import MAX_INT, api_url, error_docs, get_client
 
 router = APIRouter(tags=["workflows"])
 User = Depends(current_user)
-Controller = Depends(get_controller)
+ClientDep = Depends(get_client)
 
 
 class WorkflowIssueInfo(BaseModel):
@@ -107,14 +107,14 @@ class Lineage(BaseModel):
 
 @router.get("/workflows", response_model=WorkflowList, responses=error_docs(),
             summary="The workflows in config/workflows/, with their problems")
-async def workflows(user: str | None = User, controller: ExecutionController = Controller) -> WorkflowList:
-    return WorkflowList(items=[WorkflowInfo(**w) for w in controller.workflows()])
+async def workflows(user: str | None = User, client: Client = ClientDep) -> WorkflowList:
+    return WorkflowList(items=[WorkflowInfo(**w) for w in client.workflows.list()])
 
 
 @router.get("/workflows/{name}", response_model=WorkflowDetail, responses=error_docs(404),
             summary="One workflow and its graph as Mermaid")
-async def workflow(name: str, user: str | None = User, controller: ExecutionController = Controller) -> WorkflowDetail:
-    spec = controller.workflow(name)
+async def workflow(name: str, user: str | None = User, client: Client = ClientDep) -> WorkflowDetail:
+    spec = client.workflows.get(name)
     return WorkflowDetail(name=spec.name, description=spec.description, file=spec.source or "",
                           valid=True, nodes=len(spec.nodes), input=spec.input, issues=[],
                           mermaid=to_mermaid(spec))
@@ -125,14 +125,17 @@ async def workflow(name: str, user: str | None = User, controller: ExecutionCont
              summary="Start a workflow run; it continues in the background")
 async def start_run(
     name: str, body: RunRequest, request: Request, user: str | None = User,
-    controller: ExecutionController = Controller,
+    client: Client = ClientDep,
 ) -> RunAccepted:
     if body.conversation_id is not None:
-        await owned_conversation(controller, body.conversation_id, user)
-    async with request.app.state.limiter.slot(controller):
-        ids = await controller.start_workflow(name, body.input, conversation_id=body.conversation_id,
-                                              user_id=user)
-    return RunAccepted(**ids, stream_url=api_url(request, f"/stream/{ids['message_id']}"))
+        await owned_conversation(client, body.conversation_id, user)
+    async with request.app.state.limiter.slot(client):
+        workflow = client.workflows.get(name).name  # `name` may be its file name
+        run = await client.runs.start(WorkflowTask(name, body.input, conversation_id=body.conversation_id),
+                                      user_id=user)
+    return RunAccepted(conversation_id=run.conversation_id, message_id=run.message_id,
+                       thread_id=run.thread_id, workflow=workflow,
+                       stream_url=api_url(request, f"/stream/{run.message_id}"))
 
 
 @router.get("/workflows/{name}/runs", response_model=RunList, responses=error_docs(),
@@ -142,17 +145,17 @@ async def runs(
     limit: int = Query(20, ge=1, le=200),
     offset: int = Query(0, ge=0, le=MAX_INT),
     user: str | None = User,
-    controller: ExecutionController = Controller,
+    client: Client = ClientDep,
 ) -> RunList:
-    rows = await controller.workflow_runs(name, user_id=user, limit=limit, offset=offset)
+    rows = await client.workflows.runs(name, user_id=user, limit=limit, offset=offset)
     return RunList(items=[RunInfo(**r) for r in rows], limit=limit, offset=offset)
 
 
 @router.get("/messages/{message_id}/lineage", response_model=Lineage, responses=error_docs(404),
             summary="Where a workflow run's values came from: every node execution and its parents")
-async def lineage(message_id: str, user: str | None = User, controller: ExecutionController = Controller) -> Lineage:
-    await owned_message(controller, message_id, user)
-    records = await controller.lineage(message_id)
+async def lineage(message_id: str, user: str | None = User, client: Client = ClientDep) -> Lineage:
+    await owned_message(client, message_id, user)
+    records = await client.workflows.lineage(message_id)
     return Lineage(
         message_id=message_id,
         records=[LineageRecord.model_validate(r) for r in records],

@@ -10,7 +10,7 @@ A comment line (`: ping`) goes out after `server.heartbeat_seconds` without an e
 proxies from closing an idle stream and to notice dead clients.
 
 Built on Starlette's `StreamingResponse` rather than sse-starlette (not a declared dependency,
-and it patches uvicorn globally on import): a producer task follows the controller into a
+and it patches uvicorn globally on import): a producer task reads the `Run` into a
 queue; the generator consumes it with a heartbeat timeout; the response cancels it all when
 the client disconnects or the server drains (`drain_streams`).
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any
 
 import anyio
@@ -44,10 +44,12 @@ class _End:
 
 
 async def event_stream(
-    events: AsyncIterator[Event], *, heartbeat: float, streams: set[asyncio.Queue[Any]]
+    run: AsyncIterable[Event], *, heartbeat: float, streams: set[asyncio.Queue[Any]]
 ) -> AsyncIterator[bytes]:
-    """Frame `events` as SSE with heartbeats (none if `heartbeat <= 0`). `streams` registers
-    the queue so a draining server can end the stream (`drain_streams`)."""
+    """Frame the events of `run` (a `Run` handle) as SSE with heartbeats (none if
+    `heartbeat <= 0`). `streams` registers the queue so a draining server can end the stream
+    (`drain_streams`)."""
+    events = aiter(run)
     queue: asyncio.Queue[Any] = asyncio.Queue()
     timeout = heartbeat if heartbeat > 0 else None
 

@@ -65,6 +65,13 @@ class Run:
     def __repr__(self) -> str:
         return f"Run(message_id={self.message_id!r}, events_seen={self.events_seen})"
 
+    @property
+    def cursor(self) -> int:
+        """The event id iteration continues after: the last stored event this handle read
+        or, just after `respond`, the pause's `permission_request` (another process reads
+        the same events with `runs.get(message_id, after_event_id=cursor)`)."""
+        return self._cursor
+
     def __aiter__(self) -> AsyncIterator[Event]:
         return self._read()
 
