@@ -4,7 +4,7 @@ Every conversation makes 6 model calls (5 tool rounds, then the answer), so the 
 time is 0.3 s whatever C is; `× ideal` says how far the engine is from it. Each setup runs in
 fresh processes on a fresh data folder (or PostgreSQL database):
 
-- api:  the Python API (`ExecutionController.execute`), C runs concurrently in one process;
+- api:  the Python API (`Client.run`), C runs concurrently in one process;
         with 2 workers, two processes take half the conversations each (started together);
 - http: `artifactflow serve` processes (1 or 2 workers, each its own port); this script posts
         `POST /api/v1/chat` and reads every event of `GET /api/v1/stream/{id}` to the end.
@@ -135,29 +135,29 @@ def env_for(base_url: str) -> dict[str, str]:
 
 
 async def api_worker(config: str, data: str, count: int) -> None:
-    """Open a controller, warm up, say ready, wait for go, run `count` conversations."""
+    """Open a client, warm up, say ready, wait for go, run `count` conversations."""
     import logging
 
-    from artifactflow import ExecutionController, load_settings
+    from artifactflow import Client, load_settings
 
     logging.disable(logging.WARNING)
-    controller = await ExecutionController.open(load_settings(config, data))
+    client = await Client.open(load_settings(config, data))
     try:
-        await controller.execute("warm-up")
+        await client.run("warm-up")
         print("ready", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
         started = time.time()
 
         async def one(i: int) -> str:
             try:
-                return (await controller.execute(f"conversation {i}")).status
+                return (await client.run(f"conversation {i}")).status
             except Exception as exc:  # counted as an error
                 return f"{type(exc).__name__}: {exc}"
 
         statuses = await asyncio.gather(*(one(i) for i in range(count)))
         ended = time.time()
     finally:
-        await controller.aclose()
+        await client.aclose()
     errors = [s for s in statuses if s != "completed"]
     print(json.dumps({"start": started, "end": ended, "errors": len(errors), "sample": errors[:3]}), flush=True)
 

@@ -1,9 +1,9 @@
 """What hooks and tracing cost: on real runs through the engine, and on the HookRunner alone.
 
 1. Real runs (`--runs`): a lead agent makes `--rounds` tool rounds of two parallel calls,
-   then answers, through the whole engine (controller, graph, checkpoints in SQLite, event
+   then answers, through the whole engine (client, graph, checkpoints in SQLite, event
    log) with the in-process `ScriptedModel` (no sockets, no model latency: the worst case
-   for relative overhead). Variants, one controller and data folder each, run interleaved
+   for relative overhead). Variants, one client and data folder each, run interleaved
    (variant order rotates every repetition) and repeated; the table shows per agent step
    the fastest and the median wall time and the median CPU time, and the difference from
    "off":
@@ -159,17 +159,17 @@ class RoundNote(Hooks):
 
 
 async def open_variant(root: Path, name: str, hooks: list[Any], yaml_text: str, rounds: int) -> Any:
-    from artifactflow import ExecutionController, load_settings
+    from artifactflow import Client, load_settings
 
     config = root / name / "config"
     (config / "agents").mkdir(parents=True)
     (config / "agents" / "lead_agent.md").write_text(LEAD, encoding="utf-8")
     (config / "artifactflow.yaml").write_text(yaml_text, encoding="utf-8")
-    controller = await ExecutionController.open(
+    client = await Client.open(
         load_settings(config, root / name / "data"), extra_tools=[engine_lookup()], hooks=hooks
     )
-    controller.services.use_model(scripted(rounds))
-    return controller
+    client.admin.services.use_model(scripted(rounds))
+    return client
 
 
 async def real_runs(runs: int, rounds: int) -> None:
@@ -187,28 +187,28 @@ async def real_runs(runs: int, rounds: int) -> None:
         ("after_tool_round hook (keyed in SQLite)", [RoundNote()], ""),
     ]
     with tempfile.TemporaryDirectory() as folder:
-        controllers = [
+        clients = [
             await open_variant(Path(folder), f"v{i}", hooks, yaml_text, rounds)
             for i, (_, hooks, yaml_text) in enumerate(specs)
         ]
         times: list[list[float]] = [[] for _ in specs]
         cpu: list[list[float]] = [[] for _ in specs]
         try:
-            for controller in controllers:  # warm-up: imports, caches, first SQLite pages
-                await controller.execute("warm up")
+            for client in clients:  # warm-up: imports, caches, first SQLite pages
+                await client.run("warm up")
             for rep in range(runs):
                 order = list(range(len(specs)))
                 order = order[rep % len(order):] + order[: rep % len(order)]
                 for i in order:
                     exporter.clear()
                     started, cpu_started = time.perf_counter(), time.process_time()
-                    result = await controllers[i].execute(f"run {rep}")
+                    result = await clients[i].run(f"run {rep}")
                     times[i].append((time.perf_counter() - started) * 1000)
                     cpu[i].append((time.process_time() - cpu_started) * 1000)
                     assert result.status == "completed", result.error
         finally:
-            for controller in controllers:
-                await controller.aclose()
+            for client in clients:
+                await client.aclose()
     steps = rounds + 1  # agent steps per run: one per tool round, then the answer
     print(f"Real runs: {rounds} rounds of 2 parallel tool calls + answer ({steps} agent steps), "
           f"{runs} runs per variant, interleaved")

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from scripted_llm import Call, ScriptedLLM, Text, ToolCalls, request_tokens  # noqa: E402
 
-from artifactflow import ExecutionController, load_settings, tool  # noqa: E402
+from artifactflow import Client, load_settings, tool  # noqa: E402
 from artifactflow.core.window.rounds import rounds_in  # noqa: E402
 from artifactflow.core.window.summary import SUMMARY_SYSTEM  # noqa: E402
 
@@ -88,13 +88,13 @@ async def run(mode: str, rounds: int, window: int) -> dict[str, Any]:
         script(llm, rounds)
         started = time.perf_counter()
         config = write_config(root, compaction=compaction, window=window)
-        controller = await ExecutionController.open(
+        client = await Client.open(
             load_settings(config, root / "data"), extra_tools=[fetch_page]
         )
         try:
-            result = await controller.execute(f"Read pages 1 to {rounds}.")
+            result = await client.run(f"Read pages 1 to {rounds}.")
         finally:
-            await controller.aclose()
+            await client.aclose()
         status, outcome, error = result.status, result.outcome, result.error
         wall = time.perf_counter() - started
         requests, sizes, times = llm.requests, llm.request_sizes, llm.request_times

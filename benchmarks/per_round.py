@@ -10,7 +10,7 @@ loops run on the same server, interleaved (their order rotates every repeat) and
 - post:   the same loop sending the ready body through the SDK's low-level `client.post`
           (no request transform): the floor of the way our client calls the SDK;
 - model:  the same loop through our `OpenAIChatModel` (`Model.complete`), no graph;
-- engine: a whole run through `ExecutionController.execute` (graph, checkpoints, event log,
+- engine: a whole run through `Client.run` (graph, checkpoints, event log,
           tool node), compaction off.
 
 Three figures per loop: `wall` is the run's wall time / N; `cpu` is the process's CPU time / N
@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from scripted_llm import Call, ScriptedLLM, Text, ToolCalls  # noqa: E402
 
-from artifactflow import ExecutionController, load_settings, tool  # noqa: E402
+from artifactflow import Client, load_settings, tool  # noqa: E402
 from artifactflow.agents.model import (  # noqa: E402
     ModelRequest,
     OpenAIChatModel,
@@ -209,13 +209,13 @@ def engine_loop_factory(root: Path) -> Callable[[ScriptedLLM, int], Awaitable[No
     async def engine_loop(llm: ScriptedLLM, rounds: int) -> None:
         folder = root / f"run{next(counter)}"
         config = write_config(folder)
-        controller = await ExecutionController.open(
+        client = await Client.open(
             load_settings(config, folder / "data"), extra_tools=[fetch_page]
         )
         try:
-            result = await controller.execute(task_for(rounds))
+            result = await client.run(task_for(rounds))
         finally:
-            await controller.aclose()
+            await client.aclose()
         if result.status != "completed":
             raise RuntimeError(f"engine run ended {result.status}: {result.error}")
 

@@ -22,7 +22,7 @@ import time
 import zlib
 from pathlib import Path
 
-from artifactflow import ExecutionController, Reply, ScriptedModel, ToolCall, load_settings, tool
+from artifactflow import Client, Reply, ScriptedModel, ToolCall, load_settings, tool
 from artifactflow.replay import store as recorded
 from artifactflow.replay.replayer import replay_session
 
@@ -56,16 +56,16 @@ def script(rounds: int) -> ScriptedModel:
     return ScriptedModel(*replies, Reply("done"))
 
 
-async def one_run(config: Path, data: Path, rounds: int, *, record: bool) -> tuple[float, str, ExecutionController]:
-    controller = await ExecutionController.open(load_settings(config, data), extra_tools=[fetch_page])
-    controller.services.use_model(script(rounds))
+async def one_run(config: Path, data: Path, rounds: int, *, record: bool) -> tuple[float, str, Client]:
+    client = await Client.open(load_settings(config, data), extra_tools=[fetch_page])
+    client.admin.services.use_model(script(rounds))
     if not record:
-        controller.services.llm.wrap = None
+        client.admin.services.llm.wrap = None
     started = time.perf_counter()
-    result = await controller.execute("read every page")
+    result = await client.run("read every page")
     elapsed = time.perf_counter() - started
     assert result.status == "completed", result.error
-    return elapsed, result.message_id, controller
+    return elapsed, result.message_id, client
 
 
 async def main(rounds: int, repeat: int) -> None:
@@ -75,19 +75,19 @@ async def main(rounds: int, repeat: int) -> None:
         times: dict[bool, list[float]] = {False: [], True: []}
         for attempt in range(repeat):  # alternate, keep the best of each: a shared machine is noisy
             for record in (False, True):
-                elapsed, mid, controller = await one_run(
+                elapsed, mid, client = await one_run(
                     config, root / f"{record}-{attempt}", rounds, record=record
                 )
                 times[record].append(elapsed)
                 if not (record and attempt == repeat - 1):
-                    await controller.aclose()
+                    await client.aclose()
         off, on = min(times[False]), min(times[True])
-        stored = await recorded.stored_bytes(controller.store, mid)
+        stored = await recorded.stored_bytes(client.admin.store, mid)
         started = time.perf_counter()
-        session = await controller.export_session(mid, root / "run.jsonl")
+        session = await client.runs.export(mid, root / "run.jsonl")
         export_s = time.perf_counter() - started
         session.write(root / "full.jsonl", full_messages=True)
-        await controller.aclose()
+        await client.aclose()
         whole = sum(
             len(zlib.compress(json.dumps({"messages": c.messages, "tools": c.tools}).encode(), 6))
             for c in session.calls

@@ -28,7 +28,7 @@ from langgraph.graph import END, START, StateGraph
 
 os.environ.setdefault("OPENAI_API_KEY", "benchmark-no-network")
 
-from artifactflow import ExecutionController, load_settings, tool  # noqa: E402
+from artifactflow import Client, load_settings, tool  # noqa: E402
 from artifactflow.agents.model import ModelRequest, Reply, ScriptedModel, ToolCall, Usage  # noqa: E402
 
 PAYLOAD_BYTES = 4096
@@ -83,26 +83,26 @@ def size_of(path: Path) -> int:
 async def ours(rounds: int, root: Path) -> dict[str, float]:
     config = write_config(root)
     settings = load_settings(config, root / "data")
-    controller = await ExecutionController.open(settings, extra_tools=[fetch_page])
+    client = await Client.open(settings, extra_tools=[fetch_page])
     # warm up connections and code paths; its checkpoints are deleted as usual
-    controller.services.use_model(instant_model(1))
-    await controller.execute("warm-up")
+    client.admin.services.use_model(instant_model(1))
+    await client.run("warm-up")
     settings.checkpoints.keep_completed = True  # measure what a run leaves before cleanup
-    controller.services.use_model(instant_model(rounds))
+    client.admin.services.use_model(instant_model(rounds))
     data = root / "data"
-    async with controller.store.engine.connect() as conn:
+    async with client.admin.store.engine.connect() as conn:
         await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     empty_app = size_of(data / "artifactflow.db")  # schema + warm-up: not this run's payload
     try:
         started = time.perf_counter()
-        result = await controller.execute("benchmark")
+        result = await client.run("benchmark")
         elapsed = time.perf_counter() - started
         assert result.status == "completed", result.error
-        await controller.checkpoints.wal_checkpoint()
-        async with controller.store.engine.connect() as conn:
+        await client.admin.checkpoints.wal_checkpoint()
+        async with client.admin.store.engine.connect() as conn:
             await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
-        await controller.aclose()
+        await client.aclose()
     steps = 2 * rounds + 1
     return {
         "checkpoint_bytes": size_of(data / "checkpoints.db"),
@@ -159,21 +159,21 @@ async def naive(rounds: int, root: Path) -> dict[str, float]:
 
 async def growth(messages: int, rounds: int, root: Path) -> list[tuple[int, int]]:
     config = write_config(root)
-    controller = await ExecutionController.open(load_settings(config, root / "data"), extra_tools=[fetch_page])
+    client = await Client.open(load_settings(config, root / "data"), extra_tools=[fetch_page])
     points: list[tuple[int, int]] = []
     try:
         for i in range(1, messages + 1):
-            controller.services.use_model(instant_model(rounds))
-            result = await controller.execute(f"message {i}")
+            client.admin.services.use_model(instant_model(rounds))
+            result = await client.run(f"message {i}")
             assert result.status == "completed"
             if i % max(1, messages // 4) == 0:
-                await controller.checkpoints.wal_checkpoint()
-                async with controller.store.engine.connect() as conn:
+                await client.admin.checkpoints.wal_checkpoint()
+                async with client.admin.store.engine.connect() as conn:
                     await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
                 total = sum(p.stat().st_size for p in (root / "data").iterdir())
                 points.append((i, total))
     finally:
-        await controller.aclose()
+        await client.aclose()
     return points
 
 
@@ -183,7 +183,7 @@ async def as_left(rounds: int, messages: int, root: Path) -> dict[str, int]:
     the folder after it and after `messages` more five-round messages."""
     config = write_config(root)
     data = root / "data"
-    controller = await ExecutionController.open(load_settings(config, data), extra_tools=[fetch_page])
+    client = await Client.open(load_settings(config, data), extra_tools=[fetch_page])
     peak = {"checkpoints.db-wal": 0, "artifactflow.db-wal": 0}
     running = True
 
@@ -197,18 +197,18 @@ async def as_left(rounds: int, messages: int, root: Path) -> dict[str, int]:
 
     sampler = asyncio.create_task(sample())
     try:
-        controller.services.use_model(instant_model(rounds))
-        assert (await controller.execute("long")).status == "completed"
+        client.admin.services.use_model(instant_model(rounds))
+        assert (await client.run("long")).status == "completed"
         running = False
         await sampler
         after_long = sum(p.stat().st_size for p in data.iterdir())
-        controller.services.use_model(instant_model(5))
+        client.admin.services.use_model(instant_model(5))
         for i in range(messages):
-            assert (await controller.execute(f"short {i}")).status == "completed"
+            assert (await client.run(f"short {i}")).status == "completed"
         after_all = sum(p.stat().st_size for p in data.iterdir())
     finally:
         running = False
-        await controller.aclose()
+        await client.aclose()
     return {"ckpt_wal_peak": peak["checkpoints.db-wal"], "app_wal_peak": peak["artifactflow.db-wal"],
             "after_long": after_long, "after_all": after_all}
 

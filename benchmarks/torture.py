@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from scripted_llm import Call, ScriptedLLM, Text, ToolCalls  # noqa: E402
 
-from artifactflow import ExecutionController, load_settings  # noqa: E402
+from artifactflow import Client, Resume, load_settings  # noqa: E402
 from artifactflow.core.store import schema as t  # noqa: E402
 
 ARTIFACTFLOW = str(Path(sys.executable).parent / "artifactflow")
@@ -122,7 +122,7 @@ class World:
     journal: Path
     url: str | None
     env: dict[str, str]
-    controller: ExecutionController
+    client: Client
 
     def journal_count(self, token: str) -> int:
         if not self.journal.exists():
@@ -130,18 +130,18 @@ class World:
         return self.journal.read_text(encoding="utf-8").splitlines().count(token)
 
     async def message_for(self, token: str) -> dict[str, Any] | None:
-        async with self.controller.store.engine.connect() as conn:
+        async with self.client.admin.store.engine.connect() as conn:
             row = (
                 await conn.execute(
                     sa.select(t.messages.c.id).where(t.messages.c.content == f"task {token}")
                 )
             ).first()
-        return await self.controller.store.get_message(row[0]) if row else None
+        return await self.client.admin.store.get_message(row[0]) if row else None
 
     async def check_log(self, message: dict[str, Any], tally: Tally, *, one_pause: bool) -> bool:
         """Event ids 1..n, status agreeing with the last event, and with `one_pause` a single
         permission request (a recovery after a crash may rightly ask again). True if good."""
-        events = await self.controller.events(message["id"])
+        events = await self.client.runs.events(message["id"])
         ids = [e.event_id for e in events]
         good = True
         if ids != list(range(1, len(ids) + 1)):
@@ -192,11 +192,11 @@ async def world(backend: str, llm: ScriptedLLM) -> AsyncIterator[World]:
         url = ADMIN_URL.rsplit("/", 1)[0] + "/" + name
         env["ARTIFACTFLOW_DATABASE_URL"] = url
     settings = load_settings(config, root / "data", database_url=url)
-    controller = await ExecutionController.open(settings)
+    client = await Client.open(settings)
     try:
-        yield World(backend, root, config, root / "data", journal, url, env, controller)
+        yield World(backend, root, config, root / "data", journal, url, env, client)
     finally:
-        await controller.aclose()
+        await client.aclose()
         if admin is not None:
             await admin.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
             await admin.close()
@@ -246,18 +246,18 @@ async def kill_trial(w: World, rng: random.Random, tally: Tally) -> None:
         tally.not_started += 1
         return
     for _ in range(6):
-        message = await w.controller.store.get_message(message["id"])
+        message = await w.client.admin.store.get_message(message["id"])
         assert message is not None
         if message["status"] in ("completed", "failed", "cancelled"):
             break
         if message["status"] == "running":
-            await w.controller.store.update_message(message["id"], lease_expires_at=0.0)
+            await w.client.admin.store.update_message(message["id"], lease_expires_at=0.0)
         try:
-            await w.controller.execute_resume(message["id"], {"decisions": "approve"})
+            await w.client.run(Resume(message["id"], "approve"))
         except Exception as exc:
             tally.note(f"{point}: recovery raised {type(exc).__name__}: {exc}"[:200])
             break
-    message = await w.controller.store.get_message(message["id"])
+    message = await w.client.admin.store.get_message(message["id"])
     assert message is not None
     if message["status"] == "completed":
         tally.resumable += 1
@@ -369,7 +369,7 @@ def pair_trial(w: World, urls: list[str], rng: random.Random, tally: Tally) -> t
 
 async def judge_pair(w: World, mid: str, info: dict[str, Any], tally: Tally) -> None:
     tally.trials += 1
-    message = await w.controller.store.get_message(mid)
+    message = await w.client.admin.store.get_message(mid)
     if message is None or not info:
         tally.wrong += 1
         return

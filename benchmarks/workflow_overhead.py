@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from artifactflow import ExecutionController, load_settings
+from artifactflow import Client, WorkflowTask, load_settings
 from artifactflow.agents.model import ModelRequest, ModelResponse, Usage
 
 WORKFLOW = """
@@ -66,23 +66,25 @@ def size_of(path: Path) -> int:
 
 async def measure(items: int, root: Path) -> dict[str, float]:
     settings = load_settings(write_config(root), root / "data")
-    controller = await ExecutionController.open(settings)
-    controller.services.use_model(InstantModel())  # the Model seam; no API key needed
+    client = await Client.open(settings)
+    client.admin.services.use_model(InstantModel())  # the Model seam; no API key needed
     try:
-        warm = [e async for e in controller.run_workflow("fan", {"items": [1, 2]})]
+        async with await client.runs.start(WorkflowTask("fan", {"items": [1, 2]})) as run:
+            warm = [e async for e in run]
         assert warm[-1].type == "complete", warm[-1].data
         settings.checkpoints.keep_completed = True
         data = root / "data"
-        await controller.checkpoints.wal_checkpoint()
-        async with controller.store.engine.connect() as conn:
+        await client.admin.checkpoints.wal_checkpoint()
+        async with client.admin.store.engine.connect() as conn:
             await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
         before_cp, before_app = size_of(data / "checkpoints.db"), size_of(data / "artifactflow.db")
         started = time.perf_counter()
-        events = [e async for e in controller.run_workflow("fan", {"items": list(range(items))})]
+        async with await client.runs.start(WorkflowTask("fan", {"items": list(range(items))})) as run:
+            events = [e async for e in run]
         elapsed = time.perf_counter() - started
         assert events[-1].type == "complete", events[-1].data
-        await controller.checkpoints.wal_checkpoint()
-        async with controller.store.engine.connect() as conn:
+        await client.admin.checkpoints.wal_checkpoint()
+        async with client.admin.store.engine.connect() as conn:
             await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
         executions = items + 4
         return {
@@ -92,7 +94,7 @@ async def measure(items: int, root: Path) -> dict[str, float]:
             "app_bytes_per_node": (size_of(data / "artifactflow.db") - before_app) / executions,
         }
     finally:
-        await controller.aclose()
+        await client.aclose()
 
 
 async def main(sizes: list[int]) -> None:

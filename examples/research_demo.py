@@ -16,7 +16,7 @@ import asyncio
 import os
 import threading
 
-from artifactflow import ExecutionController, load_settings
+from artifactflow import Client, load_settings
 from artifactflow.testing import Call, Delay, ScriptedLLM, Text, ToolCalls
 
 PLAN = "# Plan\n- [ ] Survey SQLite WAL mode\n- [ ] Survey PostgreSQL MVCC\n- [ ] Write the report\n"
@@ -67,12 +67,13 @@ async def main() -> None:
         os.environ.setdefault("OPENAI_API_KEY", "demo")
         script(llm)
         settings = load_settings(data_dir=args.data_dir)
-        async with await ExecutionController.open(settings) as controller:
-            async for event in controller.stream_execute("Compare how SQLite and PostgreSQL handle concurrent writers"):
-                if event.type in ("subagent_start", "subagent_complete", "artifact_created", "artifact_updated", "complete"):
-                    detail = {k: v for k, v in event.data.items() if k in ("artifact_id", "version", "change", "status", "response")}
-                    print(f"{event.event_id:>3} {event.type:<18} {event.agent or '':<13} {detail}")
-            conversation = event.conversation_id
+        async with await Client.open(settings) as client:
+            async with await client.runs.start("Compare how SQLite and PostgreSQL handle concurrent writers") as run:
+                async for event in run:
+                    if event.type in ("subagent_start", "subagent_complete", "artifact_created", "artifact_updated", "complete"):
+                        detail = {k: v for k, v in event.data.items() if k in ("artifact_id", "version", "change", "status", "response")}
+                        print(f"{event.event_id:>3} {event.type:<18} {event.agent or '':<13} {detail}")
+            conversation = run.conversation_id
     print(f"\nconversation: {conversation}")
     print(f"  artifactflow --data-dir {args.data_dir} artifacts {conversation}")
     print(f"  artifactflow --data-dir {args.data_dir} artifact {conversation} task_plan --diff 1")

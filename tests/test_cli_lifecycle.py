@@ -3,7 +3,7 @@ outcome is known, `retry`, unknown ids and missing credentials.
 
 Signals go to real subprocesses once their output shows the state the test needs (a streamed
 chunk), never after a sleep. The "signal while closing" case runs in-process, with the signal
-sent from inside `ExecutionController.aclose`, so it lands exactly there.
+sent from inside `Client.aclose`, so it lands exactly there.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from cli_helpers import (
 from scripted_llm import Error, ScriptedLLM, Text
 from waiting import wait_until
 
+from artifactflow import Client
 from artifactflow.cli import interrupts
-from artifactflow.client.legacy import ExecutionController
 
 RETRIED_AS = re.compile(r"as message ([0-9a-f]{32})")
 SLOW = "word " * 100  # 100 chunks, 0.2 s apart: still streaming when the test acts
@@ -112,9 +112,9 @@ def signal_while_closing(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]
     guard has seen them; a SIGTERM nobody handles raises KeyboardInterrupt instead of killing
     the test run."""
     signals: list[int] = []
-    original = ExecutionController.aclose
+    original = Client.aclose
 
-    async def aclose(self: ExecutionController, **kwargs: Any) -> None:
+    async def aclose(self: Client, **kwargs: Any) -> None:
         current = getattr(interrupts, "_CURRENT", None)  # the command's guard, if any
         guard = current.get() if current is not None else None
         for number, signum in enumerate(signals, 1):
@@ -127,7 +127,7 @@ def signal_while_closing(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]
     def unhandled(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(ExecutionController, "aclose", aclose)
+    monkeypatch.setattr(Client, "aclose", aclose)
     previous = signal.signal(signal.SIGTERM, unhandled)
     try:
         yield signals

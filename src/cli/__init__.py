@@ -1,4 +1,4 @@
-"""The `artifactflow` command line: a thin layer over `ExecutionController`.
+"""The `artifactflow` command line: a thin layer over `artifactflow.Client`.
 
 `main` is the entry point and `commands_*` hold the commands, `session` drives a run through
 its permission pauses, `render` draws events, `approvals` asks for (or parses) decisions,

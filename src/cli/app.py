@@ -1,5 +1,5 @@
 """The Typer application: the root command with its global options, shared option types,
-and `execute`, which opens a controller for one command and turns its result into an exit
+and `execute`, which opens a `Client` for one command and turns its result into an exit
 code. Commands live in `commands_run` (run, resume), `commands_data` (reading stored data) and
 `commands_admin` (gc, serve, tokens); `main` is the entry point.
 """
@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from ..client.legacy import ExecutionController
+from ..client import Client
 from . import exitcodes
 from .interrupts import InterruptGuard
 from .options import GLOBALS, ConfigDirOption, DataDirOption, DebugOption, ModelOption
@@ -55,26 +55,26 @@ def _root(
 # --- helpers -------------------------------------------------------------------------------
 
 
-def execute(work: Callable[[ExecutionController], Awaitable[int | None]]) -> None:
-    """Open a controller from the global options, run `work`, close; exit with its code.
+def execute(work: Callable[[Client], Awaitable[int | None]]) -> None:
+    """Open a client from the global options, run `work`, close; exit with its code.
 
     Ctrl-C and SIGTERM are handled for the whole command (`InterruptGuard`): during a run they
     cancel it cleanly; otherwise they stop the command (130 / 143); once `work` has returned,
-    its exit code stands whatever arrives while the controller closes.
+    its exit code stands whatever arrives while the client closes.
     """
 
     async def main() -> int | None:
         with InterruptGuard(console(stderr=True)) as guard:
             try:
-                controller = await ExecutionController.open(GLOBALS.settings())
+                client = await Client.open(GLOBALS.settings())
                 try:
-                    code = await work(controller)
+                    code = await work(client)
                     guard.settle(code or exitcodes.OK)
                 except Exception:
                     guard.settle(exitcodes.FAILED)  # the error decides the code (`main._report`)
                     raise
                 finally:
-                    await controller.aclose()
+                    await client.aclose()
             except asyncio.CancelledError:
                 task = asyncio.current_task()
                 if not guard.interrupted or task is None or task.uncancel() > 0:
@@ -88,13 +88,13 @@ def execute(work: Callable[[ExecutionController], Awaitable[int | None]]) -> Non
 
 
 def make_session(
-    controller: ExecutionController, *, json_: bool, no_input: bool, yes: bool
+    client: Client, *, json_: bool, no_input: bool, yes: bool
 ) -> Session:
     out, err = console(), console(stderr=True)
     renderer: Renderer = JsonRenderer(err) if json_ else LiveRenderer(out, err)
     policy = Policy(interactive=sys.stdin.isatty() and not no_input, auto_approve=yes)
     return Session(
-        controller,
+        client,
         renderer,
         notices=err if json_ else out,
         prompts=err,

@@ -1,8 +1,8 @@
 """Permission decisions for a paused run: parsed from flags, or asked at the terminal.
 
-Every path produces the controller's resume format (`{"decisions": ...}`); validation of
-call ids and edited arguments stays in the controller, which refuses bad data while the run
-stays paused, so a prompt can simply ask again. Prompts read stdin with `input()`: the caller
+Every path produces the CLI's resume format (`{"decisions": ...}`, unwrapped by the session
+with `decisions_from_body`); validation of call ids and edited arguments stays in the engine,
+which refuses bad data while the run stays paused, so a prompt can simply ask again. Prompts read stdin with `input()`: the caller
 suspends its signal handlers first, so Ctrl-C or SIGTERM at a prompt raises `PromptAborted` and
 the message stays paused for a later `artifactflow resume`.
 """

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from ..client.legacy import ExecutionController
+from ..client import Client
 from . import views
 from .app import JsonOption, app, execute, token_app
 from .options import GLOBALS, with_globals
@@ -37,8 +37,8 @@ def gc(
 ) -> None:
     """Delete checkpoints no run needs any more (finished and abandoned messages)."""
 
-    async def work(controller: ExecutionController) -> None:
-        result = await controller.gc(retention_hours, dry_run=dry_run)
+    async def work(client: Client) -> None:
+        result = await client.admin.gc(retention_hours, dry_run=dry_run)
         if json_:
             views.print_json(result)
         else:
@@ -73,8 +73,8 @@ def token_create(
 ) -> None:
     """Create an API token for NAME; the token alone is printed on the last line."""
 
-    async def work(controller: ExecutionController) -> None:
-        user_id, token = await controller.create_token(name)
+    async def work(client: Client) -> None:
+        user_id, token = await client.admin.create_token(name)
         console(stderr=True).print(
             f"Created a token for user {name!r} ({user_id}). Only its hash is stored: copy it now."
         )

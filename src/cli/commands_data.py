@@ -1,5 +1,5 @@
 """Commands that read stored data: paused messages, conversations and their trees, event
-logs, and artifacts, all asked of the controller.
+logs, and artifacts, all asked of the `Client`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..client.legacy import ExecutionController
+from ..client import Client
 from ..core.events import EventType
 from . import views
 from .app import JsonOption, app, execute
@@ -23,8 +23,8 @@ from .render import console
 def pending(json_: JsonOption = False) -> None:
     """List paused messages and the tool calls they wait for."""
 
-    async def work(controller: ExecutionController) -> None:
-        messages = await controller.pending()
+    async def work(client: Client) -> None:
+        messages = await client.runs.pending()
         if json_:
             views.print_json([views.public_message(m) for m in messages])
         else:
@@ -42,9 +42,9 @@ def conversations(
 ) -> None:
     """List conversations, newest first."""
 
-    async def work(controller: ExecutionController) -> None:
-        rows = await controller.list_conversations(limit=limit, offset=offset)
-        total = await controller.count_conversations()
+    async def work(client: Client) -> None:
+        rows = await client.conversations.list(limit=limit, offset=offset)
+        total = await client.conversations.count()
         if json_:
             views.print_json({"items": rows, "total": total, "limit": limit, "offset": offset})
         else:
@@ -61,8 +61,8 @@ def history(
 ) -> None:
     """Show a conversation as a tree of messages, branches and the active branch marked."""
 
-    async def work(controller: ExecutionController) -> None:
-        tree = await controller.conversation_tree(conversation_id)
+    async def work(client: Client) -> None:
+        tree = await client.conversations.tree(conversation_id)
         if json_:
             views.print_json(tree)
         else:
@@ -86,12 +86,12 @@ def events(
     """Replay a message's stored events (and follow it live with --follow)."""
     out = console()
 
-    async def work(controller: ExecutionController) -> None:
+    async def work(client: Client) -> None:
         if follow:
-            async for event in controller.follow(message_id, after_event_id=after):
+            async for event in await client.runs.get(message_id, after_event_id=after):
                 _print_event(out, event, json_)
         else:
-            for event in await controller.events(message_id, after_event_id=after):
+            for event in await client.runs.events(message_id, after_event_id=after):
                 _print_event(out, event, json_)
 
     execute(work)
@@ -113,8 +113,8 @@ def list_artifacts(
 ) -> None:
     """List a conversation's artifacts."""
 
-    async def work(controller: ExecutionController) -> None:
-        items = await controller.list_artifacts(conversation_id)
+    async def work(client: Client) -> None:
+        items = await client.artifacts.list(conversation_id)
         if json_:
             views.print_json(items)
         else:
@@ -153,14 +153,14 @@ def show_artifact(
     """Show an artifact, diff two of its versions, or export it as Markdown."""
     out = console()
 
-    async def work(controller: ExecutionController) -> None:
+    async def work(client: Client) -> None:
         if diff is not None:
-            text = await controller.artifact_diff(conversation_id, artifact_id, diff, version)
+            text = await client.artifacts.diff(conversation_id, artifact_id, diff, version)
             views.diff(out, text, diff, version if version is not None else "current")
         if export is not None:
-            path = await controller.export_artifact_to(export, conversation_id, artifact_id, version)
+            path = await client.artifacts.export_to(export, conversation_id, artifact_id, version)
             out.print(f"wrote {path}")
         if diff is None and export is None:
-            views.artifact(out, await controller.get_artifact(conversation_id, artifact_id, version))
+            views.artifact(out, await client.artifacts.get(conversation_id, artifact_id, version))
 
     execute(work)

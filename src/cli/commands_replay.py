@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.text import Text
 
-from ..client.legacy import ExecutionController
+from ..client import Client
 from ..replay.evaluate import eval_sessions
 from ..replay.replayer import replay_session
 from ..replay.report import ReplayReport, Verdict
@@ -55,8 +55,8 @@ def export_(
     """Write a message's run as a self-contained session file for `replay` and `eval`."""
     target = output or Path(f"{message_id}.jsonl")
 
-    async def work(controller: ExecutionController) -> None:
-        session = await controller.export_session(message_id, target, full_messages=full_messages)
+    async def work(client: Client) -> None:
+        session = await client.runs.export(message_id, target, full_messages=full_messages)
         summary = {
             "path": str(target),
             "message_id": message_id,

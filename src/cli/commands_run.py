@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..client.legacy import ExecutionController
+from ..client import Client
 from ..core.conversations import ACTIVE_BRANCH
 from ..errors import UserError
 from . import exitcodes
@@ -53,8 +53,8 @@ def run(
         raise UserError("use either --parent or --new-root, not both")
     parent_id: Any = None if new_root else (parent if parent is not None else ACTIVE_BRANCH)
 
-    async def work(controller: ExecutionController) -> int:
-        session = make_session(controller, json_=json_, no_input=no_input, yes=yes)
+    async def work(client: Client) -> int:
+        session = make_session(client, json_=json_, no_input=no_input, yes=yes)
         return await session.run(task, conversation, parent_id)
 
     execute(work)
@@ -106,8 +106,8 @@ def resume(
 
     decide([])  # reject contradictory flags before opening anything
 
-    async def work(controller: ExecutionController) -> int:
-        session = make_session(controller, json_=json_, no_input=no_input, yes=yes)
+    async def work(client: Client) -> int:
+        session = make_session(client, json_=json_, no_input=no_input, yes=yes)
         return await session.resume(message_id, decide)
 
     execute(work)
@@ -130,8 +130,8 @@ def retry(
     --no-input, Ctrl-C). A completed, paused or running message is a conflict (exit 5).
     """
 
-    async def work(controller: ExecutionController) -> int:
-        session = make_session(controller, json_=json_, no_input=no_input, yes=yes)
+    async def work(client: Client) -> int:
+        session = make_session(client, json_=json_, no_input=no_input, yes=yes)
         return await session.retry(message_id)
 
     execute(work)

@@ -1,7 +1,7 @@
 """`artifactflow tools`: every tool the agents can be given, with where it comes from
 (builtin, plugin, langchain, mcp:SERVER), its effective permission and its JSON schema.
 
-Opening the controller starts the configured MCP servers, so their tools are listed as the
+Opening the client starts the configured MCP servers, so their tools are listed as the
 servers describe them right now; an optional server that did not start is reported on stderr.
 """
 
@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from ..client.legacy import ExecutionController
+from ..client import Client
 from ..errors import NotFoundError
 from . import views
 from .app import JsonOption, app, execute
@@ -35,8 +35,8 @@ def tools(
 ) -> None:
     """List every tool with its source, permission and schema."""
 
-    async def work(controller: ExecutionController) -> None:
-        rows = describe(controller)
+    async def work(client: Client) -> None:
+        rows = client.admin.tools()
         if schema is not None:
             row = next((r for r in rows if r["name"] == schema), None)
             if row is None:
@@ -51,14 +51,6 @@ def tools(
             _print_table(rows)
 
     execute(work)
-
-
-def describe(controller: ExecutionController) -> list[dict[str, Any]]:
-    services = controller.services
-    rows = services.tools.describe()
-    for row in rows:
-        row["agents"] = sorted(a.name for a in services.agents.values() if row["name"] in a.tools)
-    return rows
 
 
 def _print_table(rows: list[dict[str, Any]]) -> None:

@@ -16,7 +16,7 @@ import typer
 import yaml
 from rich.text import Text
 
-from ..client.legacy import ExecutionController
+from ..client import Client, WorkflowTask
 from ..core.engine import build_registry, load_agent_specs
 from ..errors import UserError
 from ..workflows import lineage as wf_lineage
@@ -145,12 +145,11 @@ def run(
 ) -> None:
     """Run a workflow and show its nodes at work; pauses for approval like `run`."""
 
-    async def work(controller: ExecutionController) -> int:
-        spec = controller.workflow(name)
+    async def work(client: Client) -> int:
+        spec = client.workflows.get(name)
         value = parse_inputs(input_ or [], input_file, spec.input)
-        session = make_session(controller, json_=json_, no_input=no_input, yes=yes)
-        return await session.run_stream(
-            controller.run_workflow(name, value, conversation_id=conversation))
+        session = make_session(client, json_=json_, no_input=no_input, yes=yes)
+        return await session.start(WorkflowTask(name, value, conversation_id=conversation))
 
     execute(work)
 
@@ -165,8 +164,8 @@ def lineage(
 ) -> None:
     """Show where a workflow run's output came from: each node execution and its parents."""
 
-    async def work(controller: ExecutionController) -> int:
-        records = await controller.lineage(message_id)
+    async def work(client: Client) -> int:
+        records = await client.workflows.lineage(message_id)
         if json_:
             views.print_json(records)
             return exitcodes.OK

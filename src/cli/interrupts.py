@@ -2,15 +2,15 @@
 
 SIGTERM (systemd, `timeout`, `docker stop`) is handled exactly like Ctrl-C, only the exit code
 differs (143 = 128 + SIGTERM, 130 = 128 + SIGINT). One guard covers a whole command, from
-opening the controller to closing it (`app.execute`), with handlers on the event loop
+opening the client to closing it (`app.execute`), with handlers on the event loop
 (`loop.add_signal_handler`), so they run between steps:
 
 - While a run is driven, the first signal goes to the session (`handling`), which schedules
-  `controller.cancel(message_id)`: the run records itself as cancelled with its partial answer
+  `client.runs.cancel(message_id)`: the run records itself as cancelled with its partial answer
   and its stream ends with a `cancelled` event.
 - Otherwise the first signal cancels the command's task (nothing of a run is lost).
 - Once the command's outcome is known (`settle`), a signal can no longer change it: a run that
-  completed exits 0 even if Ctrl-C lands while the controller closes.
+  completed exits 0 even if Ctrl-C lands while the client closes.
 
 A second signal calls `os._exit`; a run then keeps status `running` until its lease expires,
 after which `artifactflow resume` recovers it. At prompts the loop handlers are suspended

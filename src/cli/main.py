@@ -1,6 +1,6 @@
 """`artifactflow`: run tasks, answer permission pauses, inspect conversations and artifacts.
 
-Every command is a thin call into `ExecutionController` (see `session` for run/resume).
+Every command is a thin call into `artifactflow.Client` (see `session` for run/resume).
 Settings errors and missing credentials print one short message and exit 2; any other
 unexpected error prints a one-line reason and exits 1 (the traceback only with `--debug` or
 `ARTIFACTFLOW_DEBUG=1`).

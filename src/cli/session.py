@@ -2,7 +2,7 @@
 
 A pause (a `permission_request` as the stream's last word) is answered one of three ways:
 `--yes` approves everything; at a terminal the person decides (`approvals.ask`) and the run
-resumes in this process with `stream_execute(message_id=..., resume_data=...)`; otherwise the
+resumes in this process with `client.runs.start(Resume(...))`; otherwise the
 command prints how to continue and exits 3. A refused decision (`InvalidResumeError`) is shown
 and asked again. `retry` starts a sibling of a failed or cancelled message and drives it like
 a run. The exit code comes from the stream's last event (see `exitcodes`); once that event
@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
-from ..client.legacy import ExecutionController
+from ..client import Client, Request, Resume, Retry, Run, Task
 from ..core.event_payloads import CompleteData, PermissionRequestData
 from ..core.events import Event, EventType
+from ..core.permissions import decisions_from_body
 from ..errors import InvalidResumeError
 from . import exitcodes
 from .approvals import PromptAborted, ask, print_paused
@@ -46,7 +47,7 @@ class Policy:
 class Session:
     def __init__(
         self,
-        controller: ExecutionController,
+        client: Client,
         renderer: Renderer,
         *,
         notices: Console,
@@ -54,7 +55,7 @@ class Session:
         policy: Policy,
         options: Globals,
     ) -> None:
-        self.controller = controller
+        self.client = client
         self.renderer = renderer
         self.notices = notices  # pause instructions: stdout, or stderr in --json mode
         self.prompts = prompts  # questions and their errors: stderr
@@ -68,12 +69,11 @@ class Session:
     # --- entry points ----------------------------------------------------------------------
 
     async def run(self, content: str, conversation_id: str | None, parent: Any) -> int:
-        stream = self.controller.stream_execute(content, conversation_id, parent)
-        return await self._guarded(self._drive(stream))
+        return await self.start(Task(content, conversation_id, parent))
 
-    async def run_stream(self, stream: AsyncIterator[Event]) -> int:
-        """Drive a stream that starts a run (a workflow), answering its pauses as `run` does."""
-        return await self._guarded(self._drive(stream))
+    async def start(self, request: Request) -> int:
+        """Start `request` (a task, a workflow) and drive its run, answering its pauses."""
+        return await self._guarded(self._start(request))
 
     async def retry(self, message_id: str) -> int:
         """Run a failed or cancelled message again, as a sibling on the same branch."""
@@ -109,23 +109,25 @@ class Session:
         self.renderer.break_line()
         if self.message_id is not None:
             if self._cancelling is None:
-                self._cancelling = asyncio.ensure_future(self.controller.cancel(self.message_id))
+                self._cancelling = asyncio.ensure_future(self.client.runs.cancel(self.message_id))
         elif self._task is not None:
             self._task.cancel()
 
+    async def _start(self, request: Request) -> int:
+        return await self._drive(await self.client.runs.start(request))
+
     async def _retry(self, message_id: str) -> int:
-        ids = await self.controller.retry(message_id)
-        self.message_id = ids["message_id"]
+        run = await self.client.runs.start(Retry(message_id))
+        self.message_id = run.message_id
         self.notices.print(
-            Text(f"retrying message {message_id} as message {ids['message_id']}", style="dim")
+            Text(f"retrying message {message_id} as message {run.message_id}", style="dim")
         )
-        stream = self.controller.follow(ids["message_id"], from_start=True)
-        return await self._drive(stream)
+        return await self._drive(run, cancel_on_exit=False)
 
     async def _resume(
         self, message_id: str, decide: Callable[[list[dict[str, Any]]], ResumeData | None]
     ) -> int:
-        message = await self.controller.get_message(message_id)
+        message = await self.client.conversations.message(message_id)
         self.message_id = message_id
         self.notices.print(
             Text(
@@ -138,18 +140,24 @@ class Session:
         if data is None:
             if message["status"] == "waiting":
                 return await self._settle(await self._answer(message_id, calls))
-            # Not paused: the controller recovers a run whose process died, or says why not.
+            # Not paused: the client recovers a run whose process died, or says why not.
             data = {"decisions": "approve"}
-        stream = self.controller.stream_execute(message_id=message_id, resume_data=data)
-        return await self._drive(stream)
+        run = await self.client.runs.start(Resume(message_id, decisions_from_body(data)))
+        return await self._drive(run)
 
-    async def _drive(self, stream: AsyncIterator[Event]) -> int:
-        return await self._settle(await self._consume(stream))
+    async def _drive(self, run: Run, *, cancel_on_exit: bool = True) -> int:
+        return await self._settle(await self._consume(run, cancel_on_exit=cancel_on_exit))
 
-    async def _consume(self, stream: AsyncIterator[Event]) -> Event | None:
-        """Render every event; return the last final one (None if the stream had none)."""
+    async def _consume(self, run: Run, *, cancel_on_exit: bool = True) -> Event | None:
+        """Render every event; return the last final one (None if the stream had none).
+        With `cancel_on_exit`, a run left before its segment ended (an error, a cancelled
+        task) is cancelled."""
         final = None
-        async with contextlib.aclosing(stream):  # type: ignore[type-var]
+        stream = aiter(run)
+        async with contextlib.AsyncExitStack() as stack:
+            if cancel_on_exit:
+                await stack.enter_async_context(run)
+            await stack.enter_async_context(contextlib.aclosing(stream))  # type: ignore[type-var]
             async for event in stream:
                 if self.message_id is None:
                     self.message_id = event.message_id
@@ -183,11 +191,7 @@ class Session:
             return self.guard.exit_code
         if self.policy.auto_approve:
             self.prompts.print(f"[dim]approving {len(calls)} tool call(s) (--yes)[/dim]")
-            return await self._consume(
-                self.controller.stream_execute(
-                    message_id=message_id, resume_data={"decisions": "approve"}
-                )
-            )
+            return await self._consume(await self.client.runs.start(Resume(message_id, "approve")))
         if not self.policy.interactive:
             print_paused(self.notices, message_id, calls, continue_cmd)
             return exitcodes.PAUSED
@@ -201,8 +205,7 @@ class Session:
                 )
                 return self.guard.exit_code
             try:
-                return await self._consume(
-                    self.controller.stream_execute(message_id=message_id, resume_data=data)
-                )
+                run = await self.client.runs.start(Resume(message_id, decisions_from_body(data)))
+                return await self._consume(run)
             except InvalidResumeError as exc:
                 self.prompts.print(Text(f"✗ {exc}", style="red"))

@@ -202,6 +202,16 @@ class Admin(_View):
         database, across all workers (`run.max_runs_per_database`)."""
         return workers.database_slot(self._engine.rt, limit)
 
+    def tools(self) -> builtins.list[dict[str, Any]]:
+        """Every tool the agents can be given, by name: its `source` (builtin, plugin,
+        langchain, `mcp:SERVER`), effective `permission`, `timeout`, `description`, JSON
+        `schema`, and the `agents` whose files name it."""
+        services = self._engine.services
+        rows = services.tools.describe()
+        for row in rows:
+            row["agents"] = sorted(a.name for a in services.agents.values() if row["name"] in a.tools)
+        return rows
+
     def active_run_count(self) -> int:
         """Runs in flight in this process."""
         return sum(1 for handle in self._engine.rt.runs.values() if not handle.done)
