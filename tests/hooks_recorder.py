@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from artifactflow import ExecutionController, load_settings, tool
+from artifactflow import Client, ExecutionController, load_settings, tool
 from artifactflow.hooks import POINTS, Hooks
 
 SUB = "search_agent"
@@ -102,3 +102,12 @@ async def open_controller(
 ) -> ExecutionController:
     settings = load_settings(config, data)
     return await ExecutionController.open(settings, extra_tools=extra_tools or [lookup], hooks=hooks or [])
+
+
+async def open_client(
+    config: Path, data: Path, hooks: list[Any] | None = None, extra_tools: list[Any] | None = None
+) -> Client:
+    """A `Client` with these hooks (and `lookup` unless other tools are given); the caller
+    closes it. `open_controller` goes with the shim once the hook tests use this."""
+    settings = load_settings(config, data)
+    return await Client.open(settings, extra_tools=extra_tools or [lookup], hooks=hooks or [])

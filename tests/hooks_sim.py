@@ -85,7 +85,7 @@ def fetch_call(call_id: str = "c1", *urls: str) -> dict[str, Any]:
 
 async def first_segment(runner: HookRunner, run: RunInfo) -> dict[str, Any]:
     """Lead fetches a page and delegates; the subagent calls a CONFIRM tool: the run pauses.
-    Returns what the controller stores in `waiting_for`."""
+    Returns what the engine stores in `waiting_for`."""
     await runner.on_run_start(run)
     lead = AgentStep(LEAD, "lead", 1, model="gpt-test", provider="openai")
     calls = await model_step(runner, run, lead, "", [

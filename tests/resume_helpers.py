@@ -1,7 +1,7 @@
 """Answer a paused message from a second process, as a restarted or surviving worker would.
 
 `RESUMER` is the script (run with ``python -c RESUMER CONFIG DATA MESSAGE_ID``): it opens
-its own controller, approves the pending calls and prints one JSON line with the result's
+its own client, approves the pending calls and prints one JSON line with the result's
 status, response, pending call ids and event types. `resume_elsewhere` runs it to the end;
 tests that kill it midway start it themselves.
 """
@@ -19,18 +19,18 @@ from typing import Any
 RESUMER = textwrap.dedent(
     """
     import asyncio, json, sys
-    from artifactflow import ExecutionController, load_settings
+    from artifactflow import Client, Resume, load_settings
 
     async def main():
         config, data, mid = sys.argv[1:4]
-        controller = await ExecutionController.open(load_settings(config, data))
+        client = await Client.open(load_settings(config, data))
         try:
-            result = await controller.execute_resume(mid, {"decisions": "approve"})
+            result = await client.run(Resume(mid, "approve"))
             print(json.dumps({"status": result.status, "response": result.response,
                               "calls": [c["tool_call_id"] for c in result.pending_calls or []],
                               "types": [e.type for e in result.events]}))
         finally:
-            await controller.aclose()
+            await client.aclose()
 
     asyncio.run(main())
     """

@@ -15,7 +15,7 @@ from conftest import make_config
 from pg import fresh_database
 from scripted_llm import Call, Delay, Text, ToolCalls
 
-from artifactflow import ExecutionController, NotFoundError, load_settings, tool
+from artifactflow import Client, NotFoundError, Resume, Task, load_settings, tool
 
 
 @tool
@@ -41,43 +41,43 @@ TOOLS = [echo, guarded, sleepy]
 NAMES = ["echo", "guarded", "sleepy"]
 
 
-async def test_branching_histories(make_controller, llm):
-    controller = await make_controller(lead_tools=NAMES, extra_tools=TOOLS)
+async def test_branching_histories(make_client, llm):
+    client = await make_client(lead_tools=NAMES, extra_tools=TOOLS)
     llm.script(Text("answer A"), Text("answer B"), Text("answer B2"))
-    a = await controller.execute("question A")
-    b = await controller.execute("question B", a.conversation_id)
-    fork = await controller.execute("question B2", a.conversation_id, parent_message_id=a.message_id)
+    a = await client.run("question A")
+    b = await client.run(Task("question B", a.conversation_id))
+    fork = await client.run(Task("question B2", a.conversation_id, parent_message_id=a.message_id))
     # B's request saw A; the fork saw A only, not B
     assert [m["content"] for m in llm.requests[1]["messages"][1:]] == ["question A", "answer A", "question B"]
     assert [m["content"] for m in llm.requests[2]["messages"][1:]] == ["question A", "answer A", "question B2"]
-    tree = await controller.conversations.tree(a.conversation_id)
+    tree = await client.conversations.tree(a.conversation_id)
     node_a = next(m for m in tree["messages"] if m["id"] == a.message_id)
     assert set(node_a["children"]) == {b.message_id, fork.message_id}
-    active = [m["id"] for m in await controller.conversations.get_active_branch(a.conversation_id)]
+    active = [m["id"] for m in tree["messages"] if m["active"]]
     assert active == [a.message_id, fork.message_id]
     # continuing without a parent follows the active branch (the fork)
     llm.script(Text("answer C"))
-    c = await controller.execute("question C", a.conversation_id)
-    assert (await controller.store.get_message(c.message_id))["parent_id"] == fork.message_id
+    c = await client.run(Task("question C", a.conversation_id))
+    assert (await client.admin.store.get_message(c.message_id))["parent_id"] == fork.message_id
     # a fork may name only its parent; an unknown parent creates nothing
     llm.script(Text("answer D"))
-    d = await controller.execute("question D", parent_message_id=a.message_id)
+    d = await client.run(Task("question D", parent_message_id=a.message_id))
     assert d.conversation_id == a.conversation_id
     with pytest.raises(NotFoundError):
-        await controller.execute("orphan", parent_message_id="no-such-message")
-    assert len(await controller.store.list_conversations()) == 1
+        await client.run(Task("orphan", parent_message_id="no-such-message"))
+    assert len(await client.admin.store.list_conversations()) == 1
     # explicit no parent: a new root with no history
     llm.script(Text("root answer"))
-    r = await controller.execute("fresh start", a.conversation_id, parent_message_id=None)
-    assert (await controller.store.get_message(r.message_id))["parent_id"] is None
+    r = await client.run(Task("fresh start", a.conversation_id, parent_message_id=None))
+    assert (await client.admin.store.get_message(r.message_id))["parent_id"] is None
     assert [m["role"] for m in llm.requests[-1]["messages"]] == ["system", "user"]
 
 
-async def test_replay_equals_live_stream_minus_chunks(make_controller, llm):
-    controller = await make_controller(lead_tools=NAMES, extra_tools=TOOLS)
+async def test_replay_equals_live_stream_minus_chunks(make_client, llm):
+    client = await make_client(lead_tools=NAMES, extra_tools=TOOLS)
     llm.script(ToolCalls([Call("echo", {"text": "hi"})]), Text("final words"))
-    live = [e async for e in controller.stream_execute("go")]
-    replay = await controller.events(live[0].message_id)
+    live = [e async for e in await client.runs.start("go")]
+    replay = await client.runs.events(live[0].message_id)
     strip = [e.model_dump() for e in live if e.type != "llm_chunk"]
     assert [e.model_dump() for e in replay] == strip
     complete = next(e for e in replay if e.type == "tool_complete")
@@ -86,99 +86,99 @@ async def test_replay_equals_live_stream_minus_chunks(make_controller, llm):
     assert llm_done.data.usage.prompt_tokens > 0
 
 
-async def test_attach_mid_run_from_event_id_no_loss_no_duplicates(make_controller, llm):
-    controller = await make_controller(lead_tools=NAMES, extra_tools=TOOLS)
+async def test_attach_mid_run_from_event_id_no_loss_no_duplicates(make_client, llm):
+    client = await make_client(lead_tools=NAMES, extra_tools=TOOLS)
     llm.script(
         ToolCalls([Call("echo", {"text": "1"})]),
         ToolCalls([Call("sleepy", {"seconds": 0.5})]),
         Text("the end", chunk_delay=0.05),
     )
-    ids = await controller.start("long task")
-    mid = ids["message_id"]
+    run = await client.runs.start("long task")
+    mid = run.message_id
     seen_first: list[int] = []
-    async for event in controller.follow(mid):
+    async for event in run:
         if event.type != "llm_chunk":
             seen_first.append(event.event_id)
         if len(seen_first) == 6:
             break  # a reader drops mid-run
     cursor = seen_first[-1]
-    rest = [e async for e in controller.follow(mid, after_event_id=cursor)]
+    rest = [e async for e in await client.runs.get(mid, after_event_id=cursor)]
     stored = [e.event_id for e in rest if e.type != "llm_chunk"]
     assert stored[0] == cursor + 1
     assert seen_first + stored == list(range(1, stored[-1] + 1))
     assert rest[-1].type == "complete"
     # a reader attaching after completion replays everything and stops
-    again = [e async for e in controller.follow(mid, after_event_id=0)]
+    again = [e async for e in await client.runs.get(mid, after_event_id=0)]
     assert [e.event_id for e in again] == list(range(1, stored[-1] + 1))
 
 
-async def test_checkpoints_kept_while_paused_deleted_on_completion(make_controller, llm):
-    controller = await make_controller(lead_tools=NAMES, extra_tools=TOOLS)
+async def test_checkpoints_kept_while_paused_deleted_on_completion(make_client, llm):
+    client = await make_client(lead_tools=NAMES, extra_tools=TOOLS)
     llm.script(ToolCalls([Call("guarded", {"text": "x"})]))
-    paused = await controller.execute("needs approval")
+    paused = await client.run("needs approval")
     assert paused.status == "waiting"
-    assert await controller.checkpoints.has_checkpoint(paused.thread_id)
+    assert await client.admin.checkpoints.has_checkpoint(paused.thread_id)
     llm.script(Text("done"))
-    done = await controller.execute_resume(paused.message_id, {"decisions": "approve"})
+    done = await client.run(Resume(paused.message_id, "approve"))
     assert done.status == "completed"
-    assert not await controller.checkpoints.has_checkpoint(paused.thread_id)
-    message = await controller.store.get_message(paused.message_id)
+    assert not await client.admin.checkpoints.has_checkpoint(paused.thread_id)
+    message = await client.admin.store.get_message(paused.message_id)
     assert message["checkpoints_deleted"] is True
 
 
-async def test_keep_completed_setting_and_gc(tmp_path: Path, make_controller, llm):
+async def test_keep_completed_setting_and_gc(tmp_path: Path, make_client, llm):
     config = make_config(tmp_path, lead_tools=NAMES, yaml_text="checkpoints:\n  keep_completed: true\n")
-    controller = await make_controller(config_dir=config, extra_tools=TOOLS)
+    client = await make_client(config_dir=config, extra_tools=TOOLS)
     llm.script(Text("kept"), ToolCalls([Call("guarded", {"text": "x"})]))
-    done = await controller.execute("a")
-    paused = await controller.execute("b")
-    assert await controller.checkpoints.has_checkpoint(done.thread_id)
-    report = await controller.gc(retention_hours=1)
+    done = await client.run("a")
+    paused = await client.run("b")
+    assert await client.admin.checkpoints.has_checkpoint(done.thread_id)
+    report = await client.admin.gc(retention_hours=1)
     assert report["finished"] == [done.message_id] and report["abandoned"] == []
-    assert not await controller.checkpoints.has_checkpoint(done.thread_id)
-    assert await controller.checkpoints.has_checkpoint(paused.thread_id)
+    assert not await client.admin.checkpoints.has_checkpoint(done.thread_id)
+    assert await client.admin.checkpoints.has_checkpoint(paused.thread_id)
     # with a zero retention window the idle paused message is abandoned
-    controller.clock = lambda: time.time() + 1
-    report = await controller.gc(retention_hours=0)
+    client.admin.clock = lambda: time.time() + 1
+    report = await client.admin.gc(retention_hours=0)
     assert report["abandoned"] == [paused.message_id]
-    assert not await controller.checkpoints.has_checkpoint(paused.thread_id)
-    assert (await controller.store.get_message(paused.message_id))["status"] == "failed"
+    assert not await client.admin.checkpoints.has_checkpoint(paused.thread_id)
+    assert (await client.admin.store.get_message(paused.message_id))["status"] == "failed"
 
 
-async def test_cancel_mid_llm_records_partial_response(make_controller, llm):
-    controller = await make_controller(lead_tools=NAMES, extra_tools=TOOLS)
+async def test_cancel_mid_llm_records_partial_response(make_client, llm):
+    client = await make_client(lead_tools=NAMES, extra_tools=TOOLS)
     llm.script(Text("this answer streams very slowly indeed", chunk_size=4, chunk_delay=0.1))
-    ids = await controller.start("slow")
+    run = await client.runs.start("slow")
     chunks = []
-    async for event in controller.follow(ids["message_id"]):
+    async for event in run:
         if event.type == "llm_chunk":
             chunks.append(event.data.delta)
             if len(chunks) == 3:
-                assert await controller.cancel(ids["message_id"]) is True
+                assert await run.cancel() is True
         if event.type == "cancelled":
             final = event
             break
     assert final.data.partial_response.startswith("".join(chunks[:3]))
-    message = await controller.store.get_message(ids["message_id"])
+    message = await client.admin.store.get_message(run.message_id)
     assert message["status"] == "cancelled" and message["response"].startswith("this")
-    assert not await controller.checkpoints.has_checkpoint(ids["thread_id"])
+    assert not await client.admin.checkpoints.has_checkpoint(run.thread_id)
 
 
-async def test_cancel_during_tool(make_controller, llm):
-    controller = await make_controller(lead_tools=NAMES, extra_tools=TOOLS)
+async def test_cancel_during_tool(make_client, llm):
+    client = await make_client(lead_tools=NAMES, extra_tools=TOOLS)
     llm.script(ToolCalls([Call("sleepy", {"seconds": 5})]))
-    ids = await controller.start("sleep")
-    async for event in controller.follow(ids["message_id"]):
+    run = await client.runs.start("sleep")
+    async for event in run:
         if event.type == "tool_start":
             started = time.monotonic()
-            await controller.cancel(ids["message_id"])
+            await run.cancel()
         if event.type == "cancelled":
             break
     assert time.monotonic() - started < 2
-    assert (await controller.store.get_message(ids["message_id"]))["status"] == "cancelled"
+    assert (await client.admin.store.get_message(run.message_id))["status"] == "cancelled"
 
 
-async def test_cancel_lets_a_non_cancellable_tool_finish(tmp_path: Path, make_controller, llm):
+async def test_cancel_lets_a_non_cancellable_tool_finish(tmp_path: Path, make_client, llm):
     marker = tmp_path / "finished.txt"
 
     @tool(cancellable=False)
@@ -188,26 +188,26 @@ async def test_cancel_lets_a_non_cancellable_tool_finish(tmp_path: Path, make_co
         marker.write_text("done")
         return "committed"
 
-    controller = await make_controller(lead_tools=["commit_work"], extra_tools=[commit_work])
+    client = await make_client(lead_tools=["commit_work"], extra_tools=[commit_work])
     llm.script(ToolCalls([Call("commit_work", {"seconds": 0.5})]))
-    ids = await controller.start("commit")
-    async for event in controller.follow(ids["message_id"]):
+    run = await client.runs.start("commit")
+    async for event in run:
         if event.type == "tool_start":
-            await controller.cancel(ids["message_id"])
+            await run.cancel()
         if event.type == "cancelled":
             break
     assert marker.read_text() == "done"  # finished before the run stopped
-    assert (await controller.store.get_message(ids["message_id"]))["status"] == "cancelled"
+    assert (await client.admin.store.get_message(run.message_id))["status"] == "cancelled"
 
 
 KILLER = textwrap.dedent(
     """
     import asyncio, os, sys
-    from artifactflow import ExecutionController, load_settings
+    from artifactflow import Client, load_settings
 
     async def main():
-        controller = await ExecutionController.open(load_settings(sys.argv[1], sys.argv[2]))
-        async for event in controller.stream_execute("long"):
+        client = await Client.open(load_settings(sys.argv[1], sys.argv[2]))
+        async for event in await client.runs.start("long"):
             if event.type == "tool_complete":
                 print(event.message_id, flush=True)
                 os._exit(9)
@@ -217,7 +217,7 @@ KILLER = textwrap.dedent(
 )
 
 
-async def test_process_killed_mid_run_leaves_consistent_log_and_recoverable(tmp_path: Path, make_controller, llm):
+async def test_process_killed_mid_run_leaves_consistent_log_and_recoverable(tmp_path: Path, make_client, llm):
     config = make_config(tmp_path, lead_tools=["slow_echo"], yaml_text="plugins: [tools_mod]\n", plugin_files={
         "tools_mod.py": '''
             from artifactflow import tool
@@ -240,48 +240,48 @@ async def test_process_killed_mid_run_leaves_consistent_log_and_recoverable(tmp_
     )
     assert out.returncode == 9, out.stderr
     mid = out.stdout.strip().splitlines()[-1]
-    controller = await make_controller(config_dir=config, data_dir=data)
-    events = await controller.events(mid)
+    client = await make_client(config_dir=config, data_dir=data)
+    events = await client.runs.events(mid)
     assert [e.event_id for e in events] == list(range(1, len(events) + 1))
     types = [e.type for e in events]
     assert "tool_complete" in types
     assert set(types[types.index("tool_complete") + 1:]) <= {"agent_start"}, types
-    message = await controller.store.get_message(mid)
+    message = await client.admin.store.get_message(mid)
     assert message["status"] == "running"
-    controller.clock = lambda: time.time() + 3  # the dead owner's lease has expired
+    client.admin.clock = lambda: time.time() + 3  # the dead owner's lease has expired
     llm.clear_routes()
     llm.script(Text("recovered answer"))
-    resumed = [e async for e in controller.stream_execute(message_id=mid, resume_data={"decisions": "approve"})]
+    resumed = [e async for e in await client.runs.start(Resume(mid, "approve"))]
     assert resumed[-1].type == "complete" and resumed[-1].data.response == "recovered answer"
-    all_ids = [e.event_id for e in await controller.events(mid)]
+    all_ids = [e.event_id for e in await client.runs.events(mid)]
     assert all_ids == list(range(1, len(all_ids) + 1))
 
 
-async def test_postgres_backend_end_to_end(tmp_path: Path, make_controller, llm):
+async def test_postgres_backend_end_to_end(tmp_path: Path, make_client, llm):
     async with fresh_database() as url:
         config = make_config(tmp_path, lead_tools=NAMES)
         settings = load_settings(config, tmp_path / "data", database_url=url)
-        controller = await ExecutionController.open(settings, extra_tools=TOOLS)
+        client = await Client.open(settings, extra_tools=TOOLS)
         try:
             from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
-            assert isinstance(controller.checkpoints.saver, AsyncPostgresSaver)
-            assert controller.store.engine.dialect.name == "postgresql"
+            assert isinstance(client.admin.checkpoints.saver, AsyncPostgresSaver)
+            assert client.admin.store.engine.dialect.name == "postgresql"
             llm.script(ToolCalls([Call("echo", {"text": "pg"})]), ToolCalls([Call("guarded", {"text": "y"})]))
-            paused = await controller.execute("on postgres")
+            paused = await client.run("on postgres")
             assert paused.status == "waiting"
-            assert await controller.checkpoints.has_checkpoint(paused.thread_id)
+            assert await client.admin.checkpoints.has_checkpoint(paused.thread_id)
         finally:
-            await controller.aclose()
-        # resume in a new controller (as another process would)
-        controller = await ExecutionController.open(settings, extra_tools=TOOLS)
+            await client.aclose()
+        # resume in a new client (as another process would)
+        client = await Client.open(settings, extra_tools=TOOLS)
         try:
             llm.script(Text("pg done"))
-            done = await controller.execute_resume(paused.message_id, {"decisions": "approve"})
+            done = await client.run(Resume(paused.message_id, "approve"))
             assert done.status == "completed" and done.response == "pg done"
-            assert not await controller.checkpoints.has_checkpoint(paused.thread_id)
-            ids = [e.event_id for e in await controller.events(paused.message_id)]
+            assert not await client.admin.checkpoints.has_checkpoint(paused.thread_id)
+            ids = [e.event_id for e in await client.runs.events(paused.message_id)]
             assert ids == list(range(1, len(ids) + 1))
         finally:
-            await controller.aclose()
+            await client.aclose()
         assert not (tmp_path / "data" / "checkpoints.db").exists()

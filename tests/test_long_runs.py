@@ -19,7 +19,7 @@ import pytest_asyncio
 from conftest import make_config, write_agent
 from scripted_llm import Call, Quirks, ScriptedLLM, Text, ToolCalls
 
-from artifactflow import ExecutionController, Hooks, load_settings, tool
+from artifactflow import Client, Hooks, Resume, Task, load_settings, tool
 from artifactflow.core.window.history import HISTORY_SYSTEM
 from artifactflow.core.window.history_store import HistorySummaries
 from artifactflow.core.window.rounds import check_pairs, is_summary, rounds_in
@@ -74,30 +74,30 @@ def events_of(result: Any, type_: str) -> list[Any]:
 
 @pytest_asyncio.fixture
 async def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Callable[..., Any]]:
-    """Start a windowed scripted server (or reuse one) and open a controller on it."""
+    """Start a windowed scripted server (or reuse one) and open a client on it."""
     for name in list(os.environ):
         if name.startswith("ARTIFACTFLOW_"):
             monkeypatch.delenv(name, raising=False)
     servers: list[ScriptedLLM] = []
-    controllers: list[ExecutionController] = []
+    clients: list[Client] = []
 
     async def start(config: Path, *, llm: ScriptedLLM | None = None, tools: tuple[Any, ...] = (),
-                    hooks: tuple[Any, ...] = (), **server: Any) -> tuple[ScriptedLLM, ExecutionController]:
+                    hooks: tuple[Any, ...] = (), **server: Any) -> tuple[ScriptedLLM, Client]:
         if llm is None:
             llm = ScriptedLLM(**{"context_window": WINDOW, "chars_per_token": 3.0, **server}).start()
             servers.append(llm)
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
         settings = load_settings(config, config.parent / "data")
-        controller = await ExecutionController.open(
+        client = await Client.open(
             settings, extra_tools=[fetch_page, fetch_huge, publish, *tools], hooks=hooks
         )
-        controllers.append(controller)
-        return llm, controller
+        clients.append(client)
+        return llm, client
 
     yield start
-    for controller in controllers:
-        await controller.aclose()
+    for client in clients:
+        await client.aclose()
     for server in servers:
         server.close()
 
@@ -130,9 +130,9 @@ async def test_300_rounds_of_4kb_results_through_an_8k_window(tmp_path: Path, en
             return ToolCalls([Call("create_artifact", {"id": "task_plan", "title": "Plan", "content": PLAN})])
         return ToolCalls([Call("fetch_page", {"n": done})]) if done <= 300 else Text("longest: w9972")
 
-    llm, controller = await engine(config)
+    llm, client = await engine(config)
     llm.route(summarizing(answer))
-    result = await controller.execute(TASK)
+    result = await client.run(TASK)
     assert (result.status, result.outcome, result.response) == ("completed", "completed", "longest: w9972"), result.error
     assert llm.rejected == [] and not llm.unexpected
     assert max(llm.accepted_prompt_tokens) <= WINDOW
@@ -175,9 +175,9 @@ async def test_a_subagents_memory_is_compacted_with_its_instruction_kept(tmp_pat
                               compaction.summary_model))
 
     hook = Compactions()
-    llm, controller = await engine(config, hooks=(hook,))
+    llm, client = await engine(config, hooks=(hook,))
     llm.route(summarizing(answer))
-    result = await controller.execute(TASK)
+    result = await client.run(TASK)
     assert (result.status, result.response) == ("completed", "the reader says w9972"), result.error
     assert llm.rejected == []
     reader = [m for m in agent_requests(llm) if m[0]["content"].startswith("You are reader")]
@@ -205,15 +205,15 @@ async def test_pause_for_permission_after_a_compaction_and_resume_in_a_new_proce
             return ToolCalls([Call("publish", {"text": "report"}, id="pub")])
         return Text("published the report")
 
-    llm, controller = await engine(config)
+    llm, client = await engine(config)
     llm.route(summarizing(answer))
-    paused = await controller.execute(TASK)
+    paused = await client.run(TASK)
     assert paused.status == "waiting", paused.error
     assert events_of(paused, "context_compacted")  # the memory was compacted before the pause
-    await controller.aclose()
+    await client.aclose()
 
     _, later = await engine(config, llm=llm)  # another process, same stores
-    result = await later.execute_resume(paused.message_id, {"decisions": "approve"})
+    result = await later.run(Resume(paused.message_id, "approve"))
     assert (result.status, result.response) == ("completed", "published the report"), result.error
     last = agent_requests(llm)[-1]
     assert_well_formed(last)
@@ -232,9 +232,9 @@ async def test_overflow_recovery_against_a_server_that_reports_no_usage(tmp_path
         done = rounds_in(messages)
         return ToolCalls([Call("fetch_page", {"n": done + 1})]) if done < 12 else Text("done reading")
 
-    llm, controller = await engine(config, chars_per_token=2.0, quirks=Quirks(no_usage=True))
+    llm, client = await engine(config, chars_per_token=2.0, quirks=Quirks(no_usage=True))
     llm.route(summarizing(answer))
-    result = await controller.execute(TASK)
+    result = await client.run(TASK)
     assert (result.status, result.response) == ("completed", "done reading"), result.error
     assert llm.rejected  # the estimate was wrong at least once ...
     aggressive = [e for e in events_of(result, "context_compacted") if e.data.aggressive]
@@ -250,9 +250,9 @@ async def test_a_single_oversized_result_is_shortened_and_a_huge_task_fails_clea
     def answer(messages: list[dict[str, Any]]) -> Any:
         return ToolCalls([Call("fetch_huge", {"n": 1})]) if rounds_in(messages) == 0 else Text("read it")
 
-    llm, controller = await engine(config)
+    llm, client = await engine(config)
     llm.route(summarizing(answer))
-    result = await controller.execute(TASK)
+    result = await client.run(TASK)
     assert (result.status, result.response) == ("completed", "read it"), result.error
     assert llm.rejected == []
     shortened = [m for m in agent_requests(llm)[-1] if m["role"] == "tool"][0]["content"]
@@ -261,23 +261,23 @@ async def test_a_single_oversized_result_is_shortened_and_a_huge_task_fails_clea
     assert event.data.results_shortened == 1 and event.data.rounds_summarized == 0
 
     # what cannot be compacted (the task itself) fails the run with the setting to change
-    failed = await controller.execute("summarize this: " + "lorem ipsum " * 4000)
+    failed = await client.run("summarize this: " + "lorem ipsum " * 4000)
     assert failed.status == "failed"
     assert "`context_window`" in failed.error and "models.yaml" in failed.error
     assert events_of(failed, "error")[-1].data.kind == "ContextWindowExceeded"
     assert len(llm.requests) == 2  # the refused run never reached the model
 
 
-async def test_a_cut_off_tool_call_comes_back_as_a_tool_error(tmp_path: Path, make_controller):
+async def test_a_cut_off_tool_call_comes_back_as_a_tool_error(tmp_path: Path, make_client):
     from artifactflow import Reply, ScriptedModel, ToolCall
 
-    controller = await make_controller(lead_tools=["fetch_page"], extra_tools=[fetch_page])
+    client = await make_client(lead_tools=["fetch_page"], extra_tools=[fetch_page])
     model = ScriptedModel(
         Reply(tool_calls=[ToolCall("fetch_page", '{"n": 1', id="cut")], finish_reason="length"),
         Reply("sorry, retrying was not needed"),
     )
-    controller.services.use_model(model)
-    result = await controller.execute("read page 1")
+    client.admin.services.use_model(model)
+    result = await client.run("read page 1")
     assert result.status == "completed", result.error
     assert [e.data.finish_reason for e in events_of(result, "llm_complete")] == ["length", "stop"]
     tool_message = next(m for m in model.requests[1].messages if m["role"] == "tool")
@@ -289,16 +289,16 @@ async def test_a_long_conversation_reuses_its_stored_history_summary(tmp_path: P
     summary stored once and reused by the messages after it; no request exceeds the window."""
     config = config_for(tmp_path, [])
     long_answer = "because " * 500
-    llm, controller = await engine(config)
+    llm, client = await engine(config)
     llm.route(summarizing(lambda messages: Text(f"answer {len(messages)}: {long_answer}", chunk_size=500)))
     conversation_id = None
     for n in range(60):
-        result = await controller.execute(f"question {n}: " + "why " * 400, conversation_id)
+        result = await client.run(Task(f"question {n}: " + "why " * 400, conversation_id))
         assert result.status == "completed", result.error
         conversation_id = result.conversation_id
     assert llm.rejected == [] and max(llm.accepted_prompt_tokens) <= WINDOW
     history_calls = [b for b in llm.requests if kind(b) == "history"]
-    stored = await HistorySummaries(controller.store).for_conversation(conversation_id)
+    stored = await HistorySummaries(client.admin.store).for_conversation(conversation_id)
     assert 3 <= len(history_calls) == len(stored) <= 60 // 3  # not every message
     assert [row["covers"] for row in stored] == sorted({row["covers"] for row in stored})
     last = agent_requests(llm)[-1]
@@ -307,12 +307,12 @@ async def test_a_long_conversation_reuses_its_stored_history_summary(tmp_path: P
     # tokens and cost per message and per conversation
     totals = result.metrics["conversation"]
     assert totals["messages"] == 60 and totals["tokens"]["total"] > 60 * 1000
-    tree = await controller.conversation_tree(conversation_id)
+    tree = await client.conversations.tree(conversation_id)
     assert tree["usage"]["tokens"]["total"] == totals["tokens"]["total"]
     assert all(node["tokens"] > 0 for node in tree["messages"])
 
 
-async def test_max_tool_rounds_1000_is_reached_at_exactly_1000_rounds(tmp_path: Path, make_controller):
+async def test_max_tool_rounds_1000_is_reached_at_exactly_1000_rounds(tmp_path: Path, make_client):
     from artifactflow import Reply, ScriptedModel, ToolCall
 
     @tool
@@ -321,7 +321,7 @@ async def test_max_tool_rounds_1000_is_reached_at_exactly_1000_rounds(tmp_path: 
         return "pong"
 
     config = make_config(tmp_path, lead_tools=["ping"], max_tool_rounds=1000)
-    controller = await make_controller(config, tmp_path / "data", extra_tools=[ping])
+    client = await make_client(config, tmp_path / "data", extra_tools=[ping])
 
     def respond(request: Any) -> Reply:
         if request.messages[0]["content"] == SUMMARY_SYSTEM:
@@ -329,8 +329,8 @@ async def test_max_tool_rounds_1000_is_reached_at_exactly_1000_rounds(tmp_path: 
         return Reply(tool_calls=[ToolCall("ping")])
 
     model = ScriptedModel(function=respond)
-    controller.services.use_model(model)
-    result = await controller.execute("ping forever")
+    client.admin.services.use_model(model)
+    result = await client.run("ping forever")
     assert (result.status, result.outcome) == ("completed", "max_tool_rounds"), result.error
     agent = [r.messages for r in model.requests if r.messages[0]["content"] != SUMMARY_SYSTEM]
     assert len(agent) == 1001 and rounds_in(agent[-1]) == 1000
@@ -369,9 +369,9 @@ def assert_stopped_between_steps(result: Any, setting: str) -> None:
 
 async def test_token_budget_ends_the_run_with_its_outcome(tmp_path: Path, engine):
     config = config_for(tmp_path, ["fetch_page"], yaml_text="budget:\n  max_tokens: 20000\n")
-    llm, controller = await engine(config)
+    llm, client = await engine(config)
     llm.route(summarizing(looping))
-    result = await controller.execute(TASK)
+    result = await client.run(TASK)
     assert_stopped_between_steps(result, "budget.max_tokens")
     # crossed by the last step (its summary call, if any, and its model call), not before
     tokens = result.metrics["tokens"]["total"]
@@ -385,9 +385,9 @@ async def test_token_budget_ends_the_run_with_its_outcome(tmp_path: Path, engine
 async def test_cost_budget_and_an_agents_own_budget(tmp_path: Path, engine):
     config = config_for(tmp_path / "cost", ["fetch_page"], yaml_text="model: small\nbudget:\n  max_cost_usd: 0.5\n")
     (config / "models.yaml").write_text(PRICED)
-    llm, controller = await engine(config)
+    llm, client = await engine(config)
     llm.route(summarizing(looping))
-    result = await controller.execute(TASK)
+    result = await client.run(TASK)
     assert_stopped_between_steps(result, "budget.max_cost_usd")
     costs = [e.data.cost_usd for e in events_of(result, "llm_complete")]
     assert all(c is not None and c > 0 for c in costs)
@@ -399,8 +399,8 @@ async def test_cost_budget_and_an_agents_own_budget(tmp_path: Path, engine):
     config = config_for(tmp_path / "agent", ["fetch_page"])
     write_agent(config / "agents", "lead_agent", role="lead", tools=["fetch_page"], max_tool_rounds=400,
                 prompt="You are the lead agent.", extra="max_tokens: 15000\n")
-    _, controller = await engine(config, llm=llm)
-    result = await controller.execute(TASK)
+    _, client = await engine(config, llm=llm)
+    result = await client.run(TASK)
     assert_stopped_between_steps(result, "max_tokens in the front matter")
 
 
@@ -408,10 +408,10 @@ async def test_cost_budget_refuses_to_start_without_prices(tmp_path: Path, engin
     from artifactflow import UserError
 
     config = config_for(tmp_path, ["fetch_page"], yaml_text="budget:\n  max_cost_usd: 1.0\n")
-    llm, controller = await engine(config)
+    llm, client = await engine(config)
     with pytest.raises(UserError, match="input_per_mtok"):
-        await controller.start(TASK)
-    assert llm.requests == [] and await controller.list_conversations() == []
+        await client.runs.start(TASK)
+    assert llm.requests == [] and await client.conversations.list() == []
 
 
 def test_budget_exit_code_is_documented():

@@ -26,7 +26,7 @@ from scripted_llm import Call, Text, ToolCalls
 from test_permissions import run_resumer
 from waiting import wait_until, wait_until_sync
 
-from artifactflow import ConfigError, Permission, ResumeConflictError
+from artifactflow import ConfigError, Permission, Resume, ResumeConflictError, Task
 
 SERVER = Path(__file__).parent / "mcp_demo_server.py"
 
@@ -51,18 +51,18 @@ def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-async def test_tools_register_with_schemas_names_and_permissions(make_controller, journal):
+async def test_tools_register_with_schemas_names_and_permissions(make_client, journal):
     yaml_text = servers(stdio_server(extra="    permissions: {stats: auto}\n")) + (
         "permissions: {demo__echo: confirm}\n"
     )
-    controller = await make_controller(lead_tools=["demo__*"], yaml_text=yaml_text)
-    registry = controller.services.tools
+    client = await make_client(lead_tools=["demo__*"], yaml_text=yaml_text)
+    registry = client.admin.services.tools
     names = [n for n in registry.names() if n.startswith("demo__")]
     assert names == sorted(
         f"demo__{n}" for n in
         ["echo", "pid", "append_line", "stats", "picture", "fail", "slow", "crash", "list_items"]
     )
-    assert controller.services.lead.tools == tuple(names)  # the wildcard, expanded
+    assert client.admin.services.lead.tools == tuple(names)  # the wildcard, expanded
     assert registry.source("demo__echo") == "mcp:demo"
     assert registry.get("demo__append_line").json_schema() == {
         "type": "object",
@@ -77,8 +77,8 @@ async def test_tools_register_with_schemas_names_and_permissions(make_controller
     assert levels["demo__echo"] is Permission.CONFIRM  # top-level permissions win
 
 
-async def test_lead_calls_stdio_tools_and_results_map(make_controller, llm, journal, tmp_path):
-    controller = await make_controller(
+async def test_lead_calls_stdio_tools_and_results_map(make_client, llm, journal, tmp_path):
+    client = await make_client(
         lead_tools=["demo__*"], yaml_text=servers(stdio_server(extra="    permissions: {stats: auto}\n"))
     )
     llm.script(
@@ -92,7 +92,7 @@ async def test_lead_calls_stdio_tools_and_results_map(make_controller, llm, jour
         ]),
         Text("done"),
     )
-    result = await controller.execute("use the tools")
+    result = await client.run("use the tools")
     assert result.status == "completed" and result.response == "done"
     texts = tool_texts(llm.requests[1])
     assert texts[0] == "hello"
@@ -114,33 +114,33 @@ async def test_lead_calls_stdio_tools_and_results_map(make_controller, llm, jour
 
 
 async def test_confirm_tool_pauses_and_resumes_in_new_process_once(
-    make_controller, llm, journal, tmp_path
+    make_client, llm, journal, tmp_path
 ):
     config = make_config(tmp_path, lead_tools=["demo__append_line"], yaml_text=servers(stdio_server()))
-    controller = await make_controller(config_dir=config)
+    client = await make_client(config_dir=config)
     llm.script(ToolCalls([Call("demo__append_line", {"text": "approved"}, id="c1")]))
-    events = [e async for e in controller.stream_execute("write it")]
+    events = [e async for e in await client.runs.start("write it")]
     assert events[-1].type == "permission_request"
     assert events[-1].data.calls[0].tool == "demo__append_line"
     assert lines(journal) == []  # nothing ran before the decision
     mid = events[-1].message_id
-    data = controller.services.settings.data_dir
-    await controller.aclose()
+    data = client.settings.data_dir
+    await client.aclose()
     llm.script(Text("written"))
     result = await asyncio.to_thread(run_resumer, config, data, mid)
     assert result == {"status": "completed", "response": "written"}
     assert lines(journal) == ["approved"]
-    again = await make_controller(config_dir=config, data_dir=data)
+    again = await make_client(config_dir=config, data_dir=data)
     with pytest.raises(ResumeConflictError):
-        await again.execute_resume(mid, {"decisions": "approve"})
+        await again.run(Resume(mid, "approve"))
     assert lines(journal) == ["approved"]
     assert tool_texts(llm.requests[-1]) == ["appended 'approved'"]
 
 
 async def test_crashed_server_fails_its_call_and_restarts_on_next_use(
-    make_controller, llm, journal, caplog
+    make_client, llm, journal, caplog
 ):
-    controller = await make_controller(
+    client = await make_client(
         lead_tools=["demo__*"],
         yaml_text=servers(stdio_server(extra="    permissions: {crash: auto}\n")),
     )
@@ -150,7 +150,7 @@ async def test_crashed_server_fails_its_call_and_restarts_on_next_use(
         ToolCalls([Call("demo__pid", {}, id="c3")]),
         Text("survived"),
     )
-    result = await controller.execute("crash it")
+    result = await client.run("crash it")
     assert result.status == "completed" and result.response == "survived"
     first_pid = int(tool_texts(llm.requests[1])[0])
     crashed = tool_texts(llm.requests[2])[1]
@@ -166,7 +166,7 @@ async def test_crashed_server_fails_its_call_and_restarts_on_next_use(
         what="the restart notice",
     )
     llm.script(ToolCalls([Call("demo__pid", {}, id="c4")]), Text("again"))
-    result = await controller.execute("once more", result.conversation_id)
+    result = await client.run(Task("once more", result.conversation_id))
     third = tool_texts(llm.requests[-1])[-1]
     assert result.status == "completed" and int(third) not in (first_pid, second_pid)
 
@@ -176,8 +176,8 @@ async def wait_for_lines(path: Path, count: int) -> list[str]:
     return lines(path)
 
 
-async def test_timeout_and_run_cancel_cancel_the_call_at_the_server(make_controller, llm, journal):
-    controller = await make_controller(
+async def test_timeout_and_run_cancel_cancel_the_call_at_the_server(make_client, llm, journal):
+    client = await make_client(
         lead_tools=["demo__slow", "demo__pid"],
         yaml_text=servers(stdio_server(extra="    timeout: 1\n")),
     )
@@ -187,18 +187,18 @@ async def test_timeout_and_run_cancel_cancel_the_call_at_the_server(make_control
         ToolCalls([Call("demo__pid", {}, id="c3")]),
         Text("ok"),
     )
-    result = await controller.execute("be slow")
+    result = await client.run("be slow")
     assert result.status == "completed"
     assert tool_texts(llm.requests[2])[1] == "ERROR: tool 'demo__slow' timed out after 1 s"
     assert tool_texts(llm.requests[3])[2] == tool_texts(llm.requests[1])[0]  # same process
     assert await wait_for_lines(journal, 2) == ["slow started", "slow cancelled"]
 
     llm.script(ToolCalls([Call("demo__slow", {"seconds": 30}, id="c4")]))
-    ids = await controller.start("be slow again")
-    async for event in controller.follow(ids["message_id"]):
+    run = await client.runs.start("be slow again")
+    async for event in run:
         if event.type == "tool_start":
             await wait_for_lines(journal, 3)  # the server is running the call
-            await controller.cancel(ids["message_id"])
+            await run.cancel()
         if event.type == "cancelled":
             break
     assert await wait_for_lines(journal, 4) == ["slow started", "slow cancelled"] * 2
@@ -213,10 +213,10 @@ HANGS = "import time; time.sleep(60)"
     [(BROKEN, "", "boot failure: no token"), (HANGS, "    startup_timeout: 0.5\n", "no answer within 0.5 s")],
 )
 async def test_required_server_that_does_not_start_is_a_config_error(
-    make_controller, journal, script, extra, expected
+    make_client, journal, script, extra, expected
 ):
     with pytest.raises(ConfigError) as caught:
-        await make_controller(
+        await make_client(
             lead_tools=["broken__*"], yaml_text=servers(stdio_server("broken", extra, script))
         )
     message = str(caught.value)
@@ -225,36 +225,36 @@ async def test_required_server_that_does_not_start_is_a_config_error(
 
 
 async def test_optional_server_that_does_not_start_is_a_warning(
-    make_controller, llm, journal, caplog
+    make_client, llm, journal, caplog
 ):
     yaml_text = servers(
         stdio_server("broken", "    required: false\n", BROKEN), stdio_server("demo")
     )
     with caplog.at_level(logging.WARNING, logger="artifactflow.mcp"):
-        controller = await make_controller(
+        client = await make_client(
             lead_tools=["demo__echo", "broken__*", "broken__anything"], yaml_text=yaml_text
         )
     warning = next(r.getMessage() for r in caplog.records if "broken" in r.getMessage())
     assert "did not start" in warning and "boot failure: no token" in warning
-    assert controller.services.lead.tools == ("demo__echo",)
+    assert client.admin.services.lead.tools == ("demo__echo",)
     llm.script(ToolCalls([Call("demo__echo", {"text": "still here"})]), Text("fine"))
-    result = await controller.execute("echo")
+    result = await client.run("echo")
     assert result.status == "completed" and tool_texts(llm.requests[1]) == ["still here"]
 
 
-async def test_config_mistakes_are_clear(make_controller, journal):
+async def test_config_mistakes_are_clear(make_client, journal):
     with pytest.raises(ConfigError, match="unknown tool.*nosuch__\\*"):
-        await make_controller(lead_tools=["nosuch__*"])
+        await make_client(lead_tools=["nosuch__*"])
     with pytest.raises(ConfigError, match="either 'command'.*or 'url'"):
-        await make_controller(yaml_text="mcp_servers:\n  x: {command: a, url: http://h}\n")
+        await make_client(yaml_text="mcp_servers:\n  x: {command: a, url: http://h}\n")
     with pytest.raises(ConfigError, match="must name an environment variable"):
-        await make_controller(
+        await make_client(
             yaml_text="mcp_servers:\n  x: {url: 'http://h', headers: {Authorization: 'Bearer abc'}}\n"
         )
     with pytest.raises(ConfigError, match="may not contain '__'"):
-        await make_controller(yaml_text=servers(stdio_server("my__srv")))
+        await make_client(yaml_text=servers(stdio_server("my__srv")))
     with pytest.raises(ConfigError, match="server has no tool.*nope"):
-        await make_controller(yaml_text=servers(stdio_server(extra="    permissions: {nope: auto}\n")))
+        await make_client(yaml_text=servers(stdio_server(extra="    permissions: {nope: auto}\n")))
 
 
 # --- HTTP transports ---------------------------------------------------------------------------
@@ -318,22 +318,22 @@ def http_server(request: pytest.FixtureRequest) -> Iterator[HttpDemo]:
 
 
 async def test_http_server_tools_with_headers_from_environment(
-    http_server, make_controller, llm, journal, monkeypatch
+    http_server, make_client, llm, journal, monkeypatch
 ):
-    # http_server comes first so that it stops after the controller (which closes its session).
+    # http_server comes first so that it stops after the client (which closes its session).
     monkeypatch.setenv("DEMO_KEY", "s3cret")
     yaml_text = (
         f"mcp_servers:\n  web:\n    url: {http_server.url}\n    transport: {http_server.transport}\n"
         "    headers: {X-Api-Key: DEMO_KEY, Authorization: 'Bearer ${DEMO_KEY}'}\n"
         "    permissions: {stats: auto}\n"
     )
-    controller = await make_controller(lead_tools=["web__echo", "web__stats"], yaml_text=yaml_text)
-    assert controller.services.tools.source("web__echo") == "mcp:web"
+    client = await make_client(lead_tools=["web__echo", "web__stats"], yaml_text=yaml_text)
+    assert client.admin.services.tools.source("web__echo") == "mcp:web"
     llm.script(
         ToolCalls([Call("web__echo", {"text": "over http"}), Call("web__stats", {"values": [2]})]),
         Text("ok"),
     )
-    result = await controller.execute("call over http")
+    result = await client.run("call over http")
     assert result.status == "completed"
     texts = tool_texts(llm.requests[1])
     assert texts[0] == "over http" and json.loads(texts[1]) == {"count": 1, "total": 2.0}
@@ -342,22 +342,22 @@ async def test_http_server_tools_with_headers_from_environment(
     assert all(h.get("authorization") == "Bearer s3cret" for h in seen)
 
 
-async def test_http_server_that_goes_away_is_reconnected_on_next_use(make_controller, llm, journal):
+async def test_http_server_that_goes_away_is_reconnected_on_next_use(make_client, llm, journal):
     server = HttpDemo("streamable_http").start()
     try:
         yaml_text = f"mcp_servers:\n  web:\n    url: {server.url}\n"
-        controller = await make_controller(lead_tools=["web__echo"], yaml_text=yaml_text)
+        client = await make_client(lead_tools=["web__echo"], yaml_text=yaml_text)
         llm.script(ToolCalls([Call("web__echo", {"text": "one"})]), Text("1"))
-        first = await controller.execute("echo")
+        first = await client.run("echo")
         assert tool_texts(llm.requests[-1]) == ["one"]
         await asyncio.to_thread(server.stop)
         llm.script(ToolCalls([Call("web__echo", {"text": "two"})]), Text("2"))
-        await controller.execute("echo", first.conversation_id)
+        await client.run(Task("echo", first.conversation_id))
         assert tool_texts(llm.requests[-1])[-1].startswith("ERROR: MCP server 'web' stopped")
         await asyncio.to_thread(server.start)  # same port
         llm.script(ToolCalls([Call("web__echo", {"text": "three"})]), Text("3"))
-        await controller.execute("echo", first.conversation_id)
+        await client.run(Task("echo", first.conversation_id))
         assert tool_texts(llm.requests[-1])[-1] == "three"
-        await controller.aclose()
+        await client.aclose()
     finally:
         await asyncio.to_thread(server.stop)

@@ -17,11 +17,14 @@ from scripted_llm import Call, Delay, Text, ToolCalls
 from waiting import wait_until
 
 from artifactflow import (
-    ExecutionController,
+    Client,
     InvalidResumeError,
+    Resume,
     ResumeConflictError,
+    Task,
     load_settings,
 )
+from artifactflow.core.permissions import decisions_from_body
 
 PLUGIN = '''
 import os
@@ -64,26 +67,26 @@ def tool_messages(request: dict) -> list[dict]:
     return [m for m in request["messages"] if m["role"] == "tool"]
 
 
-async def pause(controller: ExecutionController, llm, calls, conversation_id=None):
+async def pause(client: Client, llm, calls, conversation_id=None):
     llm.script(ToolCalls(calls))
-    events = [e async for e in controller.stream_execute("write", conversation_id)]
+    events = [e async for e in await client.runs.start(Task("write", conversation_id))]
     assert events[-1].type == "permission_request", [e.type for e in events]
     return events
 
 
-async def test_deny_runs_nothing_and_model_sees_reason(make_controller, config, llm, journal):
-    controller = await make_controller(config_dir=config)
-    events = await pause(controller, llm, [Call("append_line", {"text": "x"}, id="c1")])
+async def test_deny_runs_nothing_and_model_sees_reason(make_client, config, llm, journal):
+    client = await make_client(config_dir=config)
+    events = await pause(client, llm, [Call("append_line", {"text": "x"}, id="c1")])
     request = events[-1]
     assert request.data.calls[0].tool == "append_line"
     assert request.data.calls[0].arguments == {"text": "x"}
-    message = await controller.store.get_message(request.message_id)
+    message = await client.admin.store.get_message(request.message_id)
     assert message["status"] == "waiting" and message["waiting_for"]["calls"][0]["tool_call_id"] == "c1"
     llm.script(Text("ok, not writing"))
     resumed = [
         e
-        async for e in controller.resume(
-            request.message_id, {"decisions": {"c1": {"action": "deny", "reason": "not today"}}}
+        async for e in await client.runs.start(
+            Resume(request.message_id, {"c1": {"action": "deny", "reason": "not today"}})
         )
     ]
     assert resumed[0].type == "permission_result"
@@ -93,81 +96,84 @@ async def test_deny_runs_nothing_and_model_sees_reason(make_controller, config, 
     assert "denied" in seen and "not today" in seen
 
 
-async def test_approve_runs_exactly_once(make_controller, config, llm, journal):
-    controller = await make_controller(config_dir=config)
-    events = await pause(controller, llm, [Call("append_line", {"text": "hello"}, id="c1")])
+async def test_approve_runs_exactly_once(make_client, config, llm, journal):
+    client = await make_client(config_dir=config)
+    events = await pause(client, llm, [Call("append_line", {"text": "hello"}, id="c1")])
     llm.script(Text("done"))
-    result = await controller.execute_resume(events[-1].message_id, {"decisions": "approve"})
+    result = await client.run(Resume(events[-1].message_id, "approve"))
     assert result.status == "completed"
     assert lines(journal) == ["hello"]
     assert tool_messages(llm.requests[-1])[0]["content"] == "appended 'hello'"
 
 
-async def test_edit_uses_new_arguments(make_controller, config, llm, journal):
-    controller = await make_controller(config_dir=config)
-    events = await pause(controller, llm, [Call("append_line", {"text": "draft"}, id="c1")])
+async def test_edit_uses_new_arguments(make_client, config, llm, journal):
+    client = await make_client(config_dir=config)
+    events = await pause(client, llm, [Call("append_line", {"text": "draft"}, id="c1")])
     llm.script(Text("done"))
     decisions = {"c1": {"action": "edit", "arguments": {"text": "edited"}}}
-    result = await controller.execute_resume(events[-1].message_id, {"decisions": decisions})
+    result = await client.run(Resume(events[-1].message_id, decisions))
     assert result.status == "completed"
     assert lines(journal) == ["edited"]
 
 
-async def test_invalid_edit_rejected_nothing_runs_still_resumable(make_controller, config, llm, journal):
-    controller = await make_controller(config_dir=config)
-    events = await pause(controller, llm, [Call("append_line", {"text": "draft"}, id="c1")])
+async def test_invalid_edit_rejected_nothing_runs_still_resumable(make_client, config, llm, journal):
+    client = await make_client(config_dir=config)
+    events = await pause(client, llm, [Call("append_line", {"text": "draft"}, id="c1")])
     mid = events[-1].message_id
     bad = [
-        {"decisions": {"c1": {"action": "edit", "arguments": {"wrong": 1}}}},
-        {"decisions": {}},
-        {"decisions": {"c1": "approve", "zzz": "approve"}},
-        {"decisions": "maybe"},
+        {"c1": {"action": "edit", "arguments": {"wrong": 1}}},
+        {},
+        {"c1": "approve", "zzz": "approve"},
+        "maybe",
         {"nope": 1},
-        {"decisions": {"c1": {"action": "launch"}}},
-        "approve",
+        {"c1": {"action": "launch"}},
     ]
-    for data in bad:
+    for decisions in bad:
         with pytest.raises(InvalidResumeError):
-            await controller.execute_resume(mid, data)
-        message = await controller.store.get_message(mid)
+            await client.run(Resume(mid, decisions))
+        message = await client.admin.store.get_message(mid)
         assert message["status"] == "waiting"
+    # The HTTP/CLI body must wrap them: {"decisions": ...} and nothing else.
+    for body in ({"nope": 1}, "approve", {"decisions": "approve", "extra": 1}):
+        with pytest.raises(InvalidResumeError):
+            decisions_from_body(body)
     assert lines(journal) == []
     llm.script(Text("done"))
-    result = await controller.execute_resume(mid, {"decisions": {"c1": "approve"}})
+    result = await client.run(Resume(mid, {"c1": "approve"}))
     assert result.status == "completed" and lines(journal) == ["draft"]
 
 
-async def test_always_allow_remembered_for_conversation(make_controller, config, llm, journal):
-    controller = await make_controller(config_dir=config)
-    events = await pause(controller, llm, [Call("append_line", {"text": "one"}, id="c1")])
+async def test_always_allow_remembered_for_conversation(make_client, config, llm, journal):
+    client = await make_client(config_dir=config)
+    events = await pause(client, llm, [Call("append_line", {"text": "one"}, id="c1")])
     llm.script(Text("done"))
-    await controller.execute_resume(events[-1].message_id, {"decisions": {"c1": {"action": "always"}}})
+    await client.run(Resume(events[-1].message_id, {"c1": {"action": "always"}}))
     conversation = events[-1].conversation_id
-    # next message in the same conversation: runs without asking, even from a new controller
-    await controller.aclose()
-    second = await ExecutionController.open(load_settings(config, controller.services.settings.data_dir))
+    # next message in the same conversation: runs without asking, even from a new client
+    await client.aclose()
+    second = await Client.open(load_settings(config, client.settings.data_dir))
     try:
         llm.script(ToolCalls([Call("append_line", {"text": "two"})]), Text("done again"))
-        result = await second.execute("again", conversation)
+        result = await second.run(Task("again", conversation))
         assert result.status == "completed"
         assert not any(e.type == "permission_request" for e in result.events)
         assert lines(journal) == ["one", "two"]
         # another conversation still asks
         llm.script(ToolCalls([Call("append_line", {"text": "three"})]))
-        other = await second.execute("elsewhere")
+        other = await second.run("elsewhere")
         assert other.status == "waiting"
     finally:
         await second.aclose()
 
 
-async def test_one_pause_for_mixed_round_nothing_runs_before(make_controller, config, llm, journal):
-    controller = await make_controller(config_dir=config)
+async def test_one_pause_for_mixed_round_nothing_runs_before(make_client, config, llm, journal):
+    client = await make_client(config_dir=config)
     calls = [
         Call("note", {"text": "auto"}, id="a1"),
         Call("append_line", {"text": "first"}, id="c1"),
         Call("append_line", {"text": "second"}, id="c2"),
     ]
-    events = await pause(controller, llm, calls)
+    events = await pause(client, llm, calls)
     assert [e.type for e in events].count("permission_request") == 1
     pending = events[-1].data.calls
     assert [c.tool_call_id for c in pending] == ["c1", "c2"]
@@ -175,7 +181,7 @@ async def test_one_pause_for_mixed_round_nothing_runs_before(make_controller, co
     assert lines(journal) == [] and not Path(str(journal) + ".auto").exists()
     llm.script(Text("done"))
     decisions = {"c1": "approve", "c2": {"action": "deny", "reason": "one is enough"}}
-    result = await controller.execute_resume(events[-1].message_id, {"decisions": decisions})
+    result = await client.run(Resume(events[-1].message_id, decisions))
     assert result.status == "completed"
     assert lines(journal) == ["first"]
     assert lines(Path(str(journal) + ".auto")) == ["auto"]
@@ -184,39 +190,39 @@ async def test_one_pause_for_mixed_round_nothing_runs_before(make_controller, co
     assert "one is enough" in results[2]["content"]
 
 
-async def test_second_pause_later_in_same_run_and_ids_have_no_gaps(make_controller, config, llm, journal):
-    controller = await make_controller(config_dir=config)
-    events = await pause(controller, llm, [Call("append_line", {"text": "1"}, id="c1")])
+async def test_second_pause_later_in_same_run_and_ids_have_no_gaps(make_client, config, llm, journal):
+    client = await make_client(config_dir=config)
+    events = await pause(client, llm, [Call("append_line", {"text": "1"}, id="c1")])
     mid = events[-1].message_id
     llm.script(ToolCalls([Call("append_line", {"text": "2"}, id="c2")]))
-    second = [e async for e in controller.resume(mid, {"decisions": "approve"})]
+    second = [e async for e in await client.runs.start(Resume(mid, "approve"))]
     assert second[-1].type == "permission_request"
     assert second[-1].data.calls[0].tool_call_id == "c2"
     llm.script(Text("all done"))
-    third = [e async for e in controller.resume(mid, {"decisions": "approve"})]
+    third = [e async for e in await client.runs.start(Resume(mid, "approve"))]
     assert third[-1].type == "complete"
     assert lines(journal) == ["1", "2"]
-    stored = [e.event_id for e in await controller.events(mid)]
+    stored = [e.event_id for e in await client.runs.events(mid)]
     assert stored == list(range(1, len(stored) + 1))
     live = [e.event_id for e in events + second + third if e.type != "llm_chunk"]
     assert live == stored
-    types = [e.type for e in await controller.events(mid)]
+    types = [e.type for e in await client.runs.events(mid)]
     assert types.count("permission_request") == 2 and types.count("permission_result") == 2
     assert types.count("tool_start") == 2
 
 
-async def test_two_concurrent_resumes_one_runs_one_conflicts(make_controller, config, llm, journal):
-    controller = await make_controller(config_dir=config)
-    events = await pause(controller, llm, [Call("append_line", {"text": "once"}, id="c1")])
+async def test_two_concurrent_resumes_one_runs_one_conflicts(make_client, config, llm, journal):
+    client = await make_client(config_dir=config)
+    events = await pause(client, llm, [Call("append_line", {"text": "once"}, id="c1")])
     mid = events[-1].message_id
-    other = await ExecutionController.open(
-        load_settings(controller.services.settings.config_dir, controller.services.settings.data_dir)
+    other = await Client.open(
+        load_settings(client.settings.config_dir, client.settings.data_dir)
     )
     llm.script(Delay(0.3, Text("done")))
     try:
         outcomes = await asyncio.gather(
-            controller.execute_resume(mid, {"decisions": "approve"}),
-            other.execute_resume(mid, {"decisions": "approve"}),
+            client.run(Resume(mid, "approve")),
+            other.run(Resume(mid, "approve")),
             return_exceptions=True,
         )
         conflicts = [o for o in outcomes if isinstance(o, ResumeConflictError)]
@@ -225,7 +231,7 @@ async def test_two_concurrent_resumes_one_runs_one_conflicts(make_controller, co
         assert done[0].status == "completed"
         assert lines(journal) == ["once"]
         with pytest.raises(ResumeConflictError):
-            await controller.execute_resume(mid, {"decisions": "approve"})
+            await client.run(Resume(mid, "approve"))
     finally:
         await other.aclose()
 
@@ -233,20 +239,21 @@ async def test_two_concurrent_resumes_one_runs_one_conflicts(make_controller, co
 RESUMER = textwrap.dedent(
     """
     import asyncio, json, sys
-    from artifactflow import ExecutionController, load_settings
+    from artifactflow import Client, Resume, load_settings
 
     async def main():
         config, data, mid, mode = sys.argv[1:5]
-        controller = await ExecutionController.open(load_settings(config, data))
+        client = await Client.open(load_settings(config, data))
         try:
             if mode == "resume":
-                result = await controller.execute_resume(mid, {"decisions": "approve"})
+                result = await client.run(Resume(mid, "approve"))
             else:
-                events = [e async for e in controller.stream_execute(message_id=mid, resume_data={"decisions": "approve"})]
-                result = await controller._result(events, message_id=mid)
+                run = await client.runs.start(Resume(mid, "approve"))
+                events = [e async for e in run]
+                result = await run.result()
             print(json.dumps({"status": result.status, "response": result.response}))
         finally:
-            await controller.aclose()
+            await client.aclose()
 
     asyncio.run(main())
     """
@@ -262,12 +269,12 @@ def run_resumer(config: Path, data: Path, mid: str, mode: str = "resume") -> dic
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-async def test_resume_from_new_process(make_controller, config, llm, journal, tmp_path):
-    controller = await make_controller(config_dir=config)
-    events = await pause(controller, llm, [Call("append_line", {"text": "remote"}, id="c1")])
+async def test_resume_from_new_process(make_client, config, llm, journal, tmp_path):
+    client = await make_client(config_dir=config)
+    events = await pause(client, llm, [Call("append_line", {"text": "remote"}, id="c1")])
     llm.script(Text("resumed elsewhere"))
     result = await asyncio.to_thread(
-        run_resumer, config, controller.services.settings.data_dir, events[-1].message_id
+        run_resumer, config, client.settings.data_dir, events[-1].message_id
     )
     assert result == {"status": "completed", "response": "resumed elsewhere"}
     assert lines(journal) == ["remote"]
@@ -276,12 +283,12 @@ async def test_resume_from_new_process(make_controller, config, llm, journal, tm
 PAUSER = textwrap.dedent(
     """
     import asyncio, os, sys
-    from artifactflow import ExecutionController, load_settings
+    from artifactflow import Client, load_settings
 
     async def main():
         config, data = sys.argv[1:3]
-        controller = await ExecutionController.open(load_settings(config, data))
-        async for event in controller.stream_execute("write"):
+        client = await Client.open(load_settings(config, data))
+        async for event in await client.runs.start("write"):
             if event.type == "permission_request":
                 print(event.message_id, flush=True)
                 os._exit(9)  # die without any cleanup, as if killed
@@ -291,7 +298,7 @@ PAUSER = textwrap.dedent(
 )
 
 
-async def test_process_killed_after_pause_then_resumed(make_controller, config, llm, journal, tmp_path):
+async def test_process_killed_after_pause_then_resumed(make_client, config, llm, journal, tmp_path):
     data = tmp_path / "data"
     llm.script(ToolCalls([Call("append_line", {"text": "survivor"}, id="c1")]))
     out = await asyncio.to_thread(
@@ -301,22 +308,22 @@ async def test_process_killed_after_pause_then_resumed(make_controller, config, 
     )
     assert out.returncode == 9, out.stderr
     mid = out.stdout.strip().splitlines()[-1]
-    controller = await make_controller(config_dir=config, data_dir=data)
-    assert [m["id"] for m in await controller.pending()] == [mid]
+    client = await make_client(config_dir=config, data_dir=data)
+    assert [m["id"] for m in await client.runs.pending()] == [mid]
     llm.script(Text("back"))
-    result = await controller.execute_resume(mid, {"decisions": "approve"})
+    result = await client.run(Resume(mid, "approve"))
     assert result.status == "completed" and result.response == "back"
     assert lines(journal) == ["survivor"]
 
 
-async def test_process_dies_after_approval_tool_runs_once(make_controller, config, llm, journal, tmp_path):
+async def test_process_dies_after_approval_tool_runs_once(make_client, config, llm, journal, tmp_path):
     """Approved, then the process is killed while the run is in flight (after the tool ran,
     before the next checkpoint's model answer): recovery continues without re-running it."""
-    controller = await make_controller(config_dir=config)
-    events = await pause(controller, llm, [Call("append_line", {"text": "exactly-once"}, id="c1")])
+    client = await make_client(config_dir=config)
+    events = await pause(client, llm, [Call("append_line", {"text": "exactly-once"}, id="c1")])
     mid = events[-1].message_id
-    data = controller.services.settings.data_dir
-    await controller.aclose()
+    data = client.settings.data_dir
+    await client.aclose()
     llm.script(Delay(30, Text("never delivered")))
     env = dict(os.environ, ARTIFACTFLOW_RUN__LEASE_SECONDS="2")
     proc = await asyncio.create_subprocess_exec(
@@ -332,14 +339,14 @@ async def test_process_dies_after_approval_tool_runs_once(make_controller, confi
     finally:
         proc.kill()
         await proc.wait()
-    second = await make_controller(config_dir=config, data_dir=data)
-    message = await second.store.get_message(mid)
+    second = await make_client(config_dir=config, data_dir=data)
+    message = await second.admin.store.get_message(mid)
     assert message["status"] == "running"
     with pytest.raises(ResumeConflictError):  # lease still valid: the owner may be alive
-        await second.execute_resume(mid, {"decisions": "approve"})
-    second.clock = lambda: time.time() + 3  # the dead owner's lease has expired
+        await second.run(Resume(mid, "approve"))
+    second.admin.clock = lambda: time.time() + 3  # the dead owner's lease has expired
     llm.clear_routes()
     llm.script(Text("recovered"))
-    result = await second.execute_resume(mid, {"decisions": "approve"})
+    result = await second.run(Resume(mid, "approve"))
     assert result.status == "completed" and result.response == "recovered"
     assert lines(journal) == ["exactly-once"]

@@ -1,11 +1,11 @@
-"""Races the controller must order (issue 12: D1-D5 controller side, D8, gc).
+"""Races the run engine must order (issue 12: D1-D5 controller side, D8, gc).
 
 Each test reproduces a defect deterministically; each failed before the controller used the
 store's compare-and-set writes (`AppStore.change_status`, token-checked `append_events`), the
 owner-checked checkpoint writes and the tool registry's record of abandoned calls
 (`ToolRegistry.background.take_abandoned`).
 
-"Two processes" are two controllers on one data folder. A race is made certain by running the
+"Two processes" are two clients on one data folder. A race is made certain by running the
 other side at the exact moment it must land: inside the first store write of a cancel (after
 the cancel read the message, before it wrote anything).
 """
@@ -29,7 +29,7 @@ from resume_helpers import RESUMER
 from scripted_llm import Call, Text, ToolCalls
 from waiting import wait_until
 
-from artifactflow import ExecutionController, ResumeConflictError, load_settings, tool
+from artifactflow import Client, Resume, ResumeConflictError, load_settings, tool
 
 DEPLOYS: list[str] = []
 EFFECTS: list[str] = []
@@ -95,19 +95,19 @@ def config(tmp_path: Path) -> Path:
     return make_config(tmp_path, lead_tools=["deploy", "blocking", "step"])
 
 
-async def paused_message(controller: ExecutionController, llm: Any) -> str:
+async def paused_message(client: Client, llm: Any) -> str:
     llm.script(ToolCalls([Call("deploy", {"target": "prod"}, id="c1")]))
-    result = await controller.execute("deploy")
+    result = await client.run("deploy")
     assert result.status == "waiting"
     return result.message_id
 
 
 def before_first_write(
-    controller: ExecutionController, monkeypatch: pytest.MonkeyPatch, other: Callable[[], Awaitable[Any]]
+    client: Client, monkeypatch: pytest.MonkeyPatch, other: Callable[[], Awaitable[Any]]
 ) -> list[Any]:
-    """Run `other` once, just before `controller`'s first store write; return its outcome."""
+    """Run `other` once, just before `client`'s first store write; return its outcome."""
     outcome: list[Any] = []
-    store = controller.store
+    store = client.admin.store
     for name in ("update_message", "change_status", "append_event", "append_events"):
         original = getattr(store, name)
 
@@ -129,17 +129,17 @@ def assert_contiguous(events: list[Any]) -> None:
 
 
 async def test_d1_cancel_racing_a_resume_from_another_process(
-    make_controller: Any, config: Path, llm: Any, monkeypatch: pytest.MonkeyPatch
+    make_client: Any, config: Path, llm: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    a = await make_controller(config_dir=config, extra_tools=TOOLS)
-    b = await make_controller(config_dir=config, extra_tools=TOOLS)
+    a = await make_client(config_dir=config, extra_tools=TOOLS)
+    b = await make_client(config_dir=config, extra_tools=TOOLS)
     mid = await paused_message(a, llm)
     llm.script(Text("deployed"))
-    resumed = before_first_write(b, monkeypatch, lambda: a.resume_start(mid, {"decisions": "approve"}))
-    cancelled = await b.cancel(mid)
-    await a.wait(mid)
-    final = await a.store.get_message(mid)
-    events = await a.events(mid)
+    resumed = before_first_write(b, monkeypatch, lambda: a.runs.start(Resume(mid, "approve")))
+    cancelled = await b.runs.cancel(mid)
+    await a.admin.wait(mid)
+    final = await a.admin.store.get_message(mid)
+    events = await a.runs.events(mid)
     assert_contiguous(events)
     requests = [e for e in events if e.type == "permission_request"]
     assert len(requests) == 1, "the message restarted from an empty state and asked again"
@@ -152,41 +152,41 @@ async def test_d1_cancel_racing_a_resume_from_another_process(
 
 
 async def test_d2_cancel_right_after_resume_ends_cancelled_and_frees_the_slot(
-    make_controller: Any, config: Path, llm: Any
+    make_client: Any, config: Path, llm: Any
 ) -> None:
-    controller = await make_controller(config_dir=config, extra_tools=TOOLS)
-    mid = await paused_message(controller, llm)
-    await controller.resume_start(mid, {"decisions": "approve"})
-    assert await controller.cancel(mid) is True  # before the run's task ever ran
-    await controller.wait(mid)
-    assert (await controller.store.get_message(mid))["status"] == "cancelled"
-    assert controller.active_run_count() == 0
-    events = await controller.events(mid)
+    client = await make_client(config_dir=config, extra_tools=TOOLS)
+    mid = await paused_message(client, llm)
+    run = await client.runs.start(Resume(mid, "approve"))
+    assert await run.cancel() is True  # before the run's task ever ran
+    await client.admin.wait(mid)
+    assert (await client.admin.store.get_message(mid))["status"] == "cancelled"
+    assert client.admin.active_run_count() == 0
+    events = await client.runs.events(mid)
     assert events[-1].type == "cancelled" and DEPLOYS == []
     assert_contiguous(events)
 
 
 async def test_d2_cancel_right_after_start_ends_cancelled(
-    make_controller: Any, config: Path, llm: Any
+    make_client: Any, config: Path, llm: Any
 ) -> None:
-    controller = await make_controller(config_dir=config, extra_tools=TOOLS)
-    ids = await controller.start("hello")
-    assert await controller.cancel(ids["message_id"]) is True
-    await controller.wait(ids["message_id"])
-    assert (await controller.store.get_message(ids["message_id"]))["status"] == "cancelled"
-    assert controller.active_run_count() == 0
+    client = await make_client(config_dir=config, extra_tools=TOOLS)
+    run = await client.runs.start("hello")
+    assert await run.cancel() is True
+    await client.admin.wait(run.message_id)
+    assert (await client.admin.store.get_message(run.message_id))["status"] == "cancelled"
+    assert client.admin.active_run_count() == 0
 
 
 async def test_d3_two_cancels_one_winner(
-    make_controller: Any, config: Path, llm: Any, monkeypatch: pytest.MonkeyPatch
+    make_client: Any, config: Path, llm: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    a = await make_controller(config_dir=config, extra_tools=TOOLS)
-    b = await make_controller(config_dir=config, extra_tools=TOOLS)
+    a = await make_client(config_dir=config, extra_tools=TOOLS)
+    b = await make_client(config_dir=config, extra_tools=TOOLS)
     mid = await paused_message(a, llm)
-    first = before_first_write(b, monkeypatch, lambda: a.cancel(mid))
-    second = await b.cancel(mid)
+    first = before_first_write(b, monkeypatch, lambda: a.runs.cancel(mid))
+    second = await b.runs.cancel(mid)
     assert sorted([bool(first[0]), second]) == [False, True]
-    events = await a.events(mid)
+    events = await a.runs.events(mid)
     assert [e.type for e in events].count("cancelled") == 1
     assert_contiguous(events)
 
@@ -209,7 +209,7 @@ def deploy_slowly(target: str) -> str:
 
 
 async def test_d4_no_denial_is_recorded_for_a_call_that_ran(
-    make_controller: Any, llm: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    make_client: Any, llm: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     journal = tmp_path / "journal.txt"
     monkeypatch.setenv("AF_JOURNAL", str(journal))
@@ -217,10 +217,10 @@ async def test_d4_no_denial_is_recorded_for_a_call_that_ran(
         tmp_path, lead_tools=["deploy_slowly"], yaml_text="plugins: [d4_tools]\n",
         plugin_files={"d4_tools.py": CRASH_PLUGIN},
     )
-    first = await make_controller(config_dir=config)
+    first = await make_client(config_dir=config)
     llm.script(ToolCalls([Call("deploy_slowly", {"target": "prod"}, id="c1")]))
-    paused = await first.execute("deploy")
-    data = first.services.settings.data_dir
+    paused = await first.run("deploy")
+    data = first.settings.data_dir
     await first.aclose()
     (tmp_path / "journal.txt.block").touch()
     proc = await asyncio.create_subprocess_exec(
@@ -233,13 +233,13 @@ async def test_d4_no_denial_is_recorded_for_a_call_that_ran(
         proc.kill()  # mid-tool, after the effect
         await proc.wait()
     (tmp_path / "journal.txt.block").unlink()
-    second = await make_controller(config_dir=config, data_dir=data)
-    await second.store.update_message(paused.message_id, lease_expires_at=0.0)  # lease ran out
-    asked = await second.execute_resume(paused.message_id, {"decisions": "approve"})
+    second = await make_client(config_dir=config, data_dir=data)
+    await second.admin.store.update_message(paused.message_id, lease_expires_at=0.0)  # lease ran out
+    asked = await second.run(Resume(paused.message_id, "approve"))
     assert asked.status == "waiting"  # the crash lost the answer: the approval is asked again
     assert asked.pending_calls and asked.pending_calls[0].get("interrupted") is True
     llm.script(Text("ok"))
-    done = await second.execute_resume(paused.message_id, {"decisions": "deny"})
+    done = await second.run(Resume(paused.message_id, "deny"))
     last = [e for e in done.events if e.type == "tool_complete"][-1]
     assert last.data.outcome == "interrupted"
     assert "denied" not in (last.data.result.error or "")
@@ -247,14 +247,14 @@ async def test_d4_no_denial_is_recorded_for_a_call_that_ran(
 
 
 async def test_d5_cancel_records_the_sync_tool_it_abandoned(
-    make_controller: Any, config: Path, llm: Any
+    make_client: Any, config: Path, llm: Any
 ) -> None:
-    controller = await make_controller(config_dir=config, extra_tools=TOOLS)
+    client = await make_client(config_dir=config, extra_tools=TOOLS)
     llm.script(ToolCalls([Call("blocking", {"text": "late"}, id="c1")]))
-    ids = await controller.start("block")
+    run = await client.runs.start("block")
     await wait_until(STARTED.is_set)
-    assert await controller.cancel(ids["message_id"]) is True
-    events = await controller.events(ids["message_id"])
+    assert await run.cancel() is True
+    events = await client.runs.events(run.message_id)
     assert [e.type for e in events][-2:] == ["tool_complete", "cancelled"]
     record = events[-2].data
     assert record.outcome == "abandoned" and record.may_still_take_effect is True
@@ -263,54 +263,54 @@ async def test_d5_cancel_records_the_sync_tool_it_abandoned(
 
 
 async def test_d8_a_stale_owner_writes_nothing_and_exits_quietly(
-    make_controller: Any, config: Path, llm: Any, caplog: pytest.LogCaptureFixture
+    make_client: Any, config: Path, llm: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    a = await make_controller(config_dir=config, extra_tools=TOOLS)
-    b = await make_controller(config_dir=config, extra_tools=TOOLS)
+    a = await make_client(config_dir=config, extra_tools=TOOLS)
+    b = await make_client(config_dir=config, extra_tools=TOOLS)
     hold = asyncio.Event()
     HOLD["step"] = hold
     llm.script(ToolCalls([Call("step", {"n": 1}, id="c1")]))
-    ids = await a.start("steps")
-    mid = ids["message_id"]
+    run = await a.runs.start("steps")
+    mid = run.message_id
     await wait_until(lambda: bool(STEP_STARTED))  # A is "suspended" inside the tool
-    await b.store.update_message(mid, lease_expires_at=0.0)  # ... for longer than its lease
+    await b.admin.store.update_message(mid, lease_expires_at=0.0)  # ... for longer than its lease
     llm.script(Text("done by B"))
-    recovered = await b.execute_resume(mid, {"decisions": "approve"})
+    recovered = await b.run(Resume(mid, "approve"))
     assert recovered.status == "completed"
-    written = [e.event_id for e in await b.events(mid)]
+    written = [e.event_id for e in await b.runs.events(mid)]
     with caplog.at_level(logging.WARNING):
         hold.set()  # A wakes up
-        await a.wait(mid)
-    final = await b.store.get_message(mid)
+        await a.admin.wait(mid)
+    final = await b.admin.store.get_message(mid)
     assert final["status"] == "completed" and final["response"] == "done by B"
-    assert [e.event_id for e in await b.events(mid)] == written  # A wrote no event
-    assert not await b.checkpoints.has_checkpoint(ids["thread_id"])  # nor a checkpoint
+    assert [e.event_id for e in await b.runs.events(mid)] == written  # A wrote no event
+    assert not await b.admin.checkpoints.has_checkpoint(run.thread_id)  # nor a checkpoint
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 async def test_gc_removes_checkpoints_of_finished_messages(
-    make_controller: Any, config: Path, llm: Any, backend: str, tmp_path: Path
+    make_client: Any, config: Path, llm: Any, backend: str, tmp_path: Path
 ) -> None:
     async with contextlib.AsyncExitStack() as stack:
         if backend == "sqlite":
-            controller = await make_controller(config_dir=config, extra_tools=TOOLS)
+            client = await make_client(config_dir=config, extra_tools=TOOLS)
         else:
             url = await stack.enter_async_context(fresh_database())
             settings = load_settings(config, tmp_path / "data", database_url=url)
-            controller = await ExecutionController.open(settings, extra_tools=TOOLS)
-            stack.push_async_callback(controller.aclose)
-        await _gc_removes_stale_rows(controller, llm)
+            client = await Client.open(settings, extra_tools=TOOLS)
+            stack.push_async_callback(client.aclose)
+        await _gc_removes_stale_rows(client, llm)
 
 
-async def _gc_removes_stale_rows(controller: ExecutionController, llm: Any) -> None:
+async def _gc_removes_stale_rows(client: Client, llm: Any) -> None:
     llm.script(Text("hi"))
-    done = await controller.execute("hello")
-    assert not await controller.checkpoints.has_checkpoint(done.thread_id)
+    done = await client.run("hello")
+    assert not await client.admin.checkpoints.has_checkpoint(done.thread_id)
     # A stale owner (or a crash between two deletes) leaves a row behind a finished message.
-    saver = controller.checkpoints.saver
+    saver = client.admin.checkpoints.saver
     stale: Any = {"configurable": {"thread_id": done.thread_id, "checkpoint_ns": ""}}
     await saver.aput(stale, empty_checkpoint(), {}, {})
-    assert await controller.checkpoints.has_checkpoint(done.thread_id)
-    await controller.gc()
-    assert not await controller.checkpoints.has_checkpoint(done.thread_id)
+    assert await client.admin.checkpoints.has_checkpoint(done.thread_id)
+    await client.admin.gc()
+    assert not await client.admin.checkpoints.has_checkpoint(done.thread_id)

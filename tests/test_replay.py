@@ -17,7 +17,15 @@ from conftest import make_config, write_agent
 from resume_helpers import resume_elsewhere
 from scripted_llm import Call, Text, ToolCalls
 
-from artifactflow import ExecutionController, UserError, load_settings, read_session, replay_session
+from artifactflow import (
+    Client,
+    Resume,
+    Task,
+    UserError,
+    load_settings,
+    read_session,
+    replay_session,
+)
 from artifactflow.cli.main import main
 from artifactflow.replay import store as recorded_calls
 
@@ -89,11 +97,11 @@ def tree(folder: Path) -> dict[str, tuple[int, int]]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-async def record_rich_run(make_controller, config: Path, llm, tmp_path: Path) -> tuple[str, Path]:
+async def record_rich_run(make_client, config: Path, llm, tmp_path: Path) -> tuple[str, Path]:
     """A run with parallel tools, two parallel subagents, an artifact and a permission pause
     resumed by another process; returns (message id, data folder)."""
     data = tmp_path / "data"
-    controller = await make_controller(config_dir=config, data_dir=data)
+    client = await make_client(config_dir=config, data_dir=data)
     by_agent(llm, {
         "lead": [
             ToolCalls([
@@ -114,7 +122,7 @@ async def record_rich_run(make_controller, config: Path, llm, tmp_path: Path) ->
         "search_agent": [ToolCalls([Call("lookup", {"topic": "x"}, id="s1")]), Text("A found")],
         "crawl_agent": [Text("B crawled")],
     })
-    first = await controller.execute("research and write")
+    first = await client.run("research and write")
     assert first.status == "waiting", first.error
     resumed = await asyncio.to_thread(resume_elsewhere, config, data, first.message_id)
     assert (resumed["status"], resumed["response"]) == ("completed", "All done.")
@@ -122,13 +130,13 @@ async def record_rich_run(make_controller, config: Path, llm, tmp_path: Path) ->
 
 
 async def test_export_then_replay_is_the_same_and_runs_no_tool(
-    make_controller, config, llm, effects, tmp_path
+    make_client, config, llm, effects, tmp_path
 ):
-    mid, data = await record_rich_run(make_controller, config, llm, tmp_path)
-    controller = await make_controller(config_dir=config, data_dir=data)
+    mid, data = await record_rich_run(make_client, config, llm, tmp_path)
+    client = await make_client(config_dir=config, data_dir=data)
     path = tmp_path / "golden" / "run.jsonl"
-    session = await controller.export_session(mid, path)
-    await controller.aclose()
+    session = await client.runs.export(mid, path)
+    await client.aclose()
 
     # One file for both process segments: 7 model requests, both configurations.
     assert [c.agent for c in session.calls].count("lead_agent") == 4
@@ -156,12 +164,12 @@ async def test_export_then_replay_is_the_same_and_runs_no_tool(
 
 
 async def test_changed_prompt_diverges_at_its_first_request_with_a_diff(
-    make_controller, config, llm, effects, tmp_path
+    make_client, config, llm, effects, tmp_path
 ):
-    mid, data = await record_rich_run(make_controller, config, llm, tmp_path)
-    controller = await make_controller(config_dir=config, data_dir=data)
+    mid, data = await record_rich_run(make_client, config, llm, tmp_path)
+    client = await make_client(config_dir=config, data_dir=data)
     path = tmp_path / "run.jsonl"
-    session = await controller.export_session(mid, path)
+    session = await client.runs.export(mid, path)
     write_agent(config / "agents", "search_agent", tools=["lookup"],
                 description="search_agent does research",
                 prompt="You are search_agent, a careful subagent.")
@@ -176,19 +184,19 @@ async def test_changed_prompt_diverges_at_its_first_request_with_a_diff(
     assert report.line().startswith("diverged at step 3: search_agent sent different messages")
 
 
-async def test_changed_tool_arguments_diverge(make_controller, config, llm, effects, tmp_path):
+async def test_changed_tool_arguments_diverge(make_client, config, llm, effects, tmp_path):
     """The person edited the arguments at the pause; under a config where the tool no longer
     asks, the model's own arguments are used: a different call than the recorded one."""
     data = tmp_path / "data"
-    controller = await make_controller(config_dir=config, data_dir=data)
+    client = await make_client(config_dir=config, data_dir=data)
     llm.script(ToolCalls([Call("append_line", {"text": "hello"}, id="w1")]), Text("ok"))
-    first = await controller.execute("write it")
+    first = await client.run("write it")
     decision = {"w1": {"action": "edit", "arguments": {"text": "edited"}}}
-    done = await controller.execute_resume(first.message_id, {"decisions": decision})
+    done = await client.run(Resume(first.message_id, decision))
     assert done.status == "completed"
     assert (effects / "journal.txt").read_text() == "edited\n"
     path = tmp_path / "run.jsonl"
-    await controller.export_session(first.message_id, path)
+    await client.runs.export(first.message_id, path)
     assert (await replay_session(path, load_settings(config, data))).ok
 
     text = (config / "artifactflow.yaml").read_text()
@@ -201,35 +209,35 @@ async def test_changed_tool_arguments_diverge(make_controller, config, llm, effe
     assert (effects / "journal.txt").read_text() == "edited\n"  # still only the recorded run
 
 
-async def test_recording_grows_linearly_with_the_run(make_controller, config, llm, effects, tmp_path):
-    controller = await make_controller(config_dir=config)
+async def test_recording_grows_linearly_with_the_run(make_client, config, llm, effects, tmp_path):
+    client = await make_client(config_dir=config)
     rounds = 8  # under max_tool_rounds (10)
     llm.script(*[ToolCalls([Call("lookup", {"topic": "t" * 2000 + str(i)})]) for i in range(rounds)],
                Text("done"))
-    result = await controller.execute("many rounds")
+    result = await client.run("many rounds")
     assert result.status == "completed"
-    rows = await recorded_calls.rows(controller.store, result.message_id)
+    rows = await recorded_calls.rows(client.admin.store, result.message_id)
     calls = [r["data"] for r in rows if r["kind"] == "call"]
     assert len(calls) == rounds + 1
     # Every request after the first keeps the earlier ones and stores only its new messages.
     assert all(c["base"] is not None and len(c["append"]) == 2 for c in calls[1:])
     assert all(c.get("same_tools") for c in calls[1:])
-    session = await controller.export_session(result.message_id)
+    session = await client.runs.export(result.message_id)
     assert len(session.calls[-1].messages) == 2 + 2 * rounds
 
 
-async def record_simple_run(make_controller, config: Path, llm, tmp_path: Path) -> tuple[ExecutionController, str]:
-    controller = await make_controller(config_dir=config, data_dir=tmp_path / "data")
+async def record_simple_run(make_client, config: Path, llm, tmp_path: Path) -> tuple[Client, str]:
+    client = await make_client(config_dir=config, data_dir=tmp_path / "data")
     llm.script(ToolCalls([Call("lookup", {"topic": "cats"}, id="c1")]), Text("Cats purr."))
-    result = await controller.execute("tell me about cats")
+    result = await client.run("tell me about cats")
     assert result.status == "completed"
-    return controller, result.message_id
+    return client, result.message_id
 
 
 async def test_eval_prints_a_table_and_fails_on_divergence_or_corruption(
-    make_controller, config, llm, effects, tmp_path, capsys
+    make_client, config, llm, effects, tmp_path, capsys
 ):
-    controller, mid = await record_simple_run(make_controller, config, llm, tmp_path)
+    client, mid = await record_simple_run(make_client, config, llm, tmp_path)
     golden = tmp_path / "golden"
     args = ["--config-dir", str(config), "--data-dir", str(tmp_path / "data")]
     assert await asyncio.to_thread(main, ["export", mid, "-o", str(golden / "a_same.jsonl"), *args]) == 0
@@ -262,11 +270,11 @@ async def test_eval_prints_a_table_and_fails_on_divergence_or_corruption(
 
 
 async def test_live_model_sends_the_recorded_requests_and_reports_changes(
-    make_controller, config, llm, effects, tmp_path, capsys
+    make_client, config, llm, effects, tmp_path, capsys
 ):
-    controller, mid = await record_simple_run(make_controller, config, llm, tmp_path)
+    client, mid = await record_simple_run(make_client, config, llm, tmp_path)
     path = tmp_path / "run.jsonl"
-    session = await controller.export_session(mid, path)
+    session = await client.runs.export(mid, path)
     settings = load_settings(config, tmp_path / "data")
     sent = llm.request_count
 
@@ -291,11 +299,11 @@ async def test_live_model_sends_the_recorded_requests_and_reports_changes(
 
 
 async def test_a_later_message_replays_with_the_history_artifacts_and_approvals_it_found(
-    make_controller, config, llm, effects, tmp_path
+    make_client, config, llm, effects, tmp_path
 ):
     """The second message of a conversation sees the first one's answer, its artifact and its
     always-allow decision; the replay rebuilds all three, so it is the same."""
-    controller = await make_controller(config_dir=config, data_dir=tmp_path / "data")
+    client = await make_client(config_dir=config, data_dir=tmp_path / "data")
     llm.script(
         ToolCalls([
             Call("create_artifact", {"id": "notes", "title": "Notes", "content": "one"}, id="a1"),
@@ -303,8 +311,8 @@ async def test_a_later_message_replays_with_the_history_artifacts_and_approvals_
         ]),
         Text("Started the notes."),
     )
-    first = await controller.execute("start notes")
-    first = await controller.execute_resume(first.message_id, {"decisions": "always"})
+    first = await client.run("start notes")
+    first = await client.run(Resume(first.message_id, "always"))
     assert first.status == "completed"
     llm.script(
         ToolCalls([
@@ -313,10 +321,10 @@ async def test_a_later_message_replays_with_the_history_artifacts_and_approvals_
         ]),
         Text("Added to the notes."),
     )
-    second = await controller.execute("add to notes", first.conversation_id)
+    second = await client.run(Task("add to notes", first.conversation_id))
     assert second.status == "completed"
     path = tmp_path / "second.jsonl"
-    session = await controller.export_session(second.message_id, path)
+    session = await client.runs.export(second.message_id, path)
     assert [h["response"] for h in session.history] == ["Started the notes."]
     assert session.always_allowed == ["append_line"]
     assert [v["content"] for v in session.artifacts[0]["versions"]] == ["one"]
@@ -338,10 +346,10 @@ async def test_a_later_message_replays_with_the_history_artifacts_and_approvals_
     assert "-    - id `notes` (v1, text/markdown): Notes — one" in report.divergence.diff
 
 
-async def test_a_recorded_model_error_is_replayed(make_controller, config, llm, effects, tmp_path):
+async def test_a_recorded_model_error_is_replayed(make_client, config, llm, effects, tmp_path):
     from scripted_llm import Error
 
-    controller = await make_controller(config_dir=config, data_dir=tmp_path / "data")
+    client = await make_client(config_dir=config, data_dir=tmp_path / "data")
     by_agent(llm, {
         "lead": [
             ToolCalls([Call("call_subagent", {"agent_name": "search_agent", "instruction": "go"},
@@ -350,21 +358,21 @@ async def test_a_recorded_model_error_is_replayed(make_controller, config, llm, 
         ],
         "search_agent": [Error(400, "bad request from the provider")],
     })
-    result = await controller.execute("search")
+    result = await client.run("search")
     assert result.status == "completed"
     path = tmp_path / "run.jsonl"
-    session = await controller.export_session(result.message_id, path)
+    session = await client.runs.export(result.message_id, path)
     assert session.calls[1].error["kind"] == "FatalLLMError"
     report = await replay_session(path, load_settings(config, tmp_path / "data"))
     assert report.line() == "same (3 steps)", report.divergence
 
 
 async def test_a_pause_the_recorded_run_did_not_have_is_a_divergence(
-    make_controller, config, llm, effects, tmp_path
+    make_client, config, llm, effects, tmp_path
 ):
-    controller, mid = await record_simple_run(make_controller, config, llm, tmp_path)
+    client, mid = await record_simple_run(make_client, config, llm, tmp_path)
     path = tmp_path / "run.jsonl"
-    await controller.export_session(mid, path)
+    await client.runs.export(mid, path)
     text = (config / "artifactflow.yaml").read_text()
     (config / "artifactflow.yaml").write_text(text + "permissions: {lookup: confirm}\n")
     report = await replay_session(path, load_settings(config, tmp_path / "data"))
@@ -373,24 +381,24 @@ async def test_a_pause_the_recorded_run_did_not_have_is_a_divergence(
 
 
 async def test_a_run_exported_while_paused_replays_to_the_same_pause(
-    make_controller, config, llm, effects, tmp_path
+    make_client, config, llm, effects, tmp_path
 ):
-    controller = await make_controller(config_dir=config, data_dir=tmp_path / "data")
+    client = await make_client(config_dir=config, data_dir=tmp_path / "data")
     llm.script(ToolCalls([Call("append_line", {"text": "later"}, id="w1")]))
-    paused = await controller.execute("write later")
+    paused = await client.run("write later")
     assert paused.status == "waiting"
     path = tmp_path / "paused.jsonl"
-    session = await controller.export_session(paused.message_id, path)
+    session = await client.runs.export(paused.message_id, path)
     assert session.status == "waiting" and session.permissions[0].decisions is None
     report = await replay_session(path, load_settings(config, tmp_path / "data"))
     assert report.line() == "same (1 step)", report.divergence
     assert not (effects / "journal.txt").exists()
 
 
-async def test_recording_can_be_turned_off(make_controller, config, llm, effects, tmp_path):
+async def test_recording_can_be_turned_off(make_client, config, llm, effects, tmp_path):
     text = (config / "artifactflow.yaml").read_text()
     (config / "artifactflow.yaml").write_text(text + "run:\n  record_requests: false\n")
-    controller, mid = await record_simple_run(make_controller, config, llm, tmp_path)
-    assert await recorded_calls.rows(controller.store, mid) == []
+    client, mid = await record_simple_run(make_client, config, llm, tmp_path)
+    assert await recorded_calls.rows(client.admin.store, mid) == []
     with pytest.raises(UserError, match="run.record_requests off"):
-        await controller.export_session(mid)
+        await client.runs.export(mid)
