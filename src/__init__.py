@@ -13,8 +13,6 @@ from .client import Client, Decisions, Resume, Retry, Run, RunResult, Task, Work
 from .client.legacy import ExecutionController, ExecutionResult
 from .core.context import RunContext, Services
 from .core.conversations import ACTIVE_BRANCH, ConversationManager
-from .core.event_payloads import EventData, MessageStatus, Outcome
-from .core.events import Event, EventType, TypedEvent
 from .core.state import (
     AgentState,
     ExecutionPhase,
@@ -37,6 +35,8 @@ from .errors import (
     RetryableLLMError,
     UserError,
 )
+from .events.envelope import Event, EventType, TypedEvent
+from .events.payloads import EventData, MessageStatus, Outcome
 from .hooks import HookError, Hooks, Refuse
 from .replay.evaluate import EvalResult, eval_sessions
 from .replay.replayer import replay_session

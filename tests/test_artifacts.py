@@ -16,6 +16,7 @@ import pytest_asyncio
 from artifactflow.artifacts import ArtifactService
 from artifactflow.core.store.repository import AppStore
 from artifactflow.errors import ArtifactConflictError, NotFoundError
+from artifactflow.events import EventData
 from artifactflow.tools.base import Permission, ToolResult
 from artifactflow.tools.builtin.artifacts import (
     ARTIFACT_TOOLS,
@@ -49,8 +50,8 @@ class Events:
     def __init__(self) -> None:
         self.items: list[tuple[str, dict[str, Any]]] = []
 
-    def __call__(self, type_: str, data: dict[str, Any]) -> None:
-        self.items.append((type_, dict(data)))
+    def __call__(self, data: EventData) -> None:  # a tool's ctx.emit: a typed payload
+        self.items.append((data.type.value, data.to_dict()))
 
     def of(self, type_: str) -> list[dict[str, Any]]:
         return [data for t, data in self.items if t == type_]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from artifactflow.core.event_payloads import PAYLOADS
-from artifactflow.core.events import Event, EventType
 from artifactflow.core.run.bus import MAX_PAYLOAD, encode_items, payloads
+from artifactflow.events.envelope import Event, EventType
+from artifactflow.events.payloads import PAYLOADS
 
 
 def event(type_: str, event_id: int, data: dict) -> Event:

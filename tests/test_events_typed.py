@@ -11,8 +11,9 @@ from scripted_llm import Call, Text, ToolCalls
 
 from artifactflow import tool
 from artifactflow.api.app import create_app
-from artifactflow.core import event_docs
-from artifactflow.core.event_payloads import (
+from artifactflow.events import docs as event_docs
+from artifactflow.events.envelope import Emitted, Event, EventSchemaError, EventType, TypedEvent
+from artifactflow.events.payloads import (
     PAYLOADS,
     AgentStartData,
     EventData,
@@ -21,7 +22,6 @@ from artifactflow.core.event_payloads import (
     PermissionRequestData,
     ToolCompleteData,
 )
-from artifactflow.core.events import Emitted, Event, EventSchemaError, EventType, TypedEvent
 
 IDS = {"event_id": 1, "conversation_id": "c", "message_id": "m", "thread_id": "t"}
 
@@ -113,5 +113,5 @@ def test_openapi_publishes_every_event_shape() -> None:
 def test_event_reference_page_is_current() -> None:
     page = Path(__file__).resolve().parent.parent / "docs" / "events.md"
     assert page.read_text(encoding="utf-8") == event_docs.render(), (
-        "docs/events.md is stale: run python -m artifactflow.core.event_docs > docs/events.md"
+        "docs/events.md is stale: run python -m artifactflow.events.docs > docs/events.md"
     )

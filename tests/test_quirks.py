@@ -18,7 +18,7 @@ from scripted_llm import LLAMA_CPP_PYTHON, LLAMA_SERVER, Call, Quirks, ScriptedL
 from artifactflow import ModelRequest, RetryableLLMError, tool
 from artifactflow.agents.model import OpenAIChatModel, ResolvedModel
 from artifactflow.cli.render import closing_line
-from artifactflow.core.event_payloads import CompleteData
+from artifactflow.events.payloads import CompleteData
 from artifactflow.settings import LLMSettings
 
 POLICY = LLMSettings(max_retries=2, backoff_base=0.0, backoff_max=0.0)

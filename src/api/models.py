@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from ..core.events import Event
+from ..events.envelope import Event
 
 
 def _no_nul(value: str) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 from starlette.responses import StreamingResponse
 
-from ..core.events import Event, EventType
+from ..events.envelope import Event, EventType
 
 PING = b": ping\n\n"
 RETRY_MS = 2000

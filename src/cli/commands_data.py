@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from ..client import Client
-from ..core.events import EventType
+from ..events.envelope import EventType
 from . import views
 from .app import JsonOption, app, execute
 from .options import with_globals

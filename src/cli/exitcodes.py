@@ -19,8 +19,8 @@
 
 from __future__ import annotations
 
-from ..core.event_payloads import EventType, Outcome
 from ..errors import NotFoundError, ResumeConflictError, UserError
+from ..events.payloads import EventType, Outcome
 
 OK = 0
 FAILED = 1

@@ -17,7 +17,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from ..core.event_payloads import (
+from ..events.envelope import Event
+from ..events.payloads import (
     AgentCompleteData,
     AgentEventData,
     AgentStartData,
@@ -41,7 +42,6 @@ from ..core.event_payloads import (
     WorkflowNodeCompleteData,
     WorkflowNodeStartData,
 )
-from ..core.events import Event
 from ..hooks.types import LEAD_INVOCATION as LEAD
 
 

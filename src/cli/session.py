@@ -25,10 +25,10 @@ from rich.console import Console
 from rich.text import Text
 
 from ..client import Client, Request, Resume, Retry, Run, Task
-from ..core.event_payloads import CompleteData, PermissionRequestData
-from ..core.events import Event, EventType
 from ..core.permissions import decisions_from_body
 from ..errors import InvalidResumeError
+from ..events.envelope import Event, EventType
+from ..events.payloads import CompleteData, PermissionRequestData
 from . import exitcodes
 from .approvals import PromptAborted, ask, print_paused
 from .interrupts import current_guard

@@ -16,7 +16,7 @@ from rich.syntax import Syntax
 from rich.text import Text
 from rich.tree import Tree
 
-from ..core.events import Event
+from ..events.envelope import Event
 from .approvals import call_line
 from .render import short, summary
 

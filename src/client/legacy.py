@@ -14,13 +14,13 @@ from typing import Any
 
 from ..core.conversations import ACTIVE_BRANCH
 from ..core.engine import Engine
-from ..core.event_payloads import MessageStatus
-from ..core.events import Event
 from ..core.permissions import decisions_from_body
 from ..core.run import follow as _follow
 from ..core.run import maintenance, resume, retry, workers
 from ..core.run.data import StoredData
 from ..errors import ArtifactFlowError, UserError
+from ..events.envelope import Event
+from ..events.payloads import MessageStatus
 from ..replay.export import export_session
 from ..replay.recording import recording
 from ..version import __version__

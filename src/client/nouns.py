@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.events import Event
 from ..core.run import follow, maintenance, retry, workers
 from ..errors import UserError
+from ..events.envelope import Event
 from ..replay.export import export_session
 from ..version import __version__
 from ..workflows import launch

@@ -13,10 +13,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..core.event_payloads import MessageStatus
-from ..core.events import EPHEMERAL_TYPES, Event
 from ..core.run.follow import follow
 from ..core.run.resume import resume_cursor
+from ..events.envelope import EPHEMERAL_TYPES, Event
+from ..events.payloads import MessageStatus
 
 if TYPE_CHECKING:
     from ..core.engine import Engine

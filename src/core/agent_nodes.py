@@ -20,14 +20,8 @@ from ..agents.model import ModelRequest, ModelResponse
 from ..agents.prompts import PLAN_ID, lead_messages, subagent_messages
 from ..agents.spec import AgentSpec
 from ..errors import ArtifactFlowError, LLMError
-from ..hooks import nodes as hook_points
-from ..hooks.dispatch import HookError
-from ..hooks.types import AgentStep
-from ..shapes import ChatMessage, RawToolCall
-from ..tools.base import Permission
-from .agent_window import node_result, windowed_call
-from .context import RunContext
-from .event_payloads import (
+from ..events.envelope import Emitted
+from ..events.payloads import (
     AgentCompleteData,
     AgentEventData,
     AgentStartData,
@@ -38,7 +32,13 @@ from .event_payloads import (
     ToolCallRequest,
     Usage,
 )
-from .events import Emitted
+from ..hooks import nodes as hook_points
+from ..hooks.dispatch import HookError
+from ..hooks.types import AgentStep
+from ..shapes import ChatMessage, RawToolCall
+from ..tools.base import Permission
+from .agent_window import node_result, windowed_call
+from .context import RunContext
 from .state import (
     LEAD,
     AgentState,

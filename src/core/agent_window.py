@@ -34,9 +34,9 @@ from ..agents.model import ModelRequest, ModelResponse
 from ..agents.model.openai_wire import output_limit
 from ..agents.spec import AgentSpec
 from ..errors import ContextOverflowError, LLMError
+from ..events.payloads import AgentEventData, ContextCompactedData
 from ..shapes import ChatMessage
 from .context import RunContext, Services
-from .event_payloads import AgentEventData, ContextCompactedData
 from .window import (
     CompactionConfig,
     CompactionResult,

@@ -18,9 +18,9 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict, cast
 
 from langgraph.channels.delta import DeltaChannel
 
+from ..events.status import ExecutionPhase, Outcome, SubagentStatus
 from ..hooks.types import LEAD_INVOCATION as LEAD  # invocation id of the lead agent
 from ..shapes import ChatMessage, PendingToolCall, RawToolCall
-from .status import ExecutionPhase, Outcome, SubagentStatus
 
 CALL_SUBAGENT = "call_subagent"
 # Snapshots copy a delta channel's whole value; we keep them rare because completed threads'

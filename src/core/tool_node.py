@@ -29,6 +29,8 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from ..agents.spec import AgentSpec
+from ..events.payloads import ToolCompleteData, ToolResultData, ToolStartData
+from ..events.status import DecisionAction
 from ..hooks import nodes as hook_points
 from ..shapes import ChatMessage, JsonObject
 from ..tools.base import ToolResult
@@ -36,7 +38,6 @@ from ..tools.context import ToolContext
 from ..tools.registry import parse_arguments, run_tool_call
 from .agent_nodes import Emitter
 from .context import RunContext
-from .event_payloads import ToolCompleteData, ToolResultData, ToolStartData
 from .state import (
     CALL_SUBAGENT,
     LEAD,
@@ -48,7 +49,6 @@ from .state import (
     SubagentStatus,
     new_invocation_id,
 )
-from .status import DecisionAction
 from .tool_schedule import RoundSchedule, serial_key
 
 TRUNCATION_MARKER = "\n\n[... truncated: showing {shown} of {total} characters]"

@@ -21,8 +21,8 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
+from ..events.payloads import AgentEventData, ToolCompleteData
 from ..tools.registry import ToolRegistry, parse_arguments
-from .event_payloads import AgentEventData, ToolCompleteData
 
 Emit = Callable[[AgentEventData], None]
 

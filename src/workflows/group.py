@@ -35,9 +35,9 @@ from langgraph.runtime import Runtime
 
 from ..core.agent_nodes import subagent_step
 from ..core.context import RunContext
-from ..core.event_payloads import HandoffData
-from ..core.events import Emitted
 from ..core.tool_node import tool_execution
+from ..events.envelope import Emitted
+from ..events.payloads import HandoffData
 from .schemas import check_output, choice_schema, schema_prompt
 from .state import StepOutput, StepState
 

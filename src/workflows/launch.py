@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.conversations import ACTIVE_BRANCH
-from ..core.event_payloads import MetadataData
-from ..core.events import Emitted
 from ..core.run.segment import launch
 from ..errors import NotFoundError, UserError
+from ..events.envelope import Emitted
+from ..events.payloads import MetadataData
 from ..hooks.runs import run_info
 from .compile import compile_workflow
 from .errors import WorkflowIssue, WorkflowValidationError

@@ -34,15 +34,15 @@ from langgraph.graph import END
 from langgraph.runtime import Runtime
 
 from ..core.context import RunContext
-from ..core.event_payloads import (
+from ..core.state import ExecutionPhase
+from ..core.store.rows import LineageRow
+from ..events.envelope import Emitted
+from ..events.payloads import (
     EventData,
     WorkflowNodeCompleteData,
     WorkflowNodeStartData,
     WorkflowNodeStatus,
 )
-from ..core.events import Emitted
-from ..core.state import ExecutionPhase
-from ..core.store.rows import LineageRow
 from . import lineage
 from .errors import WorkflowNodeError
 from .lineage import node_of, summary

@@ -31,8 +31,8 @@ from langgraph.runtime import Runtime
 
 from ..core.agent_nodes import approval_flags, subagent_step
 from ..core.context import RunContext
-from ..core.events import Emitted
 from ..core.tool_node import tool_execution
+from ..events.envelope import Emitted
 from .group import GROUP_GRAPH
 from .schemas import check_output, problems
 from .state import StepOutput, StepState

@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from ..events import EPHEMERAL_TYPES
+from ...events.envelope import EPHEMERAL_TYPES
 
 if TYPE_CHECKING:
-    from ..events import Event
+    from ...events.envelope import Event
 
 log = logging.getLogger("artifactflow.cluster")
 

@@ -15,8 +15,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..event_payloads import EventData
-from ..events import Event
+from ...events.envelope import Event
+from ...events.payloads import EventData
 from ..store.rows import MessageRow
 
 

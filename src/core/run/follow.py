@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ..events import EPHEMERAL_TYPES, Event
+from ...events.envelope import EPHEMERAL_TYPES, Event
 from ..store.rows import MessageRow
 from .eventlog import stored_event
 from .runtime import Runtime

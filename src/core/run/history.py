@@ -16,9 +16,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from ...events.envelope import Emitted
+from ...events.payloads import ContextCompactedData
 from ..agent_window import Summarizer, compaction_config
-from ..event_payloads import ContextCompactedData
-from ..events import Emitted
 from ..state import LEAD
 from ..window import HistorySummaries, conversation_history
 from ..window.history import message_turns

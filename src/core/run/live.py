@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..events import EPHEMERAL_TYPES, Event
+from ...events.envelope import EPHEMERAL_TYPES, Event
 from ..store.group_commit import group_commit_for
 
 log = logging.getLogger("artifactflow")

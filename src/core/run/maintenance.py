@@ -16,8 +16,8 @@ import time
 import uuid
 from typing import Any
 
+from ...events.payloads import ErrorData
 from ..checkpoints import truncate_sqlite_wal
-from ..event_payloads import ErrorData
 from ..metrics import conversation_usage, records_from_events, summarize
 from ..store.rows import MessageRow
 from .eventlog import change_status

@@ -17,9 +17,9 @@ from typing import Any
 from langgraph.types import Command
 
 from ...errors import ResumeConflictError
+from ...events.envelope import Emitted
+from ...events.payloads import DecisionRecord, ErrorData, MetadataData, PermissionResultData
 from ...hooks.runs import TRACE_KEY, later_segment
-from ..event_payloads import DecisionRecord, ErrorData, MetadataData, PermissionResultData
-from ..events import Emitted
 from ..permissions import normalize_decisions
 from ..store.rows import MessageRow
 from .eventlog import change_status

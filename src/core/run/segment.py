@@ -31,10 +31,8 @@ from typing import TYPE_CHECKING, Any
 from langgraph.errors import GraphRecursionError
 
 from ...errors import ArtifactFlowError, LeaseLostError, LLMError, ResumeConflictError
-from ...hooks import runs as hook_runs
-from ...hooks.types import RunEnd, RunInfo
-from ..context import RunContext
-from ..event_payloads import (
+from ...events.envelope import Emitted, Event, EventType
+from ...events.payloads import (
     CancelledData,
     CompleteData,
     ErrorData,
@@ -44,7 +42,9 @@ from ..event_payloads import (
     PermissionRequestData,
     ToolCompleteData,
 )
-from ..events import Emitted, Event, EventType
+from ...hooks import runs as hook_runs
+from ...hooks.types import RunEnd, RunInfo
+from ..context import RunContext
 from ..state import LEAD
 from ..store.rows import MessageRow
 from .eventlog import change_status, new_event

@@ -11,10 +11,10 @@ import uuid
 from typing import Any
 
 from ...errors import NotFoundError, UserError
+from ...events.envelope import Emitted
+from ...events.payloads import MetadataData
 from ...hooks import runs as hook_runs
 from ..conversations import ConversationManager
-from ..event_payloads import MetadataData
-from ..events import Emitted
 from ..state import create_initial_state
 from .history import history_for
 from .limits import preflight

@@ -27,7 +27,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ...errors import ArtifactFlowError, ResumeConflictError
-from ..events import FINAL_TYPES
+from ...events.envelope import FINAL_TYPES
 from ..store import schema as t
 from . import segment
 from .bus import PgBus

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..status import FINAL_STATUSES
+from ...events.status import FINAL_STATUSES
 from .summary import clip_to_tokens
 from .tokens import TokenCounter, messages_tokens, text_tokens
 

@@ -26,7 +26,7 @@ from ...artifacts import (
     find_closest,
     similarity,
 )
-from ...core.event_payloads import ArtifactCreatedData, ArtifactUpdatedData
+from ...events.payloads import ArtifactCreatedData, ArtifactUpdatedData
 from ..base import ToolResult
 from ..context import ToolContext
 from ..decorator import tool

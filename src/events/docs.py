@@ -2,7 +2,7 @@
 
 The classes in `event_payloads` are the one definition of every event type; the reference page
 is generated from them so it cannot fall behind (a test compares the two). Regenerate with
-`python -m artifactflow.core.event_docs > docs/events.md`.
+`python -m artifactflow.events.docs > docs/events.md`.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .event_payloads import PAYLOADS
-from .events import EPHEMERAL_TYPES, FINAL_TYPES
+from .envelope import EPHEMERAL_TYPES, FINAL_TYPES
+from .payloads import PAYLOADS
 
 HEADER = """# Event reference
 
 Every event is one JSON object: the envelope below plus `data`, whose fields depend on `type`.
-This page is generated from `src/core/event_payloads.py` (`python -m artifactflow.core.event_docs`);
+This page is generated from `src/events/payloads.py` (`python -m artifactflow.events.docs`);
 the HTTP API publishes the same shapes in its OpenAPI schema (`TypedEvent`, discriminated on
 `type`). Fields marked optional are left out of `data` when the emitter did not set them.
 
@@ -33,7 +33,7 @@ the HTTP API publishes the same shapes in its OpenAPI schema (`TypedEvent`, disc
 | `conversation_id`, `message_id`, `thread_id` | string | where it belongs |
 
 From Python, `event.data` is the typed payload, one class per type in
-`artifactflow.core.event_payloads` (`event.data.delta`, `isinstance(event.data, ToolCompleteData)`).
+`artifactflow.events.payloads` (`event.data.delta`, `isinstance(event.data, ToolCompleteData)`).
 """
 
 

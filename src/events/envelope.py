@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, NamedTuple, Union
 
 from pydantic import BaseModel, Field, SerializeAsAny, create_model, model_validator
 
-from .event_payloads import PAYLOADS, EventData, EventType
+from .payloads import PAYLOADS, EventData, EventType
 
 __all__ = ["EPHEMERAL_TYPES", "FINAL_TYPES", "Emitted", "Event", "EventSchemaError", "EventType", "TypedEvent"]
 
@@ -66,7 +66,7 @@ class Event(_Envelope):
         if extra:
             raise EventSchemaError(
                 f"event {type_.value!r} has no field(s) {', '.join(sorted(extra))}; declare them "
-                f"on {type(data).__name__} in core/event_payloads.py"
+                f"on {type(data).__name__} in events/payloads.py"
             )
         return cls(type=type_, data=data, **envelope)
 
