@@ -13,8 +13,8 @@ from pydantic import BaseModel
 from scripted_llm import Call, Text, ToolCalls
 
 from artifactflow import (
+    Client,
     ConfigError,
-    ExecutionController,
     MissingCredentialsError,
     Permission,
     load_settings,
@@ -67,15 +67,15 @@ def test_unknown_permission_level_is_a_startup_error(tmp_path: Path):
 async def test_permission_override_for_unknown_tool_is_an_error(tmp_path: Path, llm_env):
     config = make_config(tmp_path, yaml_text="permissions:\n  no_such_tool: confirm\n")
     with pytest.raises(ConfigError, match="unknown tool"):
-        await ExecutionController.open(load_settings(config, tmp_path / "data"))
+        await Client.open(load_settings(config, tmp_path / "data"))
 
 
-async def test_permission_override_applies(tmp_path: Path, make_controller, llm):
+async def test_permission_override_applies(tmp_path: Path, make_client, llm):
     config = make_config(tmp_path, lead_tools=["list_artifacts"], yaml_text="permissions:\n  list_artifacts: confirm\n")
-    controller = await make_controller(config_dir=config)
-    assert controller.services.tools.permission("list_artifacts") is Permission.CONFIRM
+    client = await make_client(config_dir=config)
+    assert client.admin.services.tools.permission("list_artifacts") is Permission.CONFIRM
     llm.script(ToolCalls([Call("list_artifacts", {})]))
-    result = await controller.execute("list")
+    result = await client.run("list")
     assert result.status == "waiting" and result.pending_calls[0]["tool"] == "list_artifacts"
 
 
@@ -105,7 +105,7 @@ def test_exactly_one_lead_required(tmp_path: Path):
 async def test_agent_listing_unknown_tool_is_reported(tmp_path: Path, llm_env):
     config = make_config(tmp_path, lead_tools=["teleport"])
     with pytest.raises(ConfigError, match=r"lead_agent\.md: field 'tools': unknown tool\(s\) teleport"):
-        await ExecutionController.open(load_settings(config, tmp_path / "data"))
+        await Client.open(load_settings(config, tmp_path / "data"))
 
 
 def test_model_profiles_and_missing_credentials(tmp_path: Path):
@@ -132,13 +132,13 @@ def test_model_profiles_and_missing_credentials(tmp_path: Path):
 async def test_missing_credentials_refused_before_anything_is_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     config = make_config(tmp_path)
-    controller = await ExecutionController.open(load_settings(config, tmp_path / "data"))
+    client = await Client.open(load_settings(config, tmp_path / "data"))
     try:
         with pytest.raises(MissingCredentialsError, match="OPENAI_API_KEY"):
-            await controller.execute("hello")
-        assert await controller.store.list_conversations() == []
+            await client.run("hello")
+        assert await client.admin.store.list_conversations() == []
     finally:
-        await controller.aclose()
+        await client.aclose()
 
 
 def test_tool_schema_from_hints_and_docstring():
@@ -163,7 +163,7 @@ def test_tool_schema_from_hints_and_docstring():
     assert search.permission is Permission.CONFIRM and search.timeout == 3
 
 
-async def test_tool_timeout_and_exception_become_tool_errors(make_controller, llm):
+async def test_tool_timeout_and_exception_become_tool_errors(make_client, llm):
     @tool(timeout=0.2)
     async def stuck() -> str:
         """Never returns in time."""
@@ -175,23 +175,23 @@ async def test_tool_timeout_and_exception_become_tool_errors(make_controller, ll
         """Raises."""
         raise RuntimeError("disk on fire")
 
-    controller = await make_controller(lead_tools=["stuck", "broken"], extra_tools=[stuck, broken])
+    client = await make_client(lead_tools=["stuck", "broken"], extra_tools=[stuck, broken])
     llm.script(ToolCalls([Call("stuck", {}), Call("broken", {})]), Text("handled"))
-    result = await controller.execute("x")
+    result = await client.run("x")
     assert result.status == "completed"
     contents = [m["content"] for m in llm.requests[1]["messages"] if m["role"] == "tool"]
     assert "timed out after 0.2 s" in contents[0]
     assert "RuntimeError: disk on fire" in contents[1]
 
 
-async def test_langchain_tool_is_accepted(make_controller, llm):
+async def test_langchain_tool_is_accepted(make_client, llm):
     class Args(BaseModel):
         word: str
 
     lc_tool = StructuredTool.from_function(
         func=lambda word: word[::-1], name="reverse", description="Reverse a word", args_schema=Args
     )
-    controller = await make_controller(lead_tools=["reverse"], extra_tools=[lc_tool])
+    client = await make_client(lead_tools=["reverse"], extra_tools=[lc_tool])
     llm.script(ToolCalls([Call("reverse", {"word": "flow"})]), Text("ok"))
-    await controller.execute("reverse")
+    await client.run("reverse")
     assert [m["content"] for m in llm.requests[1]["messages"] if m["role"] == "tool"] == ["wolf"]

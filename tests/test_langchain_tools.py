@@ -14,7 +14,7 @@ from langchain_core.tools import tool as lc_tool
 from pydantic import BaseModel
 from scripted_llm import Call, Text, ToolCalls
 
-from artifactflow import ConfigError, Permission, wrap_tool
+from artifactflow import ConfigError, Permission, Resume, wrap_tool
 from artifactflow.cli.main import main
 
 
@@ -69,12 +69,12 @@ def tool_texts(request: dict) -> list[str]:
     return [m["content"] for m in request["messages"] if m["role"] == "tool"]
 
 
-async def test_tools_with_and_without_schemas_run(make_controller, llm):
+async def test_tools_with_and_without_schemas_run(make_client, llm):
     tools = [reverse, shout, Lookup(), add, double]
-    controller = await make_controller(
+    client = await make_client(
         lead_tools=[t.name for t in tools], extra_tools=tools
     )
-    registry = controller.services.tools
+    registry = client.admin.services.tools
     assert {registry.source(t.name) for t in tools} == {"langchain"}
     assert registry.get("lookup").json_schema() == {
         "type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"],
@@ -93,7 +93,7 @@ async def test_tools_with_and_without_schemas_run(make_controller, llm):
         ]),
         Text("ok"),
     )
-    result = await controller.execute("use them")
+    result = await client.run("use them")
     assert result.status == "completed"
     texts = tool_texts(llm.requests[1])
     assert texts[:3] == ["wolfwolf", "HI", "last"]
@@ -104,7 +104,7 @@ async def test_tools_with_and_without_schemas_run(make_controller, llm):
     assert sent["reverse"]["parameters"]["properties"]["times"] == {"default": 1, "type": "integer"}
 
 
-async def test_confirm_wrapped_tool_pauses_and_runs_once(make_controller, llm, tmp_path):
+async def test_confirm_wrapped_tool_pauses_and_runs_once(make_client, llm, tmp_path):
     journal = tmp_path / "journal.txt"
 
     @lc_tool
@@ -115,29 +115,29 @@ async def test_confirm_wrapped_tool_pauses_and_runs_once(make_controller, llm, t
         return "written"
 
     wrapped = wrap_tool(write_line, permission="confirm")
-    controller = await make_controller(lead_tools=["write_line"], extra_tools=[wrapped])
-    assert controller.services.tools.permission("write_line") is Permission.CONFIRM
+    client = await make_client(lead_tools=["write_line"], extra_tools=[wrapped])
+    assert client.admin.services.tools.permission("write_line") is Permission.CONFIRM
     llm.script(ToolCalls([Call("write_line", {"text": "once"}, id="c1")]))
-    events = [e async for e in controller.stream_execute("write")]
+    events = [e async for e in await client.runs.start("write")]
     assert events[-1].type == "permission_request"
     assert not journal.exists()
     llm.script(Text("done"))
-    result = await controller.execute_resume(events[-1].message_id, {"decisions": "approve"})
+    result = await client.run(Resume(events[-1].message_id, "approve"))
     assert result.status == "completed"
     assert journal.read_text().splitlines() == ["once"]
     assert tool_texts(llm.requests[-1]) == ["written"]
 
 
-async def test_wrapped_timeout_applies(make_controller, llm):
+async def test_wrapped_timeout_applies(make_client, llm):
     @lc_tool
     async def nap(seconds: float) -> str:
         """Sleep."""
         await asyncio.sleep(seconds)
         return "rested"
 
-    controller = await make_controller(lead_tools=["nap"], extra_tools=[wrap_tool(nap, timeout=0.2)])
+    client = await make_client(lead_tools=["nap"], extra_tools=[wrap_tool(nap, timeout=0.2)])
     llm.script(ToolCalls([Call("nap", {"seconds": 30})]), Text("ok"))
-    await controller.execute("nap")
+    await client.run("nap")
     assert tool_texts(llm.requests[1]) == ["ERROR: tool 'nap' timed out after 0.2 s"]
 
 
@@ -176,16 +176,16 @@ def plugin_config(tmp_path: Path) -> Path:
     )
 
 
-async def test_plugin_module_exports_langchain_tools(make_controller, llm, plugin_config):
-    controller = await make_controller(config_dir=plugin_config)
-    registry = controller.services.tools
+async def test_plugin_module_exports_langchain_tools(make_client, llm, plugin_config):
+    client = await make_client(config_dir=plugin_config)
+    registry = client.admin.services.tools
     assert registry.permission("greet") is Permission.AUTO  # bare @tool
     assert registry.permission("delete_everything") is Permission.CONFIRM  # wrap_tool wins
     assert registry.get("delete_everything").timeout == 5
     llm.script(
         ToolCalls([Call("greet", {"name": "ada"}), Call("delete_everything", {"confirm_word": "x"})])
     )
-    result = await controller.execute("go")
+    result = await client.run("go")
     assert result.status == "waiting"
     assert [c["tool"] for c in result.pending_calls] == ["delete_everything"]
 

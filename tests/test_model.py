@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from conftest import make_config
 from scripted_llm import Call, Error, ScriptedLLM, Text, ToolCalls
 
 from artifactflow import (
+    Client,
     ConfigError,
     ContextOverflowError,
     FatalLLMError,
@@ -25,6 +27,7 @@ from artifactflow import (
     ScriptedModel,
     ToolCall,
     Usage,
+    load_settings,
 )
 from artifactflow.agents.model import (
     ModelPicker,
@@ -267,18 +270,18 @@ async def test_profile_api_selects_a_registered_implementation(tmp_path: Path):
     assert "test_other_api" not in model_api_names()
 
 
-async def test_controller_with_scripted_model_needs_no_key(make_controller, monkeypatch):
+async def test_client_with_scripted_model_needs_no_key(tmp_path: Path, llm_env, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY")
-    controller = await make_controller()
-    controller.services.use_model(ScriptedModel("answered in process"))
-    result = await controller.execute("hi")
+    settings = load_settings(make_config(tmp_path), tmp_path / "data")
+    async with await Client.open(settings, model=ScriptedModel("answered in process")) as client:
+        result = await client.run("hi")
     assert result.status == "completed" and result.response == "answered in process"
 
 
-async def test_overflow_from_the_server_is_an_llm_error_event(make_controller, llm):
-    controller = await make_controller()
+async def test_overflow_from_the_server_is_an_llm_error_event(make_client, llm):
+    client = await make_client()
     llm.script(Error(400, "maximum context length is 10 tokens", code="context_length_exceeded"))
-    events = [e async for e in controller.stream_execute("x")]
+    events = [e async for e in await client.runs.start("x")]
     # A fresh run's memory is empty: nothing to compact, so no retry, and the message names
     # the setting to change.
     assert events[-1].type == "error" and events[-1].data.kind == "ContextWindowExceeded"

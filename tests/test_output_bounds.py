@@ -131,7 +131,7 @@ async def test_call_deadline_stops_a_call_that_never_ends(llm: ScriptedLLM):
         await chat.aclose()
 
 
-async def test_agent_front_matter_and_profile_reach_the_request(make_controller, llm, tmp_path, monkeypatch):
+async def test_agent_front_matter_and_profile_reach_the_request(make_client, llm, tmp_path, monkeypatch):
     monkeypatch.setenv("LOCAL_KEY", "k")
     config = make_config(tmp_path, lead_tools=["look"], yaml_text="model: local\n")
     (config / "models.yaml").write_text(
@@ -145,9 +145,9 @@ async def test_agent_front_matter_and_profile_reach_the_request(make_controller,
                     max_output_tokens: 256
                     tool_choice: required
                 """))
-    controller = await make_controller(config, extra_tools=[look])
+    client = await make_client(config, extra_tools=[look])
     llm.script(ToolCalls([Call("look", {"what": "up"})]), Text("Done.", finish_reason="length"))
-    result = await controller.execute("Look up")
+    result = await client.run("Look up")
     assert result.status == "completed"
     assert [r["max_tokens"] for r in llm.requests] == [256, 256]
     assert [r["tool_choice"] for r in llm.requests] == ["required", "required"]

@@ -96,7 +96,7 @@ def install_package(root: Path, dist: str, module: str, source: str, entry_point
 
 
 async def test_entry_point_plugins_from_an_installed_package(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_controller, llm
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_client, llm
 ):
     site = install_package(
         tmp_path / "site",
@@ -117,10 +117,10 @@ async def test_entry_point_plugins_from_an_installed_package(
         """,
     )
     monkeypatch.syspath_prepend(str(site))
-    controller = await make_controller(lead_tools=["reverse_words", "count_chars"])
-    assert {"reverse_words", "count_chars"} <= set(controller.services.tools.names())
+    client = await make_client(lead_tools=["reverse_words", "count_chars"])
+    assert {"reverse_words", "count_chars"} <= set(client.admin.services.tools.names())
     llm.script(ToolCalls([Call("count_chars", {"text": "four"})]), Text("it has 4"))
-    result = await controller.execute("count")
+    result = await client.run("count")
     assert result.status == "completed"
     tool_message = next(m for m in llm.requests[1]["messages"] if m["role"] == "tool")
     assert tool_message["content"] == "4"

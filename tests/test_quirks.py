@@ -175,16 +175,16 @@ def local_profile(config: Path, llm: ScriptedLLM, body: str) -> None:
     )
 
 
-async def test_llama_cpp_python_habits_with_its_profile(make_controller, llm, tmp_path, monkeypatch):
+async def test_llama_cpp_python_habits_with_its_profile(make_client, llm, tmp_path, monkeypatch):
     """Repeated names, null content refused, no streamed tools, no usage: a tool round and an
     answer go through with `tool_choice: auto` and `stream_tools: false`."""
     monkeypatch.setenv("LOCAL_KEY", "k")
     llm.quirks = LLAMA_CPP_PYTHON
     config = make_config(tmp_path, lead_tools=["append_note"], yaml_text="model: local\n")
     local_profile(config, llm, "tool_choice: auto\nstream_tools: false\n")
-    controller = await make_controller(config, extra_tools=[append_note])
+    client = await make_client(config, extra_tools=[append_note])
     llm.script(ToolCalls([Call("append_note", {"text": "first"})]), Text("All noted."))
-    result = await controller.execute("Take a note")
+    result = await client.run("Take a note")
     assert result.status == "completed" and result.response == "All noted."
     assert llm.refused == []
     first, second = llm.requests
@@ -202,14 +202,14 @@ async def test_llama_cpp_python_habits_with_its_profile(make_controller, llm, tm
     assert "n/a tokens" in closing_line(CompleteData(response="", metrics=result.metrics))
 
 
-async def test_malformed_arguments_are_not_echoed_to_a_strict_server(make_controller, llm):
+async def test_malformed_arguments_are_not_echoed_to_a_strict_server(make_client, llm):
     llm.quirks = LLAMA_SERVER
-    controller = await make_controller(lead_tools=["append_note"], extra_tools=[append_note])
+    client = await make_client(lead_tools=["append_note"], extra_tools=[append_note])
     llm.script(
         ToolCalls([Call("append_note", '{"text": "cut off by max_tok')], finish_reason="length"),
         Text("Sorry, retrying later."),
     )
-    result = await controller.execute("Take a note")
+    result = await client.run("Take a note")
     assert result.status == "completed" and llm.refused == []
     second = llm.requests[1]["messages"]
     assistant = next(m for m in second if m["role"] == "assistant")
@@ -220,11 +220,11 @@ async def test_malformed_arguments_are_not_echoed_to_a_strict_server(make_contro
     assert first.data.finish_reason == "length"
 
 
-async def test_run_on_empty_streams_fails_instead_of_completing(make_controller, llm):
-    controller = await make_controller()
+async def test_run_on_empty_streams_fails_instead_of_completing(make_client, llm):
+    client = await make_client()
     llm.quirks = Quirks(empty_stream=True)
     llm.script(*[Text("never sent")] * 3)
-    result = await controller.execute("hello?")
+    result = await client.run("hello?")
     assert result.status == "failed" and result.response in (None, "")
     assert "empty stream" in (result.error or "")
     assert llm.request_count == 3  # the first try and two retries (max_retries: 2)

@@ -48,36 +48,36 @@ def completes(events) -> list[str]:  # type: ignore[no-untyped-def]
     return [e.data.tool_call_id for e in events if e.type == "tool_complete"]
 
 
-async def test_tool_complete_events_follow_call_order(make_controller, llm):
+async def test_tool_complete_events_follow_call_order(make_client, llm):
     GATE["open"] = asyncio.Event()
-    controller = await make_controller(lead_tools=["waits", "opens"], extra_tools=[waits, opens])
+    client = await make_client(lead_tools=["waits", "opens"], extra_tools=[waits, opens])
     llm.script(ToolCalls([Call("waits", id="first"), Call("opens", id="second")]), Text("ok"))
-    result = await controller.execute("go")
+    result = await client.run("go")
     assert result.status == "completed"
     # `waits` finished last (it needed `opens`), yet its event comes first, as does its result
     assert completes(result.events) == ["first", "second"]
     tool_messages = [m for m in llm.requests[1]["messages"] if m["role"] == "tool"]
     assert [m["content"] for m in tool_messages] == ["waited", "opened"]
-    stored = await controller.events(result.message_id)
+    stored = await client.runs.events(result.message_id)
     assert completes(stored) == ["first", "second"]
 
 
-async def test_calls_on_one_resource_run_in_call_order(make_controller, llm):
+async def test_calls_on_one_resource_run_in_call_order(make_client, llm):
     LOG.clear()
-    controller = await make_controller(lead_tools=["use"], extra_tools=[use])
+    client = await make_client(lead_tools=["use"], extra_tools=[use])
     calls = [Call("use", {"name": "a", "step": 1}), Call("use", {"name": "b", "step": 1}),
              Call("use", {"name": "a", "step": 2})]
     llm.script(ToolCalls(calls), Text("ok"))
-    result = await controller.execute("go")
+    result = await client.run("go")
     assert result.status == "completed"
     assert LOG.index("end a1") < LOG.index("start a2")
     assert LOG.index("start b1") < LOG.index("end a1")  # other resources still run alongside
     assert [e.data.result.data for e in result.events if e.type == "tool_complete"] == ["a1", "b1", "a2"]
 
 
-async def test_create_then_update_of_one_artifact_in_one_response(make_controller, llm):
+async def test_create_then_update_of_one_artifact_in_one_response(make_client, llm):
     tools = ["create_artifact", "update_artifact", "read_artifact"]
-    controller = await make_controller(lead_tools=tools)
+    client = await make_client(lead_tools=tools)
     llm.script(
         ToolCalls([
             Call("create_artifact", {"id": "notes", "title": "Notes", "content": "alpha beta"}),
@@ -86,11 +86,11 @@ async def test_create_then_update_of_one_artifact_in_one_response(make_controlle
         ]),
         Text("Written."),
     )
-    result = await controller.execute("Write notes")
+    result = await client.run("Write notes")
     done = [e.data for e in result.events if e.type == "tool_complete"]
     assert [d.tool for d in done] == tools and all(d.success for d in done)
     assert done[2].result.data.endswith("alpha gamma")
-    artifact = await controller.store.get_artifact(result.conversation_id, "notes")
+    artifact = await client.admin.store.get_artifact(result.conversation_id, "notes")
     assert artifact["version"] == 2 and artifact["content"] == "alpha gamma"
 
 

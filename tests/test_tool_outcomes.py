@@ -23,7 +23,7 @@ from resume_helpers import RESUMER
 from scripted_llm import Call, Text, ToolCalls
 from waiting import wait_until
 
-from artifactflow import ToolContext, tool
+from artifactflow import Resume, ToolContext, tool
 from artifactflow.tools.registry import ToolRegistry, run_tool_call
 
 EFFECTS: list[str] = []
@@ -144,11 +144,11 @@ async def test_async_tool_timeout_is_stopped_not_unknown():
     assert result.model_text() == "ERROR: tool 'async_slow' timed out after 0.1 s"
 
 
-async def test_run_records_the_timed_out_call_and_tells_the_model(make_controller, llm, tmp_path):
+async def test_run_records_the_timed_out_call_and_tells_the_model(make_client, llm, tmp_path):
     config = make_config(tmp_path, lead_tools=["write_once"], yaml_text="tools:\n  timeout: 0.2\n")
-    controller = await make_controller(config_dir=config, extra_tools=[write_once])
+    client = await make_client(config_dir=config, extra_tools=[write_once])
     llm.script(ToolCalls([Call("write_once", {"text": "run"}, id="c1")]), Text("noted"))
-    result = await controller.execute("write it")
+    result = await client.run("write it")
     assert result.status == "completed"
     done = next(e for e in result.events if e.type == "tool_complete")
     assert done.data.outcome == "timed_out" and done.data.may_still_take_effect is True
@@ -182,7 +182,7 @@ def deploy(target: str) -> str:
 
 @pytest.mark.parametrize("idempotent", [True, False])
 async def test_crash_mid_tool_reruns_only_idempotent_tools(
-    make_controller, llm, tmp_path, monkeypatch: pytest.MonkeyPatch, idempotent: bool
+    make_client, llm, tmp_path, monkeypatch: pytest.MonkeyPatch, idempotent: bool
 ):
     journal = tmp_path / "journal.txt"
     monkeypatch.setenv("AF_JOURNAL", str(journal))
@@ -191,11 +191,11 @@ async def test_crash_mid_tool_reruns_only_idempotent_tools(
         tmp_path, lead_tools=["deploy"], yaml_text=f"plugins: [{module}]\n",
         plugin_files={f"{module}.py": CRASH_PLUGIN.format(idempotent=idempotent)},
     )
-    first = await make_controller(config_dir=config)
+    first = await make_client(config_dir=config)
     llm.script(ToolCalls([Call("deploy", {"target": "prod"}, id="c1")]))
-    paused = await first.execute("deploy")
+    paused = await first.run("deploy")
     assert paused.status == "waiting"
-    data = first.services.settings.data_dir
+    data = first.settings.data_dir
     await first.aclose()
     (tmp_path / "journal.txt.block").touch()
     proc = await asyncio.create_subprocess_exec(
@@ -208,12 +208,12 @@ async def test_crash_mid_tool_reruns_only_idempotent_tools(
         proc.kill()  # mid-tool: the effect happened, the call never finished
         await proc.wait()
     (tmp_path / "journal.txt.block").unlink()
-    second = await make_controller(config_dir=config, data_dir=data)
-    await second.store.update_message(paused.message_id, lease_expires_at=0.0)  # lease ran out
+    second = await make_client(config_dir=config, data_dir=data)
+    await second.admin.store.update_message(paused.message_id, lease_expires_at=0.0)  # lease ran out
     llm.script(Text("done"))
-    result = await second.execute_resume(paused.message_id, {"decisions": "approve"})
+    result = await second.run(Resume(paused.message_id, "approve"))
     if result.status == "waiting":  # the approval was re-asked (the crash lost the answer)
-        result = await second.execute_resume(paused.message_id, {"decisions": "approve"})
+        result = await second.run(Resume(paused.message_id, "approve"))
     assert result.status == "completed", result.error
     seen = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"][0]["content"]
     if idempotent:

@@ -35,10 +35,10 @@ def test_cost_from_profile_prices():
     assert cost_usd(10, 10, Prices(0.1, None)) is None  # half a price is no price
 
 
-async def test_budgets_on_the_records_of_a_real_run(make_controller, llm):
-    controller = await make_controller(lead_tools=["lookup"], extra_tools=[lookup])
+async def test_budgets_on_the_records_of_a_real_run(make_client, llm):
+    client = await make_client(lead_tools=["lookup"], extra_tools=[lookup])
     llm.script(*(ToolCalls([Call("lookup", {"n": n})]) for n in range(3)), Text("done"))
-    result = await controller.execute("look up three numbers")
+    result = await client.run("look up three numbers")
     assert result.status == "completed"
     records = result.metrics["calls"]
     usage = tally(records, {"lead_agent": Prices(1.0, 2.0)})
@@ -56,7 +56,7 @@ async def test_budgets_on_the_records_of_a_real_run(make_controller, llm):
     assert verdict is not None and verdict.kind == "cost" and "budget.max_cost_usd" in verdict.message
     assert check(usage, Budget(max_cost_usd=usage.cost_usd * 2)) is None
     # an agent's own budget, pointing at its file
-    lead = controller.services.agents["lead_agent"]
+    lead = client.admin.services.agents["lead_agent"]
     verdict = check(usage, Budget(agent_max_tokens={"lead_agent": 10}), agent_sources={"lead_agent": lead.source})
     assert verdict is not None and verdict.agent == "lead_agent" and lead.source in verdict.message
     assert verdict.event_data()["budget"] == "agent_tokens"

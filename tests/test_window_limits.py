@@ -60,7 +60,7 @@ def assert_step_limit_error(result) -> None:
 
 
 async def test_lead_reaches_max_tool_rounds_exactly_within_the_derived_limit(
-    tmp_path: Path, make_controller, llm, monkeypatch
+    tmp_path: Path, make_client, llm, monkeypatch
 ):
     """The engine derives its step limit from max_tool_rounds (run.recursion_limit is only a
     floor): with the formula's exact figure the round limit wins; one step less and the run
@@ -68,20 +68,20 @@ async def test_lead_reaches_max_tool_rounds_exactly_within_the_derived_limit(
     exact_limit(monkeypatch, 0)
     config = make_config(tmp_path / "a", lead_tools=["lookup"], max_tool_rounds=25)
     set_recursion_limit(config, 10)
-    controller = await make_controller(config, tmp_path / "a" / "data", extra_tools=[lookup])
+    client = await make_client(config, tmp_path / "a" / "data", extra_tools=[lookup])
     always_call(llm, "lookup", {"n": 1})
-    result = await controller.execute("loop forever")
+    result = await client.run("loop forever")
     assert (result.status, result.outcome) == ("completed", "max_tool_rounds"), result.error
     assert len(llm.requests) == 26  # 25 rounds, then the call that was stopped
 
     exact_limit(monkeypatch, -1)
     config = make_config(tmp_path / "b", lead_tools=["lookup"], max_tool_rounds=25)
     set_recursion_limit(config, 10)
-    controller = await make_controller(config, tmp_path / "b" / "data", extra_tools=[lookup])
-    assert_step_limit_error(await controller.execute("loop forever"))
+    client = await make_client(config, tmp_path / "b" / "data", extra_tools=[lookup])
+    assert_step_limit_error(await client.run("loop forever"))
 
 
-async def test_subagent_rounds_are_counted_in_the_limit(tmp_path: Path, make_controller, llm, monkeypatch):
+async def test_subagent_rounds_are_counted_in_the_limit(tmp_path: Path, make_client, llm, monkeypatch):
     def build(root: Path) -> Path:
         config = make_config(root, lead_tools=["call_subagent"], max_tool_rounds=2)
         write_agent(config / "agents", "helper", tools=["lookup"], max_tool_rounds=3,
@@ -92,11 +92,11 @@ async def test_subagent_rounds_are_counted_in_the_limit(tmp_path: Path, make_con
     llm.route(lambda req: ToolCalls([Call("lookup", {"n": 2})]) if req["messages"][0]["content"].startswith("You are helper") else None)
     always_call(llm, "call_subagent", {"agent_name": "helper", "instruction": "look it up"})
     exact_limit(monkeypatch, 0)
-    controller = await make_controller(build(tmp_path / "a"), tmp_path / "a" / "data", extra_tools=[lookup])
-    result = await controller.execute("delegate forever")
+    client = await make_client(build(tmp_path / "a"), tmp_path / "a" / "data", extra_tools=[lookup])
+    result = await client.run("delegate forever")
     assert (result.status, result.outcome) == ("completed", "max_tool_rounds"), result.error
     helper_calls = [r for r in llm.requests if r["messages"][0]["content"].startswith("You are helper")]
     assert len(helper_calls) == 2 * 4  # two lead rounds, each helper used its 3 rounds and was stopped
     exact_limit(monkeypatch, -1)
-    controller = await make_controller(build(tmp_path / "b"), tmp_path / "b" / "data", extra_tools=[lookup])
-    assert_step_limit_error(await controller.execute("delegate forever"))
+    client = await make_client(build(tmp_path / "b"), tmp_path / "b" / "data", extra_tools=[lookup])
+    assert_step_limit_error(await client.run("delegate forever"))
