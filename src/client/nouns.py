@@ -25,9 +25,11 @@ from .run import Run
 if TYPE_CHECKING:
     from ..core.checkpoints import CheckpointStore
     from ..core.context import Services
+    from ..core.conversations import ConversationTree
     from ..core.engine import Engine
     from ..core.run.data import StoredData
     from ..core.store.repository import AppStore
+    from ..core.store.rows import ConversationRow, LineageRow, MessageRow, WorkflowRunSummary
     from ..replay.session import Session
     from ..workflows.spec import WorkflowSpec
 
@@ -85,7 +87,7 @@ class Runs(_View):
         """As `Run.cancel`, by id."""
         return await self._engine.cancel(message_id)
 
-    async def pending(self) -> list[dict[str, Any]]:
+    async def pending(self) -> list[MessageRow]:
         """Messages paused for a permission decision."""
         return await self._data.pending()
 
@@ -102,26 +104,26 @@ class Runs(_View):
 class Conversations(_View):
     """Conversations and their message trees."""
 
-    async def list(self, *, user_id: str | None = None, limit: int = 20, offset: int = 0) -> list[dict[str, Any]]:
+    async def list(self, *, user_id: str | None = None, limit: int = 20, offset: int = 0) -> list[ConversationRow]:
         """Conversations, most recently active first."""
         return await self._data.list_conversations(user_id=user_id, limit=limit, offset=offset)
 
     async def count(self, *, user_id: str | None = None) -> int:
         return await self._data.count_conversations(user_id=user_id)
 
-    async def get(self, conversation_id: str, *, user_id: str | None = None) -> dict[str, Any]:
+    async def get(self, conversation_id: str, *, user_id: str | None = None) -> ConversationRow:
         """The conversation record (`NotFoundError` if missing)."""
         return await self._data.get_conversation(conversation_id, user_id=user_id)
 
-    async def tree(self, conversation_id: str, *, user_id: str | None = None) -> dict[str, Any]:
+    async def tree(self, conversation_id: str, *, user_id: str | None = None) -> ConversationTree:
         """The conversation with its messages as a tree; `active` marks the current branch."""
         return await self._data.conversation_tree(conversation_id, user_id=user_id)
 
-    async def messages(self, conversation_id: str, *, user_id: str | None = None) -> builtins.list[dict[str, Any]]:
+    async def messages(self, conversation_id: str, *, user_id: str | None = None) -> builtins.list[MessageRow]:
         """Every message of the conversation, oldest first."""
         return await self._data.list_messages(conversation_id, user_id=user_id)
 
-    async def message(self, message_id: str, *, user_id: str | None = None) -> dict[str, Any]:
+    async def message(self, message_id: str, *, user_id: str | None = None) -> MessageRow:
         """One message record (`NotFoundError` if missing)."""
         return await self._data.get_message(message_id, user_id=user_id)
 
@@ -170,11 +172,11 @@ class Workflows(_View):
 
     async def runs(
         self, name: str | None = None, *, user_id: str | None = None, limit: int = 20, offset: int = 0
-    ) -> builtins.list[dict[str, Any]]:
+    ) -> builtins.list[WorkflowRunSummary]:
         """Workflow runs, newest first, with their message's status."""
         return await self._engine.store.list_workflow_runs(name, user_id=user_id, limit=limit, offset=offset)
 
-    async def lineage(self, message_id: str) -> builtins.list[dict[str, Any]]:
+    async def lineage(self, message_id: str) -> builtins.list[LineageRow]:
         """A workflow run's node executions with their parents, inputs and outputs."""
         return await launch.lineage_of(self._engine.rt, message_id)
 

@@ -9,7 +9,7 @@ where it stopped.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +49,7 @@ class Run:
     """
 
     def __init__(
-        self, engine: Engine, message: dict[str, Any], *, after_event_id: int, started: bool
+        self, engine: Engine, message: Mapping[str, Any], *, after_event_id: int, started: bool
     ) -> None:
         self._engine = engine
         self.message_id: str = message["id"]

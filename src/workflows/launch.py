@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ..core.context import Services
     from ..core.conversations import ConversationManager
     from ..core.run.runtime import Runtime
-    from ..core.store.rows import LineageRow
+    from ..core.store.rows import LineageRow, MessageRow
 
 
 def workflows_dir(services: Services) -> Path:
@@ -100,14 +100,14 @@ class WorkflowGraphs:
             self.compiled[spec.digest] = graph
         return graph
 
-    async def graph_for(self, rt: Runtime, message: dict[str, Any]) -> Any | None:
+    async def graph_for(self, rt: Runtime, message: MessageRow) -> Any | None:
         row = await rt.store.get_workflow_run(message["id"])
         if row is None:
             return None
         source = f"workflow '{row['workflow']}' of message {row['message_id']}"
         return self.compile(rt, parse_workflow(row["definition"], source=source))
 
-    async def pending_calls(self, rt: Runtime, message: dict[str, Any], graph: Any) -> list[dict[str, Any]] | None:
+    async def pending_calls(self, rt: Runtime, message: MessageRow, graph: Any) -> list[dict[str, Any]] | None:
         """The calls a paused workflow waits on. They sit in its nested steps' state (one
         checkpoint namespace per step execution), which the parent graph's state does not
         show: read the newest checkpoint of each namespace, newest first, one entry per call

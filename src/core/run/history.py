@@ -14,10 +14,11 @@ history as it was (the lead's own compaction check then reports a history that i
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ...events.envelope import Emitted
 from ...events.payloads import ContextCompactedData
+from ...shapes import ChatMessage, Role
 from ..agent_window import Summarizer, compaction_config
 from ..state import LEAD
 from ..window import HistorySummaries, conversation_history
@@ -29,8 +30,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("artifactflow")
 
-Turns = list[dict[str, Any]]
+Turns = list[ChatMessage]
 Compacted = Emitted
+
+
+_ROLES: dict[str, Role] = {"system": "system", "user": "user", "assistant": "assistant"}
+
+
+def _turn(role: str, content: str) -> ChatMessage:
+    """One turn of the history as a chat message: `message_turns` gives user and assistant
+    turns, `summary_turn` the system turn that stands for the folded messages."""
+    return {"role": _ROLES[role], "content": content}
 
 
 async def history_for(
@@ -39,7 +49,7 @@ async def history_for(
     """The history turns (`{"role", "content"}`) for a message after `parent_id`, and the
     `context_compacted` event to emit when a new summary was made."""
     path = await conversations.path_to(parent_id)
-    plain = [{"role": r, "content": c} for m in path for r, c in message_turns(m)]
+    plain = [_turn(r, c) for m in path for r, c in message_turns(m)]
     settings = services.settings.context
     if not path or not settings.compaction:
         return plain, None
@@ -61,7 +71,7 @@ async def history_for(
     except Exception:  # the history as it is beats a message that cannot start
         log.exception("could not condense the conversation history; sending it in full")
         return plain, None
-    history = [{"role": r, "content": c} for r, c in turns]
+    history = [_turn(r, c) for r, c in turns]
     if event is None:
         return history, None
     data = ContextCompactedData(

@@ -84,7 +84,7 @@ async def gc(rt: Runtime, retention_hours: float | None, *, dry_run: bool) -> di
             await rt.checkpoints.delete_thread(message["thread_id"])
             await rt.store.update_message(message["id"], checkpoints_deleted=True)
         for message in list(abandoned):
-            stale = {"stale_before": rt.clock()} if message["status"] == "running" else {}
+            stale: dict[str, Any] = {"stale_before": rt.clock()} if message["status"] == "running" else {}
             ended = await change_status(
                 rt.store, message,
                 ErrorData(message="abandoned; checkpoints removed by gc", kind="abandoned"),

@@ -34,12 +34,12 @@ if TYPE_CHECKING:
 class GraphProvider(Protocol):
     """Hands the engine the graph a stored message runs on, when it is not the chat graph."""
 
-    async def graph_for(self, rt: Runtime, message: dict[str, Any]) -> Any | None:
+    async def graph_for(self, rt: Runtime, message: MessageRow) -> Any | None:
         """The compiled graph `message` runs on, or None when the message is not this
         provider's (the next provider, or the chat graph, is asked)."""
         ...
 
-    async def pending_calls(self, rt: Runtime, message: dict[str, Any], graph: Any) -> list[dict[str, Any]] | None:
+    async def pending_calls(self, rt: Runtime, message: MessageRow, graph: Any) -> list[dict[str, Any]] | None:
         """The tool calls a paused run of `graph` waits on, or None when `graph` is not one
         of this provider's."""
         ...

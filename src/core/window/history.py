@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...events.status import FINAL_STATUSES
+from ...shapes import ChatMessage
 from .summary import clip_to_tokens
 from .tokens import TokenCounter, messages_tokens, text_tokens
 
@@ -36,7 +37,7 @@ HISTORY_SYSTEM = (
 KEEP_SHARE = 0.5  # the verbatim turns kept after condensing may use half the history budget
 REQUEST_SHARE = 0.75
 
-Summarize = Callable[[list[dict[str, Any]]], Awaitable[str]]
+Summarize = Callable[[list[ChatMessage]], Awaitable[str]]
 
 
 def message_turns(message: Mapping[str, Any]) -> list[list[str]]:
@@ -103,7 +104,7 @@ def plan_history(
 
 def history_request(
     previous: str | None, fold: Sequence[Mapping[str, Any]], *, max_tokens: int, window: int
-) -> list[dict[str, Any]]:
+) -> list[ChatMessage]:
     """The one summary call: the previous summary and the messages to fold in, sized to fit."""
     available = int(window * REQUEST_SHARE) - max_tokens - text_tokens(HISTORY_SYSTEM) - 64
     parts = []
