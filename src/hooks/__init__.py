@@ -9,56 +9,23 @@ loading hooks named in config is in `loader.py`. Built-in hooks: `tracing.py`
 
 from __future__ import annotations
 
+from . import types
 from .base import POINTS, Hooks, Point
 from .dedupe import KEYED_POINTS, HookLedger, MemoryHookLedger, StoreHookLedger, hook_key
 from .dispatch import HookError, HookRunner, hook_name
-from .types import (
-    AgentStep,
-    AgentStepEnd,
-    ChatMessage,
-    Compaction,
-    Failure,
-    ModelRequest,
-    ModelResponse,
-    PermissionDecision,
-    PermissionRequest,
-    PermissionResult,
-    RawToolCall,
-    Refuse,
-    RunEnd,
-    RunInfo,
-    ToolCall,
-    ToolOutcome,
-    ToolRound,
-)
+from .types import *  # noqa: F403 (the records hooks receive: `types.__all__`)
 
 __all__ = [
     "KEYED_POINTS",
     "POINTS",
-    "AgentStep",
-    "AgentStepEnd",
-    "ChatMessage",
-    "Compaction",
-    "Failure",
     "HookError",
     "HookLedger",
     "HookRunner",
     "Hooks",
     "MemoryHookLedger",
-    "ModelRequest",
-    "ModelResponse",
-    "PermissionDecision",
-    "PermissionRequest",
-    "PermissionResult",
     "Point",
-    "RawToolCall",
-    "Refuse",
-    "RunEnd",
-    "RunInfo",
     "StoreHookLedger",
-    "ToolCall",
-    "ToolOutcome",
-    "ToolRound",
     "hook_key",
     "hook_name",
 ]
+__all__ += types.__all__

@@ -30,25 +30,9 @@ from typing import Any, Literal, TypeVar, cast
 
 from ..errors import ArtifactFlowError, UserError
 from ..tools.base import ToolResult
+from . import types as ht
 from .base import HOOK_PREFIXES, POINTS, Hooks
 from .dedupe import HookLedger, decode, encode, hook_key
-from .types import (
-    AgentStep,
-    AgentStepEnd,
-    ChatMessage,
-    Compaction,
-    Failure,
-    ModelRequest,
-    ModelResponse,
-    PermissionRequest,
-    PermissionResult,
-    Refuse,
-    RunEnd,
-    RunInfo,
-    ToolCall,
-    ToolOutcome,
-    ToolRound,
-)
 
 log = logging.getLogger("artifactflow.hooks")
 T = TypeVar("T")
@@ -201,11 +185,11 @@ class HookRunner:
                     continue
                 raise HookError(label, point, error)
             value, changed_by = result, label  # type: ignore[assignment]
-            if isinstance(result, Refuse):
+            if isinstance(result, ht.Refuse):
                 break
         return value, changed_by
 
-    async def once(self, run: RunInfo, key: str, fire: Callable[[], Awaitable[T]]) -> T:
+    async def once(self, run: ht.RunInfo, key: str, fire: Callable[[], Awaitable[T]]) -> T:
         """Fire at most once per key: a key that already fired returns its stored output."""
         if self.ledger is None:
             return await fire()
@@ -222,7 +206,7 @@ class HookRunner:
 
     # --- run -----------------------------------------------------------------------------
 
-    async def before_run(self, run: RunInfo, content: str) -> str:
+    async def before_run(self, run: ht.RunInfo, content: str) -> str:
         if not self._points["before_run"]:
             return content
         value, _ = await self._intercept("before_run", content, str, lambda c: (run, c))
@@ -230,62 +214,62 @@ class HookRunner:
             raise UserError("a before_run hook left the message empty")
         return value
 
-    async def on_run_start(self, run: RunInfo) -> None:
+    async def on_run_start(self, run: ht.RunInfo) -> None:
         await self._observe("on_run_start", run)
 
-    async def on_run_end(self, run: RunInfo, end: RunEnd) -> None:
+    async def on_run_end(self, run: ht.RunInfo, end: ht.RunEnd) -> None:
         await self._observe("on_run_end", run, end)
 
-    async def on_error(self, run: RunInfo, failure: Failure) -> None:
+    async def on_error(self, run: ht.RunInfo, failure: ht.Failure) -> None:
         await self._observe("on_error", run, failure)
 
-    async def on_permission_request(self, run: RunInfo, request: PermissionRequest) -> None:
+    async def on_permission_request(self, run: ht.RunInfo, request: ht.PermissionRequest) -> None:
         await self._observe("on_permission_request", run, request)
 
-    async def on_permission_result(self, run: RunInfo, result: PermissionResult) -> None:
+    async def on_permission_result(self, run: ht.RunInfo, result: ht.PermissionResult) -> None:
         await self._observe("on_permission_result", run, result)
 
     # --- agent steps ---------------------------------------------------------------------
 
-    async def on_agent_start(self, run: RunInfo, agent: AgentStep) -> None:
+    async def on_agent_start(self, run: ht.RunInfo, agent: ht.AgentStep) -> None:
         await self._observe("on_agent_start", run, agent)
 
-    async def on_agent_end(self, run: RunInfo, agent: AgentStep, end: AgentStepEnd) -> None:
+    async def on_agent_end(self, run: ht.RunInfo, agent: ht.AgentStep, end: ht.AgentStepEnd) -> None:
         await self._observe("on_agent_end", run, agent, end)
 
-    async def on_compaction(self, run: RunInfo, agent: AgentStep, compaction: Compaction) -> None:
+    async def on_compaction(self, run: ht.RunInfo, agent: ht.AgentStep, compaction: ht.Compaction) -> None:
         await self._observe("on_compaction", run, agent, compaction)
 
     async def before_model_request(
-        self, run: RunInfo, agent: AgentStep, request: ModelRequest
-    ) -> ModelRequest:
+        self, run: ht.RunInfo, agent: ht.AgentStep, request: ht.ModelRequest
+    ) -> ht.ModelRequest:
         """Interceptors, then `on_model_start` observers; returns the request to send."""
         if self._points["before_model_request"]:
             request, _ = await self._intercept(
-                "before_model_request", request, ModelRequest, lambda r: (run, agent, r)
+                "before_model_request", request, ht.ModelRequest, lambda r: (run, agent, r)
             )
         await self._observe("on_model_start", run, agent, request)
         return request
 
     async def after_model_request(
-        self, run: RunInfo, agent: AgentStep, request: ModelRequest, response: ModelResponse
-    ) -> ModelResponse:
+        self, run: ht.RunInfo, agent: ht.AgentStep, request: ht.ModelRequest, response: ht.ModelResponse
+    ) -> ht.ModelResponse:
         """Interceptors, then `on_model_end` observers; returns the response to record."""
         if self._points["after_model_request"]:
             response, _ = await self._intercept(
-                "after_model_request", response, ModelResponse, lambda r: (run, agent, request, r)
+                "after_model_request", response, ht.ModelResponse, lambda r: (run, agent, request, r)
             )
         await self._observe("on_model_end", run, agent, request, response)
         return response
 
-    async def before_tool_call(self, run: RunInfo, call: ToolCall) -> ToolCall | Refuse:
+    async def before_tool_call(self, run: ht.RunInfo, call: ht.ToolCall) -> ht.ToolCall | ht.Refuse:
         """The call to record (maybe rewritten), or a `Refuse` naming the hook that refused."""
         if not self._points["before_tool_call"]:
             return call
         value, by = await self._intercept(
-            "before_tool_call", call, (ToolCall, Refuse), lambda c: (run, c)
+            "before_tool_call", call, (ht.ToolCall, ht.Refuse), lambda c: (run, c)
         )
-        if isinstance(value, Refuse):
+        if isinstance(value, ht.Refuse):
             return dataclasses.replace(value, hook=by)
         if (value.id, value.name, value.invocation) != (call.id, call.name, call.invocation):
             raise HookError(
@@ -294,13 +278,13 @@ class HookRunner:
             )
         return value
 
-    async def before_tool_calls(self, run: RunInfo, calls: Iterable[ToolCall]) -> list[ToolCall | Refuse]:
+    async def before_tool_calls(self, run: ht.RunInfo, calls: Iterable[ht.ToolCall]) -> list[ht.ToolCall | ht.Refuse]:
         """`before_tool_call` for each call of a model answer, in call order."""
         return [await self.before_tool_call(run, call) for call in calls]
 
     # --- tool rounds ---------------------------------------------------------------------
 
-    async def on_tool_round_start(self, run: RunInfo, round: ToolRound) -> None:
+    async def on_tool_round_start(self, run: ht.RunInfo, round: ht.ToolRound) -> None:
         if not self._points["on_tool_round_start"]:
             return
         key = hook_key("on_tool_round_start", round.invocation, round.round)
@@ -310,13 +294,13 @@ class HookRunner:
 
         await self.once(run, key, fire)
 
-    async def on_tool_start(self, run: RunInfo, call: ToolCall) -> None:
+    async def on_tool_start(self, run: ht.RunInfo, call: ht.ToolCall) -> None:
         await self._observe("on_tool_start", run, call)
 
     async def after_tool_call(
         self,
-        run: RunInfo,
-        call: ToolCall,
+        run: ht.RunInfo,
+        call: ht.ToolCall,
         result: ToolResult,
         duration_ms: float = 0.0,
         *,
@@ -329,18 +313,18 @@ class HookRunner:
                 "after_tool_call", result, ToolResult, lambda r: (run, call, r)
             )
         if self._points["on_tool_end"]:
-            outcome = ToolOutcome(call, result, duration_ms, denied=denied, refused=refused)
+            outcome = ht.ToolOutcome(call, result, duration_ms, denied=denied, refused=refused)
             await self._observe("on_tool_end", run, outcome)
         return result
 
-    async def after_tool_round(self, run: RunInfo, round: ToolRound) -> list[ChatMessage]:
+    async def after_tool_round(self, run: ht.RunInfo, round: ht.ToolRound) -> list[ht.ChatMessage]:
         """Messages to append after the round's tool results (fired once per round key)."""
         if not self._points["after_tool_round"]:
             return []
         key = hook_key("after_tool_round", round.invocation, round.round)
 
-        async def fire() -> list[ChatMessage]:
-            added: list[ChatMessage] = []
+        async def fire() -> list[ht.ChatMessage]:
+            added: list[ht.ChatMessage] = []
             for label, fn in self._points["after_tool_round"]:
                 value = await self._call(label, fn, "after_tool_round", run, round)
                 added += _as_messages(label, value, self.on_error_mode)
@@ -350,7 +334,7 @@ class HookRunner:
 
     # --- trace context and shutdown ------------------------------------------------------
 
-    def trace_context(self, run: RunInfo) -> dict[str, Any] | None:
+    def trace_context(self, run: ht.RunInfo) -> dict[str, Any] | None:
         """What to store with a paused message so another process continues the trace:
         the first non-empty answer of a hook that has a `trace_context(run)` method."""
         for label, hook in self.hooks:
@@ -385,11 +369,11 @@ def _names(accepts: type | tuple[type, ...]) -> str:
     return " or ".join(k.__name__ for k in kinds)
 
 
-def _as_messages(label: str, value: Any, mode: OnError) -> list[ChatMessage]:
+def _as_messages(label: str, value: Any, mode: OnError) -> list[ht.ChatMessage]:
     if value is None:
         return []
     items = value if isinstance(value, list) else [value]
-    out: list[ChatMessage] = []
+    out: list[ht.ChatMessage] = []
     for item in items:
         if isinstance(item, str):
             out.append({"role": "user", "content": item})

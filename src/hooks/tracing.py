@@ -31,21 +31,8 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from . import types as ht
 from .base import Hooks
-from .types import (
-    AgentStep,
-    AgentStepEnd,
-    Compaction,
-    Failure,
-    ModelRequest,
-    ModelResponse,
-    PermissionRequest,
-    PermissionResult,
-    RunEnd,
-    RunInfo,
-    ToolCall,
-    ToolOutcome,
-)
 
 CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 SUBAGENT_TOOL = "call_subagent"
@@ -107,7 +94,7 @@ class TracingHooks(Hooks):
         clean = {k: v for k, v in attrs.items() if v is not None}
         return self.tracer.start_span(name, context=context, kind=kind, attributes=clean)
 
-    def _agent_span(self, run: RunInfo, spans: _RunSpans, invocation: str, agent: str, step: AgentStep | None = None) -> Span:
+    def _agent_span(self, run: ht.RunInfo, spans: _RunSpans, invocation: str, agent: str, step: ht.AgentStep | None = None) -> Span:
         """The invocation's span, opened on first use (also after a resume: as a child of
         the span the paused segment stored for it)."""
         if invocation == "lead":
@@ -133,14 +120,14 @@ class TracingHooks(Hooks):
             spans.agents[invocation] = span
         return span
 
-    def _spans(self, run: RunInfo) -> _RunSpans:
+    def _spans(self, run: ht.RunInfo) -> _RunSpans:
         spans = self._runs.get(run.message_id)
         if spans is None:  # a hook fired before on_run_start (not wired): open the root now
             self._open_run(run)
             spans = self._runs[run.message_id]
         return spans
 
-    def _open_run(self, run: RunInfo) -> None:
+    def _open_run(self, run: ht.RunInfo) -> None:
         stored = dict(run.trace_context or {})
         parent = _context_of(stored.get("traceparent"), stored.get("tracestate"))
         root = self._start(
@@ -165,13 +152,13 @@ class TracingHooks(Hooks):
 
     # --- run ------------------------------------------------------------------------------
 
-    async def on_run_start(self, run: RunInfo) -> None:
+    async def on_run_start(self, run: ht.RunInfo) -> None:
         old = self._runs.pop(run.message_id, None)
         if old is not None:  # a segment this process never closed
             self._end_all(old, {"artifactflow.abandoned": True})
         self._open_run(run)
 
-    async def on_run_end(self, run: RunInfo, end: RunEnd) -> None:
+    async def on_run_end(self, run: ht.RunInfo, end: ht.RunEnd) -> None:
         spans = self._runs.pop(run.message_id, None)
         if spans is None:
             return
@@ -197,7 +184,7 @@ class TracingHooks(Hooks):
             spans.root.set_attribute(key, value)
         spans.root.end()
 
-    def trace_context(self, run: RunInfo) -> dict[str, Any] | None:
+    def trace_context(self, run: ht.RunInfo) -> dict[str, Any] | None:
         """W3C trace context of the run's open invocations, to store with a paused message.
         Call it before `on_run_end`, while the spans are open."""
         spans = self._runs.get(run.message_id)
@@ -215,7 +202,7 @@ class TracingHooks(Hooks):
             carrier["invocations"] = invocations
         return carrier or None
 
-    async def on_error(self, run: RunInfo, failure: Failure) -> None:
+    async def on_error(self, run: ht.RunInfo, failure: ht.Failure) -> None:
         spans = self._runs.get(run.message_id)
         if spans is None:
             return
@@ -234,7 +221,7 @@ class TracingHooks(Hooks):
             if span is not spans.root:
                 span.end()
 
-    async def on_permission_request(self, run: RunInfo, request: PermissionRequest) -> None:
+    async def on_permission_request(self, run: ht.RunInfo, request: ht.PermissionRequest) -> None:
         spans = self._runs.get(run.message_id)
         if spans is not None:
             spans.root.add_event(
@@ -242,7 +229,7 @@ class TracingHooks(Hooks):
                 {"gen_ai.tool.call.id": [c.id for c in request.calls], "gen_ai.tool.name": [c.name for c in request.calls]},
             )
 
-    async def on_permission_result(self, run: RunInfo, result: PermissionResult) -> None:
+    async def on_permission_result(self, run: ht.RunInfo, result: ht.PermissionResult) -> None:
         spans = self._spans(run)
         spans.root.add_event(
             "permission_result",
@@ -254,7 +241,7 @@ class TracingHooks(Hooks):
 
     # --- agents and model calls -------------------------------------------------------------
 
-    async def on_agent_start(self, run: RunInfo, agent: AgentStep) -> None:
+    async def on_agent_start(self, run: ht.RunInfo, agent: ht.AgentStep) -> None:
         spans = self._spans(run)
         span = self._agent_span(run, spans, agent.invocation, agent.name, agent)
         if agent.is_lead:
@@ -262,7 +249,7 @@ class TracingHooks(Hooks):
                 span.set_attribute("gen_ai.request.model", agent.model)
             span.set_attribute("gen_ai.provider.name", agent.provider or DEFAULT_PROVIDER)
 
-    async def on_agent_end(self, run: RunInfo, agent: AgentStep, end: AgentStepEnd) -> None:
+    async def on_agent_end(self, run: ht.RunInfo, agent: ht.AgentStep, end: ht.AgentStepEnd) -> None:
         spans = self._runs.get(run.message_id)
         if spans is None or agent.is_lead or not end.finishes_invocation:
             return
@@ -277,7 +264,7 @@ class TracingHooks(Hooks):
             span.set_attribute("gen_ai.output.messages", _json([{"role": "assistant", "content": end.content}]))
         span.end()
 
-    async def on_model_start(self, run: RunInfo, agent: AgentStep, request: ModelRequest) -> None:
+    async def on_model_start(self, run: ht.RunInfo, agent: ht.AgentStep, request: ht.ModelRequest) -> None:
         spans = self._spans(run)
         parent = self._agent_span(run, spans, agent.invocation, agent.name, agent)
         span = self._start(
@@ -298,7 +285,7 @@ class TracingHooks(Hooks):
         spans.chats[agent.invocation] = span
 
     async def on_model_end(
-        self, run: RunInfo, agent: AgentStep, request: ModelRequest, response: ModelResponse
+        self, run: ht.RunInfo, agent: ht.AgentStep, request: ht.ModelRequest, response: ht.ModelResponse
     ) -> None:
         spans = self._runs.get(run.message_id)
         span = spans.chats.pop(agent.invocation, None) if spans else None
@@ -316,7 +303,7 @@ class TracingHooks(Hooks):
             span.set_attribute("gen_ai.output.messages", _json([message]))
         span.end()
 
-    async def on_compaction(self, run: RunInfo, agent: AgentStep, compaction: Compaction) -> None:
+    async def on_compaction(self, run: ht.RunInfo, agent: ht.AgentStep, compaction: ht.Compaction) -> None:
         spans = self._runs.get(run.message_id)
         if spans is not None:
             self._agent_span(run, spans, agent.invocation, agent.name, agent).add_event(
@@ -330,7 +317,7 @@ class TracingHooks(Hooks):
 
     # --- tools ----------------------------------------------------------------------------
 
-    def _tool_span(self, run: RunInfo, spans: _RunSpans, call: ToolCall) -> Span:
+    def _tool_span(self, run: ht.RunInfo, spans: _RunSpans, call: ht.ToolCall) -> Span:
         parent = self._agent_span(run, spans, call.invocation, call.agent)
         span = self._start(
             f"execute_tool {call.name}",
@@ -349,11 +336,11 @@ class TracingHooks(Hooks):
             span.set_attribute("gen_ai.tool.call.arguments", call.arguments_json())
         return span
 
-    async def on_tool_start(self, run: RunInfo, call: ToolCall) -> None:
+    async def on_tool_start(self, run: ht.RunInfo, call: ht.ToolCall) -> None:
         spans = self._spans(run)
         spans.tools[call.key] = self._tool_span(run, spans, call)
 
-    async def on_tool_end(self, run: RunInfo, outcome: ToolOutcome) -> None:
+    async def on_tool_end(self, run: ht.RunInfo, outcome: ht.ToolOutcome) -> None:
         spans = self._spans(run)
         call, result = outcome.call, outcome.result
         span = spans.tools.pop(call.key, None)

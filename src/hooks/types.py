@@ -271,3 +271,25 @@ class Compaction:
     rounds_summarized: int
     summary_model: str | None = None
     extra: JsonObject = field(default_factory=dict)
+
+
+# What hooks receive, re-exported as they are by `artifactflow.hooks`.
+__all__ = [
+    "AgentStep",
+    "AgentStepEnd",
+    "ChatMessage",
+    "Compaction",
+    "Failure",
+    "ModelRequest",
+    "ModelResponse",
+    "PermissionDecision",
+    "PermissionRequest",
+    "PermissionResult",
+    "RawToolCall",
+    "Refuse",
+    "RunEnd",
+    "RunInfo",
+    "ToolCall",
+    "ToolOutcome",
+    "ToolRound",
+]

@@ -17,15 +17,13 @@ The report's divergence is the first step whose tool calls changed or that faile
 from __future__ import annotations
 
 import json
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..agents.model.base import ModelRequest
 from ..errors import ArtifactFlowError
 from .diff import json_diff, similarity, text_diff
 from .report import Divergence, DivergenceKind, LiveStep, ReplayReport, Verdict
-from .sandbox import open_sandbox
+from .sandbox import sandboxed
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -41,20 +39,12 @@ async def live_replay(
 ) -> ReplayReport:
     notes: list[str] = []
     steps: list[LiveStep] = []
-    with tempfile.TemporaryDirectory(prefix="artifactflow-replay-") as folder:
-        try:
-            engine = await open_sandbox(
-                session, settings, Path(folder), extra_tools=extra_tools, notes=notes
-            )
-        except Exception as exc:
-            return ReplayReport(path, Verdict.FAILED, len(session.calls), error=str(exc),
-                                notes=notes)
-        try:
-            services = engine.services
+    try:
+        async with sandboxed(session, settings, extra_tools=extra_tools, notes=notes) as engine:
             for call in session.calls:
-                steps.append(await _step(services, call))
-        finally:
-            await engine.aclose()
+                steps.append(await _step(engine.services, call))
+    except Exception as exc:
+        return ReplayReport(path, Verdict.FAILED, len(session.calls), error=str(exc), notes=notes)
     failing = [s.divergence for s in steps if s.divergence is not None and
                s.verdict in ("tool calls changed", "failed")]
     changed = [s.step for s in steps if s.verdict == "text changed"]

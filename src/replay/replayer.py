@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.store.rows import MessageRow
 from .diff import text_diff, unified
 from .report import Divergence, DivergenceKind, ReplayReport, Verdict
-from .sandbox import open_sandbox, seed
+from .sandbox import sandboxed, seed
 from .serve import ReplayModel, ToolServer, Tracker
 from .session import Session, read_session
 
@@ -56,21 +55,12 @@ async def replay_session(
 
         return await live_replay(loaded, settings, path=path, extra_tools=extra_tools)
     notes: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="artifactflow-replay-") as folder:
-        try:
-            engine = await open_sandbox(
-                loaded, settings, Path(folder), extra_tools=extra_tools, notes=notes
-            )
-        except Exception as exc:
-            return ReplayReport(path, Verdict.FAILED, len(loaded.calls), error=_reason(exc),
-                                notes=notes)
-        try:
+    try:
+        async with sandboxed(loaded, settings, extra_tools=extra_tools, notes=notes) as engine:
             return await _drive(engine, loaded, path, notes)
-        except Exception as exc:
-            return ReplayReport(path, Verdict.FAILED, len(loaded.calls), error=_reason(exc),
-                                notes=notes)
-        finally:
-            await engine.aclose()
+    except Exception as exc:
+        return ReplayReport(path, Verdict.FAILED, len(loaded.calls), error=_reason(exc),
+                            notes=notes)
 
 
 def _reason(exc: BaseException) -> str:

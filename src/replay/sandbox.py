@@ -14,6 +14,9 @@ ids, so stored history summaries apply), artifact versions and always-allowed to
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +73,25 @@ async def open_sandbox(
     tools = [*(extra_tools or []), *stubs]
     replay_settings = sandbox_settings(current, folder, {s.name for s in stubs})
     return await Engine.open(replay_settings, extra_tools=tools, model_wrap=recording)
+
+
+@contextlib.asynccontextmanager
+async def sandboxed(
+    session: Session,
+    settings: Settings | None,
+    *,
+    extra_tools: list[Any] | None = None,
+    notes: list[str] | None = None,
+) -> AsyncIterator[Engine]:
+    """`open_sandbox` on a temporary folder, closed and removed on the way out."""
+    with tempfile.TemporaryDirectory(prefix="artifactflow-replay-") as folder:
+        engine = await open_sandbox(
+            session, settings, Path(folder), extra_tools=extra_tools, notes=notes
+        )
+        try:
+            yield engine
+        finally:
+            await engine.aclose()
 
 
 def recorded_tools(session: Session, settings: Settings) -> list[Tool]:

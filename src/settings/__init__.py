@@ -27,7 +27,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from ..errors import ConfigError
 from .hooks import HooksSettings, TelemetrySettings
 from .mcp import McpServerConfig
-from .permissions import Permission
+from .permissions import Permission, parse_permissions
 
 PACKAGED_CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
 
@@ -152,11 +152,7 @@ class Settings(BaseSettings):
     @field_validator("permissions", mode="before")
     @classmethod
     def _parse_permissions(cls, value: Any) -> Any:
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            raise ValueError("permissions must map tool names to 'auto' or 'confirm'")
-        return {str(k): Permission.parse(v) for k, v in value.items()}
+        return parse_permissions(value, "tool names")
 
     @classmethod
     def settings_customise_sources(

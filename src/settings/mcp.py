@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .permissions import Permission
+from .permissions import Permission, parse_permissions
 
 SERVER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -57,11 +57,7 @@ class McpServerConfig(BaseModel):
     @field_validator("permissions", mode="before")
     @classmethod
     def _parse_permissions(cls, value: Any) -> Any:
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            raise ValueError("permissions must map the server's tool names (or '*') to auto/confirm")
-        return {str(k): Permission.parse(v) for k, v in value.items()}
+        return parse_permissions(value, "the server's tool names (or '*')")
 
     @field_validator("headers")
     @classmethod

@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable
-from typing import Any, get_type_hints, overload
+from typing import Any, TypedDict, Unpack, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -64,6 +64,19 @@ def build_args_model(func: Callable[..., Any], name: str) -> tuple[type[BaseMode
     return model, context_param
 
 
+class ToolOptions(TypedDict, total=False):
+    """`@tool(...)`'s options; their defaults are `make_tool`'s."""
+
+    name: str | None
+    description: str | None
+    permission: Permission | str
+    timeout: float | None
+    max_result_chars: int | None
+    cancellable: bool
+    serial_key: SerialKey | None
+    idempotent: bool
+
+
 def make_tool(
     func: ToolFunc,
     *,
@@ -100,31 +113,11 @@ def tool(func: ToolFunc, /) -> Tool: ...
 
 
 @overload
-def tool(
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    permission: Permission | str = Permission.AUTO,
-    timeout: float | None = None,
-    max_result_chars: int | None = None,
-    cancellable: bool = True,
-    serial_key: SerialKey | None = None,
-    idempotent: bool = False,
-) -> Callable[[ToolFunc], Tool]: ...
+def tool(**options: Unpack[ToolOptions]) -> Callable[[ToolFunc], Tool]: ...
 
 
 def tool(
-    func: ToolFunc | None = None,
-    /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    permission: Permission | str = Permission.AUTO,
-    timeout: float | None = None,
-    max_result_chars: int | None = None,
-    cancellable: bool = True,
-    serial_key: SerialKey | None = None,
-    idempotent: bool = False,
+    func: ToolFunc | None = None, /, **options: Unpack[ToolOptions]
 ) -> Tool | Callable[[ToolFunc], Tool]:
     """Turn a typed function into a `Tool`: `@tool` or `@tool(permission="confirm")`.
 
@@ -135,17 +128,7 @@ def tool(
     (see `tools.background`)."""
 
     def wrap(f: ToolFunc) -> Tool:
-        return make_tool(
-            f,
-            name=name,
-            description=description,
-            permission=permission,
-            timeout=timeout,
-            max_result_chars=max_result_chars,
-            cancellable=cancellable,
-            serial_key=serial_key,
-            idempotent=idempotent,
-        )
+        return make_tool(f, **options)
 
     if func is not None:
         return wrap(func)

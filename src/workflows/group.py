@@ -238,13 +238,20 @@ def _after(state: dict[str, Any]) -> str:
     return state.get("asking") or "speak"
 
 
-def build_group_graph() -> Any:
-    builder = StateGraph(GroupState, context_schema=RunContext, output_schema=StepOutput)
-    builder.add_node("begin", begin)
-    builder.add_node("speak", speak)
-    builder.add_node("moderate", moderate)
-    builder.add_node("tool_execution", tool_execution)
+def step_graph_builder(state_schema: type, **nodes: Any) -> Any:
+    """A step's nested graph (one agent's, or a group's) with `nodes`, entered at `begin`:
+    it runs in the run's context and returns a `StepOutput`."""
+    builder = StateGraph(state_schema, context_schema=RunContext, output_schema=StepOutput)
+    for name, node in nodes.items():
+        builder.add_node(name, node)
     builder.add_edge(START, "begin")
+    return builder
+
+
+def build_group_graph() -> Any:
+    builder = step_graph_builder(
+        GroupState, begin=begin, speak=speak, moderate=moderate, tool_execution=tool_execution
+    )
     builder.add_edge("begin", "speak")
     for node in ("speak", "moderate", "tool_execution"):
         builder.add_conditional_edges(node, _after, ["speak", "moderate", "tool_execution", END])

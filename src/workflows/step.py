@@ -26,16 +26,16 @@ import contextlib
 import json
 from typing import Any
 
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import END
 from langgraph.runtime import Runtime
 
 from ..core.agent_nodes import approval_flags, subagent_step
 from ..core.context import RunContext
 from ..core.tool_node import tool_execution
 from ..events.envelope import Emitted
-from .group import GROUP_GRAPH
+from .group import GROUP_GRAPH, step_graph_builder
 from .schemas import check_output, problems
-from .state import StepOutput, StepState
+from .state import StepState
 
 ERROR_PREFIX = "ERROR: "
 
@@ -144,12 +144,9 @@ def _after_tools(state: StepState) -> str:
 
 
 def build_step_graph() -> Any:
-    builder = StateGraph(StepState, context_schema=RunContext, output_schema=StepOutput)
-    builder.add_node("begin", begin)
-    builder.add_node("agent", agent)
-    builder.add_node("tool_execution", tool_execution)
-    builder.add_node("finish", finish)
-    builder.add_edge(START, "begin")
+    builder = step_graph_builder(
+        StepState, begin=begin, agent=agent, tool_execution=tool_execution, finish=finish
+    )
     builder.add_conditional_edges("begin", _after_begin, ["agent", "tool_execution"])
     builder.add_conditional_edges("agent", _after_agent, ["tool_execution", "agent", END])
     builder.add_conditional_edges("tool_execution", _after_tools, ["agent", "finish"])

@@ -85,9 +85,7 @@ class OpenAIChatModel:
         body = request_body(request, self.settings, stream=stream)
 
         async def run(attempt: Attempt) -> ModelResponse:
-            if stream:
-                return await self._stream_once(request, body, on_delta, attempt)
-            return await self._complete_once(request, body, on_delta, attempt)
+            return await self._once(request, body, on_delta, attempt, stream=stream)
 
         deadline = self.settings.call_deadline
         try:
@@ -102,41 +100,36 @@ class OpenAIChatModel:
                 agent=request.agent,
             ) from None
 
-    async def _stream_once(
+    async def _once(
         self,
         request: ModelRequest,
         body: dict[str, Any],
         on_delta: DeltaCallback | None,
         attempt: Attempt,
+        *,
+        stream: bool,
     ) -> ModelResponse:
-        stream = await self._client(request.target).post(
-            _PATH,
-            body=body,
-            cast_to=ChatCompletion,
-            stream=True,
-            stream_cls=openai.AsyncStream[ChatCompletionChunk],
-            options=_OPTIONS,
-        )
+        """One attempt: streamed (text reaches `on_delta` as it comes) or not (in one piece,
+        once the response is assembled)."""
+        client = self._client(request.target)
         assembly = Assembly(request.target.model)
-        async with stream:
-            async for chunk in stream:
-                text = assembly.add_chunk(chunk)
-                if text:
-                    attempt.output_seen = True
-                    await send_delta(on_delta, text)
-        return assembly.response(offered_tools=bool(request.tools))
-
-    async def _complete_once(
-        self,
-        request: ModelRequest,
-        body: dict[str, Any],
-        on_delta: DeltaCallback | None,
-        attempt: Attempt,
-    ) -> ModelResponse:
-        completion = await self._client(request.target).post(
-            _PATH, body=body, cast_to=ChatCompletion, options=_OPTIONS
-        )
-        assembly = Assembly(request.target.model)
+        if stream:
+            chunks = await client.post(
+                _PATH,
+                body=body,
+                cast_to=ChatCompletion,
+                stream=True,
+                stream_cls=openai.AsyncStream[ChatCompletionChunk],
+                options=_OPTIONS,
+            )
+            async with chunks:
+                async for chunk in chunks:
+                    text = assembly.add_chunk(chunk)
+                    if text:
+                        attempt.output_seen = True
+                        await send_delta(on_delta, text)
+            return assembly.response(offered_tools=bool(request.tools))
+        completion = await client.post(_PATH, body=body, cast_to=ChatCompletion, options=_OPTIONS)
         text = assembly.add_completion(completion)
         response = assembly.response(offered_tools=bool(request.tools))
         if text:

@@ -8,9 +8,9 @@ conversation history, task: never summarized) and the agent's working memory:
    in half the threshold, so that several rounds fit before the next compaction) and
    everything older is cut, only at round boundaries (`rounds.units`). If even the newest
    round alone does not fit, its largest tool results are shortened with a visible marker.
-2. `compact` makes the one summary call (through a callable the caller provides, which
-   picks `context.summary_model`) and builds the new memory: one summary message, then the
-   kept rounds. A cut part holding only an earlier summary is never re-summarized.
+2. `fit_request` carries the plan out: the one summary call (through a callable the caller
+   provides, which picks `context.summary_model`), then the new memory: one summary message,
+   then the kept rounds. A cut part holding only an earlier summary is never re-summarized.
 3. `memory_writes` turns the node's update into channel writes that replace the memory in
    state: a reset then one append in the memory's DeltaChannel (`{inv: None}`, then
    `{inv: [...]}`), so a checkpoint holds the summary and the kept rounds once and no copy of
@@ -237,43 +237,6 @@ def plan_compaction(
     )
 
 
-async def compact(
-    plan: CompactionPlan,
-    *,
-    fixed: Sequence[Mapping[str, Any]],
-    memory: Sequence[Mapping[str, Any]],
-    tools: Sequence[Mapping[str, Any]] | None,
-    task: str,
-    summarize: Summarize,
-    counter: TokenCounter,
-    config: CompactionConfig,
-    summary_window: int | None = None,
-) -> CompactionResult:
-    """Carry out a plan: one summary call (if anything is cut), then the new memory."""
-    new_memory = list(plan.kept)
-    summary_chars = 0
-    if plan.cut:
-        cut = memory[: plan.cut]
-        # Sized with the heuristic: shrink the window by the calibration ratio, so a denser
-        # tokenizer (the same model's, by default) still finds the request inside it.
-        window = int((summary_window or config.window) / max(1.0, counter.ratio))
-        request = summary_request(task, cut, max_tokens=config.summary_tokens, window=window)
-        text = (await summarize(request) or "").strip() or fallback_summary(cut, config.summary_tokens)
-        # The ratio turns our estimate into the agent's model's tokens; keep within the reserve.
-        text = clip_to_tokens(text, int(config.summary_tokens / max(counter.ratio, 0.25)))
-        summary_chars = len(text)
-        new_memory = [summary_message(text, plan.rounds_summarized), *new_memory]
-    return CompactionResult(
-        memory=new_memory,
-        tokens_before=plan.tokens_before,
-        tokens_after=counter.estimate([*fixed, *new_memory], tools),
-        rounds_summarized=plan.rounds_summarized,
-        aggressive=plan.aggressive,
-        shrunk=plan.shrunk,
-        summary_chars=summary_chars,
-    )
-
-
 async def fit_request(
     *,
     fixed: Sequence[Mapping[str, Any]],
@@ -304,20 +267,32 @@ async def fit_request(
                 setting="context_window",
             )
         return None
-    result = await compact(
-        plan,
-        fixed=fixed,
-        memory=memory,
-        tools=tools,
-        task=task,
-        summarize=summarize,
-        counter=counter,
-        config=config,
-        summary_window=summary_window,
+    # Carry out the plan: one summary call (if anything is cut), then the new memory.
+    new_memory = list(plan.kept)
+    summary_chars = 0
+    if plan.cut:
+        cut = memory[: plan.cut]
+        # Sized with the heuristic: shrink the window by the calibration ratio, so a denser
+        # tokenizer (the same model's, by default) still finds the request inside it.
+        window = int((summary_window or config.window) / max(1.0, counter.ratio))
+        request = summary_request(task, cut, max_tokens=config.summary_tokens, window=window)
+        text = (await summarize(request) or "").strip() or fallback_summary(cut, config.summary_tokens)
+        # The ratio turns our estimate into the agent's model's tokens; keep within the reserve.
+        text = clip_to_tokens(text, int(config.summary_tokens / max(counter.ratio, 0.25)))
+        summary_chars = len(text)
+        new_memory = [summary_message(text, plan.rounds_summarized), *new_memory]
+    tokens_after = counter.estimate([*fixed, *new_memory], tools)
+    if tokens_after > config.threshold:
+        raise _round_too_large(config, tokens_after)
+    return CompactionResult(
+        memory=new_memory,
+        tokens_before=plan.tokens_before,
+        tokens_after=tokens_after,
+        rounds_summarized=plan.rounds_summarized,
+        aggressive=plan.aggressive,
+        shrunk=plan.shrunk,
+        summary_chars=summary_chars,
     )
-    if result.tokens_after > config.threshold:
-        raise _round_too_large(config, result.tokens_after)
-    return result
 
 
 def memory_writes(

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 MESSAGE_OVERHEAD = 4  # role, separators and the message frame
@@ -196,12 +196,8 @@ class TokenCounter:
         self.observations += 1
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "ratio": self.ratio,
-            "anchor_raw": self.anchor_raw,
-            "anchor_tokens": self.anchor_tokens,
-            "observations": self.observations,
-        }
+        """The calibration fields (not the `_seen` cache, which is `compare=False`)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.compare}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> TokenCounter:

@@ -39,6 +39,9 @@ _FUZZY_NOTE = (
     "old_str was not found exactly; the most similar text (shown in 'replaced') was replaced. "
     "Check that this was the intended text."
 )
+# What a write's result reports (data and metadata), in this order.
+_CREATED = ("artifact_id", "title", "version", "content_type", "size")
+_UPDATED = ("artifact_id", "version", "previous_version", "change", "title", "size")
 
 
 def _service(ctx: ToolContext) -> ArtifactService:
@@ -74,15 +77,12 @@ async def _updated(ctx: ToolContext, change: ArtifactChange, **extra: Any) -> To
             content_type=change.content_type,
         ),
     )
-    data = {
-        "artifact_id": change.artifact_id,
-        "version": change.version,
-        "previous_version": change.previous_version,
-        "change": change.change,
-        "title": change.title,
-        "size": change.size,
-        **extra,
-    }
+    return _written(change, _UPDATED, **extra)
+
+
+def _written(change: ArtifactChange, fields: tuple[str, ...], **extra: Any) -> ToolResult:
+    """A write's result: these fields of the change (then `extra`), as data and metadata."""
+    data = {name: getattr(change, name) for name in fields} | extra
     return ToolResult(success=True, data=data, metadata=dict(data))
 
 
@@ -125,14 +125,7 @@ async def create_artifact(
             content_type=change.content_type,
         ),
     )
-    data = {
-        "artifact_id": change.artifact_id,
-        "title": change.title,
-        "version": change.version,
-        "content_type": change.content_type,
-        "size": change.size,
-    }
-    return ToolResult(success=True, data=data, metadata=dict(data))
+    return _written(change, _CREATED)
 
 
 @tool(permission="auto", serial_key=ARTIFACT_KEY)
