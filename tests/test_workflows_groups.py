@@ -10,7 +10,6 @@ from scripted_llm import Call, Text, ToolCalls
 from wf_helpers import ByAgent, as_json, instruction_of, workflow_config
 
 from artifactflow import WorkflowTask
-
 from artifactflow.workflows import load_workflow_file, validate_workflow
 
 
