@@ -187,7 +187,7 @@ async def test_pause_then_resume_in_another_process_fires_each_point_once(tmp_pa
     assert set(journal_entries) == EXPECTED
 
 
-async def test_pause_and_resume_in_one_controller_fire_each_point_once(tmp_path, monkeypatch, llm_env):
+async def test_pause_and_resume_in_one_client_fire_each_point_once(tmp_path, monkeypatch, llm_env):
     config, journal, _ = configure(tmp_path, monkeypatch)
     delegate_then_confirm(llm_env)
     client = await Client.open(load_settings(config, tmp_path / "data"))

@@ -126,7 +126,7 @@ def pause_in_subagent(llm) -> None:
     })
 
 
-async def test_a_resume_in_a_new_controller_continues_the_trace(config, tmp_path, llm_env):
+async def test_a_resume_in_a_new_client_continues_the_trace(config, tmp_path, llm_env):
     pause_in_subagent(llm_env)
     data = tmp_path / "data"
     hook_a, exported_a = tracing()
