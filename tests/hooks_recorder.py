@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from artifactflow import Client, ExecutionController, load_settings, tool
+from artifactflow import Client, load_settings, tool
 from artifactflow.hooks import POINTS, Hooks
 
 SUB = "search_agent"
@@ -97,17 +97,10 @@ def by_agent(llm: Any, answers: dict[str, list[Any]]) -> None:
     llm.route(route)
 
 
-async def open_controller(
-    config: Path, data: Path, hooks: list[Any] | None = None, extra_tools: list[Any] | None = None
-) -> ExecutionController:
-    settings = load_settings(config, data)
-    return await ExecutionController.open(settings, extra_tools=extra_tools or [lookup], hooks=hooks or [])
-
-
 async def open_client(
     config: Path, data: Path, hooks: list[Any] | None = None, extra_tools: list[Any] | None = None
 ) -> Client:
     """A `Client` with these hooks (and `lookup` unless other tools are given); the caller
-    closes it. `open_controller` goes with the shim once the hook tests use this."""
+    closes it."""
     settings = load_settings(config, data)
     return await Client.open(settings, extra_tools=extra_tools or [lookup], hooks=hooks or [])

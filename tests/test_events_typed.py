@@ -9,7 +9,7 @@ import pytest
 from pydantic import TypeAdapter
 from scripted_llm import Call, Text, ToolCalls
 
-from artifactflow import tool
+from artifactflow import Resume, tool
 from artifactflow.api.app import create_app
 from artifactflow.events import docs as event_docs
 from artifactflow.events.envelope import Emitted, Event, EventSchemaError, EventType, TypedEvent
@@ -77,17 +77,17 @@ def test_stored_events_parse_leniently() -> None:
     assert json.loads(event.model_dump_json())["data"]["hint"] == "retry"
 
 
-async def test_a_real_run_emits_only_declared_fields(make_controller, llm) -> None:
-    controller = await make_controller(lead_tools=["stamp"], extra_tools=[stamp])
+async def test_a_real_run_emits_only_declared_fields(make_client, llm) -> None:
+    client = await make_client(lead_tools=["stamp"], extra_tools=[stamp])
     llm.script(ToolCalls([Call("stamp", {"label": "x"})]), Text("all stamped"))
-    paused = await controller.execute("stamp it")
+    paused = await client.run("stamp it")
     assert paused.status == MessageStatus.WAITING
     request = paused.events[-1]
     assert isinstance(request.data, PermissionRequestData)
     assert request.data.calls[0].tool == "stamp" and request.data.calls[0].arguments == {"label": "x"}
-    done = await controller.execute_resume(paused.message_id, {"decisions": "approve"})
+    done = await client.run(Resume(paused.message_id, "approve"))
     assert done.status == "completed"
-    stored = await controller.events(paused.message_id)
+    stored = await client.runs.events(paused.message_id)
     adapter = TypeAdapter(TypedEvent)
     for event in stored:
         assert not (event.data.__pydantic_extra__ or {}), (event.type, event.data.__pydantic_extra__)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 from conftest import make_config
-from hooks_recorder import SUB, Recorder, by_agent, lookup, open_controller
+from hooks_recorder import SUB, Recorder, by_agent, lookup, open_client
 from scripted_llm import Call, Text, ToolCalls
 
-from artifactflow import tool
+from artifactflow import Resume, tool
 from artifactflow.hooks import (
     AgentStep,
     AgentStepEnd,
@@ -55,11 +55,11 @@ async def test_every_point_fires_once_per_step_in_order_with_typed_objects(confi
         SUB: [ToolCalls([Call("lookup", {"topic": "d"}, id="s1")]), Text("sub answer")],
     })
     recorder = Recorder()
-    controller = await open_controller(config, tmp_path / "data", [recorder])
+    client = await open_client(config, tmp_path / "data", [recorder])
     try:
-        result = await controller.execute("research cats")
+        result = await client.run("research cats")
     finally:
-        await controller.aclose()
+        await client.aclose()
     assert result.status == "completed" and result.response == "final answer"
     seen = recorder.seen()
 
@@ -201,13 +201,13 @@ async def test_mutations_reach_the_model_the_tools_and_the_log(tmp_path, llm_env
         ]),
         Text("all done, see sk-ABCDEFGHIJKLMNOPQRSTUV"),
     )
-    controller = await open_controller(config, tmp_path / "data", [Rewriter()], extra_tools=[lookup, reveal, shell])
+    client = await open_client(config, tmp_path / "data", [Rewriter()], extra_tools=[lookup, reveal, shell])
     try:
-        streamed = [e async for e in controller.stream_execute("my key is sk-0123456789abcdefghijkl, look up cats")]
-        stored = await controller.get_message(streamed[0].message_id)
-        history = await controller.events(stored["id"])
+        streamed = [e async for e in await client.runs.start("my key is sk-0123456789abcdefghijkl, look up cats")]
+        stored = await client.conversations.message(streamed[0].message_id)
+        history = await client.runs.events(stored["id"])
     finally:
-        await controller.aclose()
+        await client.aclose()
     assert streamed[-1].type == "complete"
     logged = json.dumps([e.model_dump(mode="json") for e in history])
     first, second = llm.requests
@@ -280,17 +280,17 @@ async def test_the_rewrite_is_what_the_prompt_and_ledger_record_and_edits_meet_t
         Text("ok"),
     )
     recorder = Recorder()
-    controller = await open_controller(config, tmp_path / "data", [Confirmed(), recorder], extra_tools=[write_note])
+    client = await open_client(config, tmp_path / "data", [Confirmed(), recorder], extra_tools=[write_note])
     try:
-        paused = await controller.execute("write notes", user_id="u-1")
+        paused = await client.run("write notes", user_id="u-1")
         assert paused.status == "waiting"
         assert [c["arguments"] for c in paused.pending_calls] == [{"text": "my p*** is x"}, {"text": "second"}]
-        result = await controller.execute_resume(paused.message_id, {"decisions": {
+        result = await client.run(Resume(paused.message_id, {
             "w1": "approve",
             "w2": {"action": "edit", "arguments": {"text": "something forbidden"}},
-        }})
+        }))
     finally:
-        await controller.aclose()
+        await client.aclose()
     assert result.status == "completed"
     assert notes == ["my p*** is x"]  # the edit was refused by policy: it never ran
     tool_msgs = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
@@ -326,11 +326,11 @@ async def test_refusal_reaches_a_subagent_and_a_policy_on_web_fetch(tmp_path, ll
         "lead": [ToolCalls([Call("call_subagent", {"agent_name": SUB, "instruction": "fetch"}, id="d1")]), Text("done")],
         SUB: [ToolCalls([Call("web_fetch", {"url_list": ["https://evil.example/x"]}, id="f1")]), Text("could not fetch")],
     })
-    controller = await open_controller(config, tmp_path / "data")
+    client = await open_client(config, tmp_path / "data")
     try:
-        result = await controller.execute("go")
+        result = await client.run("go")
     finally:
-        await controller.aclose()
+        await client.aclose()
     assert result.status == "completed"
     sub_last = [r for r in llm.requests if r["messages"][0]["content"].startswith(f"You are {SUB}")][-1]
     (tool_msg,) = [m for m in sub_last["messages"] if m["role"] == "tool"]
@@ -347,11 +347,11 @@ async def test_a_refused_delegation_starts_no_subagent(tmp_path, llm_env):
     llm = llm_env
     config = make_config(tmp_path, lead_tools=["call_subagent"], subagents={SUB: []})
     llm.script(ToolCalls([Call("call_subagent", {"agent_name": SUB, "instruction": "x"}, id="d1")]), Text("fine"))
-    controller = await open_controller(config, tmp_path / "data", [Never()])
+    client = await open_client(config, tmp_path / "data", [Never()])
     try:
-        result = await controller.execute("go")
+        result = await client.run("go")
     finally:
-        await controller.aclose()
+        await client.aclose()
     assert result.status == "completed" and len(llm.requests) == 2
     assert not [e for e in result.events if e.type == "subagent_start"]
     tool_msg = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"][0]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import make_config
-from hooks_recorder import SUB, Recorder, by_agent, open_controller
+from hooks_recorder import SUB, Recorder, by_agent, open_client
 from scripted_llm import Call, Text, ToolCalls
 
 from artifactflow import HookError, Hooks
@@ -56,12 +56,12 @@ def config(tmp_path: Path) -> Path:
 async def test_a_raising_hook_ends_the_run_with_an_error_naming_it(config, tmp_path, llm_env, point, when):
     script(llm_env)
     recorder = Recorder()
-    controller = await open_controller(config, tmp_path / "data", [Boom(point, when), recorder])
+    client = await open_client(config, tmp_path / "data", [Boom(point, when), recorder])
     try:
-        result = await controller.execute("go")
-        message = await controller.get_message(result.message_id)
+        result = await client.run("go")
+        message = await client.conversations.message(result.message_id)
     finally:
-        await controller.aclose()
+        await client.aclose()
     assert result.status == "failed" and message["status"] == "failed"
     error = result.events[-1]
     assert error.type == "error"
@@ -83,12 +83,12 @@ async def test_with_on_error_log_a_raising_hook_is_logged_and_the_run_goes_on(tm
     config = make_config(tmp_path, lead_tools=["call_subagent", "lookup"], subagents={SUB: ["lookup"]},
                          yaml_text="hooks: {on_error: log}\n")
     script(llm_env)
-    controller = await open_controller(config, tmp_path / "data", [Boom("after_tool_call", "l2")])
+    client = await open_client(config, tmp_path / "data", [Boom("after_tool_call", "l2")])
     try:
         with caplog.at_level(logging.WARNING, logger="artifactflow.hooks"):
-            result = await controller.execute("go")
+            result = await client.run("go")
     finally:
-        await controller.aclose()
+        await client.aclose()
     assert result.status == "completed" and result.response == "done"
     assert "hook 'boom' failed in after_tool_call (ignored)" in caplog.text
     tool_msgs = [m for m in llm_env.requests[-1]["messages"] if m["role"] == "tool"]
@@ -96,13 +96,13 @@ async def test_with_on_error_log_a_raising_hook_is_logged_and_the_run_goes_on(tm
 
 
 async def test_a_failing_before_run_stores_nothing(config, tmp_path, llm_env):
-    controller = await open_controller(config, tmp_path / "data", [Boom("before_run")])
+    client = await open_client(config, tmp_path / "data", [Boom("before_run")])
     try:
         with pytest.raises(HookError, match="hook 'boom' failed in before_run"):
-            await controller.execute("go")
-        assert await controller.list_conversations() == []  # no conversation, no message
+            await client.run("go")
+        assert await client.conversations.list() == []  # no conversation, no message
     finally:
-        await controller.aclose()
+        await client.aclose()
     assert llm_env.requests == []
 
 
@@ -116,10 +116,10 @@ class Doomed(Hooks):
 
 async def test_end_hooks_only_log_their_failures(config, tmp_path, llm_env, caplog):
     llm_env.script(Text("fine"))
-    controller = await open_controller(config, tmp_path / "data", [Doomed()])
+    client = await open_client(config, tmp_path / "data", [Doomed()])
     try:
         with caplog.at_level(logging.WARNING, logger="artifactflow.hooks"):
-            result = await controller.execute("go")
+            result = await client.run("go")
     finally:
-        await controller.aclose()
+        await client.aclose()
     assert result.status == "completed" and "failed in on_run_end (ignored)" in caplog.text

@@ -20,7 +20,7 @@ from resume_helpers import RESUMER, resume_elsewhere
 from scripted_llm import Call, Text, ToolCalls
 from waiting import wait_until
 
-from artifactflow import ExecutionController, load_settings
+from artifactflow import Client, Resume, load_settings
 from artifactflow.core.store.repository import AppStore
 
 JOURNAL_HOOK = '''
@@ -167,9 +167,9 @@ async def test_pause_then_resume_in_another_process_fires_each_point_once(tmp_pa
     config, journal, notes = configure(tmp_path, monkeypatch)
     data = tmp_path / "data"
     delegate_then_confirm(llm_env)
-    first = await ExecutionController.open(load_settings(config, data))
+    first = await Client.open(load_settings(config, data))
     try:
-        paused = await first.execute("take notes")
+        paused = await first.run("take notes")
     finally:
         await first.aclose()
     assert paused.status == "waiting" and [c["tool_call_id"] for c in paused.pending_calls] == ["s1"]
@@ -187,15 +187,15 @@ async def test_pause_then_resume_in_another_process_fires_each_point_once(tmp_pa
     assert set(journal_entries) == EXPECTED
 
 
-async def test_pause_and_resume_in_one_controller_fire_each_point_once(tmp_path, monkeypatch, llm_env):
+async def test_pause_and_resume_in_one_client_fire_each_point_once(tmp_path, monkeypatch, llm_env):
     config, journal, _ = configure(tmp_path, monkeypatch)
     delegate_then_confirm(llm_env)
-    controller = await ExecutionController.open(load_settings(config, tmp_path / "data"))
+    client = await Client.open(load_settings(config, tmp_path / "data"))
     try:
-        paused = await controller.execute("take notes")
-        result = await controller.execute_resume(paused.message_id, {"decisions": "approve"})
+        paused = await client.run("take notes")
+        result = await client.run(Resume(paused.message_id, "approve"))
     finally:
-        await controller.aclose()
+        await client.aclose()
     assert result.status == "completed"
     journal_entries = entries(journal)
     assert_once(journal_entries)
@@ -211,9 +211,9 @@ async def test_process_killed_mid_round_recovers_without_firing_twice(tmp_path, 
     data = tmp_path / "data"
     llm.script(ToolCalls([Call("write_note", {"text": "fast"}, id="w1"),
                           Call("slow_note", {"text": "slow"}, id="w2")]))
-    first = await ExecutionController.open(load_settings(config, data))
+    first = await Client.open(load_settings(config, data))
     try:
-        paused = await first.execute("write both")
+        paused = await first.run("write both")
     finally:
         await first.aclose()
     mid = paused.message_id
@@ -235,14 +235,14 @@ async def test_process_killed_mid_round_recovers_without_firing_twice(tmp_path, 
         await proc.wait()
         await store.close()
     llm.script(Text("recovered"))
-    second = await ExecutionController.open(load_settings(config, data))
-    second.clock = lambda: time.time() + 3  # the dead owner's 2 s lease has expired
+    second = await Client.open(load_settings(config, data))
+    second.admin.clock = lambda: time.time() + 3  # the dead owner's 2 s lease has expired
     try:
         # LangGraph had not saved the approval when the process died: the recovered run asks
         # again (a second pause, so the permission points fire again); then it goes on
-        again = await second.execute_resume(mid, {"decisions": "approve"})
+        again = await second.run(Resume(mid, "approve"))
         assert again.status == "waiting"
-        result = await second.execute_resume(mid, {"decisions": "approve"})
+        result = await second.run(Resume(mid, "approve"))
     finally:
         await second.aclose()
     assert result.status == "completed" and result.response == "recovered"

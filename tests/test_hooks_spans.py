@@ -1,5 +1,5 @@
 """Tracing on real runs: the GenAI span tree (lead → subagent → chat / execute_tool) and its
-attributes from an in-memory exporter; a run paused in one controller and resumed in a new
+attributes from an in-memory exporter; a run paused in one client and resumed in a new
 one continues the same trace; a resume in another process (console exporter, configured by
 environment) too; a failing subagent model call marks its spans as errors."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import make_config
-from hooks_recorder import SUB, by_agent, open_controller
+from hooks_recorder import SUB, by_agent, open_client
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -20,6 +20,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from resume_helpers import resume_elsewhere
 from scripted_llm import Call, Error, Text, ToolCalls
 
+from artifactflow import Resume
 from artifactflow.hooks.tracing import TracingHooks
 
 TOOLS = '''
@@ -71,12 +72,12 @@ async def test_a_run_is_one_nested_trace_with_genai_attributes(config, tmp_path,
         SUB: [ToolCalls([Call("lookup", {"topic": "b"}, id="s1")]), Text("sub answer")],
     })
     hook, exporter = tracing()
-    controller = await open_controller(config, tmp_path / "data", [hook])
+    client = await open_client(config, tmp_path / "data", [hook])
     try:
-        result = await controller.execute("research")
-        model = controller.services.models.resolve(None).model
+        result = await client.run("research")
+        model = client.admin.services.models.resolve(None).model
     finally:
-        await controller.aclose()
+        await client.aclose()
     assert result.status == "completed"
     spans = exporter.get_finished_spans()  # all ended before `complete` was emitted
     assert sorted(s.name for s in spans) == sorted([
@@ -125,14 +126,14 @@ def pause_in_subagent(llm) -> None:
     })
 
 
-async def test_a_resume_in_a_new_controller_continues_the_trace(config, tmp_path, llm_env):
+async def test_a_resume_in_a_new_client_continues_the_trace(config, tmp_path, llm_env):
     pause_in_subagent(llm_env)
     data = tmp_path / "data"
     hook_a, exported_a = tracing()
-    first = await open_controller(config, data, [hook_a])
+    first = await open_client(config, data, [hook_a])
     try:
-        paused = await first.execute("research")
-        waiting = (await first.get_message(paused.message_id))["waiting_for"]
+        paused = await first.run("research")
+        waiting = (await first.conversations.message(paused.message_id))["waiting_for"]
     finally:
         await first.aclose()
     assert paused.status == "waiting"
@@ -143,10 +144,10 @@ async def test_a_resume_in_a_new_controller_continues_the_trace(config, tmp_path
     (sub_a,) = named(a, f"invoke_agent {SUB}")
     assert root_a.attributes["artifactflow.paused"] is True
 
-    hook_b, exported_b = tracing()  # a new controller: a new provider, nothing in memory
-    second = await open_controller(config, data, [hook_b])
+    hook_b, exported_b = tracing()  # a new client: a new provider, nothing in memory
+    second = await open_client(config, data, [hook_b])
     try:
-        result = await second.execute_resume(paused.message_id, {"decisions": "approve"})
+        result = await second.run(Resume(paused.message_id, "approve"))
     finally:
         await second.aclose()
     assert result.status == "completed"
@@ -181,9 +182,9 @@ async def test_a_resume_in_another_process_continues_the_trace(config, tmp_path,
     pause_in_subagent(llm_env)
     data = tmp_path / "data"
     hook, exported = tracing()
-    first = await open_controller(config, data, [hook])
+    first = await open_client(config, data, [hook])
     try:
-        paused = await first.execute("research")
+        paused = await first.run("research")
     finally:
         await first.aclose()
     (root,) = named(exported.get_finished_spans(), "invoke_agent lead_agent")
@@ -207,11 +208,11 @@ async def test_a_failing_subagent_model_call_marks_its_spans(config, tmp_path, l
         SUB: [Error(400, "bad request")],
     })
     hook, exporter = tracing()
-    controller = await open_controller(config, tmp_path / "data", [hook])
+    client = await open_client(config, tmp_path / "data", [hook])
     try:
-        result = await controller.execute("research")
+        result = await client.run("research")
     finally:
-        await controller.aclose()
+        await client.aclose()
     assert result.status == "completed"
     spans = exporter.get_finished_spans()
     (sub,) = named(spans, f"invoke_agent {SUB}")

@@ -56,7 +56,7 @@ CHILD = textwrap.dedent(
     steps[5] = f"SELECT pg_sleep({2 * WINDOW})"
     AsyncPostgresSaver.MIGRATIONS = steps
 
-    from artifactflow import ExecutionController, load_settings
+    from artifactflow import Client, load_settings
 
     folder, config, data, url, index = sys.argv[1:6]
     Path(folder, f"ready-{index}").touch()
@@ -65,8 +65,8 @@ CHILD = textwrap.dedent(
 
     async def main():
         settings = load_settings(config, data, database_url=url or None)
-        controller = await ExecutionController.open(settings)
-        await controller.aclose()
+        client = await Client.open(settings)
+        await client.aclose()
 
     asyncio.run(main())
     print("opened")

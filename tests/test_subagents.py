@@ -7,7 +7,7 @@ import time
 
 from scripted_llm import Call, Delay, Error, Text, ToolCalls
 
-from artifactflow import tool
+from artifactflow import Task, tool
 
 
 @tool
@@ -48,8 +48,8 @@ def by_agent(llm, answers: dict[str, list]) -> None:
     llm.route(route)
 
 
-async def test_delegation_round_trip(make_controller, llm):
-    controller = await make_controller(lead_tools=LEAD_TOOLS, subagents=SUBS, extra_tools=[lookup])
+async def test_delegation_round_trip(make_client, llm):
+    client = await make_client(lead_tools=LEAD_TOOLS, subagents=SUBS, extra_tools=[lookup])
     by_agent(llm, {
         "lead": [
             ToolCalls([Call("call_subagent", {"agent_name": "search_agent", "instruction": "find cats"}, id="d1")]),
@@ -57,7 +57,7 @@ async def test_delegation_round_trip(make_controller, llm):
         ],
         "search_agent": [ToolCalls([Call("lookup", {"topic": "cats"})]), Text("Findings: cats purr [src]")],
     })
-    result = await controller.execute("tell me about cats")
+    result = await client.run("tell me about cats")
     assert result.status == "completed" and result.response == "Cats are great."
     sub_requests = requests_of(llm, "search_agent")
     assert sub_requests[0]["messages"][1] == {"role": "user", "content": "find cats"}
@@ -74,8 +74,8 @@ async def test_delegation_round_trip(make_controller, llm):
     assert "search_agent: search_agent does research" in requests_of(llm, "lead")[0]["messages"][0]["content"]
 
 
-async def test_two_subagents_in_parallel_results_in_call_order(make_controller, llm):
-    controller = await make_controller(lead_tools=LEAD_TOOLS, subagents=SUBS, extra_tools=[lookup])
+async def test_two_subagents_in_parallel_results_in_call_order(make_client, llm):
+    client = await make_client(lead_tools=LEAD_TOOLS, subagents=SUBS, extra_tools=[lookup])
     arrivals: dict[str, float] = {}
     lock = threading.Lock()
     lead_answers = [
@@ -96,7 +96,7 @@ async def test_two_subagents_in_parallel_results_in_call_order(make_controller, 
         return Delay(0.6 if agent == "search_agent" else 0.2, Text(f"answer from {agent}"))
 
     llm.route(route)
-    result = await controller.execute("parallel research")
+    result = await client.run("parallel research")
     assert result.status == "completed"
     # Run one after the other, the second request would arrive >= 0.6 s after the first.
     assert abs(arrivals["search_agent"] - arrivals["crawl_agent"]) < 0.3  # both in flight together
@@ -107,21 +107,21 @@ async def test_two_subagents_in_parallel_results_in_call_order(make_controller, 
     assert len(invocations) == 2
 
 
-async def test_unknown_subagent_is_a_tool_error_listing_valid_names(make_controller, llm):
-    controller = await make_controller(lead_tools=LEAD_TOOLS, subagents=SUBS, extra_tools=[lookup])
+async def test_unknown_subagent_is_a_tool_error_listing_valid_names(make_client, llm):
+    client = await make_client(lead_tools=LEAD_TOOLS, subagents=SUBS, extra_tools=[lookup])
     llm.script(
         ToolCalls([Call("call_subagent", {"agent_name": "wizard", "instruction": "magic"})]),
         Text("ok"),
     )
-    result = await controller.execute("x")
+    result = await client.run("x")
     error = tool_messages(llm.requests[-1])[0]["content"]
     assert "unknown subagent 'wizard'" in error
     assert "search_agent" in error and "crawl_agent" in error
     assert result.status == "completed"
 
 
-async def test_each_invocation_starts_with_clean_memory(make_controller, llm):
-    controller = await make_controller(lead_tools=LEAD_TOOLS, subagents=SUBS, extra_tools=[lookup])
+async def test_each_invocation_starts_with_clean_memory(make_client, llm):
+    client = await make_client(lead_tools=LEAD_TOOLS, subagents=SUBS, extra_tools=[lookup])
     by_agent(llm, {
         "lead": [
             ToolCalls([Call("call_subagent", {"agent_name": "search_agent", "instruction": "first"})]),
@@ -134,15 +134,15 @@ async def test_each_invocation_starts_with_clean_memory(make_controller, llm):
             Text("second answer"),
         ],
     })
-    result = await controller.execute("twice")
+    result = await client.run("twice")
     assert result.status == "completed"
     second_call = requests_of(llm, "search_agent")[-1]
     assert [m["role"] for m in second_call["messages"]] == ["system", "user"]
     assert second_call["messages"][1]["content"] == "second"
 
 
-async def test_failing_subagent_gives_error_result_others_still_answer(make_controller, llm):
-    controller = await make_controller(lead_tools=LEAD_TOOLS, subagents=SUBS, extra_tools=[lookup])
+async def test_failing_subagent_gives_error_result_others_still_answer(make_client, llm):
+    client = await make_client(lead_tools=LEAD_TOOLS, subagents=SUBS, extra_tools=[lookup])
     by_agent(llm, {
         "lead": [
             ToolCalls([
@@ -154,18 +154,18 @@ async def test_failing_subagent_gives_error_result_others_still_answer(make_cont
         "search_agent": [Error(400, "model refused")],
         "crawl_agent": [Text("crawl worked")],
     })
-    result = await controller.execute("x")
+    result = await client.run("x")
     assert result.status == "completed"
     first, second = tool_messages(requests_of(llm, "lead")[-1])
     assert first["tool_call_id"] == "f1" and "failed" in first["content"] and "model refused" in first["content"]
     assert second == {"role": "tool", "tool_call_id": "f2", "content": "crawl worked"}
 
 
-async def test_subagent_sees_instruction_and_plan_not_history(make_controller, llm):
-    controller = await make_controller(lead_tools=LEAD_TOOLS, subagents=SUBS, extra_tools=[lookup])
+async def test_subagent_sees_instruction_and_plan_not_history(make_client, llm):
+    client = await make_client(lead_tools=LEAD_TOOLS, subagents=SUBS, extra_tools=[lookup])
     llm.script(Text("first answer"))
-    first = await controller.execute("secret earlier question")
-    await controller.store.create_artifact(
+    first = await client.run("secret earlier question")
+    await client.admin.store.create_artifact(
         first.conversation_id, "task_plan", title="Plan", content="- [ ] step one", content_type="text/markdown"
     )
     by_agent(llm, {
@@ -175,7 +175,7 @@ async def test_subagent_sees_instruction_and_plan_not_history(make_controller, l
         ],
         "search_agent": [Text("step one done")],
     })
-    await controller.execute("follow-up", first.conversation_id)
+    await client.run(Task("follow-up", first.conversation_id))
     sub = requests_of(llm, "search_agent")[0]
     text = str(sub["messages"])
     assert "secret earlier question" not in text
@@ -185,8 +185,8 @@ async def test_subagent_sees_instruction_and_plan_not_history(make_controller, l
     assert "step one" in lead["messages"][0]["content"]  # plan in the inventory
 
 
-async def test_mixed_round_regular_tool_and_subagent_results_in_order(make_controller, llm):
-    controller = await make_controller(lead_tools=LEAD_TOOLS, subagents=SUBS, extra_tools=[lookup])
+async def test_mixed_round_regular_tool_and_subagent_results_in_order(make_client, llm):
+    client = await make_client(lead_tools=LEAD_TOOLS, subagents=SUBS, extra_tools=[lookup])
     by_agent(llm, {
         "lead": [
             ToolCalls([
@@ -197,7 +197,7 @@ async def test_mixed_round_regular_tool_and_subagent_results_in_order(make_contr
         ],
         "search_agent": [Text("sub answer")],
     })
-    result = await controller.execute("mixed")
+    result = await client.run("mixed")
     assert result.status == "completed"
     msgs = tool_messages(requests_of(llm, "lead")[-1])
     assert [(m["tool_call_id"], m["content"]) for m in msgs] == [

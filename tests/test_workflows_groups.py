@@ -9,6 +9,7 @@ from conftest import write_agent
 from scripted_llm import Call, Text, ToolCalls
 from wf_helpers import ByAgent, as_json, instruction_of, workflow_config
 
+from artifactflow import WorkflowTask
 from artifactflow.workflows import load_workflow_file, validate_workflow
 
 
@@ -42,21 +43,21 @@ def desk(tmp_path: Path, text: str) -> Path:
     return config
 
 
-async def run(controller, request="my invoice is wrong"):
-    events = [e async for e in controller.run_workflow("desk", {"request": request})]
-    records = {r["execution_id"]: r for r in await controller.store.lineage(events[0].message_id)}
+async def run(client, request="my invoice is wrong"):
+    events = [e async for e in await client.runs.start(WorkflowTask("desk", {"request": request}))]
+    records = {r["execution_id"]: r for r in await client.admin.store.lineage(events[0].message_id)}
     return events, records["talk#1"]
 
 
-async def test_direct_handoff_passes_the_conversation(make_controller, tmp_path, llm):
+async def test_direct_handoff_passes_the_conversation(make_client, tmp_path, llm):
     config = desk(tmp_path, group_workflow("handoff", ["triager", "billing", "support"]))
-    controller = await make_controller(config_dir=config)
+    client = await make_client(config_dir=config)
     answers = ByAgent(llm, {
         "triager": [ToolCalls([Call("handoff", {"agent": "ghost"}, id="h0")]),
                     ToolCalls([Call("handoff", {"agent": "billing", "message": "invoice 42 is wrong"}, id="h1")])],
         "billing": [Text("Invoice 42 is corrected.")],
     })
-    events, record = await run(controller)
+    events, record = await run(client)
     assert events[-1].type == "complete" and events[-1].data.response == "Invoice 42 is corrected."
     output = record["output"]
     assert (output["speaker"], output["turns"], output["outcome"]) == ("billing", 2, "completed")
@@ -73,14 +74,14 @@ async def test_direct_handoff_passes_the_conversation(make_controller, tmp_path,
     assert "handoff tool with one of: billing" in triager_prompt and "support" in triager_prompt
 
 
-async def test_handoff_ping_pong_stops_at_max_turns_with_an_explicit_outcome(make_controller, tmp_path, llm):
+async def test_handoff_ping_pong_stops_at_max_turns_with_an_explicit_outcome(make_client, tmp_path, llm):
     config = desk(tmp_path, group_workflow("handoff", ["triager", "billing"], "max_turns: 3"))
-    controller = await make_controller(config_dir=config)
+    client = await make_client(config_dir=config)
     ByAgent(llm, {
         "triager": [ToolCalls([Call("handoff", {"agent": "billing"})]), ToolCalls([Call("handoff", {"agent": "billing"})])],
         "billing": [ToolCalls([Call("handoff", {"agent": "triager", "message": "yours"}, id="b1")])],
     })
-    events, record = await run(controller)
+    events, record = await run(client)
     assert events[-1].type == "complete"
     assert record["output"]["outcome"] == "max_turns" and record["output"]["turns"] == 3
     done = next(e.data for e in events if e.type == "workflow_node_complete" and e.data.node == "talk")
@@ -88,11 +89,11 @@ async def test_handoff_ping_pong_stops_at_max_turns_with_an_explicit_outcome(mak
     assert [e.data.to_agent for e in events if e.type == "handoff"] == ["billing", "triager", "billing"]
 
 
-async def test_fixed_order_runs_the_list(make_controller, tmp_path, llm):
+async def test_fixed_order_runs_the_list(make_client, tmp_path, llm):
     config = desk(tmp_path, group_workflow("order", ["writer", "critic", "writer"]))
-    controller = await make_controller(config_dir=config)
+    client = await make_client(config_dir=config)
     answers = ByAgent(llm, {"writer": [Text("draft 1"), Text("draft 2")], "critic": [Text("shorter please")]})
-    events, record = await run(controller)
+    events, record = await run(client)
     assert events[-1].data.response == "draft 2"
     assert answers.agents() == ["writer", "critic", "writer"]
     assert record["output"]["outcome"] == "completed" and record["output"]["turns"] == 3
@@ -100,16 +101,16 @@ async def test_fixed_order_runs_the_list(make_controller, tmp_path, llm):
     assert "**writer**: draft 1" in last_prompt and "**critic**: shorter please" in last_prompt
 
 
-async def test_moderator_picks_the_next_speaker_and_finishes(make_controller, tmp_path, llm):
+async def test_moderator_picks_the_next_speaker_and_finishes(make_client, tmp_path, llm):
     config = desk(tmp_path, group_workflow("moderator", ["writer", "critic"], "moderator: mod"))
-    controller = await make_controller(config_dir=config)
+    client = await make_client(config_dir=config)
     answers = ByAgent(llm, {
         "writer": [Text("draft")],
         "critic": [Text("approved")],
         "mod": [Text("critic please"), Text(as_json({"choice": "critic", "reason": "needs review"})),
                 Text(as_json({"choice": "finish"}))],
     })
-    events, record = await run(controller)
+    events, record = await run(client)
     assert events[-1].data.response == "approved"
     assert answers.agents() == ["writer", "mod", "mod", "critic", "mod"]  # one repair round
     assert record["output"]["outcome"] == "completed" and record["output"]["speaker"] == "critic"
@@ -119,12 +120,12 @@ async def test_moderator_picks_the_next_speaker_and_finishes(make_controller, tm
     assert '"writer", "critic", "finish"' in mod_prompt
 
 
-async def test_moderator_turn_limit(make_controller, tmp_path, llm):
+async def test_moderator_turn_limit(make_client, tmp_path, llm):
     config = desk(tmp_path, group_workflow("moderator", ["writer", "critic"], "moderator: mod\n    max_turns: 2"))
-    controller = await make_controller(config_dir=config)
+    client = await make_client(config_dir=config)
     ByAgent(llm, {"writer": [Text("draft")], "critic": [Text("again")],
                   "mod": [Text(as_json({"choice": "critic"})), Text(as_json({"choice": "writer"}))]})
-    events, record = await run(controller)
+    events, record = await run(client)
     assert record["output"]["outcome"] == "max_turns" and record["output"]["answer"] == "again"
 
 

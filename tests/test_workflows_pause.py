@@ -12,7 +12,7 @@ from resume_helpers import resume_elsewhere
 from scripted_llm import Call, Text, ToolCalls
 from wf_helpers import ByAgent, by_item, workflow_config
 
-from artifactflow import InvalidResumeError
+from artifactflow import InvalidResumeError, Resume, WorkflowTask
 
 PLUGIN = '''
 import os
@@ -70,10 +70,10 @@ def scribe(llm) -> ByAgent:
     })})
 
 
-async def test_split_items_pause_together_and_resume_in_another_process(make_controller, config, llm, journal):
-    controller = await make_controller(config_dir=config)
+async def test_split_items_pause_together_and_resume_in_another_process(make_client, config, llm, journal):
+    client = await make_client(config_dir=config)
     scribe(llm)
-    events = [e async for e in controller.run_workflow("journal", {"items": ["a", "b"]})]
+    events = [e async for e in await client.runs.start(WorkflowTask("journal", {"items": ["a", "b"]}))]
     request = events[-1]
     assert request.type == "permission_request"
     # two parallel items, two interrupts, one request; the same provider id kept apart per item
@@ -82,46 +82,46 @@ async def test_split_items_pause_together_and_resume_in_another_process(make_con
     assert len(request.data.interrupt_ids) == 2
     assert lines(journal) == []
     mid = request.message_id
-    data = controller.services.settings.data_dir
-    await controller.aclose()
+    data = client.settings.data_dir
+    await client.aclose()
 
     first = await asyncio.to_thread(resume_elsewhere, config, data, mid)
     assert first["status"] == "waiting" and first["calls"] == ["wf-stamp#1"]  # the tool step asks
     assert sorted(lines(journal)) == ["a", "b"]
     assert first["types"].count("tool_start") == 2 and first["types"][0] == "permission_result"
 
-    second = await make_controller(config_dir=config, data_dir=data)
+    second = await make_client(config_dir=config, data_dir=data)
     with pytest.raises(InvalidResumeError, match="Pending calls: wf-stamp#1"):  # answered already
-        await second.execute_resume(mid, {"decisions": {"call_0.0": "approve"}})
-    result = await second.execute_resume(mid, {"decisions": "approve"})
+        await second.run(Resume(mid, {"call_0.0": "approve"}))
+    result = await second.run(Resume(mid, "approve"))
     assert result.status == "completed"
     assert result.response == "recorded a, recorded b"
     journal_lines = lines(journal)
     assert sorted(journal_lines[:2]) == ["a", "b"]
     assert journal_lines[2:] == ["summary: recorded a, recorded b"]  # every side effect once
-    records = {r["execution_id"]: r for r in await second.store.lineage(mid)}
+    records = {r["execution_id"]: r for r in await second.admin.store.lineage(mid)}
     assert records["write#1[0]"]["status"] == "ok" and records["write#1[1]"]["status"] == "ok"
     assert records["stamp#1"]["output"] == "appended 'summary: recorded a, recorded b'"
     assert records["join#1"]["parents"] == ["write#1[0]", "write#1[1]"]
-    stored = [e.event_id for e in await second.events(mid)]
+    stored = [e.event_id for e in await second.runs.events(mid)]
     assert stored == list(range(1, len(stored) + 1))
-    types = [e.type for e in await second.events(mid)]
+    types = [e.type for e in await second.runs.events(mid)]
     assert types.count("workflow_node_start") == types.count("workflow_node_complete") == 7
     assert not llm.unexpected
 
 
-async def test_deny_one_item_and_fail_the_denied_tool_step(make_controller, config, llm, journal):
-    controller = await make_controller(config_dir=config)
+async def test_deny_one_item_and_fail_the_denied_tool_step(make_client, config, llm, journal):
+    client = await make_client(config_dir=config)
     scribe(llm)
-    events = [e async for e in controller.run_workflow("journal", {"items": ["a", "b"]})]
+    events = [e async for e in await client.runs.start(WorkflowTask("journal", {"items": ["a", "b"]}))]
     mid = events[-1].message_id
     decisions = {"call_0.0": "approve", "call_0.1": {"action": "deny", "reason": "not b"}}
-    paused = await controller.execute_resume(mid, {"decisions": decisions})
+    paused = await client.run(Resume(mid, decisions))
     assert paused.status == "waiting" and lines(journal) == ["a"]
     denied = [m for r in llm.requests for m in r["messages"]
               if m["role"] == "tool" and "not b" in (m.get("content") or "")]
     assert denied and denied[0]["tool_call_id"] == "call_0.1"
-    result = await controller.execute_resume(mid, {"decisions": {"wf-stamp#1": {"action": "deny"}}})
+    result = await client.run(Resume(mid, {"wf-stamp#1": {"action": "deny"}}))
     assert result.status == "failed"
     assert "workflow node 'stamp' failed: the user denied this tool call" in result.error
     assert lines(journal) == ["a"]
@@ -146,12 +146,12 @@ edges:
 """
 
 
-async def test_a_losing_branch_path_is_never_asked_for_approval(make_controller, tmp_path, llm, journal):
+async def test_a_losing_branch_path_is_never_asked_for_approval(make_client, tmp_path, llm, journal):
     config = workflow_config(
         tmp_path, {"race": RACE}, agents={"scribe": ["append_line"], "fast": []},
         yaml_text="plugins: [journal_tools]\n", plugin_files={"journal_tools.py": PLUGIN},
     )
-    controller = await make_controller(config_dir=config)
+    client = await make_client(config_dir=config)
     a_answered = threading.Event()
 
     def scribe_answer(request):
@@ -163,13 +163,13 @@ async def test_a_losing_branch_path_is_never_asked_for_approval(make_controller,
         return Text("quick answer", chunk_size=1, chunk_delay=0.02)
 
     ByAgent(llm, {"scribe": scribe_answer, "fast": fast_answer})
-    events = [e async for e in controller.run_workflow("race", {})]
+    events = [e async for e in await client.runs.start(WorkflowTask("race", {}))]
     assert events[-1].type == "complete" and events[-1].data.response == "quick answer"
     assert "permission_request" not in [e.type for e in events]
-    records = {r["execution_id"]: r for r in await controller.store.lineage(events[0].message_id)}
+    records = {r["execution_id"]: r for r in await client.admin.store.lineage(events[0].message_id)}
     assert records["careful#1[0]"]["status"] == "cancelled" and records["first#1"]["parents"] == ["quick#1[1]"]
     assert lines(journal) == []
-    message = await controller.store.get_message(events[0].message_id)
+    message = await client.admin.store.get_message(events[0].message_id)
     assert message["status"] == "completed" and message["waiting_for"] is None
 
 
@@ -178,14 +178,14 @@ async def test_hooks_see_a_paused_workflow(config, llm_env, journal, tmp_path):
     the permission request carries every paused item's call, read from the nested steps."""
     from hooks_recorder import Recorder
 
-    from artifactflow import ExecutionController, load_settings
+    from artifactflow import Client, load_settings
 
     recorder = Recorder()
-    controller = await ExecutionController.open(load_settings(config, tmp_path / "data"), hooks=[recorder])
+    client = await Client.open(load_settings(config, tmp_path / "data"), hooks=[recorder])
     try:
         scribe(llm_env)
-        ids = await controller.start_workflow("journal", {"items": ["a", "b"]}, user_id="u-1")
-        events = [e async for e in controller.follow(ids["message_id"], from_start=True)]
+        handle = await client.runs.start(WorkflowTask("journal", {"items": ["a", "b"]}), user_id="u-1")
+        events = [e async for e in handle]
         assert events[-1].type == "permission_request"
         (run, request), = recorder.args("on_permission_request")
         assert (run.segment, run.user_id) == ("new", "u-1")
@@ -193,12 +193,12 @@ async def test_hooks_see_a_paused_workflow(config, llm_env, journal, tmp_path):
             ("call_0.0", "write#1[0]", 1, "write#1[0]/1/call_0.0"),
             ("call_0.1", "write#1[1]", 1, "write#1[1]/1/call_0.1"),
         ]
-        result = await controller.execute_resume(ids["message_id"], {"decisions": "approve"})
+        result = await (await handle.respond("approve")).result()
         assert result.status == "waiting" and [c["tool_call_id"] for c in result.pending_calls] == ["wf-stamp#1"]
         (_, stamp), = recorder.args("on_permission_request")[1:]
         assert [(c.id, c.invocation, c.agent) for c in stamp.calls] == [("wf-stamp#1", "stamp#1", "workflow:stamp")]
     finally:
-        await controller.aclose()
+        await client.aclose()
     assert [run.segment for (run,) in recorder.args("on_run_start")] == ["new", "resumed"]
     assert sorted(c.id for (_, c) in recorder.args("on_tool_start")) == ["call_0.0", "call_0.1"]
     assert sorted(lines(journal)) == ["a", "b"]

@@ -12,7 +12,7 @@ from scripted_llm import Error, Text
 from waiting import wait_until
 from wf_helpers import ByAgent, as_json, by_item, instruction_of, workflow_config
 
-from artifactflow import NotFoundError, UserError
+from artifactflow import NotFoundError, UserError, WorkflowTask
 from artifactflow.agents.model import ScriptedModel
 from artifactflow.workflows.lineage import provenance, tree_lines
 
@@ -35,64 +35,65 @@ def node_events(events, type_="workflow_node_complete") -> dict[str, dict]:
     return {e.data.execution: e.data for e in events if e.type == type_}
 
 
-async def run(controller, name, value):
-    return [e async for e in controller.run_workflow(name, value)]
+async def run(client, name, value):
+    async with await client.runs.start(WorkflowTask(name, value)) as handle:
+        return [e async for e in handle]
 
 
 @pytest.mark.parametrize("category,agent", [("bug", "bug_triager"), ("billing", "billing_agent"),
                                             ("question", "support_agent")])
-async def test_triage_example_routes_each_category(make_controller, tmp_path, llm, category, agent):
+async def test_triage_example_routes_each_category(make_client, tmp_path, llm, category, agent):
     config = workflow_config(tmp_path, {"triage": shipped("triage")}, agents=TRIAGE_AGENTS)
-    controller = await make_controller(config_dir=config)
+    client = await make_client(config_dir=config)
     answers = ByAgent(llm, {"classifier": [Text(as_json({"category": category, "summary": "s"}))],
                             agent: [Text(f"answer from {agent}")]})
-    events = await run(controller, "triage", {"ticket": "help"})
+    events = await run(client, "triage", {"ticket": "help"})
     assert events[-1].type == "complete" and events[-1].data.response == f"answer from {agent}"
     assert answers.agents() == ["classifier", agent]
     done = node_events(events)
     assert done["route#1"].choice == category and done["route#1"].status == "ok"
     assert done["done#1"].parents == [f"{category}#1"]
     assert events[0].type == "metadata" and events[0].data.workflow == "triage"
-    message = await controller.store.get_message(events[0].message_id)
+    message = await client.admin.store.get_message(events[0].message_id)
     assert message["status"] == "completed" and message["response"] == f"answer from {agent}"
     assert not llm.unexpected
 
 
-async def test_workflow_runs_on_an_in_process_model(make_controller, tmp_path, monkeypatch):
+async def test_workflow_runs_on_an_in_process_model(make_client, tmp_path, monkeypatch):
     """Workflow steps call models through the Model seam: a ScriptedModel serves every agent,
     with no socket and no API key."""
     monkeypatch.delenv("OPENAI_API_KEY")
     config = workflow_config(tmp_path, {"triage": shipped("triage")}, agents=TRIAGE_AGENTS)
-    controller = await make_controller(config_dir=config)
+    client = await make_client(config_dir=config)
     answers = {"classifier": as_json({"category": "billing", "summary": "s"}), "billing_agent": "refunded"}
     model = ScriptedModel(function=lambda request: answers.get(request.agent))
-    controller.services.use_model(model)
-    events = await run(controller, "triage", {"ticket": "charged twice"})
+    client.admin.services.use_model(model)
+    events = await run(client, "triage", {"ticket": "charged twice"})
     assert events[-1].type == "complete" and events[-1].data.response == "refunded"
     assert [r.agent for r in model.requests] == ["classifier", "billing_agent"]
     assert node_events(events)["route#1"].choice == "billing"
     with pytest.raises(UserError, match="run of workflow 'triage'; export and replay cover chat runs only"):
-        await controller.export_session(events[0].message_id)  # rather than a replay that diverges
+        await client.runs.export(events[0].message_id)  # rather than a replay that diverges
 
 
 @pytest.mark.parametrize("budget,outcome,agents", [(1, "budget_exceeded", ["classifier"]),
                                                     (100_000, "completed", ["classifier", "billing_agent"])])
-async def test_a_run_budget_stops_a_workflow_between_nodes(make_controller, tmp_path, llm, budget, outcome, agents):
+async def test_a_run_budget_stops_a_workflow_between_nodes(make_client, tmp_path, llm, budget, outcome, agents):
     config = workflow_config(tmp_path, {"triage": shipped("triage")}, agents=TRIAGE_AGENTS,
                              yaml_text=f"budget:\n  max_tokens: {budget}\n")
-    controller = await make_controller(config_dir=config)
+    client = await make_client(config_dir=config)
     answers = ByAgent(llm, {"classifier": [Text(as_json({"category": "billing", "summary": "s"}))],
                             "billing_agent": [Text("refunded")]})
-    events = await run(controller, "triage", {"ticket": "charged twice"})
+    events = await run(client, "triage", {"ticket": "charged twice"})
     assert events[-1].type == "complete" and events[-1].data.outcome == outcome
     assert answers.agents() == agents
 
 
-async def test_research_example_end_to_end(make_controller, tmp_path, llm):
+async def test_research_example_end_to_end(make_client, tmp_path, llm):
     """plan → split over questions → search each → merge → review loops once → draft →
     publish (artifact tool) → exit; the second 'more' exhausts the loop and takes the fallback."""
     config = workflow_config(tmp_path, {"research": shipped("research")}, agents=RESEARCH_AGENTS)
-    controller = await make_controller(config_dir=config)
+    client = await make_client(config_dir=config)
     answers = ByAgent(llm, {
         "planner": [Text(as_json({"questions": ["Q-alpha", "Q-beta"]})),
                     Text(as_json({"questions": ["Q-gamma"]}))],
@@ -103,17 +104,17 @@ async def test_research_example_end_to_end(make_controller, tmp_path, llm):
                      Text(as_json({"choice": "more", "reason": "still thin"}))],
         "writer": [Text("# Report\nalpha, beta and gamma.")],
     })
-    events = await run(controller, "research", {"topic": "greek letters"})
+    events = await run(client, "research", {"topic": "greek letters"})
     assert events[-1].type == "complete", events[-1].data
     mid = events[0].message_id
-    artifact = await controller.store.get_artifact(events[0].conversation_id, "report")
+    artifact = await client.admin.store.get_artifact(events[0].conversation_id, "report")
     assert artifact["content"] == "# Report\nalpha, beta and gamma." and artifact["title"] == "Report: greek letters"
     assert "artifact_created" in kinds(events)
     done = node_events(events)
     assert done["review#1"].choice == "more"
     assert done["review#2"].choice == "enough" and done["review#2"].exhausted == "more"
     assert done["fan_out#2"].count == 1
-    records = {r["execution_id"]: r for r in await controller.store.lineage(mid)}
+    records = {r["execution_id"]: r for r in await client.admin.store.lineage(mid)}
     assert records["findings#1"]["output"] == ["alpha facts [a.org]", "beta facts [b.org]"]
     assert records["findings#1"]["parents"] == ["search#1[0]", "search#1[1]"]
     assert records["findings#2"]["output"] == ["gamma facts [c.org]"]
@@ -150,25 +151,25 @@ edges:
 """
 
 
-async def test_split_with_a_failing_item_continue(make_controller, tmp_path, llm):
+async def test_split_with_a_failing_item_continue(make_client, tmp_path, llm):
     config = workflow_config(tmp_path, {"fanout": SPLIT.replace("POLICY", "continue")}, agents={"worker": []})
-    controller = await make_controller(config_dir=config)
+    client = await make_client(config_dir=config)
     ByAgent(llm, {"worker": by_item({"Do a": Text("A done"), "Do b": Error(400, "bad item"),
                                      "Do c": Text("C done")})})
-    events = await run(controller, "fanout", {"items": ["a", "b", "c"]})
+    events = await run(client, "fanout", {"items": ["a", "b", "c"]})
     assert events[-1].type == "complete"
     assert events[-1].data.response == "A done | C done"
     done = node_events(events)
     assert done["work#1[1]"].status == "failed" and "bad item" in done["work#1[1]"].error
     assert done["join#1"].failed_items == [1]
-    records = {r["execution_id"]: r for r in await controller.store.lineage(events[0].message_id)}
+    records = {r["execution_id"]: r for r in await client.admin.store.lineage(events[0].message_id)}
     assert records["join#1"]["parents"] == ["work#1[0]", "work#1[1]", "work#1[2]"]
     assert records["join#1"]["input"]["failed"] == [1]
 
 
-async def test_split_with_a_failing_item_fail(make_controller, tmp_path, llm):
+async def test_split_with_a_failing_item_fail(make_client, tmp_path, llm):
     config = workflow_config(tmp_path, {"fanout": SPLIT.replace("POLICY", "fail")}, agents={"worker": []})
-    controller = await make_controller(config_dir=config)
+    client = await make_client(config_dir=config)
     c_started = threading.Event()
 
     def worker(request):
@@ -182,20 +183,20 @@ async def test_split_with_a_failing_item_fail(make_controller, tmp_path, llm):
         return Text("A done")
 
     ByAgent(llm, {"worker": worker})
-    events = await run(controller, "fanout", {"items": ["a", "b", "c"]})
+    events = await run(client, "fanout", {"items": ["a", "b", "c"]})
     assert events[-1].type == "error"
     text = events[-1].data.message
     assert "workflow node 'work' (item 1) failed" in text and "on_failure: continue" in text
-    message = await controller.store.get_message(events[0].message_id)
+    message = await client.admin.store.get_message(events[0].message_id)
     assert message["status"] == "failed"
-    assert "join" not in {r["node_id"] for r in await controller.store.lineage(events[0].message_id)}
+    assert "join" not in {r["node_id"] for r in await client.admin.store.lineage(events[0].message_id)}
     await wait_until(lambda: llm.disconnects >= 1)  # the slow sibling's call was cancelled
 
 
-async def test_split_over_an_empty_list_and_non_list(make_controller, tmp_path, llm):
+async def test_split_over_an_empty_list_and_non_list(make_client, tmp_path, llm):
     config = workflow_config(tmp_path, {"fanout": SPLIT.replace("POLICY", "fail")}, agents={"worker": []})
-    controller = await make_controller(config_dir=config)
-    events = await run(controller, "fanout", {"items": []})
+    client = await make_client(config_dir=config)
+    events = await run(client, "fanout", {"items": []})
     assert events[-1].type == "complete" and events[-1].data.response == ""
     assert llm.requests == []
 
@@ -221,9 +222,9 @@ edges:
 """
 
 
-async def test_branch_first_success_wins_and_cancels_the_rest(make_controller, tmp_path, llm):
+async def test_branch_first_success_wins_and_cancels_the_rest(make_client, tmp_path, llm):
     config = workflow_config(tmp_path, {"race": BRANCH}, agents={"fast": [], "slow": []})
-    controller = await make_controller(config_dir=config)
+    client = await make_client(config_dir=config)
     slow_started = threading.Event()
 
     def fast(request):
@@ -235,7 +236,7 @@ async def test_branch_first_success_wins_and_cancels_the_rest(make_controller, t
         return SLOW
 
     answers = ByAgent(llm, {"fast": fast, "slow": slow})
-    events = await run(controller, "race", {})
+    events = await run(client, "race", {})
     assert events[-1].type == "complete" and events[-1].data.response == "quick answer"
     done = node_events(events)
     assert done["quick#1[0]"].status == "ok"
@@ -243,18 +244,18 @@ async def test_branch_first_success_wins_and_cancels_the_rest(make_controller, t
     assert "polish#1[1]" not in done  # the lost path stopped: its next node never ran
     assert answers.agents().count("slow") == 1
     await wait_until(lambda: llm.disconnects == 1)  # the slow call was cancelled mid-stream
-    records = {r["execution_id"]: r for r in await controller.store.lineage(events[0].message_id)}
+    records = {r["execution_id"]: r for r in await client.admin.store.lineage(events[0].message_id)}
     assert records["first#1"]["parents"] == ["quick#1[0]"]
     assert records["first#1"]["group_id"] == "fork#1"
     assert records["ponder#1[1]"]["status"] == "cancelled"
 
 
-async def test_branch_every_path_failing_fails_the_merge(make_controller, tmp_path, llm):
+async def test_branch_every_path_failing_fails_the_merge(make_client, tmp_path, llm):
     text = BRANCH.replace('instruction: "path {{ index }}"}', 'instruction: "path {{ index }}", on_failure: continue}')
     config = workflow_config(tmp_path, {"race": text}, agents={"fast": [], "slow": []})
-    controller = await make_controller(config_dir=config)
+    client = await make_client(config_dir=config)
     ByAgent(llm, {"fast": [Error(400, "fast broke")], "slow": [Error(400, "slow broke")]})
-    events = await run(controller, "race", {})
+    events = await run(client, "race", {})
     assert events[-1].type == "error" and "every path of the branch failed" in events[-1].data.message
     done = node_events(events)
     assert done["polish#1[1]"].status == "skipped"
@@ -277,11 +278,11 @@ edges:
 """
 
 
-async def test_output_schema_gets_one_repair_round(make_controller, tmp_path, llm):
+async def test_output_schema_gets_one_repair_round(make_client, tmp_path, llm):
     config = workflow_config(tmp_path, {"repair": REPAIR}, agents={"classifier": []})
-    controller = await make_controller(config_dir=config)
+    client = await make_client(config_dir=config)
     ByAgent(llm, {"classifier": [Text("it is x, I think"), Text('```json\n{"category": "x"}\n```')]})
-    events = await run(controller, "repair", {})
+    events = await run(client, "repair", {})
     assert events[-1].type == "complete" and events[-1].data.response == "x"
     assert node_events(events)["classify#1"].repaired is True
     first, second = llm.requests
@@ -290,11 +291,11 @@ async def test_output_schema_gets_one_repair_round(make_controller, tmp_path, ll
     assert note["role"] == "user" and "could not be used" in note["content"] and "not JSON" in note["content"]
 
 
-async def test_output_schema_fails_after_the_repair_round(make_controller, tmp_path, llm):
+async def test_output_schema_fails_after_the_repair_round(make_client, tmp_path, llm):
     config = workflow_config(tmp_path, {"repair": REPAIR}, agents={"classifier": []})
-    controller = await make_controller(config_dir=config)
+    client = await make_client(config_dir=config)
     ByAgent(llm, {"classifier": [Text('{"category": "z"}'), Text('{"category": "w"}')]})
-    events = await run(controller, "repair", {})
+    events = await run(client, "repair", {})
     assert events[-1].type == "error"
     assert "after one repair round" in events[-1].data.message and "category" in events[-1].data.message
     assert len(llm.requests) == 2
@@ -314,35 +315,35 @@ edges:
 """
 
 
-async def test_decision_agent_chooses_from_the_labels(make_controller, tmp_path, llm):
+async def test_decision_agent_chooses_from_the_labels(make_client, tmp_path, llm):
     config = workflow_config(tmp_path, {"decide": DECIDE}, agents={"judge": []})
-    controller = await make_controller(config_dir=config)
+    client = await make_client(config_dir=config)
     ByAgent(llm, {"judge": [Text(as_json({"choice": "maybe"})), Text(as_json({"choice": "no", "reason": "3 < 10"}))]})
-    events = await run(controller, "decide", {"n": 3})
+    events = await run(client, "decide", {"n": 3})
     assert events[-1].data.response == "small"
     prompt = llm.requests[0]["messages"][1]["content"]
     assert '"yes", "no"' in prompt and "choice" in prompt
-    records = {r["execution_id"]: r for r in await controller.store.lineage(events[0].message_id)}
+    records = {r["execution_id"]: r for r in await client.admin.store.lineage(events[0].message_id)}
     assert records["judge#1"]["output"] == {"choice": "no", "reason": "3 < 10"}
     assert records["small#1"]["parents"] == ["judge#1"]
 
 
-async def test_bad_input_and_unknown_workflow_fail_before_anything_runs(make_controller, tmp_path, llm):
+async def test_bad_input_and_unknown_workflow_fail_before_anything_runs(make_client, tmp_path, llm):
     config = workflow_config(tmp_path, {"triage": shipped("triage")}, agents=TRIAGE_AGENTS)
-    controller = await make_controller(config_dir=config)
+    client = await make_client(config_dir=config)
     with pytest.raises(UserError, match="does not match its schema.*ticket"):
-        await run(controller, "triage", {"ticket": 5})
+        await run(client, "triage", {"ticket": 5})
     with pytest.raises(NotFoundError, match="available: triage"):
-        await run(controller, "nope", {})
-    assert await controller.store.list_conversations() == []
+        await run(client, "nope", {})
+    assert await client.admin.store.list_conversations() == []
 
 
-async def test_lineage_tree_of_a_split_and_merge(make_controller, tmp_path, llm):
+async def test_lineage_tree_of_a_split_and_merge(make_client, tmp_path, llm):
     config = workflow_config(tmp_path, {"fanout": SPLIT.replace("POLICY", "fail")}, agents={"worker": []})
-    controller = await make_controller(config_dir=config)
+    client = await make_client(config_dir=config)
     ByAgent(llm, {"worker": by_item({"Do a": Text("A"), "Do b": Text("B")})})
-    events = await run(controller, "fanout", {"items": ["a", "b"]})
-    records = await controller.store.lineage(events[0].message_id)
+    events = await run(client, "fanout", {"items": ["a", "b"]})
+    records = await client.admin.store.lineage(events[0].message_id)
     tree = provenance(records)
     assert tree["execution_id"] == "done#1"
     join = tree["parents"][0]
@@ -381,7 +382,7 @@ edges:
 """
 
 
-async def test_tool_decision_routes_on_its_output_and_continue_on_failure(make_controller, tmp_path, llm):
+async def test_tool_decision_routes_on_its_output_and_continue_on_failure(make_client, tmp_path, llm):
     from artifactflow import tool
 
     @tool
@@ -390,11 +391,11 @@ async def test_tool_decision_routes_on_its_output_and_continue_on_failure(make_c
         return {"size": "short" if len(text) < 10 else "long", "chars": len(text)}
 
     config = workflow_config(tmp_path, {"gate": TOOL_DECISION}, agents={"writer": []})
-    controller = await make_controller(config_dir=config, extra_tools=[measure])
+    client = await make_client(config_dir=config, extra_tools=[measure])
     ByAgent(llm, {"writer": [Error(400, "model refused")]})
-    events = await run(controller, "gate", {"text": "hi"})
+    events = await run(client, "gate", {"text": "hi"})
     assert events[-1].type == "complete" and events[-1].data.response == ""
-    records = {r["execution_id"]: r for r in await controller.store.lineage(events[0].message_id)}
+    records = {r["execution_id"]: r for r in await client.admin.store.lineage(events[0].message_id)}
     assert records["check#1"]["output"] == {"choice": "short"}
     assert records["check#1"]["input"]["arguments"] == {"text": "hi"} and records["check#1"]["input"]["value"] == "short"
     assert records["brief#1"]["status"] == "failed" and "model refused" in records["brief#1"]["error"]
@@ -402,17 +403,16 @@ async def test_tool_decision_routes_on_its_output_and_continue_on_failure(make_c
     assert [e.data.tool for e in events if e.type == "tool_start"] == ["measure"]
 
 
-async def test_leaving_the_stream_cancels_the_run_and_its_items(make_controller, tmp_path, llm):
+async def test_leaving_the_stream_cancels_the_run_and_its_items(make_client, tmp_path, llm):
     config = workflow_config(tmp_path, {"fanout": SPLIT.replace("POLICY", "fail")}, agents={"worker": []})
-    controller = await make_controller(config_dir=config)
+    client = await make_client(config_dir=config)
     ByAgent(llm, {"worker": lambda request: SLOW})
-    stream = controller.run_workflow("fanout", {"items": ["a", "b"]})
-    async for event in stream:
-        if event.type == "llm_chunk":
-            break  # both items are streaming (or about to): leave early
-    await stream.aclose()
-    message = await controller.store.get_message(event.message_id)
+    async with await client.runs.start(WorkflowTask("fanout", {"items": ["a", "b"]})) as handle:
+        async for event in handle:
+            if event.type == "llm_chunk":
+                break  # both items are streaming (or about to): leave early
+    message = await client.admin.store.get_message(event.message_id)
     assert message["status"] == "cancelled"
-    assert (await controller.events(event.message_id))[-1].type == "cancelled"
+    assert (await client.runs.events(event.message_id))[-1].type == "cancelled"
     await wait_until(lambda: llm.disconnects >= 1)
     assert [t for t in asyncio.all_tasks() if t.get_name() == "agent"] == []  # no nested step left

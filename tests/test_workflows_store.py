@@ -1,5 +1,5 @@
 """Workflow runs and lineage in the app store, on SQLite and PostgreSQL, and a paused split
-workflow resumed by a new controller on PostgreSQL (app store and checkpoints)."""
+workflow resumed by a new client on PostgreSQL (app store and checkpoints)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from scripted_llm import Call, Text, ToolCalls
 from test_workflows_pause import JOURNAL, PLUGIN
 from wf_helpers import ByAgent, by_item, workflow_config
 
-from artifactflow import ExecutionController, load_settings
+from artifactflow import Client, Resume, WorkflowTask, load_settings
 from artifactflow.core.store.repository import AppStore
 from artifactflow.workflows import lineage
 
@@ -56,7 +56,7 @@ async def test_runs_and_lineage_contract(store: AppStore):
     assert await store.get_workflow_run(second["id"]) is not None
 
 
-async def test_paused_split_on_postgres_resumes_in_a_new_controller(tmp_path, make_controller, llm, monkeypatch):
+async def test_paused_split_on_postgres_resumes_in_a_new_client(tmp_path, make_client, llm, monkeypatch):
     journal = tmp_path / "journal.txt"
     monkeypatch.setenv("AF_JOURNAL", str(journal))
     config = workflow_config(tmp_path, {"journal": JOURNAL}, agents={"scribe": ["append_line"]},
@@ -67,21 +67,21 @@ async def test_paused_split_on_postgres_resumes_in_a_new_controller(tmp_path, ma
     })})
     async with fresh_database() as url:
         settings = load_settings(config, tmp_path / "data", database_url=url)
-        controller = await ExecutionController.open(settings)
+        client = await Client.open(settings)
         try:
-            events = [e async for e in controller.run_workflow("journal", {"items": ["a", "b"]})]
+            events = [e async for e in await client.runs.start(WorkflowTask("journal", {"items": ["a", "b"]}))]
             assert events[-1].type == "permission_request" and len(events[-1].data.calls) == 2
             mid, thread = events[-1].message_id, events[-1].thread_id
         finally:
-            await controller.aclose()
-        controller = await ExecutionController.open(settings)
+            await client.aclose()
+        client = await Client.open(settings)
         try:
-            stamped = await controller.execute_resume(mid, {"decisions": "approve"})
+            stamped = await client.run(Resume(mid, "approve"))
             assert stamped.status == "waiting" and sorted(journal.read_text().split()) == ["a", "b"]
-            done = await controller.execute_resume(mid, {"decisions": "approve"})
+            done = await client.run(Resume(mid, "approve"))
             assert done.status == "completed" and done.response == "ra, rb"
             assert journal.read_text().splitlines()[2:] == ["summary: ra, rb"]
-            assert not await controller.checkpoints.has_checkpoint(thread)
-            assert [r["node_id"] for r in await controller.store.lineage(mid)].count("write") == 2
+            assert not await client.admin.checkpoints.has_checkpoint(thread)
+            assert [r["node_id"] for r in await client.admin.store.lineage(mid)].count("write") == 2
         finally:
-            await controller.aclose()
+            await client.aclose()
