@@ -10,7 +10,6 @@ from __future__ import annotations
 from .agents.model import Model, ModelRequest, ModelResponse, Reply, ScriptedModel, ToolCall, Usage
 from .agents.spec import AgentSpec
 from .client import Client, Decisions, Resume, Retry, Run, RunResult, Task, WorkflowTask
-from .client.legacy import ExecutionController, ExecutionResult
 from .core.context import RunContext, Services
 from .core.conversations import ACTIVE_BRANCH, ConversationManager
 from .core.state import (
@@ -85,9 +84,7 @@ __all__ = [
     "Event",
     "EventData",
     "EventType",
-    "ExecutionController",
     "ExecutionPhase",
-    "ExecutionResult",
     "FatalLLMError",
     "HookError",
     "Hooks",

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from scripted_llm import ScriptedLLM  # noqa: E402
 
-from artifactflow import Client, ExecutionController, load_settings  # noqa: E402
+from artifactflow import Client, load_settings  # noqa: E402
 
 
 @pytest.fixture
@@ -83,12 +83,11 @@ def make_config(
     return config
 
 
-ControllerFactory = Callable[..., Any]
 ClientFactory = Callable[..., Any]
 
 
-def _opener(tmp_path: Path, opened: list[Any], cls: Any) -> Callable[..., Any]:
-    """A factory opening `cls` (Client or ExecutionController) on a config written by
+def _opener(tmp_path: Path, opened: list[Client]) -> Callable[..., Any]:
+    """A factory opening a `Client` on a config written by
     `make_config(**config_kwargs)` (or `config_dir`) and `data_dir` (default: tmp/data); what
     it opened is closed at teardown. Two opened on one data folder are two processes' worth."""
 
@@ -97,7 +96,7 @@ def _opener(tmp_path: Path, opened: list[Any], cls: Any) -> Callable[..., Any]:
         if config_dir is None:
             config_dir = make_config(tmp_path, **config_kwargs)
         settings = load_settings(config_dir, data_dir or tmp_path / "data")
-        opened.append(await cls.open(settings, extra_tools=extra_tools))
+        opened.append(await Client.open(settings, extra_tools=extra_tools))
         return opened[-1]
 
     return factory
@@ -106,17 +105,9 @@ def _opener(tmp_path: Path, opened: list[Any], cls: Any) -> Callable[..., Any]:
 @pytest_asyncio.fixture
 async def make_client(tmp_path: Path, llm_env: ScriptedLLM) -> AsyncIterator[ClientFactory]:
     opened: list[Client] = []
-    yield _opener(tmp_path, opened, Client)
+    yield _opener(tmp_path, opened)
     for client in opened:
         await client.aclose()
-
-
-@pytest_asyncio.fixture
-async def make_controller(tmp_path: Path, llm_env: ScriptedLLM) -> AsyncIterator[ControllerFactory]:
-    opened: list[ExecutionController] = []
-    yield _opener(tmp_path, opened, ExecutionController)
-    for controller in opened:
-        await controller.aclose()
 
 
 @pytest_asyncio.fixture(params=["sqlite", "postgres"])

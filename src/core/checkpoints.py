@@ -1,7 +1,7 @@
 """The process's one checkpoint saver: SQLite (own file, WAL) or PostgreSQL.
 
 Checkpoints matter only while a run is in flight or paused; once a message finishes, the
-event log holds the record and its thread's checkpoints are deleted (see `ExecutionController`
+event log holds the record and its thread's checkpoints are deleted (see `core/run/maintenance.py`
 and `artifactflow gc`).
 """
 

@@ -2,7 +2,7 @@
 stores), the checkpoint saver, the chat graph (compiled once) and the run `Runtime`.
 
 `Engine` is what the layers above build on (the public `Client`, the old
-`ExecutionController`, the replay sandbox). What belongs to a layer above is handed in, never
+`Client`, the replay sandbox). What belongs to a layer above is handed in, never
 imported: the model wrapper (the request recorder of `replay/`) and the graph providers (the
 workflow engine).
 """

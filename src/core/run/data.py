@@ -1,9 +1,8 @@
 """Stored data, as the interfaces need it: conversations and their message trees, messages,
 event-log positions, API tokens, artifacts, and deleting a conversation.
 
-The public facade (`client.conversations`, `client.artifacts`, ...) and the old
-`ExecutionController` read through one `StoredData`, so the HTTP and CLI layers never ask the
-store or the checkpointer. `user_id` (where taken) restricts a lookup to that user's
+The public facade (`client.conversations`, `client.artifacts`, ...) reads through one
+`StoredData`, so the HTTP and CLI layers never ask the store or the checkpointer. `user_id` (where taken) restricts a lookup to that user's
 resources: another user's conversation answers `NotFoundError` exactly like a missing one.
 """
 
