@@ -42,7 +42,7 @@ from langgraph.channels.delta import DeltaChannel
 from ..core.state import AgentState, AgentUpdate, Memories, OutcomeValue, PhaseValue, SubagentRecord
 from ..core.store.rows import JsonValue, LineageRow
 from ..events.status import WorkflowNodeStatus
-from ..shapes import JsonObject, PendingToolCall
+from ..shapes import ChatMessage, JsonObject, PendingToolCall
 
 _SNAPSHOT_EVERY = 100_000
 
@@ -126,6 +126,11 @@ class StepUpdate(AgentUpdate, total=False):
 
     repairs: int
     result: StepResult | None
+
+
+def memory_of(update: AgentUpdate, invocation: str) -> list[ChatMessage]:
+    """The messages `update` appends to `invocation`'s memory."""
+    return list((update.get("agent_memories") or {}).get(invocation) or [])
 
 
 class StepOutput(TypedDict, total=False):
