@@ -63,7 +63,9 @@ class StepResult(TypedDict):
     outcome: NotRequired[str]  # a group's: "completed" or "max_turns"
 
 
-class _TaskBase(TypedDict):
+class StepTaskBase(TypedDict):
+    """What every step task carries: where it runs and how it announces itself."""
+
     execution: str  # the node execution the step belongs to
     node: str
     start_event: JsonObject  # `Emitted.dump()` of its `workflow_node_start`, emitted by `begin`
@@ -71,21 +73,21 @@ class _TaskBase(TypedDict):
     start_record: LineageRow  # the lineage record `begin` writes
 
 
-class AgentTask(_TaskBase):
+class AgentTask(StepTaskBase):
     kind: Literal["agent"]
     agent: str
     instruction: str  # the rendered instruction with the schema part of the prompt
     schema: JsonObject | None  # what the answer must match (JSON Schema)
 
 
-class ToolTask(_TaskBase):
+class ToolTask(StepTaskBase):
     kind: Literal["tool"]
     tool: str
     arguments: JsonValue  # the rendered arguments
     schema: JsonObject | None
 
 
-class GroupTask(_TaskBase):
+class GroupTask(StepTaskBase):
     kind: Literal["group"]
     instruction: str
     agents: list[str]  # the members, in speaking order
@@ -210,7 +212,7 @@ class ItemReport(TypedDict):
 
     status: Literal["ok", "failed"]
     output: JsonValue
-    error: str | None
+    error: NotRequired[str | None]  # absent for the items of a split with no node per item
     execution: str
     index: NotRequired[int]
     finished_at: NotRequired[float]  # a branch's merge takes the earliest success
