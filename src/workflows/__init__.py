@@ -3,10 +3,12 @@
 A workflow file (`config/workflows/*.yaml`) declares nodes with one of seven roles and the
 edges between them. It is parsed (`spec`, `templates`), checked as a whole before anything
 runs (`validate`, `references`, on the shape computed by `topology`), drawn (`mermaid`), and
-compiled to a LangGraph `StateGraph` (`compile`; role semantics in `nodes`, branch races in
-`race`) whose agent, tool and group steps are nested graphs on the chat graph's subagent step
-and shared tool node (`step`, `group`). `runner` starts runs on the core run engine
-(`core/run/`), so pauses, resumes, checkpoints and the event log work as for a chat run. Every node
+compiled to a LangGraph `StateGraph` (`compile`; role semantics in `nodes` on the shared
+`execution` machinery, with `decision`, `merge` and `scoped` for split items and branch
+paths; branch races in `race`; channels and plain-data shapes in `state`) whose agent, tool
+and group steps are nested graphs on the chat graph's subagent step and shared tool node
+(`step`, `group`). `launch` starts runs on the core run engine (`core/run/`), so pauses,
+resumes, checkpoints and the event log work as for a chat run. Every node
 execution is recorded with its parents (`lineage`).
 """
 

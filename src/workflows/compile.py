@@ -19,7 +19,7 @@ graph is compiled with the controller's checkpointer and takes `RunContext` as r
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 from langgraph.graph import END, START, StateGraph
@@ -29,19 +29,30 @@ from ..core.context import RunContext
 from .nodes import WorkflowNode
 from .references import template_fields
 from .spec import WorkflowSpec
-from .state import WorkflowState
+from .state import WorkflowState, WorkflowStep
 from .templates import references
 from .topology import Topology
 
+# The routers take a `Mapping`, not `WorkflowState`: given a class, LangGraph would read their
+# input by that schema instead of passing the node's own writes through (the task-local read
+# each Send task's router relies on to see its own `wf_step`).
 
-def _label(state: dict[str, Any]) -> str:
-    return (state.get("wf_step") or {})["label"]
+
+def _step(state: Mapping[str, Any]) -> WorkflowStep:
+    return state.get("wf_step") or {}
 
 
-def _dispatch(state: dict[str, Any]) -> Any:
-    step = state.get("wf_step") or {}
-    if step.get("sends"):
-        return [Send(target, payload) for target, payload in step["sends"]]
+def _label(state: Mapping[str, Any]) -> str:
+    label = _step(state).get("label")
+    assert label is not None  # a decision always writes the label it chose
+    return label
+
+
+def _dispatch(state: Mapping[str, Any]) -> Any:
+    step = _step(state)
+    sends = step.get("sends")
+    if sends:
+        return [Send(target, payload) for target, payload in sends]
     return step.get("goto") or END
 
 

@@ -28,45 +28,70 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Required
+from typing import TYPE_CHECKING, Any, Required, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
 from ..core.agent_nodes import subagent_step
 from ..core.context import RunContext
+from ..core.state import AgentUpdate, SubagentRecordUpdate
 from ..core.tool_node import tool_execution
 from ..events.envelope import Emitted
 from ..events.payloads import HandoffData
+from ..shapes import ChatMessage, PendingToolCall
 from .schemas import check_output, choice_schema, schema_prompt
-from .state import StepOutput, StepState
+from .state import GroupTask, StepChannels, StepOutput, StepUpdate, memory_of, with_agent_channels
 
 HANDOFF = "handoff"
 FINISH = "finish"
 
-class GroupState(StepState, total=False):
+
+class Turn(TypedDict):
+    agent: str
+    text: str
+
+
+# the handoff that gave the current speaker the floor (`from` is a keyword: the functional form)
+HandoffNote = TypedDict("HandoffNote", {"from": str, "message": str})
+
+
+class GroupState(StepChannels, total=False):
+    task: Required[GroupTask]
     # `begin` sets the first three before any other node reads them
     speaker: Required[str]
     turn: Required[int]
     position: Required[int]  # order mode: index in the member list of the current speaker
-    transcript: list[dict[str, Any]]
-    note: dict[str, Any] | None  # the handoff that gave the current speaker the floor
+    transcript: list[Turn]
+    note: HandoffNote | None  # the handoff that gave the current speaker the floor
     asking: str  # which node the tool node returns to
 
 
-def _inv(task: dict[str, Any], label: str) -> str:
+if not TYPE_CHECKING:
+    GroupState = with_agent_channels(GroupState)
+
+
+class GroupUpdate(StepUpdate, total=False):
+    speaker: str
+    turn: int
+    position: int
+    transcript: list[Turn]
+    note: HandoffNote | None
+    asking: str
+
+
+def _inv(task: GroupTask, label: str) -> str:
     return f"{task['execution']}/{label}"
 
 
-def _transcript_text(transcript: list[dict[str, Any]]) -> str:
+def _transcript_text(transcript: list[Turn]) -> str:
     if not transcript:
         return "(nobody has spoken yet)"
     return "\n\n".join(f"**{t['agent']}**: {t['text']}" for t in transcript)
 
 
-def _turn_instruction(task: dict[str, Any], state: Mapping[str, Any], speaker: str) -> str:
-    parts = [task["instruction"], "## Conversation so far\n" + _transcript_text(state.get("transcript") or [])]
-    note = state.get("note")
+def _turn_instruction(task: GroupTask, transcript: list[Turn], note: HandoffNote | None, speaker: str) -> str:
+    parts = [task["instruction"], "## Conversation so far\n" + _transcript_text(transcript)]
     if note:
         parts.append(f"{note['from']} handed the conversation to you" + (f": {note['message']}" if note.get("message") else "."))
     targets = task["targets"].get(speaker) or []
@@ -77,52 +102,57 @@ def _turn_instruction(task: dict[str, Any], state: Mapping[str, Any], speaker: s
     return "\n\n".join(parts)
 
 
-def _record(agent: str, instruction: str) -> dict[str, Any]:
+def _record(agent: str, instruction: str) -> SubagentRecordUpdate:
     return {"agent": agent, "instruction": instruction, "tool_call_id": None, "status": "running",
             "rounds": 0, "order": 0}
 
 
-def _emit(runtime: Runtime[RunContext], task: dict[str, Any], *, from_agent: str, to_agent: str, message: str,
+def _emit(runtime: Runtime[RunContext], task: GroupTask, *, from_agent: str, to_agent: str, message: str,
           by: str, turn: int) -> None:
     data = HandoffData(execution=task["execution"], node=task["node"], from_agent=from_agent, to_agent=to_agent,
                        message=message, by=by, turn=turn)
     runtime.stream_writer(Emitted(data, to_agent))
 
 
-async def begin(state: GroupState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+async def begin(state: GroupState, runtime: Runtime[RunContext]) -> GroupUpdate:
     task = state["task"]
     runtime.stream_writer(Emitted.load(task["start_event"]))
     await runtime.context.services.store.put_lineage(task["start_record"])
     speaker = task["agents"][0]
-    fresh = {"transcript": [], "note": None}
     return {"speaker": speaker, "turn": 1, "position": 0, "transcript": [], "note": None,
             "asking": "speak", "repairs": 0,
-            "subagent_invocations": {_inv(task, "1"): _record(speaker, _turn_instruction(task, fresh, speaker))}}
+            "subagent_invocations": {_inv(task, "1"): _record(speaker, _turn_instruction(task, [], None, speaker))}}
 
 
-def _finish(state: Mapping[str, Any], outcome: str, answer: str, transcript: list[dict[str, Any]]) -> dict[str, Any]:
+def _finish(state: GroupState, outcome: str, answer: str, transcript: list[Turn]) -> GroupUpdate:
     output = {"answer": answer, "speaker": state["speaker"], "turns": state["turn"], "outcome": outcome,
               "transcript": transcript}
     return {"result": {"status": "ok", "output": output, "error": None, "outcome": outcome}}
 
 
-def _next_turn(task: dict[str, Any], state: Mapping[str, Any], speaker: str, position: int,
-               transcript: list[dict[str, Any]], note: dict[str, Any] | None) -> dict[str, Any]:
+def _next_turn(task: GroupTask, state: GroupState, speaker: str, position: int,
+               transcript: list[Turn], note: HandoffNote | None) -> GroupUpdate:
     turn = state["turn"] + 1
-    view = {"transcript": transcript, "note": note}
     return {"speaker": speaker, "turn": turn, "position": position, "transcript": transcript, "note": note,
             "asking": "speak", "repairs": 0,
-            "subagent_invocations": {_inv(task, str(turn)): _record(speaker, _turn_instruction(task, view, speaker))}}
+            "subagent_invocations": {_inv(task, str(turn)): _record(speaker, _turn_instruction(task, transcript, note, speaker))}}
 
 
-async def speak(state: GroupState, runtime: Runtime[RunContext]) -> dict[str, Any]:
-    task = state["task"]
-    invocation = _inv(task, str(state["turn"]))
+async def _take_turn(state: GroupState, runtime: Runtime[RunContext], invocation: str) -> AgentUpdate:
+    """One model call of `invocation` (a member's turn or the moderator's), through the chat
+    graph's subagent step."""
     record = (state.get("subagent_invocations") or {})[invocation]
     memory = list((state.get("agent_memories") or {}).get(invocation, []))
     update, _compacted = await subagent_step(runtime.context, runtime, invocation, record, memory, None, set())
+    return update
+
+
+async def speak(state: GroupState, runtime: Runtime[RunContext]) -> GroupUpdate:
+    task = state["task"]
+    invocation = _inv(task, str(state["turn"]))
+    update = await _take_turn(state, runtime, invocation)
     speaker = state["speaker"]
-    outcome = update.get("subagent_invocations", {}).get(invocation, {})
+    outcome = (update.get("subagent_invocations") or {}).get(invocation, {})
     if outcome.get("status") == "failed":
         return {**update, "result": {"status": "failed", "output": None,
                                      "error": f"{speaker} failed: {outcome.get('error')}"}}
@@ -131,9 +161,9 @@ async def speak(state: GroupState, runtime: Runtime[RunContext]) -> dict[str, An
     if handoffs:
         return _handoff(task, state, update, invocation, handoffs[0], runtime)
     if calls:
-        return update
+        return {**update}
     answer = outcome.get("result") or ""
-    transcript = [*(state.get("transcript") or []), {"agent": speaker, "text": answer}]
+    transcript: list[Turn] = [*(state.get("transcript") or []), {"agent": speaker, "text": answer}]
     if task["mode"] == "handoff":
         return {**update, **_finish(state, "completed", answer, transcript)}
     if task["mode"] == "order":
@@ -145,13 +175,14 @@ async def speak(state: GroupState, runtime: Runtime[RunContext]) -> dict[str, An
         nxt = task["agents"][position]
         return {**update, **_next_turn(task, state, nxt, position, transcript, None)}
     # moderator mode: the moderator picks
+    moderator = task["moderator"] or ""  # validated: a moderator group names its moderator
     return {**update, "transcript": transcript, "asking": "moderate", "repairs": 0,
-            "subagent_invocations": {**update.get("subagent_invocations", {}), _inv(task, f"mod{state['turn']}"):
-                                 _record(task["moderator"], _moderator_instruction(task, transcript))}}
+            "subagent_invocations": {**(update.get("subagent_invocations") or {}), _inv(task, f"mod{state['turn']}"):
+                                     _record(moderator, _moderator_instruction(task, transcript))}}
 
 
-def _handoff(task: dict[str, Any], state: Mapping[str, Any], update: dict[str, Any], invocation: str,
-             call: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
+def _handoff(task: GroupTask, state: GroupState, update: AgentUpdate, invocation: str,
+             call: PendingToolCall, runtime: Runtime[RunContext]) -> GroupUpdate:
     speaker = state["speaker"]
     try:
         args = json.loads(call["arguments"] or "{}")
@@ -163,61 +194,59 @@ def _handoff(task: dict[str, Any], state: Mapping[str, Any], update: dict[str, A
         # a refusal the agent can act on; its other calls (if any) still go to the tool node
         text = (f"ERROR: cannot hand over to {target!r}; you may hand over to: "
                 f"{', '.join(allowed) or 'nobody (answer yourself)'}")
-        rest = [c for c in update["pending_tool_calls"] if c["id"] != call["id"]]
-        memory = [*update["agent_memories"][invocation], {"role": "tool", "tool_call_id": call["id"], "content": text}]
-        out = {**update, "agent_memories": {invocation: memory}, "pending_tool_calls": rest}
+        rest = [c for c in update.get("pending_tool_calls") or [] if c["id"] != call["id"]]
+        refusal: ChatMessage = {"role": "tool", "tool_call_id": call["id"], "content": text}
+        out: GroupUpdate = {**update, "agent_memories": {invocation: [*memory_of(update, invocation), refusal]},
+                            "pending_tool_calls": rest}
         if not rest:
             out["subagent_invocations"] = {invocation: {"status": "running"}}
         return out
+    assert isinstance(args, dict)  # a valid target came from a JSON object
     message = str(args.get("message") or "")
-    content = (update["agent_memories"][invocation][0].get("content") or "").strip()
+    content = str(memory_of(update, invocation)[0].get("content") or "").strip()
     text = (content + "\n" if content else "") + f"(hands over to {target}" + (f": {message})" if message else ")")
-    transcript = [*(state.get("transcript") or []), {"agent": speaker, "text": text}]
+    transcript: list[Turn] = [*(state.get("transcript") or []), {"agent": speaker, "text": text}]
     _emit(runtime, task, from_agent=speaker, to_agent=target, message=message, by="handoff",
           turn=state["turn"])
-    base = {k: v for k, v in update.items() if k != "pending_tool_calls"}
-    base["pending_tool_calls"] = None
-    base["subagent_invocations"] = {invocation: {"status": "done"}}
+    base: GroupUpdate = {**update, "pending_tool_calls": None, "subagent_invocations": {invocation: {"status": "done"}}}
     if state["turn"] >= task["max_turns"]:
-        return {**base, **_finish({**state}, "max_turns", content, transcript)}
+        return {**base, **_finish(state, "max_turns", content, transcript)}
     position = state["position"]
     if task["mode"] == "order" and target in task["agents"]:
         position = task["agents"].index(target)
     return {**base, **_next_turn(task, state, target, position, transcript, {"from": speaker, "message": message})}
 
 
-def _moderator_instruction(task: dict[str, Any], transcript: list[dict[str, Any]]) -> str:
+def _moderator_instruction(task: GroupTask, transcript: list[Turn]) -> str:
     members = ", ".join(f"{a} ({task['descriptions'].get(a, '')})" for a in dict.fromkeys(task["agents"]))
     return (f"{task['instruction']}\n\n## Conversation so far\n{_transcript_text(transcript)}\n\n"
             f"You moderate this conversation between: {members}. Choose who speaks next, or "
             f"'{FINISH}' when the task is done." + schema_prompt({}, _choices(task)))
 
 
-def _choices(task: dict[str, Any]) -> list[str]:
+def _choices(task: GroupTask) -> list[str]:
     return [*dict.fromkeys(task["agents"]), FINISH]
 
 
-async def moderate(state: GroupState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+async def moderate(state: GroupState, runtime: Runtime[RunContext]) -> GroupUpdate:
     task = state["task"]
     invocation = _inv(task, f"mod{state['turn']}")
-    record = (state.get("subagent_invocations") or {})[invocation]
-    memory = list((state.get("agent_memories") or {}).get(invocation, []))
-    update, _compacted = await subagent_step(runtime.context, runtime, invocation, record, memory, None, set())
-    outcome = update.get("subagent_invocations", {}).get(invocation, {})
+    update = await _take_turn(state, runtime, invocation)
+    outcome = (update.get("subagent_invocations") or {}).get(invocation, {})
     if outcome.get("status") == "failed":
         return {**update, "result": {"status": "failed", "output": None,
                                      "error": f"moderator {task['moderator']} failed: {outcome.get('error')}"}}
     if update.get("pending_tool_calls"):
-        return update
+        return {**update}
     choice, found = check_output(choice_schema(_choices(task)), outcome.get("result") or "")
     transcript = state.get("transcript") or []
     last = transcript[-1]["text"] if transcript else ""
     if found:
         if int(state.get("repairs") or 0) < 1:
-            note = {"role": "user", "content": "Your answer could not be used: " + "; ".join(found)
-                    + ". Answer again, with only the JSON object asked for."}
+            note: ChatMessage = {"role": "user", "content": "Your answer could not be used: " + "; ".join(found)
+                                 + ". Answer again, with only the JSON object asked for."}
             return {**update, "repairs": 1, "subagent_invocations": {invocation: {"status": "running"}},
-                    "agent_memories": {invocation: [*update["agent_memories"][invocation], note]}}
+                    "agent_memories": {invocation: [*memory_of(update, invocation), note]}}
         return {**update, "result": {"status": "failed", "output": None,
                                      "error": "the moderator's choice was unusable after one repair round: " + "; ".join(found)}}
     nxt = choice["choice"]
@@ -230,7 +259,9 @@ async def moderate(state: GroupState, runtime: Runtime[RunContext]) -> dict[str,
     return {**update, **_next_turn(task, state, nxt, state["position"], transcript, None)}
 
 
-def _after(state: dict[str, Any]) -> str:
+def _after(state: Mapping[str, Any]) -> str:
+    # Annotated as a Mapping, not `GroupState`: a class here would make LangGraph read the
+    # router's input by that schema instead of passing the node's own writes through.
     if state.get("result") is not None:
         return END
     if state.get("pending_tool_calls"):

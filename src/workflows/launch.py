@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..core.conversations import ACTIVE_BRANCH
 from ..core.run.segment import launch
@@ -25,6 +25,7 @@ from ..errors import NotFoundError, UserError
 from ..events.envelope import Emitted
 from ..events.payloads import MetadataData
 from ..hooks.runs import run_info
+from ..shapes import JsonObject
 from .compile import compile_workflow
 from .errors import WorkflowIssue, WorkflowValidationError
 from .schemas import problems
@@ -32,6 +33,9 @@ from .spec import WorkflowSpec, load_workflow_file, parse_workflow, workflow_fil
 from .validate import check_workflow, validate_workflow
 
 if TYPE_CHECKING:
+    from langgraph.pregel import Pregel
+
+    from ..agents.spec import AgentSpec
     from ..core.context import Services
     from ..core.conversations import ConversationManager
     from ..core.run.runtime import Runtime
@@ -42,9 +46,19 @@ def workflows_dir(services: Services) -> Path:
     return Path(services.settings.config_dir) / "workflows"
 
 
-def known(services: Services) -> tuple[dict[str, Any], dict[str, Any]]:
+class StartedWorkflow(TypedDict):
+    """The ids of a workflow run `start_workflow` started."""
+
+    conversation_id: str
+    message_id: str
+    thread_id: str
+    workflow: str
+
+
+def known(services: Services) -> tuple[dict[str, AgentSpec], dict[str, JsonObject]]:
     """Agents and tool argument schemas a workflow may use."""
-    tools = {name: services.tools.get(name).json_schema() for name in services.tools.names()}  # type: ignore[union-attr]
+    tools = {name: tool.json_schema() for name in services.tools.names()
+             if (tool := services.tools.get(name)) is not None}
     return dict(services.agents), tools
 
 
@@ -89,9 +103,9 @@ class WorkflowGraphs:
     own file text, not today's file), compiled once per engine, and the calls it waits on."""
 
     def __init__(self) -> None:
-        self.compiled: dict[str, Any] = {}  # by file digest
+        self.compiled: dict[str, Pregel] = {}  # by file digest
 
-    def compile(self, rt: Runtime, spec: WorkflowSpec) -> Any:
+    def compile(self, rt: Runtime, spec: WorkflowSpec) -> Pregel:
         graph = self.compiled.get(spec.digest)
         if graph is None:
             agents, tools = known(rt.services)
@@ -137,7 +151,8 @@ def workflow_graphs(rt: Runtime) -> WorkflowGraphs:
     return provider
 
 
-def check_input(spec: WorkflowSpec, value: Any) -> dict[str, Any]:
+def check_input(spec: WorkflowSpec, value: Any) -> JsonObject:
+    """`value` as the workflow's input (a JSON object matching its input schema), or `UserError`."""
     if value is None:
         value = {}
     if not isinstance(value, dict):
@@ -155,11 +170,11 @@ async def start_workflow(
     rt: Runtime,
     conversations: ConversationManager,
     name: str,
-    input: dict[str, Any] | None = None,
+    input: JsonObject | None = None,
     *,
     conversation_id: str | None = None,
     user_id: str | None = None,
-) -> dict[str, Any]:
+) -> StartedWorkflow:
     """Validate, create the message and start the run in the background; return its ids."""
     services = rt.services
     spec = find_workflow(services, name)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..shapes import JsonObject  # JSON Schema
 from .schemas import choice_schema, follow
 from .spec import NodeSpec
 from .templates import ROOTS, references
 from .topology import Topology
 
 
-def output_schema(node: NodeSpec, topo: Topology) -> dict[str, Any] | None:
+def output_schema(node: NodeSpec, topo: Topology) -> JsonObject | None:
     """What a node's output looks like, as far as the file says."""
     if node.role == "start":
         return topo.spec.input
@@ -119,7 +120,7 @@ def _availability(target: str, node: NodeSpec, topo: Topology) -> tuple[str, str
     return None
 
 
-def _schema_field(schema: dict[str, Any] | None, path: tuple[str, ...], what: str) -> tuple[str, str] | None:
+def _schema_field(schema: JsonObject | None, path: tuple[str, ...], what: str) -> tuple[str, str] | None:
     if not path:
         return None
     _, error = follow(schema, path)
@@ -128,7 +129,7 @@ def _schema_field(schema: dict[str, Any] | None, path: tuple[str, ...], what: st
     return None
 
 
-def value_schema(path: tuple[str, ...], node: NodeSpec, topo: Topology) -> dict[str, Any] | None:
+def value_schema(path: tuple[str, ...], node: NodeSpec, topo: Topology) -> JsonObject | None:
     if path[0] == "input":
         return follow(topo.spec.input, path[1:])[0]
     if path[0] == "output":

@@ -13,6 +13,8 @@ from typing import Any
 
 import jsonschema_rs
 
+from ..shapes import JsonObject  # JSON Schema: open by nature
+
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n(.*?)\n?```\s*$", re.DOTALL)
 
 
@@ -29,7 +31,7 @@ def schema_problem(schema: Any) -> str | None:
     return None
 
 
-def problems(schema: dict[str, Any], value: Any, limit: int = 5) -> list[str]:
+def problems(schema: JsonObject, value: Any, limit: int = 5) -> list[str]:
     """Validation errors of `value` against `schema`, each with where it is."""
     out = []
     for error in jsonschema_rs.validator_for(schema).iter_errors(value):
@@ -58,7 +60,7 @@ def parse_answer(text: str) -> tuple[Any, str | None]:
         return None, f"the answer is not JSON ({exc.msg} at position {exc.pos})"
 
 
-def choice_schema(labels: list[str]) -> dict[str, Any]:
+def choice_schema(labels: list[str]) -> JsonObject:
     """What a deciding agent must answer: one of the labels, and why."""
     return {
         "type": "object",
@@ -70,7 +72,7 @@ def choice_schema(labels: list[str]) -> dict[str, Any]:
     }
 
 
-def follow(schema: dict[str, Any] | None, path: tuple[str, ...]) -> tuple[dict[str, Any] | None, str | None]:
+def follow(schema: JsonObject | None, path: tuple[str, ...]) -> tuple[JsonObject | None, str | None]:
     """Walk `path` into `schema`: (the sub-schema or None when unconstrained, an error when a
     segment names a field the schema does not declare)."""
     current = schema
@@ -93,13 +95,13 @@ def follow(schema: dict[str, Any] | None, path: tuple[str, ...]) -> tuple[dict[s
     return current if isinstance(current, dict) else None, None
 
 
-def enum_of(schema: dict[str, Any] | None) -> list[str] | None:
+def enum_of(schema: JsonObject | None) -> list[str] | None:
     if isinstance(schema, dict) and isinstance(schema.get("enum"), list):
         return [str(v) for v in schema["enum"]]
     return None
 
 
-def schema_prompt(schema: dict[str, Any], labels: list[str] | None) -> str:
+def schema_prompt(schema: JsonObject, labels: list[str] | None) -> str:
     if labels is not None:
         options = ", ".join(f'"{label}"' for label in labels)
         return (
@@ -112,7 +114,7 @@ def schema_prompt(schema: dict[str, Any], labels: list[str] | None) -> str:
     )
 
 
-def check_output(schema: dict[str, Any] | None, answer: str) -> tuple[Any, list[str]]:
+def check_output(schema: JsonObject | None, answer: str) -> tuple[Any, list[str]]:
     """An agent's final text → (output, problems). Without a schema the text is the output."""
     if schema is None:
         return answer, []

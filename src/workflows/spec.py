@@ -37,7 +37,9 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import ErrorDetails
 
+from ..shapes import JsonObject
 from .errors import WorkflowIssue, WorkflowValidationError
 
 Role = Literal["start", "linear", "decision", "branch", "split", "merge", "exit"]
@@ -58,8 +60,8 @@ class NodeSpec(BaseModel):
     agent: str | None = None
     tool: str | None = None
     instruction: str | None = None
-    arguments: dict[str, Any] | None = None
-    output_schema: dict[str, Any] | None = None
+    arguments: JsonObject | None = None
+    output_schema: JsonObject | None = None
     on_failure: Literal["fail", "continue"] = "fail"
     over: str | None = None  # split: a reference to the list to fan out over
     strategy: Strategy | None = None  # merge
@@ -98,7 +100,7 @@ class WorkflowSpec(BaseModel):
 
     name: str = Field(pattern=ID_PATTERN)
     description: str = ""
-    input: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+    input: JsonObject = Field(default_factory=lambda: {"type": "object"})
     nodes: tuple[NodeSpec, ...]
     edges: tuple[EdgeSpec, ...] = ()
     source: str | None = None  # the file it came from
@@ -138,7 +140,7 @@ def parse_workflow(text: str, *, source: str, default_name: str | None = None) -
         raise WorkflowValidationError([_issue(source, data, err) for err in exc.errors()]) from None
 
 
-def _issue(source: str, data: dict[str, Any], err: Any) -> WorkflowIssue:
+def _issue(source: str, data: JsonObject, err: ErrorDetails) -> WorkflowIssue:
     loc = list(err["loc"])
     node = None
     if len(loc) >= 2 and loc[0] == "nodes" and isinstance(loc[1], int):

@@ -31,45 +31,52 @@ from langgraph.runtime import Runtime
 
 from ..core.agent_nodes import approval_flags, subagent_step
 from ..core.context import RunContext
+from ..core.state import SubagentRecordUpdate
+from ..core.store.rows import JsonValue
 from ..core.tool_node import tool_execution
 from ..events.envelope import Emitted
+from ..shapes import ChatMessage, PendingToolCall, RawToolCall
 from .group import GROUP_GRAPH, step_graph_builder
 from .schemas import check_output, problems
-from .state import StepState
+from .state import GroupTask, StepResult, StepState, StepTask, StepUpdate, memory_of
 
 ERROR_PREFIX = "ERROR: "
 
 
-async def begin(state: StepState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+async def begin(state: StepState, runtime: Runtime[RunContext]) -> StepUpdate:
     task = state["task"]
     runtime.stream_writer(Emitted.load(task["start_event"]))
     await runtime.context.services.store.put_lineage(task["start_record"])
     if task["kind"] == "agent":
-        record = {"agent": task["agent"], "instruction": task["instruction"], "tool_call_id": None,
-                  "status": "running", "rounds": 0, "order": 0}
+        record: SubagentRecordUpdate = {"agent": task["agent"], "instruction": task["instruction"],
+                                        "tool_call_id": None, "status": "running", "rounds": 0, "order": 0}
         return {"subagent_invocations": {task["execution"]: record}, "repairs": 0}
-    call = {
+    call: RawToolCall = {
         "id": f"wf-{task['execution']}",
         "name": task["tool"],
         "arguments": json.dumps(task["arguments"], ensure_ascii=False),
+    }
+    flags = await approval_flags(runtime.context, [call])
+    pending: PendingToolCall = {
+        **call,
         "agent": f"workflow:{task['node']}",
         "invocation": task["execution"],
         "round": 1,
+        "needs_approval": bool(flags.get(call["id"], False)),
     }
-    flags = await approval_flags(runtime.context, [call])
-    call["needs_approval"] = bool(flags.get(call["id"], False))
-    return {"pending_tool_calls": [call]}
+    return {"pending_tool_calls": [pending]}
 
 
-async def agent(state: StepState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+async def agent(state: StepState, runtime: Runtime[RunContext]) -> StepUpdate:
     task = state["task"]
     invocation = task["execution"]
     record = (state.get("subagent_invocations") or {})[invocation]
     memory = list((state.get("agent_memories") or {}).get(invocation, []))
-    update, _compacted = await subagent_step(runtime.context, runtime, invocation, record, memory, None, set())
+    answer_update, _compacted = await subagent_step(runtime.context, runtime, invocation, record, memory, None, set())
+    update: StepUpdate = {**answer_update}
     if task.get("call_suffix") and update.get("pending_tool_calls"):
-        _scope_call_ids(update, invocation, task["call_suffix"])
-    outcome = update.get("subagent_invocations", {}).get(invocation, {})
+        _scope_call_ids(update, invocation, task["call_suffix"] or "")
+    outcome = (update.get("subagent_invocations") or {}).get(invocation, {})
     if outcome.get("status") == "failed":
         update["result"] = {"status": "failed", "output": None, "error": outcome.get("error")}
     elif outcome.get("status") == "done":
@@ -80,12 +87,12 @@ async def agent(state: StepState, runtime: Runtime[RunContext]) -> dict[str, Any
             update["result"] = {"status": "ok", "output": output, "error": None,
                                 "repaired": repairs > 0}
         elif repairs < 1:
-            note = {
+            note: ChatMessage = {
                 "role": "user",
                 "content": "Your answer could not be used: " + "; ".join(found)
                 + ". Answer again, with only the JSON object the instruction asks for.",
             }
-            update["agent_memories"] = {invocation: [*update["agent_memories"][invocation], note]}
+            update["agent_memories"] = {invocation: [*memory_of(update, invocation), note]}
             update["subagent_invocations"] = {invocation: {"status": "running"}}
             update["repairs"] = repairs + 1
         else:
@@ -97,27 +104,29 @@ async def agent(state: StepState, runtime: Runtime[RunContext]) -> dict[str, Any
     return update
 
 
-def _scope_call_ids(update: dict[str, Any], invocation: str, suffix: str) -> None:
+def _scope_call_ids(update: StepUpdate, invocation: str, suffix: str) -> None:
     """Parallel items pause together: keep their tool-call ids apart (providers may reuse
     ids like `call_0`) by suffixing the item index, in the calls and in the agent's memory."""
-    renamed = {c["id"]: f"{c['id']}.{suffix}" for c in update["pending_tool_calls"]}
-    update["pending_tool_calls"] = [{**c, "id": renamed[c["id"]]} for c in update["pending_tool_calls"]]
-    messages = list(update["agent_memories"][invocation])
+    calls = update.get("pending_tool_calls") or []
+    renamed = {c["id"]: f"{c['id']}.{suffix}" for c in calls}
+    update["pending_tool_calls"] = [{**c, "id": renamed[c["id"]]} for c in calls]
+    messages = memory_of(update, invocation)
     first = messages[0]
     messages[0] = {**first, "tool_calls": [{**tc, "id": renamed.get(tc["id"], tc["id"])}
                                            for tc in first.get("tool_calls") or []]}
-    update["agent_memories"] = {**update["agent_memories"], invocation: messages}
+    update["agent_memories"] = {**(update.get("agent_memories") or {}), invocation: messages}
 
 
-async def finish(state: StepState) -> dict[str, Any]:
+async def finish(state: StepState) -> StepUpdate:
     """A tool step's output: the tool's result as the model would see it, JSON when it is."""
     task = state["task"]
     memory = (state.get("agent_memories") or {}).get(task["execution"], [])
-    text = memory[-1]["content"] if memory else ""
+    content = memory[-1].get("content") if memory else ""
+    text = content if isinstance(content, str) else ""  # a tool's result is text
     if text.startswith(ERROR_PREFIX):
         return {"result": {"status": "failed", "output": None, "error": text[len(ERROR_PREFIX):]}}
     try:
-        output: Any = json.loads(text)
+        output: JsonValue = json.loads(text)
     except json.JSONDecodeError:
         output = text
     schema = task.get("schema")
@@ -158,13 +167,13 @@ STEP_GRAPH = build_step_graph()
 
 
 async def run_step(
-    task: dict[str, Any], runtime: Runtime[RunContext], cancel: asyncio.Event | None = None
-) -> dict[str, Any]:
+    task: StepTask | GroupTask, runtime: Runtime[RunContext], cancel: asyncio.Event | None = None
+) -> StepResult:
     """Run one step as a nested graph, forwarding its events; `cancel` stops it cleanly (its
     model call or tool is cancelled) and the step reports status `cancelled`."""
 
-    async def consume() -> dict[str, Any]:
-        result: dict[str, Any] | None = None
+    async def consume() -> StepResult:
+        result: StepResult | None = None
         graph = GROUP_GRAPH if task["kind"] == "group" else STEP_GRAPH
         async for mode, chunk in graph.astream({"task": task}, stream_mode=["custom", "updates"]):
             if mode == "custom":
