@@ -18,7 +18,7 @@ from typing import Any
 
 from ...events.payloads import ErrorData
 from ..checkpoints import truncate_sqlite_wal
-from ..metrics import conversation_usage, records_from_events, summarize
+from ..metrics import RunMetrics, conversation_usage, records_from_events, summarize
 from ..store.rows import MessageRow
 from .eventlog import change_status
 from .runtime import Runtime
@@ -32,7 +32,7 @@ async def keep_lease(rt: Runtime, message_id: str, run_token: str) -> None:
         await rt.store.update_message(message_id, run_token=run_token, lease_expires_at=rt.lease())
 
 
-async def run_metrics(rt: Runtime, message_id: str, started: float) -> dict[str, Any]:
+async def run_metrics(rt: Runtime, message_id: str, started: float) -> RunMetrics:
     """The message's metrics from its event log; wall time adds up over resumed segments."""
     message = await rt.message(message_id)
     previous = message.get("metrics") or {}
