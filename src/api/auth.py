@@ -15,12 +15,12 @@ from __future__ import annotations
 import ipaddress
 import logging
 import re
-from typing import Any
 
 from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..client import Client
+from ..client.records import ConversationRow, MessageRow
 from .deps import get_client
 from .errors import ApiError
 
@@ -97,9 +97,9 @@ class RedactTokens(logging.Filter):
 
 async def owned_conversation(
     client: Client, conversation_id: str, user_id: str | None
-) -> dict[str, Any]:
+) -> ConversationRow:
     return await client.conversations.get(conversation_id, user_id=user_id)
 
 
-async def owned_message(client: Client, message_id: str, user_id: str | None) -> dict[str, Any]:
+async def owned_message(client: Client, message_id: str, user_id: str | None) -> MessageRow:
     return await client.conversations.message(message_id, user_id=user_id)

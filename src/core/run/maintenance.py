@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Any
+from typing import Any, TypedDict
 
 from ...events.payloads import ErrorData
 from ..checkpoints import truncate_sqlite_wal
@@ -59,7 +59,15 @@ async def cleanup_checkpoints(rt: Runtime, message: MessageRow) -> None:
             await truncate_sqlite_wal(rt.store.engine)
 
 
-async def gc(rt: Runtime, retention_hours: float | None, *, dry_run: bool) -> dict[str, Any]:
+class GcReport(TypedDict):
+    """What `gc` deleted (or, with `dry_run`, would delete): message ids."""
+
+    finished: list[str]  # finished messages whose checkpoints went
+    abandoned: list[str]  # idle paused or orphaned runs, now failed
+    dry_run: bool
+
+
+async def gc(rt: Runtime, retention_hours: float | None, *, dry_run: bool) -> GcReport:
     """Delete checkpoints no run needs any more.
 
     Finished messages (completed, failed, cancelled) lose theirs at once; paused or
