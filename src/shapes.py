@@ -83,10 +83,13 @@ class AskedCall(TypedDict):
     note: NotRequired[str]
 
 
+DecisionActionName = Literal["approve", "deny", "edit", "always"]
+
+
 class Decision(TypedDict):
     """A validated decision on one paused call (`normalize_decisions`)."""
 
-    action: str  # approve | always_allow | deny | edit
+    action: DecisionActionName
     reason: str | None
     arguments: NotRequired[JsonObject]  # an edit's new arguments
 
@@ -99,14 +102,14 @@ class DecisionInput(TypedDict, total=False):
     arguments: JsonObject  # with action "edit"
 
 
-class RecordedDecision(TypedDict, total=False):
+class RecordedDecision(TypedDict):
     """A decision as a `permission_result` event records it."""
 
     tool_call_id: str
     tool: str
-    action: str
-    reason: str | None
-    arguments: Any
+    action: DecisionActionName
+    reason: NotRequired[str | None]
+    arguments: NotRequired[Any]  # an edit's new arguments
 
 
 class ToolResultDict(TypedDict):
@@ -116,3 +119,14 @@ class ToolResultDict(TypedDict):
     data: Any
     error: str | None
     metadata: JsonObject  # open flags: denied, interrupted, truncated, …
+
+
+class PauseRecord(TypedDict):
+    """What a paused run waits on: a waiting message's `waiting_for`, and (without `trace`)
+    its `permission_request` event's data."""
+
+    interrupt_id: str
+    kind: str | None  # "permission"
+    calls: list[AskedCall]
+    interrupt_ids: NotRequired[list[str]]  # every pause answered together, when several
+    trace: NotRequired[JsonObject]  # the open trace's context (hooks), so a resume continues it
