@@ -68,3 +68,65 @@ class Refusal(TypedDict):
 
     refused: str
     refused_by: str | None
+
+
+class AskedCall(TypedDict):
+    """A paused tool call a person decides on: a `permission_request` event's `calls`, a
+    waiting message's `waiting_for["calls"]`."""
+
+    tool_call_id: str
+    tool: str
+    arguments: Any  # parsed arguments (the raw text when they were not JSON)
+    agent: NotRequired[str | None]
+    invocation: NotRequired[str | None]
+    interrupted: NotRequired[bool]  # approved and started before the process died
+    note: NotRequired[str]
+
+
+DecisionActionName = Literal["approve", "deny", "edit", "always"]
+
+
+class Decision(TypedDict):
+    """A validated decision on one paused call (`normalize_decisions`)."""
+
+    action: DecisionActionName
+    reason: str | None
+    arguments: NotRequired[JsonObject]  # an edit's new arguments
+
+
+class DecisionInput(TypedDict, total=False):
+    """One call's decision as a caller gives it (before `normalize_decisions`)."""
+
+    action: Required[str]
+    reason: str | None
+    arguments: JsonObject  # with action "edit"
+
+
+class RecordedDecision(TypedDict):
+    """A decision as a `permission_result` event records it."""
+
+    tool_call_id: str
+    tool: str
+    action: DecisionActionName
+    reason: NotRequired[str | None]
+    arguments: NotRequired[Any]  # an edit's new arguments
+
+
+class ToolResultDict(TypedDict):
+    """`ToolResult.to_dict()`: a tool call's outcome as events, the ledger and sessions hold it."""
+
+    success: bool
+    data: Any
+    error: str | None
+    metadata: JsonObject  # open flags: denied, interrupted, truncated, …
+
+
+class PauseRecord(TypedDict):
+    """What a paused run waits on: a waiting message's `waiting_for`, and (without `trace`)
+    its `permission_request` event's data."""
+
+    interrupt_id: str
+    kind: str | None  # "permission"
+    calls: list[AskedCall]
+    interrupt_ids: NotRequired[list[str]]  # every pause answered together, when several
+    trace: NotRequired[JsonObject]  # the open trace's context (hooks), so a resume continues it

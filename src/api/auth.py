@@ -20,7 +20,7 @@ from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..client import Client
-from ..core.store.rows import ConversationRow, MessageRow
+from ..client.records import ConversationRow, MessageRow
 from .deps import get_client
 from .errors import ApiError
 

@@ -19,7 +19,7 @@ class ArtifactError(ArtifactFlowError):
 
     def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)
-        self.details: dict[str, Any] = details
+        self.details = details  # open: artifact_id, current_version, …
 
 
 class InvalidArtifactError(ArtifactError, UserError):

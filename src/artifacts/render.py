@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -78,7 +79,7 @@ def unified_diff(old: str, new: str, *, from_label: str, to_label: str, context:
     return "".join(lines)
 
 
-def markdown_document(art: dict[str, Any]) -> str:
+def markdown_document(art: Mapping[str, Any]) -> str:
     """A standalone Markdown document for one version (`ArtifactService.get`'s dict): `# title`,
     one metadata line, then the content (in a code fence unless it is Markdown)."""
     artifact_id, content_type = art["artifact_id"], art["content_type"]

@@ -19,6 +19,7 @@ exist.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -26,6 +27,7 @@ from typing import Any, Literal
 from ..errors import ArtifactConflictError
 from .edit import Replacement, replace_once
 from .errors import ArtifactExistsError, ArtifactNotFoundError, StaleArtifactError
+from .records import ArtifactSummary, ArtifactView, VersionSummary
 from .render import markdown_document, unified_diff
 from .rules import DEFAULT_CONTENT_TYPE, check_id, check_title, normalize_content_type
 
@@ -166,7 +168,7 @@ class ArtifactService:
     async def _write(
         self,
         conversation_id: str,
-        row: dict[str, Any],
+        row: Mapping[str, Any],
         content: str,
         change: ChangeKind,
         *,
@@ -210,7 +212,7 @@ class ArtifactService:
 
     # --- read path -------------------------------------------------------------------------
 
-    async def list(self, conversation_id: str) -> list[dict[str, Any]]:
+    async def list(self, conversation_id: str) -> list[ArtifactSummary]:
         """Summaries (no content): artifact_id, title, content_type, version, size, timestamps."""
         rows = await self.store.list_artifacts(conversation_id)
         return [
@@ -226,7 +228,8 @@ class ArtifactService:
             for row in rows
         ]
 
-    async def _current(self, conversation_id: str, artifact_id: str) -> dict[str, Any]:
+    async def _current(self, conversation_id: str, artifact_id: str) -> Mapping[str, Any]:
+        """The artifact's row (`ArtifactNotFoundError`, naming the ids there are, if none)."""
         row = await self.store.get_artifact(conversation_id, artifact_id)
         if row is None:
             rows = await self.store.list_artifacts(conversation_id)
@@ -243,7 +246,7 @@ class ArtifactService:
 
     async def get(
         self, conversation_id: str, artifact_id: str, version: int | None = None
-    ) -> dict[str, Any]:
+    ) -> ArtifactView:
         """One artifact at its current version or at `version`, with content.
 
         Keys: artifact_id, conversation_id, title, content_type, content, version,
@@ -252,7 +255,7 @@ class ArtifactService:
         """
         row = await self._current(conversation_id, artifact_id)
         current = row["version"]
-        result: dict[str, Any] = {
+        result: ArtifactView = {
             "artifact_id": artifact_id,
             "conversation_id": conversation_id,
             "title": row["title"],
@@ -286,7 +289,7 @@ class ArtifactService:
         )
         return result
 
-    async def versions(self, conversation_id: str, artifact_id: str) -> list[dict[str, Any]]:
+    async def versions(self, conversation_id: str, artifact_id: str) -> list[VersionSummary]:
         """The version history, oldest first (no content): version, title, change, agent,
         message_id, size, created_at."""
         await self._current(conversation_id, artifact_id)

@@ -13,13 +13,15 @@ import json
 import os
 import select
 import sys
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 from rich.console import Console
 from rich.json import JSON
 from rich.text import Text
 
 from ..errors import UserError
+from ..shapes import AskedCall, DecisionInput, JsonObject
 from .render import short
 
 PROMPT = "Decision: [a]pprove, [d]eny, [e]dit arguments, a[l]ways allow this tool: "
@@ -40,6 +42,12 @@ CHOICES = {
 FLAG_ACTIONS = ("approve", "deny", "always")
 
 
+class ResumeData(TypedDict):
+    """The CLI's resume format: one word for every call, or a decision per call id."""
+
+    decisions: str | dict[str, DecisionInput]
+
+
 class PromptAborted(Exception):
     """Ctrl-C or end of input at a prompt: nothing was decided."""
 
@@ -51,8 +59,8 @@ def decisions_from_flags(
     always: bool,
     reason: str | None,
     decision: list[str],
-    calls: list[dict[str, Any]],
-) -> dict[str, Any] | None:
+    calls: list[AskedCall],
+) -> ResumeData | None:
     """Resume data from `resume` flags, or None when no decision flag was given.
 
     `--decision CALL_ID=ACTION` may repeat and is combined into the mapping form; `--reason`
@@ -67,7 +75,7 @@ def decisions_from_flags(
         raise UserError(
             f"use one of --approve, --deny, --always or --decision (got {', '.join(given)})"
         )
-    mapping: dict[str, dict[str, Any]] = {}
+    mapping: dict[str, DecisionInput] = {}
     for spec in decision:
         call_id, sep, action = (part.strip() for part in spec.partition("="))
         if not sep or not call_id or action not in FLAG_ACTIONS:
@@ -92,7 +100,7 @@ def decisions_from_flags(
     return {"decisions": mapping} if mapping else None
 
 
-def call_line(call: dict[str, Any]) -> str:
+def call_line(call: Mapping[str, Any]) -> str:
     return (
         f"{call.get('tool_call_id')}  {call.get('tool')}  {short(call.get('arguments'), 120)}"
         f"  (agent {call.get('agent')})"
@@ -100,7 +108,7 @@ def call_line(call: dict[str, Any]) -> str:
 
 
 def print_paused(
-    console: Console, message_id: str, calls: list[dict[str, Any]], continue_cmd: str
+    console: Console, message_id: str, calls: list[AskedCall], continue_cmd: str
 ) -> None:
     """What a non-interactive caller needs to continue later."""
     console.print(
@@ -121,7 +129,7 @@ def print_paused(
     )
 
 
-def show_call(console: Console, call: dict[str, Any], index: int, total: int) -> None:
+def show_call(console: Console, call: AskedCall, index: int, total: int) -> None:
     console.print(
         Text(f"[{index}/{total}] ", style="dim")
         + Text(str(call.get("tool")), style="bold")
@@ -134,10 +142,10 @@ def show_call(console: Console, call: dict[str, Any], index: int, total: int) ->
         console.print(Text(str(arguments)))
 
 
-def ask(console: Console, calls: list[dict[str, Any]]) -> dict[str, Any]:
+def ask(console: Console, calls: list[AskedCall]) -> ResumeData:
     """Ask for a decision on each pending call; returns resume data in the mapping form."""
     console.print(Text(f"⏸ {len(calls)} tool call(s) need your approval:", style="yellow"))
-    decisions: dict[str, dict[str, Any]] = {}
+    decisions: dict[str, DecisionInput] = {}
     for index, call in enumerate(calls, 1):
         show_call(console, call, index, len(calls))
         decisions[call["tool_call_id"]] = _ask_one(console, call)
@@ -174,7 +182,7 @@ def _wait_for_line() -> None:
         pass
 
 
-def _ask_one(console: Console, call: dict[str, Any]) -> dict[str, Any]:
+def _ask_one(console: Console, call: AskedCall) -> DecisionInput:
     while True:
         action = CHOICES.get(_input(console, PROMPT).strip().lower())
         if action is None:
@@ -188,7 +196,7 @@ def _ask_one(console: Console, call: dict[str, Any]) -> dict[str, Any]:
             return {"action": action}
 
 
-def _ask_arguments(console: Console, call: dict[str, Any]) -> dict[str, Any]:
+def _ask_arguments(console: Console, call: AskedCall) -> JsonObject:
     while True:
         raw = _input(console, "New arguments as one line of JSON (Enter keeps them): ").strip()
         if not raw and isinstance(call.get("arguments"), dict):

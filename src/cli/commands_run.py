@@ -11,9 +11,10 @@ import typer
 from ..client import Client
 from ..core.conversations import ACTIVE_BRANCH
 from ..errors import UserError
+from ..shapes import AskedCall
 from . import exitcodes
 from .app import JsonOption, NoInputOption, YesOption, app, execute, make_session
-from .approvals import decisions_from_flags
+from .approvals import ResumeData, decisions_from_flags
 from .options import with_globals
 
 
@@ -94,7 +95,7 @@ def resume(
     waiting is a conflict (exit 5); bad decisions exit 2 and leave the message paused.
     """
 
-    def decide(calls: list[dict[str, Any]]) -> dict[str, Any] | None:
+    def decide(calls: list[AskedCall]) -> ResumeData | None:
         return decisions_from_flags(
             approve=approve,
             deny=deny,

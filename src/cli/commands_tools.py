@@ -7,12 +7,13 @@ servers describe them right now; an optional server that did not start is report
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.markup import escape
 
 from ..client import Client
+from ..client.records import ToolDescription
 from ..errors import NotFoundError
 from . import views
 from .app import JsonOption, app, execute
@@ -53,14 +54,15 @@ def tools(
     execute(work)
 
 
-def _print_table(rows: list[dict[str, Any]]) -> None:
+def _print_table(rows: list[ToolDescription]) -> None:
     out = console()
     width = max((len(r["name"]) for r in rows), default=4)
     source_width = max((len(r["source"]) for r in rows), default=6)
     for row in rows:
         level = row["permission"]
         style = "yellow" if level == "confirm" else "green"
-        agents = f"  [dim](used by {', '.join(row['agents'])})[/dim]" if row["agents"] else ""
+        used_by = row.get("agents")
+        agents = f"  [dim](used by {', '.join(used_by)})[/dim]" if used_by else ""
         out.print(
             f"{escape(row['name']):<{width}}  {escape(row['source']):<{source_width}}  "
             f"[{style}]{level:<7}[/{style}]  {escape(short(row['description'], 80))}{agents}"

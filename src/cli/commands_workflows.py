@@ -19,6 +19,7 @@ from rich.text import Text
 from ..client import Client, WorkflowTask
 from ..core.engine import build_registry, load_agent_specs
 from ..errors import UserError
+from ..shapes import JsonObject
 from ..workflows import lineage as wf_lineage
 from ..workflows.errors import WorkflowValidationError
 from ..workflows.launch import find_workflow, list_workflows, validate_spec, workflows_dir
@@ -102,10 +103,10 @@ def graph(
     typer.echo(to_mermaid(spec), nl=False)
 
 
-def parse_inputs(pairs: list[str], file: Path | None, schema: dict[str, Any] | None) -> dict[str, Any]:
+def parse_inputs(pairs: list[str], file: Path | None, schema: JsonObject | None) -> JsonObject:
     """`--input-file F` (JSON or YAML) then `--input key=value` pairs; a value is read as JSON
     (numbers, lists, true) unless the schema says the field is a string."""
-    value: dict[str, Any] = {}
+    value: JsonObject = {}
     if file is not None:
         try:
             loaded = yaml.safe_load(file.read_text(encoding="utf-8"))

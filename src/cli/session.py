@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from rich.console import Console
 from rich.text import Text
@@ -29,13 +29,12 @@ from ..core.permissions import decisions_from_body
 from ..errors import InvalidResumeError
 from ..events.envelope import Event, EventType
 from ..events.payloads import CompleteData, PermissionRequestData
+from ..shapes import AskedCall
 from . import exitcodes
-from .approvals import PromptAborted, ask, print_paused
+from .approvals import PromptAborted, ResumeData, ask, print_paused
 from .interrupts import current_guard
 from .options import Globals
 from .render import Renderer
-
-ResumeData = dict[str, Any]
 
 
 @dataclass
@@ -80,7 +79,7 @@ class Session:
         return await self._guarded(self._retry(message_id))
 
     async def resume(
-        self, message_id: str, decide: Callable[[list[dict[str, Any]]], ResumeData | None]
+        self, message_id: str, decide: Callable[[list[AskedCall]], ResumeData | None]
     ) -> int:
         """Continue a paused message; `decide(pending_calls)` turns the flags into resume
         data (None: no decision flags were given)."""
@@ -125,7 +124,7 @@ class Session:
         return await self._drive(run, cancel_on_exit=False)
 
     async def _resume(
-        self, message_id: str, decide: Callable[[list[dict[str, Any]]], ResumeData | None]
+        self, message_id: str, decide: Callable[[list[AskedCall]], ResumeData | None]
     ) -> int:
         message = await self.client.conversations.message(message_id)
         self.message_id = message_id
@@ -135,7 +134,7 @@ class Session:
                 style="dim",
             )
         )
-        calls = (message.get("waiting_for") or {}).get("calls") or []
+        calls: list[AskedCall] = (message.get("waiting_for") or {}).get("calls") or []
         data = decide(calls)
         if data is None:
             if message["status"] == "waiting":
@@ -170,7 +169,7 @@ class Session:
 
     async def _settle(self, outcome: Event | int | None) -> int:
         while isinstance(outcome, Event) and isinstance(outcome.data, PermissionRequestData):
-            outcome = await self._answer(outcome.message_id, [c.to_dict() for c in outcome.data.calls])
+            outcome = await self._answer(outcome.message_id, [cast(AskedCall, c.to_dict()) for c in outcome.data.calls])
         if isinstance(outcome, int):
             return outcome
         if outcome is None:
@@ -184,7 +183,7 @@ class Session:
         outcome = final.data.outcome if isinstance(final.data, CompleteData) else None
         return exitcodes.for_outcome(final.type, outcome)
 
-    async def _answer(self, message_id: str, calls: list[dict[str, Any]]) -> Event | int | None:
+    async def _answer(self, message_id: str, calls: list[AskedCall]) -> Event | int | None:
         """Answer one pause; returns the resumed segment's last word, or an exit code."""
         continue_cmd = self.options.command("resume", message_id, "--approve")
         if self.guard.interrupted:

@@ -9,7 +9,7 @@ import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from rich.console import Console
 from rich.syntax import Syntax
@@ -27,16 +27,19 @@ STATUS_STYLES = {
     "waiting": "magenta",
     "running": "cyan",
 }
-MESSAGE_FIELDS = (
-    "id",
-    "conversation_id",
-    "parent_id",
-    "status",
-    "content",
-    "created_at",
-    "updated_at",
-    "waiting_for",
-)
+
+
+class PublicMessage(TypedDict):
+    """A paused message as `artifactflow pending --json` prints it."""
+
+    id: str | None
+    conversation_id: str | None
+    parent_id: str | None
+    status: str | None
+    content: str | None
+    created_at: float | None
+    updated_at: float | None
+    waiting_for: Any  # the interrupt id and the calls to decide on (`shapes.AskedCall`)
 
 
 def print_json(value: Any) -> None:
@@ -54,8 +57,17 @@ def ago(timestamp: float | None, now: float | None = None) -> str:
     return f"{delta:.0f}s ago"
 
 
-def public_message(message: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: message.get(key) for key in MESSAGE_FIELDS}
+def public_message(message: Mapping[str, Any]) -> PublicMessage:
+    return PublicMessage(
+        id=message.get("id"),
+        conversation_id=message.get("conversation_id"),
+        parent_id=message.get("parent_id"),
+        status=message.get("status"),
+        content=message.get("content"),
+        created_at=message.get("created_at"),
+        updated_at=message.get("updated_at"),
+        waiting_for=message.get("waiting_for"),
+    )
 
 
 def pending(console: Console, messages: Sequence[Mapping[str, Any]]) -> None:
@@ -88,7 +100,7 @@ def conversations(console: Console, rows: Sequence[Mapping[str, Any]], total: in
     console.print(Text(f"{offset + 1}–{offset + len(rows)} of {total}, newest first", style="dim"))
 
 
-def _node_label(node: dict[str, Any], active_tip: str | None) -> Text:
+def _node_label(node: Mapping[str, Any], active_tip: str | None) -> Text:
     status = node.get("status") or "?"
     label = Text(
         "● " if node.get("active") else "○ ", style="green" if node.get("active") else "dim"
@@ -147,7 +159,7 @@ def event_line(event: Event) -> Text:
     )
 
 
-def gc_report(console: Console, result: dict[str, Any]) -> None:
+def gc_report(console: Console, result: Mapping[str, Any]) -> None:
     verb = "would remove" if result.get("dry_run") else "removed"
     finished, abandoned = result.get("finished") or [], result.get("abandoned") or []
     prefix = "(dry run) " if result.get("dry_run") else ""
@@ -162,7 +174,7 @@ def gc_report(console: Console, result: dict[str, Any]) -> None:
         console.print(f"  {message_id}")
 
 
-def artifacts(console: Console, items: list[dict[str, Any]]) -> None:
+def artifacts(console: Console, items: Sequence[Mapping[str, Any]]) -> None:
     if not items:
         console.print("No artifacts in this conversation.")
         return
@@ -178,7 +190,7 @@ def artifacts(console: Console, items: list[dict[str, Any]]) -> None:
         )
 
 
-def artifact(console: Console, art: dict[str, Any]) -> None:
+def artifact(console: Console, art: Mapping[str, Any]) -> None:
     console.print(
         Text(f"{art.get('title')}", style="bold")
         + Text(

@@ -13,10 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..artifacts.records import ArtifactSummary, ArtifactView, VersionSummary
 from ..core.run import follow, maintenance, retry, workers
+from ..core.run.maintenance import GcReport
 from ..errors import UserError
 from ..events.envelope import Event
 from ..replay.export import export_session
+from ..tools.registry import ToolDescription
 from ..version import __version__
 from ..workflows import launch
 from .requests import Request, Resume, Retry, Task, WorkflowTask
@@ -135,13 +138,13 @@ class Conversations(_View):
 class Artifacts(_View):
     """A conversation's versioned artifacts (read side)."""
 
-    async def list(self, conversation_id: str) -> list[dict[str, Any]]:
+    async def list(self, conversation_id: str) -> list[ArtifactSummary]:
         return await self._data.list_artifacts(conversation_id)
 
-    async def get(self, conversation_id: str, artifact_id: str, version: int | None = None) -> dict[str, Any]:
+    async def get(self, conversation_id: str, artifact_id: str, version: int | None = None) -> ArtifactView:
         return await self._data.get_artifact(conversation_id, artifact_id, version)
 
-    async def versions(self, conversation_id: str, artifact_id: str) -> builtins.list[dict[str, Any]]:
+    async def versions(self, conversation_id: str, artifact_id: str) -> builtins.list[VersionSummary]:
         return await self._data.artifact_versions(conversation_id, artifact_id)
 
     async def diff(
@@ -184,7 +187,7 @@ class Workflows(_View):
 class Admin(_View):
     """Operating the engine: upkeep, tokens, limits, and the internals tests reach for."""
 
-    async def gc(self, retention_hours: float | None = None, *, dry_run: bool = False) -> dict[str, Any]:
+    async def gc(self, retention_hours: float | None = None, *, dry_run: bool = False) -> GcReport:
         """Delete checkpoints no run needs any more (see `core/run/maintenance.py`)."""
         return await maintenance.gc(self._engine.rt, retention_hours, dry_run=dry_run)
 
@@ -204,7 +207,7 @@ class Admin(_View):
         database, across all workers (`run.max_runs_per_database`)."""
         return workers.database_slot(self._engine.rt, limit)
 
-    def tools(self) -> builtins.list[dict[str, Any]]:
+    def tools(self) -> builtins.list[ToolDescription]:
         """Every tool the agents can be given, by name: its `source` (builtin, plugin,
         langchain, `mcp:SERVER`), effective `permission`, `timeout`, `description`, JSON
         `schema`, and the `agents` whose files name it."""

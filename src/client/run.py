@@ -17,9 +17,11 @@ from ..core.run.follow import follow
 from ..core.run.resume import resume_cursor
 from ..events.envelope import EPHEMERAL_TYPES, Event
 from ..events.payloads import MessageStatus
+from ..shapes import AskedCall
 
 if TYPE_CHECKING:
     from ..core.engine import Engine
+    from ..core.metrics import RunMetrics
     from .requests import Decisions
 
 
@@ -33,8 +35,8 @@ class RunResult:
     status: MessageStatus
     response: str | None
     outcome: str | None
-    metrics: dict[str, Any] | None
-    pending_calls: list[dict[str, Any]] | None  # when waiting: the calls to decide on
+    metrics: RunMetrics | None
+    pending_calls: list[AskedCall] | None  # when waiting: the calls to decide on
     error: str | None
     events: list[Event]  # the segment's events this handle read (no chunks)
 

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from typing import Any, Literal, TypedDict
 
 from ..errors import NotFoundError, UserError
-from .metrics import conversation_usage, message_usage
+from .metrics import ConversationUsage, conversation_usage, message_usage
 from .store.repository import AppStore
-from .store.rows import ConversationRow, JsonObject, MessageRow
+from .store.rows import ConversationRow, MessageRow
 
 
 class _Active:
@@ -48,7 +48,7 @@ class TreeNode(TypedDict):
 class ConversationTree(ConversationRow):
     messages: list[TreeNode]
     roots: list[str]  # ids of the messages without a parent
-    usage: JsonObject  # core/metrics.py `conversation_usage`
+    usage: ConversationUsage
 
 
 class ConversationManager:

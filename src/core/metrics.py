@@ -16,11 +16,81 @@ real zero.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 
-def records_from_events(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    records: list[dict[str, Any]] = []
+class CallRecord(TypedDict):
+    """One LLM or tool call of a run, as `summarize` folds it (and `calls` lists it)."""
+
+    kind: Literal["llm", "tool"]
+    agent: str | None
+    invocation: str | None
+    duration_ms: float
+    purpose: NotRequired[str]  # "summary": a compaction's summary call
+    model: NotRequired[str | None]
+    prompt_tokens: NotRequired[int | None]
+    completion_tokens: NotRequired[int | None]
+    attempts: NotRequired[int]
+    cost_usd: NotRequired[float | None]
+    tool: NotRequired[str | None]
+    success: NotRequired[bool]
+
+
+class ModelFigures(TypedDict):
+    """One agent's calls to one model (tokens None when no call reported usage)."""
+
+    calls: int
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    duration_ms: float
+    unreported_calls: int
+
+
+class TokenTotals(TypedDict):
+    prompt: int | None
+    completion: int | None
+    total: int | None
+    unreported_calls: int
+
+
+class RunMetrics(TypedDict):
+    """A message's stored metrics (`summarize`)."""
+
+    wall_ms: float
+    llm_calls: int
+    llm_ms: float
+    tool_calls: int
+    tool_ms: float
+    tool_success: int
+    tool_failed: int
+    tokens: TokenTotals
+    cost_usd: float | None
+    cost_complete: bool
+    by_agent: dict[str | None, dict[str, ModelFigures]]  # agent → model → figures
+    calls: list[CallRecord]
+    conversation: NotRequired[ConversationUsage]  # added when a segment ends (run/maintenance.py)
+
+
+class UsageTokens(TypedDict):
+    prompt: int
+    completion: int
+    total: int
+
+
+class ConversationUsage(TypedDict):
+    messages: int
+    tokens: UsageTokens
+    cost_usd: float | None
+    cost_complete: bool
+
+
+class MessageUsage(TypedDict):
+    tokens: int
+    cost_usd: float | None
+
+
+def records_from_events(events: Sequence[Mapping[str, Any]]) -> list[CallRecord]:
+    records: list[CallRecord] = []
     for event in events:
         data = event.get("data") or {}
         if event["type"] == "llm_complete":
@@ -66,18 +136,19 @@ def _known(value: Any) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def summarize(records: list[dict[str, Any]], wall_ms: float) -> dict[str, Any]:
-    by_agent: dict[str, dict[str, Any]] = {}
+def summarize(records: list[CallRecord], wall_ms: float) -> RunMetrics:
+    by_agent: dict[str | None, dict[str, ModelFigures]] = {}
     llm_ms = tool_ms = cost = 0.0
     prompt = completion = 0
     tool_ok = tool_failed = llm_calls = unreported = unpriced = 0
     for rec in records:
         if rec.get("kind") == "llm":
             llm_calls += 1
-            if rec.get("cost_usd") is None:
+            price = rec.get("cost_usd")
+            if price is None:
                 unpriced += 1
             else:
-                cost += rec["cost_usd"]
+                cost += price
             llm_ms += rec.get("duration_ms", 0.0)
             p, c = _known(rec.get("prompt_tokens")), _known(rec.get("completion_tokens"))
             if p is None and c is None:
@@ -91,8 +162,8 @@ def summarize(records: list[dict[str, Any]], wall_ms: float) -> dict[str, Any]:
                  "unreported_calls": 0},
             )
             model["calls"] += 1
-            model["prompt_tokens"] += p or 0
-            model["completion_tokens"] += c or 0
+            model["prompt_tokens"] = (model["prompt_tokens"] or 0) + (p or 0)
+            model["completion_tokens"] = (model["completion_tokens"] or 0) + (c or 0)
             model["unreported_calls"] += int(p is None and c is None)
             model["duration_ms"] = round(model["duration_ms"] + rec.get("duration_ms", 0.0), 2)
         elif rec.get("kind") == "tool":
@@ -128,7 +199,7 @@ def summarize(records: list[dict[str, Any]], wall_ms: float) -> dict[str, Any]:
     }
 
 
-def conversation_usage(messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def conversation_usage(messages: Sequence[Mapping[str, Any]]) -> ConversationUsage:
     """Tokens and cost over a conversation's messages (from their stored metrics)."""
     tokens = prompt = completion = 0
     cost = 0.0
@@ -152,7 +223,7 @@ def conversation_usage(messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def message_usage(message: Mapping[str, Any]) -> dict[str, Any]:
+def message_usage(message: Mapping[str, Any]) -> MessageUsage:
     """One message's tokens and cost (from its stored metrics) for trees and listings."""
     metrics = message.get("metrics") or {}
     return {"tokens": int((metrics.get("tokens") or {}).get("total") or 0), "cost_usd": metrics.get("cost_usd")}

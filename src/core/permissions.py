@@ -14,9 +14,10 @@ so an invalid edit is refused while the run stays paused.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from ..errors import InvalidResumeError
+from ..shapes import AskedCall, Decision, DecisionActionName
 from ..tools.registry import ToolRegistry, validate_arguments
 
 ACTIONS = ("approve", "deny", "edit", "always")
@@ -36,8 +37,8 @@ def decisions_from_body(resume_data: Any) -> Any:
 
 
 def normalize_decisions(
-    decisions: Any, pending: list[dict[str, Any]], registry: ToolRegistry
-) -> dict[str, dict[str, Any]]:
+    decisions: Any, pending: list[AskedCall], registry: ToolRegistry
+) -> dict[str, Decision]:
     """Validate `decisions` against the pending calls; return decisions keyed by call id."""
     ids = [c["tool_call_id"] for c in pending]
     by_id = {c["tool_call_id"]: c for c in pending}
@@ -61,7 +62,7 @@ def normalize_decisions(
         raise InvalidResumeError(
             "; ".join(parts) + f". Pending calls: {', '.join(ids)}"
         )
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Decision] = {}
     for call_id in ids:
         raw = decisions[call_id]
         if isinstance(raw, str):
@@ -79,7 +80,7 @@ def normalize_decisions(
         reason = raw.get("reason")
         if reason is not None and not isinstance(reason, str):
             raise InvalidResumeError(f"decision for {call_id}: reason must be a string")
-        decision: dict[str, Any] = {"action": action, "reason": reason}
+        decision: Decision = {"action": cast(DecisionActionName, action), "reason": reason}
         if action == "edit":
             arguments = raw.get("arguments")
             if not isinstance(arguments, dict):

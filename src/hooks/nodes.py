@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from ..errors import LLMError
-from ..shapes import ChatMessage, JsonObject, PendingToolCall, RawToolCall, Refusal
+from ..shapes import ChatMessage, JsonObject, PendingToolCall, RawToolCall, Refusal, ToolResultDict
 from ..tools.base import ToolResult
 from .dedupe import hook_key
 from .dispatch import HookRunner
@@ -297,7 +297,7 @@ async def unrun(
         return result
     run, typed = _run(context), pending_call(call)
 
-    async def fire() -> JsonObject:
+    async def fire() -> ToolResultDict:
         final = await hooks.after_tool_call(run, typed, result, denied=denied, refused=refused)
         return final.to_dict()
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
-from ..shapes import JsonObject, PendingToolCall
+from ..shapes import JsonObject, PauseRecord, PendingToolCall, RecordedDecision
 from .dispatch import HookError, HookRunner
 from .nodes import pending_call
 from .types import (
@@ -68,7 +68,7 @@ async def later_segment(
     return run_info(message, lead_agent, user_id=user_id, **flags)
 
 
-async def run_started(hooks: HookRunner, run: RunInfo, decisions: list[dict[str, Any]] | None) -> None:
+async def run_started(hooks: HookRunner, run: RunInfo, decisions: list[RecordedDecision] | None) -> None:
     """`on_run_start`, then (for a resume) `on_permission_result` with the decisions."""
     if hooks.empty:
         return
@@ -77,7 +77,7 @@ async def run_started(hooks: HookRunner, run: RunInfo, decisions: list[dict[str,
         await hooks.on_permission_result(run, permission_result(decisions))
 
 
-def permission_result(decisions: list[dict[str, Any]]) -> PermissionResult:
+def permission_result(decisions: list[RecordedDecision]) -> PermissionResult:
     return PermissionResult(
         tuple(
             PermissionDecision(
@@ -91,9 +91,9 @@ def permission_result(decisions: list[dict[str, Any]]) -> PermissionResult:
 async def run_paused(
     hooks: HookRunner,
     run: RunInfo,
-    waiting: dict[str, Any],
+    waiting: PauseRecord,
     pending_calls: Callable[[], Awaitable[Sequence[Mapping[str, Any]]]],
-) -> dict[str, Any]:
+) -> PauseRecord:
     """Before the pause is stored: `on_permission_request`, and the trace context to keep.
     Returns `waiting` plus `trace` (spans are still open here). `pending_calls` loads the
     round's call dicts (they carry the round number) only when a hook wants them."""
@@ -108,10 +108,10 @@ async def run_paused(
         )
         await hooks.on_permission_request(run, PermissionRequest(waiting["interrupt_id"], calls))
     trace = hooks.trace_context(run)
-    return {**waiting, TRACE_KEY: trace} if trace else waiting
+    return {**waiting, "trace": trace} if trace else waiting
 
 
-def event_view(waiting: dict[str, Any]) -> dict[str, Any]:
+def event_view(waiting: Mapping[str, Any]) -> Mapping[str, Any]:
     """The `permission_request` event's data: the stored pause without the trace context."""
     return {k: v for k, v in waiting.items() if k != TRACE_KEY} if TRACE_KEY in waiting else waiting
 

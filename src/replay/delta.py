@@ -14,10 +14,11 @@ costs little more than walking the list.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
-Message = dict[str, Any]
+Message = TypeVar("Message", bound=Mapping[str, Any])  # a chat message (`shapes.ChatMessage`)
+Key = TypeVar("Key", bound=Hashable)  # a row's seq, a session step
 
 
 def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
@@ -31,11 +32,11 @@ def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
 
 
 def encode(
-    messages: Sequence[Message], candidates: Iterable[tuple[Hashable, Sequence[Message]]]
-) -> tuple[Hashable | None, int, list[Message]]:
+    messages: Sequence[Message], candidates: Iterable[tuple[Key, Sequence[Message]]]
+) -> tuple[Key | None, int, list[Message]]:
     """Pick the candidate sharing the longest prefix with `messages` (the first on ties);
     return (its key or None, how many messages it gives, the messages to store)."""
-    best_key: Hashable | None = None
+    best_key: Key | None = None
     best = 0
     for key, other in candidates:
         shared = common_prefix(messages, other)
@@ -45,7 +46,7 @@ def encode(
 
 
 def decode(
-    entry: dict[str, Any], resolve: Callable[[Any], Sequence[Message]]
+    entry: Mapping[str, Any], resolve: Callable[[Any], Sequence[Message]]
 ) -> list[Message]:
     """The full message list of an encoded `entry`; `resolve(key)` gives a base's list."""
     base = entry.get("base")

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 MAX_LINES = 120
 
 
-def render_messages(messages: Sequence[dict[str, Any]]) -> list[str]:
+def render_messages(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     lines: list[str] = []
     for index, message in enumerate(messages):
         role = message.get("role", "?")
@@ -48,7 +48,7 @@ def unified(recorded: list[str], replayed: list[str], *, new: str = "replay") ->
     return "\n".join(lines)
 
 
-def messages_diff(recorded: Sequence[dict[str, Any]], replayed: Sequence[dict[str, Any]]) -> str:
+def messages_diff(recorded: Sequence[Mapping[str, Any]], replayed: Sequence[Mapping[str, Any]]) -> str:
     return unified(render_messages(recorded), render_messages(replayed))
 
 

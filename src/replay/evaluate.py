@@ -10,17 +10,26 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..errors import UserError
 from .replayer import _reason, replay_session
-from .report import ReplayReport, Verdict
+from .report import ReplayReport, ReportDict, Verdict
 
 if TYPE_CHECKING:
     from ..settings import Settings
 
 PATTERN = "*.jsonl"
 
+
+
+class EvalDict(TypedDict):
+    """`EvalReport.to_dict()`: what `artifactflow eval --json` prints."""
+
+    folder: str
+    ok: bool
+    counts: dict[str, int]  # verdict → sessions
+    sessions: list[ReportDict]
 
 @dataclass
 class EvalResult:
@@ -56,7 +65,7 @@ class EvalResult:
         )
         return "\n".join(lines)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> EvalDict:
         return {"folder": self.folder, "ok": self.ok, "counts": self.counts(),
                 "sessions": [r.to_dict() for r in self.reports]}
 

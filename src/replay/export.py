@@ -17,11 +17,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import NotFoundError, UserError
+from ..shapes import AskedCall, ChatMessage, JsonObject, RecordedDecision, ToolResultDict
 from . import delta
 from . import store as calls
+from .records import (
+    ArtifactRecord,
+    ArtifactVersionRecord,
+    CallData,
+    ConfigSnapshot,
+    HistoryEntry,
+    HistorySummaryRecord,
+    ModelCallRow,
+)
 from .session import ModelCall, PermissionRecord, Session, ToolCallRecord
 
 if TYPE_CHECKING:
@@ -70,37 +80,40 @@ async def export_session(
         exported_at=time.time(),
         artifactflow_version=version,
         history=[
-            {"id": m["id"], "content": m["content"], "response": m.get("response"),
-             "status": m["status"]}
+            HistoryEntry(id=m["id"], content=m["content"], response=m.get("response"),
+                         status=m["status"])
             for m in path
         ],
         artifacts=await _artifacts_before(store, conversation_id, message["created_at"]),
         always_allowed=await calls.approvals_before(store, conversation_id, message["created_at"]),
         history_summaries=[
-            {k: v for k, v in row.items() if k != "conversation_id"}
+            HistorySummaryRecord(message_id=row["message_id"], covers=row["covers"],
+                                 summary=row["summary"], model=row["model"],
+                                 created_at=row["created_at"])
             for row in await calls.history_summaries(store, [m["id"] for m in path])
         ],
-        configs=[row["data"] for row in rows if row["kind"] == calls.CONFIG],
+        configs=[cast(ConfigSnapshot, row["data"]) for row in rows if row["kind"] == calls.CONFIG],
         calls=model_calls,
     )
     session.tools, session.permissions = _from_events(events, model_calls)
     return session
 
 
-def _model_calls(rows: list[dict[str, Any]]) -> list[ModelCall]:
+def _model_calls(rows: list[ModelCallRow]) -> list[ModelCall]:
     """Rows → full requests (deltas resolved), numbered 1… in the order they were made."""
-    by_seq = {row["seq"]: row["data"] for row in rows if row["kind"] == calls.CALL}
-    messages: dict[int, list[dict[str, Any]]] = {}
-    tools: dict[int, list[dict[str, Any]] | None] = {}
+    by_seq: dict[int, CallData] = {row["seq"]: row["data"] for row in rows if row["kind"] == calls.CALL}
+    messages: dict[int, list[ChatMessage]] = {}
+    tools: dict[int, list[JsonObject] | None] = {}
 
-    def resolve(seq: int) -> list[dict[str, Any]]:
+    def resolve(seq: int) -> list[ChatMessage]:
         if seq not in messages:
             data = by_seq[seq]
             messages[seq] = delta.decode(data, resolve)
             tools[seq] = tools_of(data["base"]) if data.get("same_tools") else data.get("tools")
         return messages[seq]
 
-    def tools_of(seq: int) -> list[dict[str, Any]] | None:
+    def tools_of(seq: int | None) -> list[JsonObject] | None:
+        assert seq is not None  # `same_tools` is only written with a base
         resolve(seq)
         return tools[seq]
 
@@ -122,24 +135,26 @@ def _model_calls(rows: list[dict[str, Any]]) -> list[ModelCall]:
     return out
 
 
-async def _artifacts_before(store: Any, conversation_id: str, before: float) -> list[dict[str, Any]]:
+async def _artifacts_before(store: AppStore, conversation_id: str, before: float) -> list[ArtifactRecord]:
     """Each artifact's versions written before the run started, oldest artifact first."""
-    out = []
+    out: list[ArtifactRecord] = []
     for artifact in await store.list_artifacts(conversation_id):
         versions = [
-            {"version": v["version"], "title": v["title"], "content": v["content"],
-             "change": v["change"]}
+            ArtifactVersionRecord(version=v["version"], title=v["title"], content=v["content"],
+                                  change=v["change"])
             for v in await store.artifact_versions(conversation_id, artifact["artifact_id"])
             if v["created_at"] < before
         ]
         if versions:
-            out.append({"artifact_id": artifact["artifact_id"],
-                        "content_type": artifact["content_type"], "versions": versions})
+            out.append(ArtifactRecord(artifact_id=artifact["artifact_id"],
+                                      content_type=artifact["content_type"], versions=versions))
     return out
 
 
-def _same_response(call: ModelCall, data: dict[str, Any]) -> bool:
-    response = call.response or {}
+def _same_response(call: ModelCall, data: Mapping[str, Any]) -> bool:
+    response = call.response
+    if response is None:
+        return data.get("content") is None and not data.get("tool_calls")
     recorded = [(c.get("id"), c.get("name"), c.get("arguments")) for c in response.get("tool_calls", [])]
     logged = [(c.get("id"), c.get("name"), c.get("arguments")) for c in data.get("tool_calls") or []]
     return response.get("content") == data.get("content") and recorded == logged
@@ -150,8 +165,8 @@ def _from_events(
 ) -> tuple[list[ToolCallRecord], list[PermissionRecord]]:
     unpaired = [c for c in model_calls if c.response is not None]
     step_of: dict[str | None, int] = {}  # invocation → its latest step
-    starts: dict[tuple[Any, str], dict[str, Any]] = {}
-    asked_args: dict[str, Any] = {}
+    starts: dict[tuple[Any, str], Mapping[str, Any]] = {}  # a `tool_start` event's data
+    asked_args: dict[str, object] = {}  # call id → the arguments a person was asked about
     tools: list[ToolCallRecord] = []
     pauses: list[PermissionRecord] = []
     for event in events:
@@ -175,17 +190,18 @@ def _from_events(
                     tool_call_id=data["tool_call_id"],
                     tool=data["tool"],
                     arguments=arguments,
-                    result=data.get("result") or {},
+                    result=cast(ToolResultDict, data.get("result") or {}),
                     edited=bool(start and start.get("edited")),
                     denied=bool(data.get("denied")),
                 )
             )
         elif kind == "permission_request":
-            pending = list(data.get("calls") or [])
+            pending: list[AskedCall] = list(data.get("calls") or [])
             for call in pending:
                 asked_args[call["tool_call_id"]] = call.get("arguments")
             known = [step_of[c.get("invocation")] for c in pending if c.get("invocation") in step_of]
             pauses.append(PermissionRecord(min(known) if known else None, pending, None))
         elif kind == "permission_result" and pauses and pauses[-1].decisions is None:
-            pauses[-1].decisions = list(data.get("decisions") or [])
+            decisions: list[RecordedDecision] = list(data.get("decisions") or [])
+            pauses[-1].decisions = decisions
     return tools, pauses

@@ -17,7 +17,8 @@ The report's divergence is the first step whose tool calls changed or that faile
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..agents.model.base import ModelRequest
 from ..errors import ArtifactFlowError
@@ -87,9 +88,14 @@ async def _step(services: Any, call: ModelCall) -> LiveStep:
     return LiveStep(call.step, call.agent, "same", 1.0)
 
 
-def _calls(tool_calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+class _Call(TypedDict):
+    name: str | None
+    arguments: Any  # parsed (the raw text when it is not JSON)
+
+
+def _calls(tool_calls: Sequence[Mapping[str, Any]]) -> list[_Call]:
     """Name and parsed arguments of each call (ids are the provider's and always differ)."""
-    out = []
+    out: list[_Call] = []
     for call in tool_calls:
         raw = call.get("arguments")
         try:
@@ -100,5 +106,5 @@ def _calls(tool_calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _names(calls: list[dict[str, Any]]) -> str:
-    return ", ".join(c["name"] for c in calls) or "none"
+def _names(calls: list[_Call]) -> str:
+    return ", ".join(str(c["name"]) for c in calls) or "none"

@@ -32,8 +32,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..agents.model.base import DeltaCallback, Model, ModelRequest, ModelResponse
+from ..shapes import JsonObject
 from . import delta
 from . import store as calls
+from .records import (
+    CallData,
+    ConfigSnapshot,
+    ErrorRecord,
+    ResponseRecord,
+    TargetError,
+    TargetInfo,
+    ToolInfo,
+)
 
 if TYPE_CHECKING:
     from ..core.context import RunContext, Services
@@ -169,7 +179,7 @@ class RequestRecorder:
         messages = list(request.messages)
         tools = list(request.tools) if request.tools else None
         base, keep, append = delta.encode(messages, ((s, m) for s, _, m, _ in state.recent))
-        data: dict[str, Any] = {
+        data: CallData = {
             "agent": request.agent,
             "target": target_info(request.target),
             "base": base,
@@ -210,7 +220,7 @@ class RequestRecorder:
 # --- what a row holds ---------------------------------------------------------------------
 
 
-def target_info(target: Any) -> dict[str, Any]:
+def target_info(target: Any) -> TargetInfo:
     """The model a request was for, without credentials or endpoints."""
     return {
         "profile": getattr(target, "profile", None),
@@ -219,11 +229,11 @@ def target_info(target: Any) -> dict[str, Any]:
     }
 
 
-def response_dict(response: ModelResponse) -> dict[str, Any]:
+def response_dict(response: ModelResponse) -> ResponseRecord:
     usage = response.usage
     return {
         "content": response.content,
-        "tool_calls": [dict(call) for call in response.tool_calls],
+        "tool_calls": [call.copy() for call in response.tool_calls],
         "model": response.model,
         "usage": None
         if usage is None
@@ -233,7 +243,7 @@ def response_dict(response: ModelResponse) -> dict[str, Any]:
     }
 
 
-def error_dict(error: BaseException | None) -> dict[str, Any]:
+def error_dict(error: BaseException | None) -> ErrorRecord:
     return {
         "kind": type(error).__name__ if error is not None else "Exception",
         "message": str(error) if error is not None else "",
@@ -243,13 +253,13 @@ def error_dict(error: BaseException | None) -> dict[str, Any]:
 SETTINGS_THAT_MATTER = ("model", "permissions", "tools", "context", "budget", "run", "mcp_servers")
 
 
-def config_snapshot(services: Services) -> dict[str, Any]:
+def config_snapshot(services: Services) -> ConfigSnapshot:
     """The configuration a run ran under: each agent's front matter and prompt, the tools
     they may call (source, effective permission, timeout), and the settings that change what
     the model sees or what runs. No credentials and no endpoints."""
     settings = services.settings
-    agents = {}
-    models = {}
+    agents: dict[str, JsonObject] = {}
+    models: dict[str, TargetInfo | TargetError] = {}
     for name, spec in services.agents.items():
         agents[name] = spec.model_dump(mode="json")
         try:
@@ -257,7 +267,7 @@ def config_snapshot(services: Services) -> dict[str, Any]:
         except Exception as exc:  # missing credentials: the run would not have started
             models[name] = {"error": str(exc)}
     tool_names = sorted({n for spec in services.agents.values() for n in spec.tools})
-    tools = {}
+    tools: dict[str, ToolInfo] = {}
     for name in tool_names:
         tool = services.tools.get(name)
         if tool is None:
@@ -269,7 +279,7 @@ def config_snapshot(services: Services) -> dict[str, Any]:
             "description": tool.description,
             "schema": tool.json_schema(),
         }
-    picked: dict[str, Any] = {}
+    picked: JsonObject = {}
     dumped = settings.model_dump(mode="json")
     for key in SETTINGS_THAT_MATTER:
         value = dumped.get(key)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.store.rows import MessageRow
+from ..shapes import AskedCall, DecisionInput, RecordedDecision
 from .diff import text_diff, unified
 from .report import Divergence, DivergenceKind, ReplayReport, Verdict
 from .sandbox import sandboxed, seed
@@ -93,7 +94,7 @@ async def _drive(
             break
         pending = (message.get("waiting_for") or {}).get("calls") or []
         asked.update(c["tool_call_id"] for c in pending)
-        decisions: dict[str, Any] = {}
+        decisions: dict[str, DecisionInput] = {}
         unanswered = []
         for call in pending:
             decision = session.decision_for(call["tool_call_id"])
@@ -144,16 +145,17 @@ async def _until_done_or_diverged(
     return not tracker.diverged.is_set()
 
 
-def _resume_decision(decision: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"action": decision.get("action") or "deny"}
-    if decision.get("reason") is not None:
-        out["reason"] = decision["reason"]
+def _resume_decision(decision: RecordedDecision) -> DecisionInput:
+    out: DecisionInput = {"action": decision.get("action") or "deny"}
+    reason = decision.get("reason")
+    if reason is not None:
+        out["reason"] = reason
     if out["action"] == "edit":
         out["arguments"] = decision.get("arguments") or {}
     return out
 
 
-def _step_of_call(session: Session, call: dict[str, Any], model: ReplayModel) -> int:
+def _step_of_call(session: Session, call: AskedCall, model: ReplayModel) -> int:
     """The recorded step whose response made `call` (by its id), else the next one."""
     call_id = call["tool_call_id"]
     for recorded in reversed(session.calls):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 
 class Verdict(enum.StrEnum):
@@ -28,6 +28,35 @@ class DivergenceKind(enum.StrEnum):
     MODEL_ERROR = "model_error"  # --live-model: the current model failed
 
 
+class DivergenceDict(TypedDict):
+    step: int
+    kind: str
+    agent: str | None
+    summary: str
+    diff: str
+
+
+class LiveStepDict(TypedDict):
+    step: int
+    agent: str | None
+    verdict: str
+    similarity: float | None
+    divergence: DivergenceDict | None
+
+
+class ReportDict(TypedDict):
+    """`ReplayReport.to_dict()`: what `artifactflow replay --json` prints."""
+
+    path: str | None
+    verdict: str
+    steps: int
+    replayed: int
+    divergence: DivergenceDict | None
+    error: str | None
+    notes: list[str]
+    live: list[LiveStepDict] | None
+
+
 @dataclass
 class Divergence:
     step: int  # 1-based model request of the recording where behaviour first differs
@@ -36,7 +65,7 @@ class Divergence:
     agent: str | None = None
     diff: str = ""  # unified diff, recorded → replay
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> DivergenceDict:
         return {"step": self.step, "kind": self.kind.value, "agent": self.agent,
                 "summary": self.summary, "diff": self.diff}
 
@@ -80,7 +109,7 @@ class ReplayReport:
         assert self.divergence is not None
         return f"diverged at step {self.divergence.step}: {self.divergence.summary}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ReportDict:
         return {
             "path": self.path,
             "verdict": self.verdict.value,

@@ -18,11 +18,12 @@ import contextlib
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from ..core.engine import Engine, build_registry
 from ..settings import Settings, load_settings
 from ..settings.mcp import SEPARATOR
+from ..shapes import JsonObject
 from ..tools.base import Permission, Tool, ToolResult
 from ..tools.mcp.manager import is_mcp_name
 from . import store as calls
@@ -94,10 +95,19 @@ async def sandboxed(
             await engine.aclose()
 
 
+class _KnownTool(TypedDict, total=False):
+    """What a recording says about a tool (its spec, its config snapshot)."""
+
+    description: str
+    schema: JsonObject | None
+    permission: str
+    source: str
+
+
 def recorded_tools(session: Session, settings: Settings) -> list[Tool]:
     """A stub `Tool` for every tool the recording knows (its config snapshots, the specs sent
     to the model, the calls made), with the recorded schema and permission."""
-    known: dict[str, dict[str, Any]] = {}
+    known: dict[str, _KnownTool] = {}
     for call in session.calls:
         for spec in call.tools or ():
             function = spec.get("function") or {}
@@ -108,15 +118,14 @@ def recorded_tools(session: Session, settings: Settings) -> list[Tool]:
                 })
     for config in session.configs:
         for name, info in (config.get("tools") or {}).items():
-            known.setdefault(name, {}).update(
-                {k: info[k] for k in ("description", "schema", "permission", "source") if k in info}
-            )
+            recorded = {k: v for k, v in info.items() if k in ("description", "schema", "permission", "source")}
+            known.setdefault(name, {}).update(cast(_KnownTool, recorded))
     for record in session.tools:
         known.setdefault(record.tool, {})
     return [_stub(name, info, settings) for name, info in known.items() if name != "call_subagent"]
 
 
-def _stub(name: str, info: dict[str, Any], settings: Settings) -> Tool:
+def _stub(name: str, info: _KnownTool, settings: Settings) -> Tool:
     permission = Permission.parse(info.get("permission") or "auto")
     server, _, remote = name.partition(SEPARATOR)
     config = settings.mcp_servers.get(server) if remote else None

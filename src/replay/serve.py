@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..agents.model.base import DeltaCallback, ModelRequest, ModelResponse, Usage, send_delta
 from ..errors import ContextOverflowError, FatalLLMError, RetryableLLMError
+from ..shapes import ChatMessage, JsonObject
 from ..tools.base import Tool, ToolResult
 from ..tools.builtin.artifacts import ARTIFACT_TOOLS
 from ..tools.registry import BUILTIN, invoke_tool, validate_arguments
@@ -105,7 +106,7 @@ class ReplayModel:
         usage = response.get("usage")
         return ModelResponse(
             content=content,
-            tool_calls=[dict(c) for c in response.get("tool_calls") or []],
+            tool_calls=[c.copy() for c in response.get("tool_calls") or []],
             model=response.get("model") or "replay",
             usage=Usage(usage["prompt_tokens"], usage["completion_tokens"]) if usage else None,
             finish_reason=response.get("finish_reason"),
@@ -115,8 +116,8 @@ class ReplayModel:
     def _divergence(
         self,
         agent: str | None,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
+        messages: list[ChatMessage],
+        tools: list[JsonObject] | None,
         mine: list[ModelCall],
     ) -> Divergence:
         who = agent or "a model call"
@@ -146,7 +147,7 @@ class ReplayModel:
         )
 
 
-def _tool_names(tools: list[dict[str, Any]] | None) -> set[str]:
+def _tool_names(tools: list[JsonObject] | None) -> set[str]:
     return {(t.get("function") or {}).get("name", "?") for t in tools or []}
 
 
@@ -198,7 +199,7 @@ class ToolServer:
 
         return run
 
-    def _match(self, tool: Tool, kwargs: dict[str, Any], context: ToolContext) -> ToolCallRecord | None:
+    def _match(self, tool: Tool, kwargs: JsonObject, context: ToolContext) -> ToolCallRecord | None:
         same_call = [
             r for r in self.pending
             if r.tool == tool.name and r.tool_call_id == context.tool_call_id and r.agent == context.agent
@@ -231,7 +232,7 @@ class ToolServer:
         return None
 
 
-def _same_arguments(tool: Tool, recorded: Any, given: dict[str, Any]) -> bool:
+def _same_arguments(tool: Tool, recorded: Any, given: JsonObject) -> bool:
     """Compare as the tool sees them: the recorded arguments validated like the replay's."""
     if not isinstance(recorded, dict):
         return False

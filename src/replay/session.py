@@ -23,10 +23,20 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..errors import UserError
+from ..shapes import AskedCall, ChatMessage, JsonObject, RecordedDecision, ToolResultDict
 from . import delta
+from .records import (
+    ArtifactRecord,
+    ConfigSnapshot,
+    ErrorRecord,
+    HistoryEntry,
+    HistorySummaryRecord,
+    ResponseRecord,
+    TargetInfo,
+)
 
 FORMAT = "artifactflow-session"
 VERSION = 1
@@ -43,11 +53,11 @@ class ModelCall:
 
     step: int
     agent: str | None
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]] | None
-    response: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
-    target: dict[str, Any] = field(default_factory=dict)
+    messages: list[ChatMessage]
+    tools: list[JsonObject] | None  # OpenAI function specs
+    response: ResponseRecord | None = None
+    error: ErrorRecord | None = None
+    target: TargetInfo = field(default_factory=lambda: TargetInfo())
     duration_ms: float | None = None
 
 
@@ -61,7 +71,7 @@ class ToolCallRecord:
     tool_call_id: str
     tool: str
     arguments: Any
-    result: dict[str, Any]
+    result: ToolResultDict
     edited: bool = False
     denied: bool = False
 
@@ -71,8 +81,8 @@ class PermissionRecord:
     """One pause: the calls that waited, and the decisions given (None: never answered)."""
 
     step: int | None
-    calls: list[dict[str, Any]]
-    decisions: list[dict[str, Any]] | None
+    calls: list[AskedCall]
+    decisions: list[RecordedDecision] | None
 
 
 @dataclass
@@ -89,11 +99,11 @@ class Session:
     created_at: float | None = None
     exported_at: float | None = None
     artifactflow_version: str | None = None
-    history: list[dict[str, Any]] = field(default_factory=list)
-    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    history: list[HistoryEntry] = field(default_factory=list)
+    artifacts: list[ArtifactRecord] = field(default_factory=list)
     always_allowed: list[str] = field(default_factory=list)
-    history_summaries: list[dict[str, Any]] = field(default_factory=list)
-    configs: list[dict[str, Any]] = field(default_factory=list)
+    history_summaries: list[HistorySummaryRecord] = field(default_factory=list)
+    configs: list[ConfigSnapshot] = field(default_factory=list)
     calls: list[ModelCall] = field(default_factory=list)
     tools: list[ToolCallRecord] = field(default_factory=list)
     permissions: list[PermissionRecord] = field(default_factory=list)
@@ -104,7 +114,7 @@ class Session:
         "always_allowed", "history_summaries",
     )
 
-    def decision_for(self, tool_call_id: str) -> dict[str, Any] | None:
+    def decision_for(self, tool_call_id: str) -> RecordedDecision | None:
         """The recorded decision for a paused call, or None if it was never answered."""
         for pause in self.permissions:
             for decision in pause.decisions or ():
@@ -118,14 +128,15 @@ class Session:
 
     # --- writing --------------------------------------------------------------------------
 
-    def lines(self, *, full_messages: bool = False) -> list[dict[str, Any]]:
-        header = {"type": "session", "format": FORMAT, "version": VERSION}
+    def lines(self, *, full_messages: bool = False) -> list[JsonObject]:
+        """The file's JSON lines (see the module docstring)."""
+        header: JsonObject = {"type": "session", "format": FORMAT, "version": VERSION}
         header.update({k: getattr(self, k) for k in self._HEADER})
-        out: list[dict[str, Any]] = [header]
+        out: list[JsonObject] = [header]
         out += [{"type": "config", **config} for config in self.configs]
         recent: list[ModelCall] = []
         for call in self.calls:
-            line: dict[str, Any] = {"type": "model_call", "step": call.step, "agent": call.agent,
+            line: JsonObject = {"type": "model_call", "step": call.step, "agent": call.agent,
                                     "target": call.target}
             candidates = [(c.step, c.messages) for c in reversed(recent)]
             base, keep, new = delta.encode(call.messages, [] if full_messages else candidates)
@@ -163,7 +174,7 @@ def read_session(path: str | Path) -> Session:
         text = source.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise SessionFileError(f"{source}: cannot read the session file: {exc}") from None
-    records: list[tuple[int, dict[str, Any]]] = []
+    records: list[tuple[int, JsonObject]] = []
     for number, raw in enumerate(text.splitlines(), 1):
         if not raw.strip():
             continue
@@ -187,7 +198,7 @@ def read_session(path: str | Path) -> Session:
         raise SessionFileError(f"{source}: inconsistent session file: {exc!r}") from None
 
 
-def _build(records: list[tuple[int, dict[str, Any]]]) -> Session:
+def _build(records: list[tuple[int, JsonObject]]) -> Session:
     _, header = records[0]
     if header.get("format") != FORMAT:
         raise SessionFileError(f"line 1: format {header.get('format')!r} is not {FORMAT!r}")
@@ -201,7 +212,7 @@ def _build(records: list[tuple[int, dict[str, Any]]]) -> Session:
     for number, record in records[1:]:
         kind = record.pop("type")
         if kind == "config":
-            session.configs.append(record)
+            session.configs.append(cast(ConfigSnapshot, record))
         elif kind == "model_call":
             step = int(record["step"])
             base = record.get("from_step")
@@ -228,7 +239,7 @@ def _build(records: list[tuple[int, dict[str, Any]]]) -> Session:
     return session
 
 
-def _known(cls: type, record: dict[str, Any]) -> dict[str, Any]:
+def _known(cls: type, record: JsonObject) -> JsonObject:
     """The fields `cls` declares (a newer writer's extra fields are ignored)."""
     names = {f.name for f in fields(cls)}
     return {k: v for k, v in record.items() if k in names}

@@ -12,13 +12,15 @@ from __future__ import annotations
 import json
 import time
 import zlib
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 
 from ..core.store import schema as t
 from ..core.store.group_commit import group_commit_for
+from ..core.window.history_store import HistorySummaryRow
+from .records import ModelCallRow
 
 if TYPE_CHECKING:
     from ..core.store.repository import AppStore
@@ -58,17 +60,17 @@ async def put(
     return len(blob)
 
 
-async def rows(store: AppStore, message_id: str) -> list[dict[str, Any]]:
+async def rows(store: AppStore, message_id: str) -> list[ModelCallRow]:
     """Every row of a message in `seq` order, payloads unpacked into `data`."""
     table = t.model_calls
     query = sa.select(table).where(table.c.message_id == message_id).order_by(table.c.seq)
     async with store.engine.connect() as conn:
         found = (await conn.execute(query)).mappings().all()
-    out = []
+    out: list[ModelCallRow] = []
     for row in found:
         record = dict(row)
         record["data"] = unpack(record.pop("data_z"))
-        out.append(record)
+        out.append(cast(ModelCallRow, record))
     return out
 
 
@@ -92,16 +94,16 @@ async def approvals_before(store: AppStore, conversation_id: str, before: float)
         return sorted(r[0] for r in (await conn.execute(query)).all())
 
 
-async def history_summaries(store: AppStore, message_ids: Sequence[str]) -> list[dict[str, Any]]:
+async def history_summaries(store: AppStore, message_ids: Sequence[str]) -> list[HistorySummaryRow]:
     """Stored history summaries of messages on a path (see core/window/history_store.py)."""
     if not message_ids:
         return []
     table = t.history_summaries
     query = sa.select(table).where(table.c.message_id.in_(list(message_ids)))
     async with store.engine.connect() as conn:
-        return [dict(r) for r in (await conn.execute(query)).mappings()]
+        return [cast(HistorySummaryRow, dict(r)) for r in (await conn.execute(query)).mappings()]
 
 
-async def put_history_summary(store: AppStore, row: dict[str, Any]) -> None:
+async def put_history_summary(store: AppStore, row: Mapping[str, Any]) -> None:
     async with store.engine.begin() as conn:
         await conn.execute(t.history_summaries.insert().values(**row))

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..settings.permissions import Permission
+from ..shapes import JsonObject, ToolResultDict
 
 __all__ = ["Permission", "Tool", "ToolResult"]
 
@@ -26,9 +27,9 @@ class ToolResult:
     success: bool
     data: Any = None
     error: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: JsonObject = field(default_factory=dict)  # open flags: denied, outcome, …
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ToolResultDict:
         return {
             "success": self.success,
             "data": self.data,
@@ -37,7 +38,7 @@ class ToolResult:
         }
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> ToolResult:
+    def from_dict(cls, raw: Mapping[str, Any]) -> ToolResult:
         return cls(
             success=bool(raw.get("success")),
             data=raw.get("data"),
@@ -85,7 +86,7 @@ class ToolResult:
 
 
 ToolFunc = Callable[..., Any] | Callable[..., Awaitable[Any]]
-SerialKey = str | Callable[[dict[str, Any]], "str | None"]
+SerialKey = str | Callable[[JsonObject], "str | None"]  # a function of the call's arguments
 
 
 @dataclass
@@ -111,7 +112,7 @@ class Tool:
     # True: running it twice does no harm, so it may be run again after a crash or a timeout.
     # False (default): at most once; a call whose effect is unknown is never repeated for it.
     idempotent: bool = False
-    input_schema: dict[str, Any] | None = None
+    input_schema: JsonObject | None = None  # JSON Schema
     # Where the tool comes from (builtin, plugin, langchain, mcp:SERVER); "" = ask the registry.
     source: str = ""
     # Calls whose keys are equal never run at the same time: within one round they run one
@@ -136,7 +137,7 @@ class Tool:
         except (KeyError, IndexError, ValueError, AttributeError):
             return key
 
-    def json_schema(self) -> dict[str, Any]:
+    def json_schema(self) -> JsonObject:
         if self.input_schema is not None or self.args_model is None:
             return copy.deepcopy(self.input_schema or {"type": "object", "properties": {}})
         cached = self.__dict__.get("_schema")
@@ -146,7 +147,7 @@ class Tool:
             cached = self.__dict__["_schema"] = (self.args_model, schema)
         return copy.deepcopy(cached[1])
 
-    def openai_spec(self) -> dict[str, Any]:
+    def openai_spec(self) -> JsonObject:  # what `ModelRequest.tools` holds
         return {
             "type": "function",
             "function": {

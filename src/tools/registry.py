@@ -17,9 +17,10 @@ import time
 import types
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from ..errors import ConfigError
+from ..shapes import JsonObject
 from .arguments import parse_arguments, validate_arguments
 from .background import BackgroundCalls, call_key
 from .base import Permission, Tool, ToolResult
@@ -43,6 +44,18 @@ __all__ = [
 
 BUILTIN, PLUGIN = "builtin", "plugin"
 WILDCARD = "__*"  # `SERVER__*` in an agent's tools: every tool of that MCP server
+
+
+class ToolDescription(TypedDict):
+    """A registered tool as `describe` lists it (`artifactflow tools`, `GET /tools`)."""
+
+    name: str
+    source: str  # builtin, plugin, langchain, mcp:SERVER
+    permission: str  # the effective level
+    timeout: float | None
+    description: str
+    schema: JsonObject  # JSON Schema of the arguments
+    agents: NotRequired[list[str]]  # the agents whose files name it (`client.admin.tools`)
 
 
 class ToolRegistry:
@@ -120,7 +133,7 @@ class ToolRegistry:
             ]
         return specs
 
-    def describe(self) -> list[dict[str, Any]]:
+    def describe(self) -> list[ToolDescription]:
         """Every tool with its source, effective permission, timeout and JSON schema."""
         return [
             {

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...artifacts.records import ArtifactSummary, ArtifactView, VersionSummary
 from ...errors import NotFoundError
 from . import segment, workers
 
@@ -112,19 +113,19 @@ class StoredData:
     # Each first checks the conversation, so an unknown one is `NotFoundError`, never an empty
     # list (the artifact service itself serves tools, whose conversation always exists).
 
-    async def list_artifacts(self, conversation_id: str) -> list[dict[str, Any]]:
+    async def list_artifacts(self, conversation_id: str) -> list[ArtifactSummary]:
         """Summaries (no content) of the conversation's artifacts."""
         await self.get_conversation(conversation_id)
         return await self._artifacts().list(conversation_id)
 
     async def get_artifact(
         self, conversation_id: str, artifact_id: str, version: int | None = None
-    ) -> dict[str, Any]:
+    ) -> ArtifactView:
         """One artifact with content, at its current version or at `version`."""
         await self.get_conversation(conversation_id)
         return await self._artifacts().get(conversation_id, artifact_id, version)
 
-    async def artifact_versions(self, conversation_id: str, artifact_id: str) -> list[dict[str, Any]]:
+    async def artifact_versions(self, conversation_id: str, artifact_id: str) -> list[VersionSummary]:
         """The artifact's version history, oldest first (no content)."""
         await self.get_conversation(conversation_id)
         return await self._artifacts().versions(conversation_id, artifact_id)

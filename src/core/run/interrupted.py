@@ -10,9 +10,10 @@ note. Whatever they answer, the tool node records the call as `interrupted`, nev
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from ...shapes import AskedCall
 from .runtime import Runtime
 
 NOTE = (
@@ -24,9 +25,9 @@ NOTE = (
 async def mark_interrupted(
     rt: Runtime,
     message_id: str,
-    calls: list[dict[str, Any]],
-    pending: Callable[[], Awaitable[list[dict[str, Any]]]],
-) -> list[dict[str, Any]]:
+    calls: list[AskedCall],
+    pending: Callable[[], Awaitable[Sequence[Mapping[str, Any]]]],
+) -> list[AskedCall]:
     """`calls` of a pause, those the ledger saw start marked `interrupted` (with a note)."""
     if not calls:
         return calls

@@ -14,11 +14,11 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Any
+from typing import Any, TypedDict
 
 from ...events.payloads import ErrorData
 from ..checkpoints import truncate_sqlite_wal
-from ..metrics import conversation_usage, records_from_events, summarize
+from ..metrics import RunMetrics, conversation_usage, records_from_events, summarize
 from ..store.rows import MessageRow
 from .eventlog import change_status
 from .runtime import Runtime
@@ -32,7 +32,7 @@ async def keep_lease(rt: Runtime, message_id: str, run_token: str) -> None:
         await rt.store.update_message(message_id, run_token=run_token, lease_expires_at=rt.lease())
 
 
-async def run_metrics(rt: Runtime, message_id: str, started: float) -> dict[str, Any]:
+async def run_metrics(rt: Runtime, message_id: str, started: float) -> RunMetrics:
     """The message's metrics from its event log; wall time adds up over resumed segments."""
     message = await rt.message(message_id)
     previous = message.get("metrics") or {}
@@ -59,7 +59,15 @@ async def cleanup_checkpoints(rt: Runtime, message: MessageRow) -> None:
             await truncate_sqlite_wal(rt.store.engine)
 
 
-async def gc(rt: Runtime, retention_hours: float | None, *, dry_run: bool) -> dict[str, Any]:
+class GcReport(TypedDict):
+    """What `gc` deleted (or, with `dry_run`, would delete): message ids."""
+
+    finished: list[str]  # finished messages whose checkpoints went
+    abandoned: list[str]  # idle paused or orphaned runs, now failed
+    dry_run: bool
+
+
+async def gc(rt: Runtime, retention_hours: float | None, *, dry_run: bool) -> GcReport:
     """Delete checkpoints no run needs any more.
 
     Finished messages (completed, failed, cancelled) lose theirs at once; paused or

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from langgraph.types import Command
@@ -20,6 +21,7 @@ from ...errors import ResumeConflictError
 from ...events.envelope import Emitted
 from ...events.payloads import DecisionRecord, ErrorData, MetadataData, PermissionResultData
 from ...hooks.runs import TRACE_KEY, later_segment
+from ...shapes import AskedCall, Decision, RecordedDecision
 from ..permissions import normalize_decisions
 from ..store.rows import MessageRow
 from .eventlog import change_status
@@ -74,7 +76,7 @@ async def resume_start(rt: Runtime, message_id: str, decisions: Any) -> None:
             f"message {message_id} is not waiting for a decision: {detail}", message_id=message_id
         )
     waiting = message["waiting_for"] or {}
-    calls = waiting.get("calls", [])
+    calls: list[AskedCall] = waiting.get("calls", [])
     decided = normalize_decisions(decisions, calls, rt.services.tools)
     run_token = uuid.uuid4().hex
     claim = await rt.store.change_status(
@@ -95,7 +97,7 @@ async def resume_start(rt: Runtime, message_id: str, decisions: Any) -> None:
     always = [c["tool"] for c in calls if decided[c["tool_call_id"]]["action"] == "always"]
     if always:
         await rt.store.allow_always(message["conversation_id"], always)
-    results = [
+    results: list[RecordedDecision] = [
         {
             "tool_call_id": c["tool_call_id"],
             "tool": c["tool"],
@@ -113,7 +115,7 @@ async def resume_start(rt: Runtime, message_id: str, decisions: Any) -> None:
     launch(rt, message, run_token, command, first_events=first, info=info, decisions=results)
 
 
-def resume_command(waiting: dict[str, Any], decisions: dict[str, Any]) -> Command:
+def resume_command(waiting: Mapping[str, Any], decisions: Mapping[str, Decision]) -> Command:
     """The resume for a pause: every pending interrupt (parallel workflow steps pause
     together) gets the decisions, by id; each tool node reads the ones for its own calls."""
     ids = waiting.get("interrupt_ids") or [waiting["interrupt_id"]]

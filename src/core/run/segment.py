@@ -26,6 +26,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from langgraph.errors import GraphRecursionError
@@ -44,6 +45,7 @@ from ...events.payloads import (
 )
 from ...hooks import runs as hook_runs
 from ...hooks.types import RunEnd, RunInfo
+from ...shapes import AskedCall, PauseRecord, RecordedDecision
 from ..context import RunContext
 from ..state import LEAD
 from ..store.rows import MessageRow
@@ -65,7 +67,7 @@ FirstEvents = list[Emitted]
 
 def launch(
     rt: Runtime, message: MessageRow, run_token: str, graph_input: Any, *, first_events: FirstEvents,
-    info: RunInfo | None = None, decisions: list[dict[str, Any]] | None = None,
+    info: RunInfo | None = None, decisions: list[RecordedDecision] | None = None,
 ) -> None:
     """Start `message`'s run as a background task (`graph_input`: an initial state, a resume
     `Command`, or None to continue from the last checkpoint). `info` is the segment as hooks
@@ -116,7 +118,7 @@ class Segment:
 
     def __init__(
         self, rt: Runtime, handle: LiveRun, message: MessageRow, run_token: str,
-        info: RunInfo | None = None, decisions: list[dict[str, Any]] | None = None,
+        info: RunInfo | None = None, decisions: list[RecordedDecision] | None = None,
     ) -> None:
         self.rt = rt
         self.hooks = rt.services.hooks
@@ -253,9 +255,9 @@ class Segment:
         # The tool node raises one interrupt per round; parallel workflow steps raise one each,
         # and their calls are asked (and resumed, by id: `resume.resume_command`) together.
         intr = interrupts[0]
-        payload = intr.value if isinstance(intr.value, dict) else {"calls": []}
-        calls = [c for i in interrupts if isinstance(i.value, dict) for c in i.value.get("calls", [])]
-        waiting = {"interrupt_id": intr.id, "kind": payload.get("kind"), "calls": calls}
+        payload: Mapping[str, Any] = intr.value if isinstance(intr.value, dict) else {}
+        calls: list[AskedCall] = [c for i in interrupts if isinstance(i.value, dict) for c in i.value.get("calls", [])]
+        waiting: PauseRecord = {"interrupt_id": intr.id, "kind": payload.get("kind"), "calls": calls}
         if len(interrupts) > 1:
             waiting["interrupt_ids"] = [i.id for i in interrupts]
         waiting["calls"] = await mark_interrupted(self.rt, self.message["id"], waiting["calls"], self._pending_calls)

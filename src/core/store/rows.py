@@ -9,7 +9,11 @@ store types them as `JsonObject` or `JsonValue` and no further.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
+
+if TYPE_CHECKING:
+    from ...shapes import PauseRecord
+    from ..metrics import RunMetrics
 
 JsonValue = Any  # anything `json.loads` returns
 JsonObject = dict[str, JsonValue]  # a decoded JSON object whose keys the writer owns
@@ -34,8 +38,8 @@ class MessageRow(TypedDict):
     status: str  # running | paused | completed | failed | cancelled | …
     outcome: str | None
     error: str | None
-    waiting_for: JsonObject | None  # a paused run's interrupt id and pending calls
-    metrics: JsonObject | None  # core/metrics.py `summarize`
+    waiting_for: PauseRecord | None  # a paused run's interrupt id and pending calls
+    metrics: RunMetrics | None
     run_token: str | None  # the run that owns the message
     lease_expires_at: float | None
     checkpoints_deleted: bool

@@ -15,12 +15,13 @@ Both only matter while a message may still resume; the rows of finished messages
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 import sqlalchemy as sa
 
 from . import schema as t
 from .codec import dumps, loads
-from .rows import JsonObject, LedgerRow
+from .rows import JsonValue, LedgerRow
 from .unit_of_work import UnitOfWork
 
 FINAL_STATUSES = ("completed", "failed", "cancelled")
@@ -65,7 +66,7 @@ class RunRecords(UnitOfWork):
             )
         )
 
-    async def ledger_finish(self, message_id: str, tool_call_id: str, result: JsonObject) -> None:
+    async def ledger_finish(self, message_id: str, tool_call_id: str, result: Mapping[str, JsonValue]) -> None:
         await self.write(
             t.tool_executions.update()
             .where(

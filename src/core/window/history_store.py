@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict, cast
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
@@ -22,13 +22,22 @@ if TYPE_CHECKING:
     from ..store.repository import AppStore
 
 
+class HistorySummaryRow(TypedDict):
+    message_id: str  # the last message of the path it condenses
+    conversation_id: str
+    covers: int  # messages on the path it replaces
+    summary: str
+    model: str | None
+    created_at: float
+
+
 class HistorySummaries:
     """Read and write history summaries through an `AppStore`'s engine."""
 
     def __init__(self, store: AppStore) -> None:
         self.engine = store.engine
 
-    async def latest_on_path(self, message_ids: Sequence[str]) -> dict[str, Any] | None:
+    async def latest_on_path(self, message_ids: Sequence[str]) -> HistorySummaryRow | None:
         """The summary covering the longest prefix of this path, if any."""
         if not message_ids:
             return None
@@ -41,7 +50,7 @@ class HistorySummaries:
         )
         async with self.engine.connect() as conn:
             row = (await conn.execute(query)).mappings().first()
-        return dict(row) if row else None
+        return cast(HistorySummaryRow, dict(row)) if row else None
 
     async def put(
         self,
@@ -67,8 +76,8 @@ class HistorySummaries:
             except IntegrityError:
                 pass  # another run stored the same path first; either summary will do
 
-    async def for_conversation(self, conversation_id: str) -> list[dict[str, Any]]:
+    async def for_conversation(self, conversation_id: str) -> list[HistorySummaryRow]:
         table = t.history_summaries
         query = sa.select(table).where(table.c.conversation_id == conversation_id).order_by(table.c.covers)
         async with self.engine.connect() as conn:
-            return [dict(r) for r in (await conn.execute(query)).mappings()]
+            return [cast(HistorySummaryRow, dict(r)) for r in (await conn.execute(query)).mappings()]

@@ -221,7 +221,7 @@ async def read_artifact(id: str, ctx: ToolContext, version: int | None = None) -
         "size": len(content),
     }
     if shown != current:
-        metadata["change"] = art["change"]
+        metadata["change"] = art.get("change")
     state = "current" if shown == current else f"current is v{current}"
     header = (
         f"[artifact '{id}' v{shown} ({state}) · {art['content_type']} · "
