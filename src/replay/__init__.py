@@ -8,13 +8,15 @@
   model instead.
 - `evaluate`: replay a folder of sessions, for CI.
 
-Public names are loaded lazily: `core.engine` imports `recording` while the package's other
-modules import the controller.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from .evaluate import EvalResult, eval_sessions
+from .export import export_session
+from .replayer import replay_session
+from .report import Divergence, DivergenceKind, ReplayReport, Verdict
+from .session import Session, SessionFileError, read_session
 
 __all__ = [
     "Divergence",
@@ -29,26 +31,3 @@ __all__ = [
     "read_session",
     "replay_session",
 ]
-
-_WHERE = {
-    "Divergence": "report",
-    "DivergenceKind": "report",
-    "ReplayReport": "report",
-    "Verdict": "report",
-    "EvalResult": "evaluate",
-    "eval_sessions": "evaluate",
-    "Session": "session",
-    "SessionFileError": "session",
-    "read_session": "session",
-    "export_session": "export",
-    "replay_session": "replayer",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'artifactflow.replay' has no attribute {name!r}")
-    from importlib import import_module
-
-    return getattr(import_module(f"{__name__}.{module}"), name)
