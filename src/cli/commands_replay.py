@@ -22,8 +22,8 @@ from ..replay.evaluate import eval_sessions
 from ..replay.replayer import replay_session
 from ..replay.report import ReplayReport, Verdict
 from . import views
-from .app import JsonOption, app, execute
-from .options import GLOBALS, with_globals
+from .app import JsonOption, command, execute
+from .options import GLOBALS
 from .render import console
 
 LiveOption = Annotated[
@@ -36,8 +36,7 @@ LiveOption = Annotated[
 ]
 
 
-@app.command("export")
-@with_globals
+@command("export")
 def export_(
     message_id: Annotated[str, typer.Argument(help="The message whose run to export.", show_default=False)],
     output: Annotated[
@@ -77,8 +76,7 @@ def export_(
     execute(work)
 
 
-@app.command()
-@with_globals
+@command()
 def replay(
     path: Annotated[Path, typer.Argument(help="A session file from `artifactflow export`.",
                                          show_default=False)],
@@ -98,8 +96,7 @@ def replay(
         raise typer.Exit(report.exit_code)
 
 
-@app.command("eval")
-@with_globals
+@command("eval")
 def eval_(
     folder: Annotated[Path, typer.Argument(help="Folder of session files (*.jsonl).",
                                            show_default=False)],

@@ -8,17 +8,14 @@ from typing import Annotated, Any
 
 import typer
 
-from ..client import Client
 from ..core.conversations import ACTIVE_BRANCH
 from ..errors import UserError
 from . import exitcodes
-from .app import JsonOption, NoInputOption, YesOption, app, execute, make_session
+from .app import JsonOption, NoInputOption, YesOption, command, drive
 from .approvals import decisions_from_flags
-from .options import with_globals
 
 
-@app.command(epilog=exitcodes.HELP)
-@with_globals
+@command(epilog=exitcodes.HELP)
 def run(
     task: Annotated[str, typer.Argument(help="What the agents should do.", show_default=False)],
     conversation: Annotated[
@@ -53,15 +50,13 @@ def run(
         raise UserError("use either --parent or --new-root, not both")
     parent_id: Any = None if new_root else (parent if parent is not None else ACTIVE_BRANCH)
 
-    async def work(client: Client) -> int:
-        session = make_session(client, json_=json_, no_input=no_input, yes=yes)
-        return await session.run(task, conversation, parent_id)
+    drive(
+        lambda session: session.run(task, conversation, parent_id),
+        json_=json_, no_input=no_input, yes=yes,
+    )
 
-    execute(work)
 
-
-@app.command(epilog=exitcodes.HELP)
-@with_globals
+@command(epilog=exitcodes.HELP)
 def resume(
     message_id: Annotated[str, typer.Argument(help="The paused message.", show_default=False)],
     approve: Annotated[bool, typer.Option("--approve", help="Approve every pending call.")] = False,
@@ -106,15 +101,13 @@ def resume(
 
     decide([])  # reject contradictory flags before opening anything
 
-    async def work(client: Client) -> int:
-        session = make_session(client, json_=json_, no_input=no_input, yes=yes)
-        return await session.resume(message_id, decide)
+    drive(
+        lambda session: session.resume(message_id, decide),
+        json_=json_, no_input=no_input, yes=yes,
+    )
 
-    execute(work)
 
-
-@app.command(epilog=exitcodes.HELP)
-@with_globals
+@command(epilog=exitcodes.HELP)
 def retry(
     message_id: Annotated[
         str, typer.Argument(help="The failed or cancelled message.", show_default=False)
@@ -130,8 +123,4 @@ def retry(
     --no-input, Ctrl-C). A completed, paused or running message is a conflict (exit 5).
     """
 
-    async def work(client: Client) -> int:
-        session = make_session(client, json_=json_, no_input=no_input, yes=yes)
-        return await session.retry(message_id)
-
-    execute(work)
+    drive(lambda session: session.retry(message_id), json_=json_, no_input=no_input, yes=yes)

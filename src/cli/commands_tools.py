@@ -15,13 +15,11 @@ from rich.markup import escape
 from ..client import Client
 from ..errors import NotFoundError
 from . import views
-from .app import JsonOption, app, execute
-from .options import with_globals
+from .app import JsonOption, command, execute
 from .render import console, short
 
 
-@app.command()
-@with_globals
+@command()
 def tools(
     schema: Annotated[
         str | None,
