@@ -14,7 +14,7 @@ import typer
 from ..client import Client
 from . import views
 from .app import JsonOption, command, execute, show, token_app
-from .options import GLOBALS
+from .options import GLOBALS, argument, option
 from .render import console
 
 
@@ -22,12 +22,7 @@ from .render import console
 def gc(
     retention_hours: Annotated[
         float | None,
-        typer.Option(
-            "--retention-hours",
-            min=0,
-            help="Abandon pauses idle longer than this.",
-            show_default=False,
-        ),
+        option("--retention-hours", min=0, help="Abandon pauses idle longer than this."),
     ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Only show what would be removed.")
@@ -58,7 +53,7 @@ def serve(
 
 @command("create", group=token_app)
 def token_create(
-    name: Annotated[str, typer.Argument(help="User name.", show_default=False)],
+    name: Annotated[str, argument("User name.")],
 ) -> None:
     """Create an API token for NAME; the token alone is printed on the last line."""
 

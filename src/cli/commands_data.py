@@ -14,6 +14,7 @@ from ..client import Client
 from ..events.envelope import EventType
 from . import views
 from .app import JsonOption, command, execute, show
+from .options import argument, option
 from .render import console
 
 
@@ -45,7 +46,7 @@ def conversations(
 
 @command()
 def history(
-    conversation_id: Annotated[str, typer.Argument(help="The conversation.", show_default=False)],
+    conversation_id: Annotated[str, argument("The conversation.")],
     json_: JsonOption = False,
 ) -> None:
     """Show a conversation as a tree of messages, branches and the active branch marked."""
@@ -54,7 +55,7 @@ def history(
 
 @command()
 def events(
-    message_id: Annotated[str, typer.Argument(help="The message.", show_default=False)],
+    message_id: Annotated[str, argument("The message.")],
     after: Annotated[
         int, typer.Option("--after", min=0, help="Only events after this event id.")
     ] = 0,
@@ -87,7 +88,7 @@ def _print_event(out: Any, event: Any, json_: bool) -> None:
 
 @command("artifacts")
 def list_artifacts(
-    conversation_id: Annotated[str, typer.Argument(help="The conversation.", show_default=False)],
+    conversation_id: Annotated[str, argument("The conversation.")],
     json_: JsonOption = False,
 ) -> None:
     """List a conversation's artifacts."""
@@ -96,28 +97,17 @@ def list_artifacts(
 
 @command("artifact")
 def show_artifact(
-    conversation_id: Annotated[str, typer.Argument(help="The conversation.", show_default=False)],
-    artifact_id: Annotated[str, typer.Argument(help="The artifact.", show_default=False)],
+    conversation_id: Annotated[str, argument("The conversation.")],
+    artifact_id: Annotated[str, argument("The artifact.")],
     version: Annotated[
-        int | None,
-        typer.Option(
-            "--version", min=1, help="This version (default: current).", show_default=False
-        ),
+        int | None, option("--version", min=1, help="This version (default: current).")
     ] = None,
     diff: Annotated[
         int | None,
-        typer.Option(
-            "--diff",
-            min=1,
-            help="Unified diff from version N to current (or --version).",
-            show_default=False,
-        ),
+        option("--diff", min=1, help="Unified diff from version N to current (or --version)."),
     ] = None,
     export: Annotated[
-        Path | None,
-        typer.Option(
-            "--export", help="Write the artifact as Markdown to PATH.", show_default=False
-        ),
+        Path | None, option("--export", help="Write the artifact as Markdown to PATH.")
     ] = None,
 ) -> None:
     """Show an artifact, diff two of its versions, or export it as Markdown."""

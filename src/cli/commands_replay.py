@@ -23,7 +23,7 @@ from ..replay.replayer import replay_session
 from ..replay.report import ReplayReport, Verdict
 from . import views
 from .app import JsonOption, command, execute
-from .options import GLOBALS
+from .options import GLOBALS, argument, option
 from .render import console
 
 LiveOption = Annotated[
@@ -38,11 +38,10 @@ LiveOption = Annotated[
 
 @command("export")
 def export_(
-    message_id: Annotated[str, typer.Argument(help="The message whose run to export.", show_default=False)],
+    message_id: Annotated[str, argument("The message whose run to export.")],
     output: Annotated[
         Path | None,
-        typer.Option("--output", "-o", help="Session file to write. Default: MESSAGE_ID.jsonl",
-                     show_default=False),
+        option("--output", "-o", help="Session file to write. Default: MESSAGE_ID.jsonl"),
     ] = None,
     full_messages: Annotated[
         bool,
@@ -78,8 +77,7 @@ def export_(
 
 @command()
 def replay(
-    path: Annotated[Path, typer.Argument(help="A session file from `artifactflow export`.",
-                                         show_default=False)],
+    path: Annotated[Path, argument("A session file from `artifactflow export`.")],
     live_model: LiveOption = False,
     json_: JsonOption = False,
 ) -> None:
@@ -98,8 +96,7 @@ def replay(
 
 @command("eval")
 def eval_(
-    folder: Annotated[Path, typer.Argument(help="Folder of session files (*.jsonl).",
-                                           show_default=False)],
+    folder: Annotated[Path, argument("Folder of session files (*.jsonl).")],
     live_model: LiveOption = False,
     json_: JsonOption = False,
 ) -> None:

@@ -13,24 +13,18 @@ from ..errors import UserError
 from . import exitcodes
 from .app import JsonOption, NoInputOption, YesOption, command, drive
 from .approvals import decisions_from_flags
+from .options import argument, option
 
 
 @command(epilog=exitcodes.HELP)
 def run(
-    task: Annotated[str, typer.Argument(help="What the agents should do.", show_default=False)],
+    task: Annotated[str, argument("What the agents should do.")],
     conversation: Annotated[
-        str | None,
-        typer.Option(
-            "--conversation", "-c", help="Continue this conversation.", show_default=False
-        ),
+        str | None, option("--conversation", "-c", help="Continue this conversation.")
     ] = None,
     parent: Annotated[
         str | None,
-        typer.Option(
-            "--parent",
-            help="Branch from this message (default: the active branch).",
-            show_default=False,
-        ),
+        option("--parent", help="Branch from this message (default: the active branch)."),
     ] = None,
     new_root: Annotated[
         bool, typer.Option("--new-root", help="Start a new root in the conversation.")
@@ -58,14 +52,11 @@ def run(
 
 @command(epilog=exitcodes.HELP)
 def resume(
-    message_id: Annotated[str, typer.Argument(help="The paused message.", show_default=False)],
+    message_id: Annotated[str, argument("The paused message.")],
     approve: Annotated[bool, typer.Option("--approve", help="Approve every pending call.")] = False,
     deny: Annotated[bool, typer.Option("--deny", help="Deny every pending call.")] = False,
     reason: Annotated[
-        str | None,
-        typer.Option(
-            "--reason", help="Why (sent to the model) for denied calls.", show_default=False
-        ),
+        str | None, option("--reason", help="Why (sent to the model) for denied calls.")
     ] = None,
     always: Annotated[
         bool,
@@ -73,10 +64,8 @@ def resume(
     ] = False,
     decision: Annotated[
         list[str] | None,
-        typer.Option(
-            "--decision",
-            help="Per call: CALL_ID=approve|deny|always (repeat for each pending call).",
-            show_default=False,
+        option(
+            "--decision", help="Per call: CALL_ID=approve|deny|always (repeat for each pending call)."
         ),
     ] = None,
     json_: JsonOption = False,
@@ -109,9 +98,7 @@ def resume(
 
 @command(epilog=exitcodes.HELP)
 def retry(
-    message_id: Annotated[
-        str, typer.Argument(help="The failed or cancelled message.", show_default=False)
-    ],
+    message_id: Annotated[str, argument("The failed or cancelled message.")],
     json_: JsonOption = False,
     no_input: NoInputOption = False,
     yes: YesOption = False,

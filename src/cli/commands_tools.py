@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import typer
 from rich.markup import escape
 
 from ..client import Client
 from ..errors import NotFoundError
 from . import views
 from .app import JsonOption, command, execute
+from .options import option
 from .render import console, short
 
 
@@ -23,11 +23,7 @@ from .render import console, short
 def tools(
     schema: Annotated[
         str | None,
-        typer.Option(
-            "--schema",
-            help="Print one tool's JSON schema (with --json: its whole entry).",
-            show_default=False,
-        ),
+        option("--schema", help="Print one tool's JSON schema (with --json: its whole entry)."),
     ] = None,
     json_: JsonOption = False,
 ) -> None:

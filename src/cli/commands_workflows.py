@@ -28,7 +28,7 @@ from ..workflows.mermaid import to_mermaid
 from ..workflows.spec import load_workflow_file
 from . import exitcodes, views
 from .app import JsonOption, NoInputOption, YesOption, app, command, drive, show
-from .options import GLOBALS
+from .options import GLOBALS, argument, option
 from .render import console
 from .session import Session
 
@@ -66,7 +66,7 @@ def workflows(json_: JsonOption = False) -> None:
 
 @command("validate", group=workflow_app)
 def validate(
-    file: Annotated[Path, typer.Argument(help="A workflow YAML file.", show_default=False)],
+    file: Annotated[Path, argument("A workflow YAML file.")],
     json_: JsonOption = False,
 ) -> None:
     """Check a workflow file against the configured agents and tools; every problem is
@@ -94,7 +94,7 @@ def validate(
 
 @command("graph", group=workflow_app)
 def graph(
-    name: Annotated[str, typer.Argument(help="A workflow name or file.", show_default=False)],
+    name: Annotated[str, argument("A workflow name or file.")],
 ) -> None:
     """Print a workflow as a Mermaid flowchart."""
     path = Path(name)
@@ -131,13 +131,16 @@ def parse_inputs(pairs: list[str], file: Path | None, schema: dict[str, Any] | N
 
 @command("run", epilog=exitcodes.HELP, group=workflow_app)
 def run(
-    name: Annotated[str, typer.Argument(help="The workflow.", show_default=False)],
-    input_: Annotated[list[str] | None, typer.Option(
-        "--input", "-i", help="key=value (repeat); JSON values are parsed.", show_default=False)] = None,
-    input_file: Annotated[Path | None, typer.Option(
-        "--input-file", help="The input as a JSON or YAML file.", show_default=False)] = None,
-    conversation: Annotated[str | None, typer.Option(
-        "--conversation", "-c", help="Run inside this conversation.", show_default=False)] = None,
+    name: Annotated[str, argument("The workflow.")],
+    input_: Annotated[
+        list[str] | None, option("--input", "-i", help="key=value (repeat); JSON values are parsed.")
+    ] = None,
+    input_file: Annotated[
+        Path | None, option("--input-file", help="The input as a JSON or YAML file.")
+    ] = None,
+    conversation: Annotated[
+        str | None, option("--conversation", "-c", help="Run inside this conversation.")
+    ] = None,
     json_: JsonOption = False,
     no_input: NoInputOption = False,
     yes: YesOption = False,
@@ -153,9 +156,10 @@ def run(
 
 @command("lineage")
 def lineage(
-    message_id: Annotated[str, typer.Argument(help="A workflow run's message.", show_default=False)],
-    execution: Annotated[str | None, typer.Option(
-        "--from", help="Trace this execution (default: the output).", show_default=False)] = None,
+    message_id: Annotated[str, argument("A workflow run's message.")],
+    execution: Annotated[
+        str | None, option("--from", help="Trace this execution (default: the output).")
+    ] = None,
     json_: JsonOption = False,
 ) -> None:
     """Show where a workflow run's output came from: each node execution and its parents."""
