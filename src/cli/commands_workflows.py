@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Annotated, Any
@@ -19,7 +20,6 @@ from rich.text import Text
 
 from ..client import WorkflowTask
 from ..core.engine import build_registry, load_agent_specs
-from ..core.store.rows import LineageRow
 from ..errors import UserError
 from ..workflows import lineage as wf_lineage
 from ..workflows.errors import WorkflowValidationError
@@ -164,7 +164,7 @@ def lineage(
 ) -> None:
     """Show where a workflow run's output came from: each node execution and its parents."""
 
-    def draw(out: Console, records: list[LineageRow]) -> int:
+    def draw(out: Console, records: Sequence[Mapping[str, Any]]) -> int:
         tree = wf_lineage.provenance(records, execution)
         if tree is None:
             out.print(f"no node execution {execution!r} in message {message_id}" if execution
