@@ -15,6 +15,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import re
+from dataclasses import dataclass
 
 from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -103,3 +104,24 @@ async def owned_conversation(
 
 async def owned_message(client: Client, message_id: str, user_id: str | None) -> MessageRow:
     return await client.conversations.message(message_id, user_id=user_id)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling (None when auth is off) with the client, and the ownership checks."""
+
+    user: str | None
+    client: Client
+
+    async def conversation(self, conversation_id: str) -> ConversationRow:
+        return await owned_conversation(self.client, conversation_id, self.user)
+
+    async def message(self, message_id: str) -> MessageRow:
+        return await owned_message(self.client, message_id, self.user)
+
+
+async def caller(
+    user: str | None = Depends(current_user), client: Client = Depends(get_client)
+) -> Caller:
+    """The `Caller` of a request authenticated by its bearer header."""
+    return Caller(user, client)

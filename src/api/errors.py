@@ -143,6 +143,20 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, _http_error)
 
 
+class TrackingSend:
+    """An ASGI `send` that remembers whether the response has started: a middleware that
+    catches an error can answer it only before that."""
+
+    def __init__(self, send: Any) -> None:
+        self.send = send
+        self.started = False
+
+    async def __call__(self, message: Any) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+        await self.send(message)
+
+
 class CatchAllMiddleware:
     """Last line of defence: an exception no handler took becomes a logged 500 JSON body.
 
@@ -157,21 +171,14 @@ class CatchAllMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = False
-
-        async def tracking_send(message: Any) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
+        tracking = TrackingSend(send)
         try:
-            await self.app(scope, receive, tracking_send)
+            await self.app(scope, receive, tracking)
         except Exception as exc:
             log.error(
                 "unhandled error in %s %s", scope.get("method"), scope.get("path"), exc_info=exc
             )
-            if not started:
+            if not tracking.started:
                 response = error_response(
                     500, "internal_error", "internal server error; see the server log"
                 )

@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException
 
 from ..client import Client
 from ..core.run.workers import RunLimitReached
-from .errors import ApiError, error_response
+from .errors import ApiError, TrackingSend, error_response
 
 RETRY_AFTER_SECONDS = 2
 
@@ -95,7 +95,6 @@ class BodyLimitMiddleware:
                     await self._refuse(max_bytes)(scope, receive, send)
                     return
         seen = 0
-        started = False
 
         async def counting_receive() -> Any:
             nonlocal seen
@@ -106,14 +105,9 @@ class BodyLimitMiddleware:
                     raise _TooLarge(max_bytes)
             return message
 
-        async def tracking_send(message: Any) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
+        tracking = TrackingSend(send)
         try:
-            await self.app(scope, counting_receive, tracking_send)
+            await self.app(scope, counting_receive, tracking)
         except _TooLarge:
-            if not started:
+            if not tracking.started:
                 await self._refuse(max_bytes)(scope, receive, send)

@@ -10,7 +10,7 @@ from ..client import Client, Resume, Retry, Run, Task
 from ..core.conversations import ACTIVE_BRANCH
 from ..core.permissions import decisions_from_body
 from ..errors import NotFoundError
-from .auth import current_user, owned_conversation, owned_message, stream_user
+from .auth import Caller, caller, owned_message, stream_user
 from .deps import MAX_INT, api_url, error_docs, get_client
 from .models import (
     CancelResult,
@@ -25,37 +25,29 @@ from .sse import EventStreamResponse, event_stream
 
 router = APIRouter(tags=["chat"])
 
-User = Depends(current_user)
-ClientDep = Depends(get_client)
+CallerDep = Depends(caller)
 
 
-@router.post(
-    "/chat",
-    status_code=202,
-    response_model=ChatAccepted,
-    responses=error_docs(400, 404, 413, 429),
-    summary="Send a message; the run continues in the background",
-)
-async def chat(
-    body: ChatRequest,
-    request: Request,
-    user: str | None = User,
-    client: Client = ClientDep,
-) -> ChatAccepted:
+@router.post("/chat", status_code=202, response_model=ChatAccepted,
+             responses=error_docs(400, 404, 413, 429),
+             summary="Send a message; the run continues in the background")
+async def chat(body: ChatRequest, request: Request, caller: Caller = CallerDep) -> ChatAccepted:
     parent: Any = (
         body.parent_message_id if "parent_message_id" in body.model_fields_set else ACTIVE_BRANCH
     )
     conversation_id = body.conversation_id
     if isinstance(parent, str):
-        parent_message = await owned_message(client, parent, user)
+        parent_message = await caller.message(parent)
         if conversation_id is None:
             conversation_id = parent_message["conversation_id"]
         elif parent_message["conversation_id"] != conversation_id:
             raise NotFoundError(f"parent message {parent} is not in conversation {conversation_id}")
     elif conversation_id is not None:
-        await owned_conversation(client, conversation_id, user)
-    async with request.app.state.limiter.slot(client):
-        run = await client.runs.start(Task(body.content, conversation_id, parent), user_id=user)
+        await caller.conversation(conversation_id)
+    async with request.app.state.limiter.slot(caller.client):
+        run = await caller.client.runs.start(
+            Task(body.content, conversation_id, parent), user_id=caller.user
+        )
     return _accepted(request, run)
 
 
@@ -84,7 +76,7 @@ async def stream(
         description="Set by EventSource on reconnect; wins over `after`",
     ),
     user: str | None = Depends(stream_user),
-    client: Client = ClientDep,
+    client: Client = Depends(get_client),
 ) -> Response:
     message = await owned_message(client, message_id, user)
     cursor = last_event_id if last_event_id is not None else (after or 0)
@@ -102,92 +94,58 @@ async def stream(
     return EventStreamResponse(body)
 
 
-@router.post(
-    "/chat/{message_id}/resume",
-    status_code=202,
-    response_model=ResumeAccepted,
-    responses=error_docs(400, 404, 409, 413, 429),
-    summary="Answer a paused message's permission request and continue it",
-)
+@router.post("/chat/{message_id}/resume", status_code=202, response_model=ResumeAccepted,
+             responses=error_docs(400, 404, 409, 413, 429),
+             summary="Answer a paused message's permission request and continue it")
 async def resume(
-    message_id: str,
-    body: ResumeRequest,
-    request: Request,
-    user: str | None = User,
-    client: Client = ClientDep,
+    message_id: str, body: ResumeRequest, request: Request, caller: Caller = CallerDep
 ) -> ResumeAccepted:
-    await owned_message(client, message_id, user)
-    async with request.app.state.limiter.slot(client):
+    await caller.message(message_id)
+    async with request.app.state.limiter.slot(caller.client):
         decisions = decisions_from_body(body.model_dump())
-        run = await client.runs.start(Resume(message_id, decisions), user_id=user)
+        run = await caller.client.runs.start(Resume(message_id, decisions), user_id=caller.user)
     return ResumeAccepted(
         message_id=message_id, stream_url=api_url(request, f"/stream/{message_id}?after={run.cursor}")
     )
 
 
-@router.post(
-    "/chat/{message_id}/cancel",
-    response_model=CancelResult,
-    responses=error_docs(404),
-    summary="Cancel a running or paused message",
-)
-async def cancel(
-    message_id: str, user: str | None = User, client: Client = ClientDep
-) -> CancelResult:
-    await owned_message(client, message_id, user)
-    cancelled = await client.runs.cancel(message_id)
-    message = await owned_message(client, message_id, user)
+@router.post("/chat/{message_id}/cancel", response_model=CancelResult, responses=error_docs(404),
+             summary="Cancel a running or paused message")
+async def cancel(message_id: str, caller: Caller = CallerDep) -> CancelResult:
+    await caller.message(message_id)
+    cancelled = await caller.client.runs.cancel(message_id)
+    message = await caller.message(message_id)
     return CancelResult(message_id=message_id, cancelled=cancelled, status=message["status"])
 
 
-@router.post(
-    "/messages/{message_id}/retry",
-    status_code=202,
-    response_model=ChatAccepted,
-    responses=error_docs(404, 409, 429),
-    summary="Run a failed or cancelled message again, as a sibling on the same branch",
-)
-async def retry(
-    message_id: str,
-    request: Request,
-    user: str | None = User,
-    client: Client = ClientDep,
-) -> ChatAccepted:
+@router.post("/messages/{message_id}/retry", status_code=202, response_model=ChatAccepted,
+             responses=error_docs(404, 409, 429),
+             summary="Run a failed or cancelled message again, as a sibling on the same branch")
+async def retry(message_id: str, request: Request, caller: Caller = CallerDep) -> ChatAccepted:
     """A new message with the same conversation, parent and content starts in the background
     (as `POST /chat`); a completed, paused or running message is 409."""
-    await owned_message(client, message_id, user)
-    async with request.app.state.limiter.slot(client):
-        run = await client.runs.start(Retry(message_id), user_id=user)
+    await caller.message(message_id)
+    async with request.app.state.limiter.slot(caller.client):
+        run = await caller.client.runs.start(Retry(message_id), user_id=caller.user)
     return _accepted(request, run)
 
 
-@router.get(
-    "/messages/{message_id}",
-    response_model=MessageInfo,
-    responses=error_docs(404),
-    summary="A message: status, response, pending permission request, metrics",
-)
-async def get_message(
-    message_id: str, user: str | None = User, client: Client = ClientDep
-) -> MessageInfo:
-    message = await owned_message(client, message_id, user)
+@router.get("/messages/{message_id}", response_model=MessageInfo, responses=error_docs(404),
+            summary="A message: status, response, pending permission request, metrics")
+async def get_message(message_id: str, caller: Caller = CallerDep) -> MessageInfo:
+    message = await caller.message(message_id)
     return MessageInfo.model_validate({k: message.get(k) for k in MessageInfo.model_fields})
 
 
-@router.get(
-    "/messages/{message_id}/events",
-    response_model=EventList,
-    responses=error_docs(404),
-    summary="A message's stored events after `after`",
-)
+@router.get("/messages/{message_id}/events", response_model=EventList, responses=error_docs(404),
+            summary="A message's stored events after `after`")
 async def get_events(
     message_id: str,
     after: int | None = Query(None, ge=0, le=MAX_INT),
-    user: str | None = User,
-    client: Client = ClientDep,
+    caller: Caller = CallerDep,
 ) -> EventList:
-    await owned_message(client, message_id, user)
-    return EventList(message_id=message_id, events=await client.runs.events(message_id, after))
+    await caller.message(message_id)
+    return EventList(message_id=message_id, events=await caller.client.runs.events(message_id, after))
 
 
 def _accepted(request: Request, run: Run) -> ChatAccepted:

@@ -6,9 +6,8 @@ import re
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from ..client import Client
-from .auth import current_user, owned_conversation
-from .deps import MAX_INT, error_docs, get_client
+from .auth import Caller, caller
+from .deps import MAX_INT, error_docs
 from .models import (
     ArtifactDetail,
     ArtifactDiff,
@@ -21,120 +20,80 @@ from .models import (
     ConversationTree,
 )
 
-router = APIRouter()
+ARTIFACTS = "/conversations/{conversation_id}/artifacts"
 
-User = Depends(current_user)
-ClientDep = Depends(get_client)
+router = APIRouter()
+conversations = APIRouter(prefix="/conversations", tags=["conversations"])
+artifacts = APIRouter(prefix=ARTIFACTS, tags=["artifacts"])
+
+CallerDep = Depends(caller)
 
 
 # --- conversations -----------------------------------------------------------------------------
 
 
-@router.get(
-    "/conversations",
-    response_model=ConversationPage,
-    responses=error_docs(),
-    tags=["conversations"],
-)
+@conversations.get("", response_model=ConversationPage, responses=error_docs())
 async def list_conversations(
     limit: int = Query(20, ge=1, le=100),
     offset: int = Query(0, ge=0, le=MAX_INT),
-    user: str | None = User,
-    client: Client = ClientDep,
+    caller: Caller = CallerDep,
 ) -> ConversationPage:
     """Your conversations, most recently active first."""
-    rows = await client.conversations.list(user_id=user, limit=limit, offset=offset)
-    total = await client.conversations.count(user_id=user)
+    rows = await caller.client.conversations.list(user_id=caller.user, limit=limit, offset=offset)
+    total = await caller.client.conversations.count(user_id=caller.user)
     items = [ConversationInfo(**{k: r[k] for k in ConversationInfo.model_fields}) for r in rows]
     return ConversationPage(items=items, total=total, limit=limit, offset=offset)
 
 
-@router.get(
-    "/conversations/{conversation_id}",
-    response_model=ConversationTree,
-    responses=error_docs(404),
-    tags=["conversations"],
-)
-async def get_conversation(
-    conversation_id: str, user: str | None = User, client: Client = ClientDep
-) -> ConversationTree:
+@conversations.get("/{conversation_id}", response_model=ConversationTree, responses=error_docs(404))
+async def get_conversation(conversation_id: str, caller: Caller = CallerDep) -> ConversationTree:
     """The conversation as a message tree; `active` marks the current branch."""
-    tree = await client.conversations.tree(conversation_id, user_id=user)
+    tree = await caller.client.conversations.tree(conversation_id, user_id=caller.user)
     tree.pop("user_id", None)
     return ConversationTree.model_validate(tree)
 
 
-@router.delete(
-    "/conversations/{conversation_id}",
-    status_code=204,
-    responses=error_docs(404),
-    tags=["conversations"],
-)
-async def delete_conversation(
-    conversation_id: str, user: str | None = User, client: Client = ClientDep
-) -> Response:
+@conversations.delete("/{conversation_id}", status_code=204, responses=error_docs(404))
+async def delete_conversation(conversation_id: str, caller: Caller = CallerDep) -> Response:
     """Delete a conversation, its messages, events, artifacts and checkpoints. Runs still in
     progress in it are cancelled first."""
-    await client.conversations.delete(conversation_id, user_id=user)
+    await caller.client.conversations.delete(conversation_id, user_id=caller.user)
     return Response(status_code=204)
 
 
 # --- artifacts ---------------------------------------------------------------------------------
 
-ARTIFACTS = "/conversations/{conversation_id}/artifacts"
 
-
-@router.get(ARTIFACTS, response_model=ArtifactList, responses=error_docs(404), tags=["artifacts"])
-async def list_artifacts(
-    conversation_id: str, user: str | None = User, client: Client = ClientDep
-) -> ArtifactList:
-    await owned_conversation(client, conversation_id, user)
-    rows = await client.artifacts.list(conversation_id)
+@artifacts.get("", response_model=ArtifactList, responses=error_docs(404))
+async def list_artifacts(conversation_id: str, caller: Caller = CallerDep) -> ArtifactList:
+    await caller.conversation(conversation_id)
+    rows = await caller.client.artifacts.list(conversation_id)
     return ArtifactList(
         conversation_id=conversation_id, artifacts=[ArtifactSummary(**r) for r in rows]
     )
 
 
-@router.get(
-    ARTIFACTS + "/{artifact_id}",
-    response_model=ArtifactDetail,
-    responses=error_docs(404),
-    tags=["artifacts"],
-)
+@artifacts.get("/{artifact_id}", response_model=ArtifactDetail, responses=error_docs(404))
 async def get_artifact(
     conversation_id: str,
     artifact_id: str,
     version: int | None = Query(None, ge=1, le=MAX_INT, description="Default: the current version"),
-    user: str | None = User,
-    client: Client = ClientDep,
+    caller: Caller = CallerDep,
 ) -> ArtifactDetail:
-    await owned_conversation(client, conversation_id, user)
-    return ArtifactDetail(**await client.artifacts.get(conversation_id, artifact_id, version))
+    await caller.conversation(conversation_id)
+    return ArtifactDetail(**await caller.client.artifacts.get(conversation_id, artifact_id, version))
 
 
-@router.get(
-    ARTIFACTS + "/{artifact_id}/versions",
-    response_model=ArtifactVersions,
-    responses=error_docs(404),
-    tags=["artifacts"],
-)
+@artifacts.get("/{artifact_id}/versions", response_model=ArtifactVersions, responses=error_docs(404))
 async def artifact_versions(
-    conversation_id: str,
-    artifact_id: str,
-    user: str | None = User,
-    client: Client = ClientDep,
+    conversation_id: str, artifact_id: str, caller: Caller = CallerDep
 ) -> ArtifactVersions:
-    await owned_conversation(client, conversation_id, user)
-    rows = await client.artifacts.versions(conversation_id, artifact_id)
+    await caller.conversation(conversation_id)
+    rows = await caller.client.artifacts.versions(conversation_id, artifact_id)
     return ArtifactVersions(artifact_id=artifact_id, versions=[ArtifactVersion(**r) for r in rows])
 
 
-@router.get(
-    ARTIFACTS + "/{artifact_id}/diff",
-    response_model=ArtifactDiff,
-    responses=error_docs(404),
-    tags=["artifacts"],
-)
+@artifacts.get("/{artifact_id}/diff", response_model=ArtifactDiff, responses=error_docs(404))
 async def artifact_diff(
     conversation_id: str,
     artifact_id: str,
@@ -142,11 +101,11 @@ async def artifact_diff(
     to_version: int | None = Query(
         None, alias="to", ge=1, le=MAX_INT, description="Default: the current version"
     ),
-    user: str | None = User,
-    client: Client = ClientDep,
+    caller: Caller = CallerDep,
 ) -> ArtifactDiff:
     """Unified diff between two versions."""
-    await owned_conversation(client, conversation_id, user)
+    await caller.conversation(conversation_id)
+    client = caller.client
     if to_version is None:
         current: int = (await client.artifacts.get(conversation_id, artifact_id))["version"]
         to_version = current
@@ -156,28 +115,30 @@ async def artifact_diff(
     )
 
 
-@router.get(
-    ARTIFACTS + "/{artifact_id}/export",
+@artifacts.get(
+    "/{artifact_id}/export",
     response_class=Response,
     responses={
         200: {"content": {"text/markdown": {}}, "description": "A Markdown file"},
         **error_docs(404, streaming=True),
     },
-    tags=["artifacts"],
 )
 async def export_artifact(
     conversation_id: str,
     artifact_id: str,
     version: int | None = Query(None, ge=1, le=MAX_INT),
-    user: str | None = User,
-    client: Client = ClientDep,
+    caller: Caller = CallerDep,
 ) -> Response:
     """The artifact as a standalone Markdown download."""
-    await owned_conversation(client, conversation_id, user)
-    text = await client.artifacts.export(conversation_id, artifact_id, version)
+    await caller.conversation(conversation_id)
+    text = await caller.client.artifacts.export(conversation_id, artifact_id, version)
     filename = re.sub(r"[^A-Za-z0-9_.-]", "_", artifact_id) or "artifact"
     return Response(
         text,
         media_type="text/markdown; charset=utf-8",
         headers={"Content-Disposition": f'attachment; filename="{filename}.md"'},
     )
+
+
+router.include_router(conversations)
+router.include_router(artifacts)

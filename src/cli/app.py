@@ -9,14 +9,21 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 import typer
 
 from ..client import Client
-from . import exitcodes
+from . import exitcodes, views
 from .interrupts import InterruptGuard
-from .options import GLOBALS, ConfigDirOption, DataDirOption, DebugOption, ModelOption
+from .options import (
+    GLOBALS,
+    ConfigDirOption,
+    DataDirOption,
+    DebugOption,
+    ModelOption,
+    with_globals,
+)
 from .render import JsonRenderer, LiveRenderer, Renderer, console
 from .session import Policy, Session
 
@@ -54,6 +61,19 @@ def _root(
 
 # --- helpers -------------------------------------------------------------------------------
 
+T = TypeVar("T")
+
+
+def command(
+    name: str | None = None, *, group: typer.Typer = app, **options: Any
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`@group.command(name, **options)` for a command that also takes the global options."""
+
+    def register(func: Callable[..., Any]) -> Callable[..., Any]:
+        return group.command(name, **options)(with_globals(func))
+
+    return register
+
 
 def execute(work: Callable[[Client], Awaitable[int | None]]) -> None:
     """Open a client from the global options, run `work`, close; exit with its code.
@@ -85,6 +105,36 @@ def execute(work: Callable[[Client], Awaitable[int | None]]) -> None:
     code = asyncio.run(main())
     if code:
         raise typer.Exit(code)
+
+
+def show(
+    fetch: Callable[[Client], Awaitable[T]],
+    view: Callable[[Any, T], int | None],
+    json_: bool,
+    as_json: Callable[[T], Any] | None = None,
+) -> None:
+    """`execute` a command that reads one thing: printed as JSON with `--json` (through
+    `as_json` when given), else drawn by `view` on the console (its return is the exit code)."""
+
+    async def work(client: Client) -> int | None:
+        value = await fetch(client)
+        if json_:
+            views.print_json(value if as_json is None else as_json(value))
+            return None
+        return view(console(), value)
+
+    execute(work)
+
+
+def drive(
+    start: Callable[[Session], Awaitable[int]], *, json_: bool, no_input: bool, yes: bool
+) -> None:
+    """`execute` a command that drives a message: `start` gets the session for these flags."""
+
+    async def work(client: Client) -> int:
+        return await start(make_session(client, json_=json_, no_input=no_input, yes=yes))
+
+    execute(work)
 
 
 def make_session(

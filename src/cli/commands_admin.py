@@ -13,22 +13,16 @@ import typer
 
 from ..client import Client
 from . import views
-from .app import JsonOption, app, execute, token_app
-from .options import GLOBALS, with_globals
+from .app import JsonOption, command, execute, show, token_app
+from .options import GLOBALS, argument, option
 from .render import console
 
 
-@app.command()
-@with_globals
+@command()
 def gc(
     retention_hours: Annotated[
         float | None,
-        typer.Option(
-            "--retention-hours",
-            min=0,
-            help="Abandon pauses idle longer than this.",
-            show_default=False,
-        ),
+        option("--retention-hours", min=0, help="Abandon pauses idle longer than this."),
     ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Only show what would be removed.")
@@ -36,22 +30,13 @@ def gc(
     json_: JsonOption = False,
 ) -> None:
     """Delete checkpoints no run needs any more (finished and abandoned messages)."""
-
-    async def work(client: Client) -> None:
-        result = await client.admin.gc(retention_hours, dry_run=dry_run)
-        if json_:
-            views.print_json(result)
-        else:
-            views.gc_report(console(), result)
-
-    execute(work)
+    show(lambda client: client.admin.gc(retention_hours, dry_run=dry_run), views.gc_report, json_)
 
 
 # --- server and tokens ---------------------------------------------------------------------
 
 
-@app.command()
-@with_globals
+@command()
 def serve(
     host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[
@@ -66,10 +51,9 @@ def serve(
         asyncio.run(result)  # type: ignore[arg-type]
 
 
-@token_app.command("create")
-@with_globals
+@command("create", group=token_app)
 def token_create(
-    name: Annotated[str, typer.Argument(help="User name.", show_default=False)],
+    name: Annotated[str, argument("User name.")],
 ) -> None:
     """Create an API token for NAME; the token alone is printed on the last line."""
 

@@ -13,28 +13,19 @@ import typer
 from ..client import Client
 from ..events.envelope import EventType
 from . import views
-from .app import JsonOption, app, execute
-from .options import with_globals
+from .app import JsonOption, command, execute, show
+from .options import argument, option
 from .render import console
 
 
-@app.command()
-@with_globals
+@command()
 def pending(json_: JsonOption = False) -> None:
     """List paused messages and the tool calls they wait for."""
-
-    async def work(client: Client) -> None:
-        messages = await client.runs.pending()
-        if json_:
-            views.print_json([views.public_message(m) for m in messages])
-        else:
-            views.pending(console(), messages)
-
-    execute(work)
+    show(lambda client: client.runs.pending(), views.pending, json_,
+         lambda messages: [views.public_message(m) for m in messages])
 
 
-@app.command()
-@with_globals
+@command()
 def conversations(
     limit: Annotated[int, typer.Option("--limit", min=1, help="How many to show.")] = 20,
     offset: Annotated[int, typer.Option("--offset", min=0, help="How many to skip.")] = 0,
@@ -53,28 +44,18 @@ def conversations(
     execute(work)
 
 
-@app.command()
-@with_globals
+@command()
 def history(
-    conversation_id: Annotated[str, typer.Argument(help="The conversation.", show_default=False)],
+    conversation_id: Annotated[str, argument("The conversation.")],
     json_: JsonOption = False,
 ) -> None:
     """Show a conversation as a tree of messages, branches and the active branch marked."""
-
-    async def work(client: Client) -> None:
-        tree = await client.conversations.tree(conversation_id)
-        if json_:
-            views.print_json(tree)
-        else:
-            views.history(console(), tree)
-
-    execute(work)
+    show(lambda client: client.conversations.tree(conversation_id), views.history, json_)
 
 
-@app.command()
-@with_globals
+@command()
 def events(
-    message_id: Annotated[str, typer.Argument(help="The message.", show_default=False)],
+    message_id: Annotated[str, argument("The message.")],
     after: Annotated[
         int, typer.Option("--after", min=0, help="Only events after this event id.")
     ] = 0,
@@ -105,49 +86,28 @@ def _print_event(out: Any, event: Any, json_: bool) -> None:
         out.print(views.event_line(event))
 
 
-@app.command("artifacts")
-@with_globals
+@command("artifacts")
 def list_artifacts(
-    conversation_id: Annotated[str, typer.Argument(help="The conversation.", show_default=False)],
+    conversation_id: Annotated[str, argument("The conversation.")],
     json_: JsonOption = False,
 ) -> None:
     """List a conversation's artifacts."""
-
-    async def work(client: Client) -> None:
-        items = await client.artifacts.list(conversation_id)
-        if json_:
-            views.print_json(items)
-        else:
-            views.artifacts(console(), items)
-
-    execute(work)
+    show(lambda client: client.artifacts.list(conversation_id), views.artifacts, json_)
 
 
-@app.command("artifact")
-@with_globals
+@command("artifact")
 def show_artifact(
-    conversation_id: Annotated[str, typer.Argument(help="The conversation.", show_default=False)],
-    artifact_id: Annotated[str, typer.Argument(help="The artifact.", show_default=False)],
+    conversation_id: Annotated[str, argument("The conversation.")],
+    artifact_id: Annotated[str, argument("The artifact.")],
     version: Annotated[
-        int | None,
-        typer.Option(
-            "--version", min=1, help="This version (default: current).", show_default=False
-        ),
+        int | None, option("--version", min=1, help="This version (default: current).")
     ] = None,
     diff: Annotated[
         int | None,
-        typer.Option(
-            "--diff",
-            min=1,
-            help="Unified diff from version N to current (or --version).",
-            show_default=False,
-        ),
+        option("--diff", min=1, help="Unified diff from version N to current (or --version)."),
     ] = None,
     export: Annotated[
-        Path | None,
-        typer.Option(
-            "--export", help="Write the artifact as Markdown to PATH.", show_default=False
-        ),
+        Path | None, option("--export", help="Write the artifact as Markdown to PATH.")
     ] = None,
 ) -> None:
     """Show an artifact, diff two of its versions, or export it as Markdown."""

@@ -22,8 +22,8 @@ from ..replay.evaluate import eval_sessions
 from ..replay.replayer import replay_session
 from ..replay.report import ReplayReport, Verdict
 from . import views
-from .app import JsonOption, app, execute
-from .options import GLOBALS, with_globals
+from .app import JsonOption, command, execute
+from .options import GLOBALS, argument, option
 from .render import console
 
 LiveOption = Annotated[
@@ -36,14 +36,12 @@ LiveOption = Annotated[
 ]
 
 
-@app.command("export")
-@with_globals
+@command("export")
 def export_(
-    message_id: Annotated[str, typer.Argument(help="The message whose run to export.", show_default=False)],
+    message_id: Annotated[str, argument("The message whose run to export.")],
     output: Annotated[
         Path | None,
-        typer.Option("--output", "-o", help="Session file to write. Default: MESSAGE_ID.jsonl",
-                     show_default=False),
+        option("--output", "-o", help="Session file to write. Default: MESSAGE_ID.jsonl"),
     ] = None,
     full_messages: Annotated[
         bool,
@@ -77,11 +75,9 @@ def export_(
     execute(work)
 
 
-@app.command()
-@with_globals
+@command()
 def replay(
-    path: Annotated[Path, typer.Argument(help="A session file from `artifactflow export`.",
-                                         show_default=False)],
+    path: Annotated[Path, argument("A session file from `artifactflow export`.")],
     live_model: LiveOption = False,
     json_: JsonOption = False,
 ) -> None:
@@ -98,11 +94,9 @@ def replay(
         raise typer.Exit(report.exit_code)
 
 
-@app.command("eval")
-@with_globals
+@command("eval")
 def eval_(
-    folder: Annotated[Path, typer.Argument(help="Folder of session files (*.jsonl).",
-                                           show_default=False)],
+    folder: Annotated[Path, argument("Folder of session files (*.jsonl).")],
     live_model: LiveOption = False,
     json_: JsonOption = False,
 ) -> None:

@@ -8,33 +8,24 @@ from typing import Annotated, Any
 
 import typer
 
-from ..client import Client
 from ..core.conversations import ACTIVE_BRANCH
 from ..errors import UserError
 from ..shapes import AskedCall
 from . import exitcodes
-from .app import JsonOption, NoInputOption, YesOption, app, execute, make_session
+from .app import JsonOption, NoInputOption, YesOption, command, drive
 from .approvals import ResumeData, decisions_from_flags
-from .options import with_globals
+from .options import argument, option
 
 
-@app.command(epilog=exitcodes.HELP)
-@with_globals
+@command(epilog=exitcodes.HELP)
 def run(
-    task: Annotated[str, typer.Argument(help="What the agents should do.", show_default=False)],
+    task: Annotated[str, argument("What the agents should do.")],
     conversation: Annotated[
-        str | None,
-        typer.Option(
-            "--conversation", "-c", help="Continue this conversation.", show_default=False
-        ),
+        str | None, option("--conversation", "-c", help="Continue this conversation.")
     ] = None,
     parent: Annotated[
         str | None,
-        typer.Option(
-            "--parent",
-            help="Branch from this message (default: the active branch).",
-            show_default=False,
-        ),
+        option("--parent", help="Branch from this message (default: the active branch)."),
     ] = None,
     new_root: Annotated[
         bool, typer.Option("--new-root", help="Start a new root in the conversation.")
@@ -54,24 +45,19 @@ def run(
         raise UserError("use either --parent or --new-root, not both")
     parent_id: Any = None if new_root else (parent if parent is not None else ACTIVE_BRANCH)
 
-    async def work(client: Client) -> int:
-        session = make_session(client, json_=json_, no_input=no_input, yes=yes)
-        return await session.run(task, conversation, parent_id)
+    drive(
+        lambda session: session.run(task, conversation, parent_id),
+        json_=json_, no_input=no_input, yes=yes,
+    )
 
-    execute(work)
 
-
-@app.command(epilog=exitcodes.HELP)
-@with_globals
+@command(epilog=exitcodes.HELP)
 def resume(
-    message_id: Annotated[str, typer.Argument(help="The paused message.", show_default=False)],
+    message_id: Annotated[str, argument("The paused message.")],
     approve: Annotated[bool, typer.Option("--approve", help="Approve every pending call.")] = False,
     deny: Annotated[bool, typer.Option("--deny", help="Deny every pending call.")] = False,
     reason: Annotated[
-        str | None,
-        typer.Option(
-            "--reason", help="Why (sent to the model) for denied calls.", show_default=False
-        ),
+        str | None, option("--reason", help="Why (sent to the model) for denied calls.")
     ] = None,
     always: Annotated[
         bool,
@@ -79,10 +65,8 @@ def resume(
     ] = False,
     decision: Annotated[
         list[str] | None,
-        typer.Option(
-            "--decision",
-            help="Per call: CALL_ID=approve|deny|always (repeat for each pending call).",
-            show_default=False,
+        option(
+            "--decision", help="Per call: CALL_ID=approve|deny|always (repeat for each pending call)."
         ),
     ] = None,
     json_: JsonOption = False,
@@ -107,19 +91,15 @@ def resume(
 
     decide([])  # reject contradictory flags before opening anything
 
-    async def work(client: Client) -> int:
-        session = make_session(client, json_=json_, no_input=no_input, yes=yes)
-        return await session.resume(message_id, decide)
+    drive(
+        lambda session: session.resume(message_id, decide),
+        json_=json_, no_input=no_input, yes=yes,
+    )
 
-    execute(work)
 
-
-@app.command(epilog=exitcodes.HELP)
-@with_globals
+@command(epilog=exitcodes.HELP)
 def retry(
-    message_id: Annotated[
-        str, typer.Argument(help="The failed or cancelled message.", show_default=False)
-    ],
+    message_id: Annotated[str, argument("The failed or cancelled message.")],
     json_: JsonOption = False,
     no_input: NoInputOption = False,
     yes: YesOption = False,
@@ -131,8 +111,4 @@ def retry(
     --no-input, Ctrl-C). A completed, paused or running message is a conflict (exit 5).
     """
 
-    async def work(client: Client) -> int:
-        session = make_session(client, json_=json_, no_input=no_input, yes=yes)
-        return await session.retry(message_id)
-
-    execute(work)
+    drive(lambda session: session.retry(message_id), json_=json_, no_input=no_input, yes=yes)

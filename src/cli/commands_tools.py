@@ -9,28 +9,22 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import typer
 from rich.markup import escape
 
 from ..client import Client
 from ..client.records import ToolDescription
 from ..errors import NotFoundError
 from . import views
-from .app import JsonOption, app, execute
-from .options import with_globals
+from .app import JsonOption, command, execute
+from .options import option
 from .render import console, short
 
 
-@app.command()
-@with_globals
+@command()
 def tools(
     schema: Annotated[
         str | None,
-        typer.Option(
-            "--schema",
-            help="Print one tool's JSON schema (with --json: its whole entry).",
-            show_default=False,
-        ),
+        option("--schema", help="Print one tool's JSON schema (with --json: its whole entry)."),
     ] = None,
     json_: JsonOption = False,
 ) -> None:

@@ -8,15 +8,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Annotated, Any
 
 import typer
 import yaml
+from rich.console import Console
 from rich.text import Text
 
-from ..client import Client, WorkflowTask
+from ..client import WorkflowTask
 from ..core.engine import build_registry, load_agent_specs
 from ..errors import UserError
 from ..shapes import JsonObject
@@ -26,9 +28,10 @@ from ..workflows.launch import find_workflow, list_workflows, validate_spec, wor
 from ..workflows.mermaid import to_mermaid
 from ..workflows.spec import load_workflow_file
 from . import exitcodes, views
-from .app import JsonOption, NoInputOption, YesOption, app, execute, make_session
-from .options import GLOBALS, with_globals
+from .app import JsonOption, NoInputOption, YesOption, app, command, drive, show
+from .options import GLOBALS, argument, option
 from .render import console
+from .session import Session
 
 workflow_app = typer.Typer(help="Validate, run and draw workflows (config/workflows/*.yaml).",
                            no_args_is_help=True)
@@ -42,8 +45,7 @@ def _catalog() -> Any:
     return SimpleNamespace(settings=settings, tools=tools, agents=load_agent_specs(settings, tools))
 
 
-@app.command("workflows")
-@with_globals
+@command("workflows")
 def workflows(json_: JsonOption = False) -> None:
     """List the workflows in config/workflows/ and whether each is valid."""
     catalog = _catalog()
@@ -63,10 +65,9 @@ def workflows(json_: JsonOption = False) -> None:
         out.print(line)
 
 
-@workflow_app.command("validate")
-@with_globals
+@command("validate", group=workflow_app)
 def validate(
-    file: Annotated[Path, typer.Argument(help="A workflow YAML file.", show_default=False)],
+    file: Annotated[Path, argument("A workflow YAML file.")],
     json_: JsonOption = False,
 ) -> None:
     """Check a workflow file against the configured agents and tools; every problem is
@@ -92,10 +93,9 @@ def validate(
         raise typer.Exit(exitcodes.USAGE)
 
 
-@workflow_app.command("graph")
-@with_globals
+@command("graph", group=workflow_app)
 def graph(
-    name: Annotated[str, typer.Argument(help="A workflow name or file.", show_default=False)],
+    name: Annotated[str, argument("A workflow name or file.")],
 ) -> None:
     """Print a workflow as a Mermaid flowchart."""
     path = Path(name)
@@ -130,48 +130,43 @@ def parse_inputs(pairs: list[str], file: Path | None, schema: JsonObject | None)
     return value
 
 
-@workflow_app.command("run", epilog=exitcodes.HELP)
-@with_globals
+@command("run", epilog=exitcodes.HELP, group=workflow_app)
 def run(
-    name: Annotated[str, typer.Argument(help="The workflow.", show_default=False)],
-    input_: Annotated[list[str] | None, typer.Option(
-        "--input", "-i", help="key=value (repeat); JSON values are parsed.", show_default=False)] = None,
-    input_file: Annotated[Path | None, typer.Option(
-        "--input-file", help="The input as a JSON or YAML file.", show_default=False)] = None,
-    conversation: Annotated[str | None, typer.Option(
-        "--conversation", "-c", help="Run inside this conversation.", show_default=False)] = None,
+    name: Annotated[str, argument("The workflow.")],
+    input_: Annotated[
+        list[str] | None, option("--input", "-i", help="key=value (repeat); JSON values are parsed.")
+    ] = None,
+    input_file: Annotated[
+        Path | None, option("--input-file", help="The input as a JSON or YAML file.")
+    ] = None,
+    conversation: Annotated[
+        str | None, option("--conversation", "-c", help="Run inside this conversation.")
+    ] = None,
     json_: JsonOption = False,
     no_input: NoInputOption = False,
     yes: YesOption = False,
 ) -> None:
     """Run a workflow and show its nodes at work; pauses for approval like `run`."""
 
-    async def work(client: Client) -> int:
-        spec = client.workflows.get(name)
-        value = parse_inputs(input_ or [], input_file, spec.input)
-        session = make_session(client, json_=json_, no_input=no_input, yes=yes)
+    async def start(session: Session) -> int:
+        value = parse_inputs(input_ or [], input_file, session.client.workflows.get(name).input)
         return await session.start(WorkflowTask(name, value, conversation_id=conversation))
 
-    execute(work)
+    drive(start, json_=json_, no_input=no_input, yes=yes)
 
 
-@app.command("lineage")
-@with_globals
+@command("lineage")
 def lineage(
-    message_id: Annotated[str, typer.Argument(help="A workflow run's message.", show_default=False)],
-    execution: Annotated[str | None, typer.Option(
-        "--from", help="Trace this execution (default: the output).", show_default=False)] = None,
+    message_id: Annotated[str, argument("A workflow run's message.")],
+    execution: Annotated[
+        str | None, option("--from", help="Trace this execution (default: the output).")
+    ] = None,
     json_: JsonOption = False,
 ) -> None:
     """Show where a workflow run's output came from: each node execution and its parents."""
 
-    async def work(client: Client) -> int:
-        records = await client.workflows.lineage(message_id)
-        if json_:
-            views.print_json(records)
-            return exitcodes.OK
+    def draw(out: Console, records: Sequence[Mapping[str, Any]]) -> int:
         tree = wf_lineage.provenance(records, execution)
-        out = console()
         if tree is None:
             out.print(f"no node execution {execution!r} in message {message_id}" if execution
                       else f"message {message_id} has no workflow lineage")
@@ -180,4 +175,4 @@ def lineage(
             out.print(Text(line))
         return exitcodes.OK
 
-    execute(work)
+    show(lambda client: client.workflows.lineage(message_id), draw, json_)

@@ -19,6 +19,17 @@ import typer
 
 from ..settings import Settings, load_settings
 
+
+def option(*names: str, help: str, **details: Any) -> Any:
+    """A `typer.Option` whose default --help does not show (None, or plain from the help)."""
+    return typer.Option(*names, help=help, show_default=False, **details)
+
+
+def argument(help: str) -> Any:
+    """A required `typer.Argument` (--help shows no default for it)."""
+    return typer.Argument(help=help, show_default=False)
+
+
 ConfigDirOption = Annotated[
     Path | None,
     typer.Option(

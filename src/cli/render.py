@@ -17,31 +17,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
+from ..events import payloads
 from ..events.envelope import Event
-from ..events.payloads import (
-    AgentCompleteData,
-    AgentEventData,
-    AgentStartData,
-    ArtifactCreatedData,
-    ArtifactUpdatedData,
-    CancelledData,
-    CompleteData,
-    ContextCompactedData,
-    ErrorData,
-    HandoffData,
-    LLMChunkData,
-    LLMCompleteData,
-    MetadataData,
-    Outcome,
-    PermissionRequestData,
-    PermissionResultData,
-    SubagentCompleteData,
-    SubagentStartData,
-    ToolCompleteData,
-    ToolStartData,
-    WorkflowNodeCompleteData,
-    WorkflowNodeStartData,
-)
+from ..events.status import Outcome
 from ..hooks.types import LEAD_INVOCATION as LEAD
 
 
@@ -71,7 +49,7 @@ def seconds(ms: float | None) -> str:
     return f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
 
 
-def closing_line(data: CompleteData) -> str:
+def closing_line(data: payloads.CompleteData) -> str:
     metrics = data.metrics
     tokens = metrics.get("tokens") or {}
     parts = [seconds(metrics.get("wall_ms"))]
@@ -101,13 +79,13 @@ def closing_line(data: CompleteData) -> str:
     return " · ".join(parts)
 
 
-def _result_text(data: ToolCompleteData) -> str:
+def _result_text(data: payloads.ToolCompleteData) -> str:
     if data.success:
         return short(data.result.data, 80)
     return short(data.result.error or "failed", 120)
 
 
-def compaction_text(data: ContextCompactedData) -> str:
+def compaction_text(data: payloads.ContextCompactedData) -> str:
     what = (
         f"{data.messages_summarized} earlier messages summarized"
         if data.scope == "history"
@@ -123,46 +101,46 @@ def _tokens(value: int | None) -> str:
 def summary(event: Event) -> str:
     """A one-line description of an event (for `artifactflow events`)."""
     match event.data:
-        case MetadataData() as d:
+        case payloads.MetadataData() as d:
             return "recovered after a crash" if d.recovered else short(d.content)
-        case AgentStartData() as d:
+        case payloads.AgentStartData() as d:
             return f"round {d.round}"
-        case LLMChunkData() as d:
+        case payloads.LLMChunkData() as d:
             return repr(d.delta)
-        case LLMCompleteData() as d:
+        case payloads.LLMCompleteData() as d:
             names = ", ".join(c.name for c in d.tool_calls)
             text = f"{_tokens(d.usage.prompt_tokens)}+{_tokens(d.usage.completion_tokens)} tokens"
             return text + (f", calls {names}" if names else f", {short(d.content, 60)!r}")
-        case AgentCompleteData() as d:
+        case payloads.AgentCompleteData() as d:
             return f"{d.outcome or 'done'}, {d.tool_calls} tool call(s)"
-        case ToolStartData() as d:
+        case payloads.ToolStartData() as d:
             return f"{d.tool} {short(d.arguments, 80)}"
-        case ToolCompleteData() as d:
+        case payloads.ToolCompleteData() as d:
             mark = "✓" if d.success else "✗"
             return f"{mark} {d.tool} ({seconds(d.duration_ms)}) {_result_text(d)}"
-        case PermissionRequestData() as d:
+        case payloads.PermissionRequestData() as d:
             return "waiting for " + ", ".join(f"{c.tool} ({c.tool_call_id})" for c in d.calls)
-        case PermissionResultData() as d:
+        case payloads.PermissionResultData() as d:
             return ", ".join(f"{x.tool}: {x.action}" for x in d.decisions)
-        case SubagentStartData() as d:
+        case payloads.SubagentStartData() as d:
             return short(d.instruction)
-        case SubagentCompleteData() as d:
+        case payloads.SubagentCompleteData() as d:
             return f"{d.status}" + (f": {short(d.error)}" if d.error else "")
-        case ArtifactCreatedData() | ArtifactUpdatedData() as d:
+        case payloads.ArtifactCreatedData() | payloads.ArtifactUpdatedData() as d:
             return f"{d.artifact_id} v{d.version} {short(d.title, 60)}"
-        case WorkflowNodeCompleteData() as d:
+        case payloads.WorkflowNodeCompleteData() as d:
             return f"{d.execution} {d.status} {short(d.error or d.output_summary, 60)}"
-        case WorkflowNodeStartData() as d:
+        case payloads.WorkflowNodeStartData() as d:
             return f"{d.execution} {d.role}"
-        case HandoffData() as d:
+        case payloads.HandoffData() as d:
             return f"{d.from_agent} → {d.to_agent} ({d.by}) {short(d.message, 60)}"
-        case CompleteData() as d:
+        case payloads.CompleteData() as d:
             return f"{d.outcome} · {closing_line(d)} · {short(d.response, 60)!r}"
-        case ContextCompactedData() as d:
+        case payloads.ContextCompactedData() as d:
             return compaction_text(d)
-        case CancelledData() as d:
+        case payloads.CancelledData() as d:
             return f"partial answer: {short(d.partial_response, 60)!r}"
-        case ErrorData() as d:
+        case payloads.ErrorData() as d:
             return short(d.message, 200)
     return short(event.data.to_dict())
 
@@ -189,9 +167,9 @@ class JsonRenderer:
         out = self.out or sys.stdout
         out.write(event.model_dump_json() + "\n")
         out.flush()
-        if isinstance(event.data, ErrorData):
+        if isinstance(event.data, payloads.ErrorData):
             self.err.print(Text(f"✗ run failed: {short(event.data.message, 300)}"))
-        elif isinstance(event.data, CancelledData):
+        elif isinstance(event.data, payloads.CancelledData):
             self.err.print(f"✗ cancelled · partial answer saved on message {event.message_id}")
 
 
@@ -209,7 +187,8 @@ class LiveRenderer:
 
     @staticmethod
     def _prefix(event: Event) -> str:
-        invocation = event.data.invocation if isinstance(event.data, AgentEventData) else None
+        data = event.data
+        invocation = data.invocation if isinstance(data, payloads.AgentEventData) else None
         if invocation in (None, LEAD):
             return ""
         return f"    [{event.agent or invocation}] "
@@ -227,7 +206,7 @@ class LiveRenderer:
         self._close_stream()
         self.out.print(Text(self._prefix(event) + text, style=style))
 
-    def _stream(self, event: Event, d: LLMChunkData) -> None:
+    def _stream(self, event: Event, d: payloads.LLMChunkData) -> None:
         delta = d.delta
         lane = d.invocation or LEAD
         if lane == LEAD:
@@ -246,60 +225,64 @@ class LiveRenderer:
 
     def event(self, event: Event) -> None:
         match event.data:
-            case MetadataData() as d:
+            case payloads.MetadataData() as d:
                 what = "recovered run" if d.recovered else "conversation"
                 self.out.print(f"[dim]{what} {event.conversation_id} · message {event.message_id}[/dim]")
-            case AgentStartData() as d:
+            case payloads.AgentStartData() as d:
                 self._on_agent_start(event, d)
-            case LLMChunkData() as d:
+            case payloads.LLMChunkData() as d:
                 self._stream(event, d)
-            case LLMCompleteData() | AgentCompleteData() | PermissionRequestData():
+            case (
+                payloads.LLMCompleteData()
+                | payloads.AgentCompleteData()
+                | payloads.PermissionRequestData()
+            ):
                 self._close_stream()
-            case ToolStartData() as d:
+            case payloads.ToolStartData() as d:
                 self._on_tool_start(event, d)
-            case ToolCompleteData() as d:
+            case payloads.ToolCompleteData() as d:
                 self._on_tool_complete(event, d)
-            case PermissionResultData() as d:
+            case payloads.PermissionResultData() as d:
                 self._on_permission_result(event, d)
-            case SubagentStartData() as d:
+            case payloads.SubagentStartData() as d:
                 self._line(event, f"↳ delegated: {short(d.instruction)}", "magenta")
-            case SubagentCompleteData() as d:
+            case payloads.SubagentCompleteData() as d:
                 self._on_subagent_complete(event, d)
-            case ArtifactCreatedData() as d:
+            case payloads.ArtifactCreatedData() as d:
                 self._line(
                     event, f"◆ artifact {d.artifact_id} created (v{d.version}) · {short(d.title, 60)}", "yellow"
                 )
-            case ArtifactUpdatedData() as d:
+            case payloads.ArtifactUpdatedData() as d:
                 self._line(event, f"◆ artifact {d.artifact_id} updated → v{d.version}", "yellow")
-            case WorkflowNodeStartData() as d:
+            case payloads.WorkflowNodeStartData() as d:
                 self._line(event, f"▶ {d.execution} [{d.role}]", "bold")
-            case WorkflowNodeCompleteData() as d:
+            case payloads.WorkflowNodeCompleteData() as d:
                 self._on_workflow_node_complete(event, d)
-            case HandoffData() as d:
+            case payloads.HandoffData() as d:
                 note = f": {short(d.message, 80)}" if d.message else ""
                 self._line(event, f"⇢ {d.from_agent} hands over to {d.to_agent}{note}", "cyan")
-            case ContextCompactedData() as d:
+            case payloads.ContextCompactedData() as d:
                 self._line(event, f"⋯ context compacted: {compaction_text(d)}", "dim")
-            case CompleteData() as d:
+            case payloads.CompleteData() as d:
                 self._on_complete(d)
-            case CancelledData() as d:
+            case payloads.CancelledData() as d:
                 self._on_cancelled(event, d)
-            case ErrorData() as d:
+            case payloads.ErrorData() as d:
                 self._close_stream()
                 self.err.print(Text(f"✗ run failed: {short(d.message, 300)}", style="red"))
 
-    def _on_agent_start(self, event: Event, d: AgentStartData) -> None:
+    def _on_agent_start(self, event: Event, d: payloads.AgentStartData) -> None:
         lead = d.invocation in (None, LEAD)
         if lead:
             self._lead_text = []
         label = event.agent if lead else "working"
         self._line(event, f"● {label}" + (f" · round {d.round}" if d.round != 1 else ""), "bold blue")
 
-    def _on_tool_start(self, event: Event, d: ToolStartData) -> None:
+    def _on_tool_start(self, event: Event, d: payloads.ToolStartData) -> None:
         edited = " (edited)" if d.edited else ""
         self._line(event, f"  → {d.tool} {short(d.arguments, 120)}{edited}", "cyan")
 
-    def _on_tool_complete(self, event: Event, d: ToolCompleteData) -> None:
+    def _on_tool_complete(self, event: Event, d: payloads.ToolCompleteData) -> None:
         if d.success:
             text = f"  ✓ {d.tool} · {seconds(d.duration_ms)}"
             result = _result_text(d)
@@ -308,7 +291,7 @@ class LiveRenderer:
             label = "denied" if d.denied else "failed"
             self._line(event, f"  ✗ {d.tool} {label} · {_result_text(d)}", "red")
 
-    def _on_permission_result(self, event: Event, d: PermissionResultData) -> None:
+    def _on_permission_result(self, event: Event, d: payloads.PermissionResultData) -> None:
         for decision in d.decisions:
             reason = f": {decision.reason}" if decision.reason else ""
             style = "red" if decision.action == "deny" else "green"
@@ -318,18 +301,18 @@ class LiveRenderer:
                 style,
             )
 
-    def _on_subagent_complete(self, event: Event, d: SubagentCompleteData) -> None:
+    def _on_subagent_complete(self, event: Event, d: payloads.SubagentCompleteData) -> None:
         if d.status == "failed":
             self._line(event, f"↳ failed: {short(d.error)}", "red")
         else:
             self._line(event, "↳ finished", "magenta")
 
-    def _on_workflow_node_complete(self, event: Event, d: WorkflowNodeCompleteData) -> None:
+    def _on_workflow_node_complete(self, event: Event, d: payloads.WorkflowNodeCompleteData) -> None:
         ok = d.status == "ok"
         detail = f": {short(d.error)}" if d.error else f" → {short(d.output_summary, 80)}"
         self._line(event, f"{'✓' if ok else '✗'} {d.execution} {d.status}{detail}", "green" if ok else "yellow")
 
-    def _on_complete(self, d: CompleteData) -> None:
+    def _on_complete(self, d: payloads.CompleteData) -> None:
         self._close_stream()
         response = d.response or ""
         if response.strip() and response.strip() != "".join(self._lead_text).strip():
@@ -344,7 +327,7 @@ class LiveRenderer:
         else:
             self.out.print(f"[green]✓ done[/green] · {escape(closing_line(d))}")
 
-    def _on_cancelled(self, event: Event, d: CancelledData) -> None:
+    def _on_cancelled(self, event: Event, d: payloads.CancelledData) -> None:
         self._close_stream()
         partial = d.partial_response or ""
         self.err.print(

@@ -119,6 +119,31 @@ def _unique_ids(calls: list[RawToolCall], taken: set[str], suffix: str) -> list[
     return out
 
 
+async def _decided_update(
+    context: RunContext,
+    agent: AgentStep | None,
+    spec: AgentSpec,
+    invocation: str,
+    content: str,
+    calls: list[RawToolCall],
+    rounds_used: int,
+) -> tuple[AgentUpdate, list[RawToolCall]]:
+    """An agent's update from its model answer, and the calls as the hooks let them through:
+    the refused ones marked, the others flagged when they wait for a person."""
+    calls, refused = await hook_points.decide_calls(context, agent, calls)
+    update = merge_agent_response_to_state(
+        agent=spec.name,
+        invocation=invocation,
+        content=content,
+        tool_calls=calls,
+        needs_approval=await approval_flags(context, [c for c in calls if c["id"] not in refused]),
+        rounds_used=rounds_used,
+        max_tool_rounds=spec.max_tool_rounds,
+    )
+    hook_points.mark_refused(update, refused)
+    return update, calls
+
+
 async def _llm_step(
     context: RunContext,
     spec: AgentSpec,
@@ -196,17 +221,7 @@ async def lead_agent(state: AgentState, runtime: Runtime[RunContext]) -> Any:
     )
     response = step.response
     calls = _unique_ids(response.tool_calls, set(), "dup")
-    calls, refused = await hook_points.decide_calls(context, agent, calls)
-    update = merge_agent_response_to_state(
-        agent=spec.name,
-        invocation=LEAD,
-        content=response.content,
-        tool_calls=calls,
-        needs_approval=await approval_flags(context, [c for c in calls if c["id"] not in refused]),
-        rounds_used=used,
-        max_tool_rounds=spec.max_tool_rounds,
-    )
-    hook_points.mark_refused(update, refused)
+    update, calls = await _decided_update(context, agent, spec, LEAD, response.content, calls, used)
     if state.get("active_agents") != [spec.name]:
         update["active_agents"] = [spec.name]
     if closing:
@@ -253,17 +268,7 @@ async def subagent_step(
         emit(SubagentCompleteData(status=SubagentStatus.FAILED, error=str(exc), tool_call_id=record["tool_call_id"]))
         return {"subagent_invocations": {invocation: {"status": SubagentStatus.FAILED.value, "error": str(exc)}}}, {}
     calls = _unique_ids(response.tool_calls, taken, invocation.rsplit(":", 1)[-1])
-    calls, refused = await hook_points.decide_calls(context, agent, calls)
-    update = merge_agent_response_to_state(
-        agent=spec.name,
-        invocation=invocation,
-        content=response.content,
-        tool_calls=calls,
-        needs_approval=await approval_flags(context, [c for c in calls if c["id"] not in refused]),
-        rounds_used=rounds,
-        max_tool_rounds=spec.max_tool_rounds,
-    )
-    hook_points.mark_refused(update, refused)
+    update, calls = await _decided_update(context, agent, spec, invocation, response.content, calls, rounds)
     record_update = (update.get("subagent_invocations") or {}).get(invocation) or SubagentRecordUpdate()
     status = record_update.get("status")
     emit(AgentCompleteData(content=response.content, tool_calls=len(calls), outcome=status))

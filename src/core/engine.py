@@ -145,20 +145,11 @@ class Engine:
 
     @classmethod
     async def open(
-        cls,
-        settings: Settings | None = None,
-        *,
-        extra_tools: list[Any] | None = None,
-        hooks: Sequence[Any] = (),
-        model_wrap: ModelWrap | None = None,
-        graphs: Sequence[GraphProvider] = (),
-        **overrides: Any,
+        cls, settings: Settings | None = None, *, graphs: Sequence[GraphProvider] = (), **options: Any
     ) -> Engine:
-        """Build everything from settings (default: `load_settings(**overrides)`) and join the
-        workers (bus, recovery)."""
-        services, checkpoints = await open_engine(
-            settings, extra_tools=extra_tools, hooks=hooks, model_wrap=model_wrap, **overrides
-        )
+        """`open_engine(settings, **options)` (its keywords and the setting overrides), then join
+        the workers (bus, recovery); `graphs` hand the engine the graphs it runs besides its own."""
+        services, checkpoints = await open_engine(settings, **options)
         engine = cls(services, checkpoints, graphs)
         try:
             engine.workers = await workers.start(engine.rt)

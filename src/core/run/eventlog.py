@@ -27,9 +27,7 @@ def new_event(message: MessageRow, data: EventData, event_id: int, agent: str | 
         event_id=event_id,
         timestamp=time.time(),
         agent=agent,
-        conversation_id=message["conversation_id"],
-        message_id=message["id"],
-        thread_id=message["thread_id"],
+        **_ids(message),
     )
 
 
@@ -40,11 +38,18 @@ def stored_event(message: MessageRow, row: Mapping[str, Any]) -> Event:
         event_id=row["event_id"],
         timestamp=row["timestamp"],
         agent=row["agent"],
-        conversation_id=message["conversation_id"],
-        message_id=message["id"],
-        thread_id=message["thread_id"],
         data=row["data"],
+        **_ids(message),
     )
+
+
+def _ids(message: MessageRow) -> dict[str, str]:
+    """The ids an event carries of the message whose run it belongs to."""
+    return {
+        "conversation_id": message["conversation_id"],
+        "message_id": message["id"],
+        "thread_id": message["thread_id"],
+    }
 
 
 async def change_status(

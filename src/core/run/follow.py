@@ -74,12 +74,39 @@ def _item_row(item: dict[str, Any]) -> dict[str, Any]:
             "data": item["d"]}
 
 
+class _Log:
+    """A follower's reads of the stored log; `last` is the id of the newest event it passed on."""
+
+    def __init__(self, rt: Runtime, message_id: str, last: int) -> None:
+        self.rt = rt
+        self.message_id = message_id
+        self.last = last
+        self.current: MessageRow  # the message as of the latest read
+        self.read_any = False  # the latest read found events
+        self.ended = False  # an event that ends the stream has been passed on
+
+    async def read(self) -> AsyncIterator[Event]:
+        """The stored events after `last`, up to one that ends the stream (a
+        `permission_request` does only as the last one stored)."""
+        self.current = await self.rt.message(self.message_id)
+        rows = await self.rt.store.events(self.message_id, self.last)
+        self.read_any = bool(rows)
+        for index, row in enumerate(rows):
+            event = stored_event(self.current, row)
+            self.last = event.event_id
+            yield event
+            if event.is_final and not (event.type == "permission_request" and index < len(rows) - 1):
+                self.ended = True
+                return
+
+
 async def _listen(
     rt: Runtime, message: MessageRow, last: int, queue: asyncio.Queue[list[dict[str, Any]]]
 ) -> AsyncIterator[Event]:
     """Another worker owns the run: take its events from the bus, reading from the log what
     travelled by id only or was missed, until a final event."""
     message_id = message["id"]
+    log = _Log(rt, message_id, last)
     quiet = 0
     while True:
         try:
@@ -87,15 +114,12 @@ async def _listen(
         except TimeoutError:
             # Nothing heard for a while: the log is the truth (a lost notification, or an
             # owner that died without a final event).
-            current = await rt.message(message_id)
-            rows = await rt.store.events(message_id, last)
-            for index, row in enumerate(rows):
-                event = stored_event(current, row)
-                last = event.event_id
+            async for event in log.read():
                 yield event
-                if event.is_final and not (event.type == "permission_request" and index < len(rows) - 1):
-                    return
-            if rows:
+            if log.ended:
+                return
+            current = log.current
+            if log.read_any:
                 quiet = 0
             elif current["status"] != "running" or rt.lease_expired(current):
                 quiet += 1
@@ -107,19 +131,19 @@ async def _listen(
         quiet = 0
         for item in items:
             if item.get("t") in EPHEMERAL_TYPES:
-                if item["i"] >= last:
+                if item["i"] >= log.last:
                     yield stored_event(message, _item_row(item))
                 continue
             wanted = item["i"]
-            if wanted <= last:
+            if wanted <= log.last:
                 continue
-            if wanted == last + 1 and "t" in item:
+            if wanted == log.last + 1 and "t" in item:
                 events = [stored_event(message, _item_row(item))]
             else:  # by id only, or a gap: read up to it from the log
-                rows = await rt.store.events(message_id, last)
+                rows = await rt.store.events(message_id, log.last)
                 events = [stored_event(message, r) for r in rows if r["event_id"] <= wanted]
             for event in events:
-                last = event.event_id
+                log.last = event.event_id
                 yield event
                 if event.is_final:
                     return
@@ -127,17 +151,14 @@ async def _listen(
 
 async def _poll(rt: Runtime, message_id: str, last: int) -> AsyncIterator[Event]:
     """Another process may own the run: poll the log until the message stops running."""
+    log = _Log(rt, message_id, last)
     grace = 0
     while True:
-        current = await rt.message(message_id)
-        rows = await rt.store.events(message_id, last)
-        for index, row in enumerate(rows):
-            event = stored_event(current, row)
-            last = event.event_id
+        async for event in log.read():
             yield event
-            if event.is_final and not (event.type == "permission_request" and index < len(rows) - 1):
-                return
-        if current["status"] != "running" or rt.lease_expired(current):
+        if log.ended:
+            return
+        if log.current["status"] != "running" or rt.lease_expired(log.current):
             # The owner updates the status just before storing the final event: allow the
             # event a moment to land, then stop.
             grace += 1
