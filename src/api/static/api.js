@@ -63,3 +63,8 @@ export function streamUrl(messageId, after) {
 }
 
 export const enc = encodeURIComponent;
+
+// A component's elements, looked up once: {name: "element-id"} → {name: element}.
+export function byIds(ids) {
+  return Object.fromEntries(Object.entries(ids).map(([name, id]) => [name, document.getElementById(id)]));
+}

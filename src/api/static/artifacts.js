@@ -1,16 +1,14 @@
 // The artifact panel: list, content at any version, a diff between versions, Markdown export.
 
-import { api, enc } from "./api.js";
+import { api, byIds, enc } from "./api.js";
 import { escapeHtml } from "./markdown.js";
 
 export class ArtifactPanel {
   constructor() {
-    this.list = document.getElementById("artifacts");
-    this.view = document.getElementById("artifact-view");
-    this.title = document.getElementById("artifact-title");
-    this.version = document.getElementById("artifact-version");
-    this.diffFrom = document.getElementById("artifact-diff-from");
-    this.content = document.getElementById("artifact-content");
+    Object.assign(this, byIds({
+      list: "artifacts", view: "artifact-view", title: "artifact-title",
+      version: "artifact-version", diffFrom: "artifact-diff-from", content: "artifact-content",
+    }));
     this.conversationId = null;
     this.current = null;
     this.version.addEventListener("change", () => this.renderContent());

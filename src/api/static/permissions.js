@@ -1,7 +1,7 @@
 // The permission dialog: approve / deny (with a reason) / edit arguments (JSON) / always allow,
 // per pending tool call. Shown when a run pauses, and again after a reload while it is paused.
 
-import { api, ApiError, enc } from "./api.js";
+import { api, ApiError, byIds, enc } from "./api.js";
 import { escapeHtml } from "./markdown.js";
 
 const ACTIONS = [
@@ -13,10 +13,10 @@ const ACTIONS = [
 
 export class PermissionDialog {
   constructor({ onResumed, onGone }) {
-    this.dialog = document.getElementById("permission-dialog");
-    this.calls = document.getElementById("permission-calls");
-    this.error = document.getElementById("permission-error");
-    this.submitButton = document.getElementById("permission-submit");
+    Object.assign(this, byIds({
+      dialog: "permission-dialog", calls: "permission-calls", error: "permission-error",
+      submitButton: "permission-submit",
+    }));
     this.onResumed = onResumed;
     this.onGone = onGone;
     this.messageId = null;

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from typing import Any
+from typing import Any, TypedDict
 
 from ...artifacts import (
     DEFAULT_CONTENT_TYPE,
@@ -52,6 +52,21 @@ def _failure(error: ArtifactError) -> ToolResult:
     return ToolResult.fail(str(error), **error.details)
 
 
+class _Identity(TypedDict):
+    artifact_id: str
+    title: str
+    version: int
+    content_type: str
+
+
+def _identity(change: ArtifactChange) -> _Identity:
+    """The fields every artifact event carries: which artifact, which version, what it is."""
+    return _Identity(
+        artifact_id=change.artifact_id, title=change.title, version=change.version,
+        content_type=change.content_type,
+    )
+
+
 async def _emit(ctx: ToolContext, data: ArtifactCreatedData | ArtifactUpdatedData) -> None:
     """Report an artifact change; a failing listener must not turn a done write into an error."""
     if ctx.emit is None:
@@ -66,17 +81,11 @@ async def _emit(ctx: ToolContext, data: ArtifactCreatedData | ArtifactUpdatedDat
 
 async def _updated(ctx: ToolContext, change: ArtifactChange, **extra: Any) -> ToolResult:
     """The result (and event) of a write that made a new version."""
-    await _emit(
-        ctx,
-        ArtifactUpdatedData(
-            artifact_id=change.artifact_id,
-            title=change.title,
-            version=change.version,
-            previous_version=change.previous_version or 0,  # always set after an update
-            change=change.change,
-            content_type=change.content_type,
-        ),
-    )
+    await _emit(ctx, ArtifactUpdatedData(
+        **_identity(change),
+        previous_version=change.previous_version or 0,  # always set after an update
+        change=change.change,
+    ))
     return _written(change, _UPDATED, **extra)
 
 
@@ -116,15 +125,7 @@ async def create_artifact(
         )
     except ArtifactError as error:
         return _failure(error)
-    await _emit(
-        ctx,
-        ArtifactCreatedData(
-            artifact_id=change.artifact_id,
-            title=change.title,
-            version=change.version,
-            content_type=change.content_type,
-        ),
-    )
+    await _emit(ctx, ArtifactCreatedData(**_identity(change)))
     return _written(change, _CREATED)
 
 
