@@ -1,7 +1,8 @@
 """artifactflow: a LangGraph multi-agent orchestrator.
 
-Public API: everything importable from here; start with `Client` (`artifactflow.client`).
-Graph wiring and node functions are internal to `artifactflow.core`. Importing the package has no side effects (no environment variables, no
+Public API: everything importable from here; start with `Client` (`artifactflow.client`), and
+the typed events in `artifactflow.events`. Graph wiring and node functions are internal to
+`artifactflow.core`. Importing the package has no side effects (no environment variables, no
 `sys.path` edits); checkpoints are read strictly by the serializer the saver is built with.
 """
 
