@@ -3,29 +3,15 @@ deleting a conversation (runs, checkpoints, rows), ownership, tokens, listings, 
 
 from __future__ import annotations
 
-import asyncio
 import re
 import sqlite3
 from pathlib import Path
 
 import pytest
+from sample_tools import guarded, sleepy
 from scripted_llm import Call, Text, ToolCalls
 
-from artifactflow import NotFoundError, Task, tool
-
-
-@tool(permission="confirm")
-async def guarded(text: str) -> str:
-    """Needs approval."""
-    return text
-
-
-@tool
-async def sleepy(seconds: float) -> str:
-    """Sleep a while."""
-    await asyncio.sleep(seconds)
-    return "slept"
-
+from artifactflow import NotFoundError, Task
 
 TOOLS = [guarded, sleepy]
 NAMES = ["guarded", "sleepy", "create_artifact", "update_artifact"]

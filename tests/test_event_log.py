@@ -13,29 +13,10 @@ from pathlib import Path
 import pytest
 from conftest import make_config
 from pg import fresh_database
+from sample_tools import echo, guarded, sleepy
 from scripted_llm import Call, Delay, Text, ToolCalls
 
 from artifactflow import Client, NotFoundError, Resume, Task, load_settings, tool
-
-
-@tool
-async def echo(text: str) -> str:
-    """Echo."""
-    return text
-
-
-@tool(permission="confirm")
-async def guarded(text: str) -> str:
-    """Needs approval."""
-    return text
-
-
-@tool
-async def sleepy(seconds: float) -> str:
-    """Sleep a while."""
-    await asyncio.sleep(seconds)
-    return "slept"
-
 
 TOOLS = [echo, guarded, sleepy]
 NAMES = ["echo", "guarded", "sleepy"]

@@ -130,11 +130,10 @@ async def start_run(
     if body.conversation_id is not None:
         await owned_conversation(client, body.conversation_id, user)
     async with request.app.state.limiter.slot(client):
-        workflow = client.workflows.get(name).name  # `name` may be its file name
         run = await client.runs.start(WorkflowTask(name, body.input, conversation_id=body.conversation_id),
                                       user_id=user)
     return RunAccepted(conversation_id=run.conversation_id, message_id=run.message_id,
-                       thread_id=run.thread_id, workflow=workflow,
+                       thread_id=run.thread_id, workflow=run.workflow or name,
                        stream_url=api_url(request, f"/stream/{run.message_id}"))
 
 

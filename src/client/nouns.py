@@ -69,7 +69,8 @@ class Runs(_View):
             return await run.respond(request.decisions)
         else:
             raise UserError(f"runs.start takes a str, Task, Resume, Retry or WorkflowTask, not {type(request).__name__}")
-        message = {"id": ids["message_id"], "conversation_id": ids["conversation_id"], "thread_id": ids["thread_id"]}
+        message = {"id": ids["message_id"], "conversation_id": ids["conversation_id"], "thread_id": ids["thread_id"],
+                   "workflow": ids["workflow"] if isinstance(request, WorkflowTask) else None}
         return Run(engine, message, after_event_id=0, started=True)
 
     async def get(self, message_id: str, after_event_id: int = 0, *, user_id: str | None = None) -> Run:

@@ -57,6 +57,8 @@ class Run:
         self.message_id: str = message["id"]
         self.conversation_id: str = message["conversation_id"]
         self.thread_id: str = message["thread_id"]
+        # The workflow's own name (a `WorkflowTask` may name its file) when this handle started one.
+        self.workflow: str | None = message.get("workflow")
         self.events_seen = 0  # non-chunk events this handle yielded
         self._cursor = after_event_id
         self._started = started  # this handle started the current segment
