@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, Required, TypedDict
 
-JsonObject = dict[str, Any]
-"""A JSON object whose keys are open: tool arguments, JSON Schema, tool metadata."""
+JsonValue = Any
+"""Anything `json.loads` returns."""
+
+JsonObject = dict[str, JsonValue]
+"""A JSON object whose keys are open (or owned by whoever wrote it): tool arguments, JSON
+Schema, tool metadata, decoded JSON columns."""
 
 
 Role = Literal["system", "user", "assistant", "tool"]

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.conversations import ACTIVE_BRANCH
+from ..shapes import DecisionInput
 
-Decision = str | Mapping[str, Any]
+Decision = str | DecisionInput
 Decisions = str | Mapping[str, Decision]
 """`"approve"` / `"deny"` / `"always"` for every pending call, or a mapping of tool-call id to
 an action or `{"action": ..., "reason": ..., "arguments": ...}` (see `core/permissions.py`)."""

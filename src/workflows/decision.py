@@ -11,7 +11,7 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from ..core.context import RunContext
-from ..core.store.rows import JsonValue
+from ..shapes import JsonValue
 from .errors import WorkflowNodeError
 from .execution import CompleteNote, Exec, NodeRunner
 from .schemas import choice_schema

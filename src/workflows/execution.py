@@ -15,7 +15,7 @@ from typing import TypedDict
 from langgraph.runtime import Runtime
 
 from ..core.context import RunContext
-from ..core.store.rows import JsonValue, LineageRow
+from ..core.store.rows import LineageRow
 from ..events.envelope import Emitted
 from ..events.payloads import (
     EventData,
@@ -23,7 +23,7 @@ from ..events.payloads import (
     WorkflowNodeStartData,
     WorkflowNodeStatus,
 )
-from ..shapes import JsonObject
+from ..shapes import JsonObject, JsonValue
 from . import lineage
 from .errors import WorkflowNodeError
 from .lineage import summary

@@ -13,7 +13,7 @@ from langgraph.graph import END
 from langgraph.runtime import Runtime
 
 from ..core.context import RunContext
-from ..core.store.rows import JsonValue
+from ..shapes import JsonValue
 from .execution import CompleteNote, Exec, NodeRunner
 from .race import race_for
 from .state import GroupRecord, ItemReport, WorkflowState, WorkflowUpdate

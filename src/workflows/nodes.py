@@ -33,7 +33,7 @@ from langgraph.runtime import Runtime
 
 from ..core.context import RunContext
 from ..core.state import ExecutionPhase
-from ..core.store.rows import JsonValue
+from ..shapes import JsonValue
 from .decision import DecisionRole
 from .execution import Exec, TemplateContext, note_of
 from .lineage import node_of, summary

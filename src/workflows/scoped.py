@@ -17,7 +17,7 @@ from langgraph.graph import END
 from langgraph.runtime import Runtime
 
 from ..core.context import RunContext
-from ..core.store.rows import JsonValue
+from ..shapes import JsonValue
 from .execution import Exec, NodeRunner, TemplateContext, note_of
 from .race import Race, race_for
 from .state import (

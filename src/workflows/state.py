@@ -40,9 +40,9 @@ from typing import (
 from langgraph.channels.delta import DeltaChannel
 
 from ..core.state import AgentState, AgentUpdate, Memories, OutcomeValue, PhaseValue, SubagentRecord
-from ..core.store.rows import JsonValue, LineageRow
+from ..core.store.rows import LineageRow
 from ..events.status import WorkflowNodeStatus
-from ..shapes import ChatMessage, JsonObject, PendingToolCall
+from ..shapes import ChatMessage, JsonObject, JsonValue, PendingToolCall
 
 _SNAPSHOT_EVERY = 100_000
 

@@ -32,10 +32,9 @@ from langgraph.runtime import Runtime
 from ..core.agent_nodes import approval_flags, subagent_step
 from ..core.context import RunContext
 from ..core.state import SubagentRecordUpdate
-from ..core.store.rows import JsonValue
 from ..core.tool_node import tool_execution
 from ..events.envelope import Emitted
-from ..shapes import ChatMessage, PendingToolCall, RawToolCall
+from ..shapes import ChatMessage, JsonValue, PendingToolCall, RawToolCall
 from .group import GROUP_GRAPH, step_graph_builder
 from .schemas import check_output, problems
 from .state import GroupTask, StepResult, StepState, StepTask, StepUpdate, memory_of

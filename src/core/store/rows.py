@@ -9,14 +9,14 @@ store types them as `JsonObject` or `JsonValue` and no further.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Literal, TypedDict
+
+from ...shapes import JsonObject, JsonValue
 
 if TYPE_CHECKING:
     from ...shapes import PauseRecord
     from ..metrics import RunMetrics
 
-JsonValue = Any  # anything `json.loads` returns
-JsonObject = dict[str, JsonValue]  # a decoded JSON object whose keys the writer owns
 
 
 class ConversationRow(TypedDict):

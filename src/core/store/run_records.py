@@ -19,17 +19,17 @@ from collections.abc import Mapping
 
 import sqlalchemy as sa
 
+from ...events.status import FINAL_STATUSES
+from ...shapes import JsonValue
 from . import schema as t
 from .codec import dumps, loads
-from .rows import JsonValue, LedgerRow
+from .rows import LedgerRow
 from .unit_of_work import UnitOfWork
-
-FINAL_STATUSES = ("completed", "failed", "cancelled")
 
 
 def _finished_messages() -> sa.Select[str]:
     """The ids of messages that can no longer resume."""
-    return sa.select(t.messages.c.id).where(t.messages.c.status.in_(FINAL_STATUSES))
+    return sa.select(t.messages.c.id).where(t.messages.c.status.in_([status.value for status in FINAL_STATUSES]))
 
 
 class RunRecords(UnitOfWork):
