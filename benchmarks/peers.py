@@ -1,0 +1,678 @@
+"""artifactflow against its peers: the same agent task on the same fake model, side by side.
+
+The task: one agent, one tool per round (`fetch_page`, returning 4 KB of text), N rounds, then
+the answer "done". Every peer talks over real HTTP (keep-alive) to one fake OpenAI-compatible
+chat-completions server in its own process (`fake_model.py`), which serves them all the same
+script, so this process's CPU time is the peer's own:
+
+- artifactflow: `artifactflow.Client` (SQLite in a temp folder; its model profile declares a
+  context window large enough that compaction never triggers, as for a real long-context model);
+- agents-sdk:   the OpenAI Agents SDK, `Runner.run` + `SQLiteSession`, on chat completions
+  (`OpenAIChatCompletionsModel`), tracing off;
+- langgraph:    langchain v1 `create_agent` + `ChatOpenAI` (chat completions) with an
+  `AsyncSqliteSaver` checkpointer;
+- bare:         the floor: a plain loop posting ready bodies with `AsyncOpenAI.post` (streamed,
+  as artifactflow asks) and storing nothing.
+
+Figures (medians over repeats; peers interleaved, their order rotating every repeat):
+- ms/round at 10 and at 200 rounds, wall and CPU (this process only), for one conversation
+  after a one-round warm-up on a freshly opened peer (process start-up and opening excluded);
+- wall time of 100 conversations × 5 rounds at once (`asyncio.gather`) with a 50 ms model;
+- storage ÷ payload at 200 rounds: growth of the peer's data folder (closed, so SQLite's WAL is
+  folded in) over a 200-round conversation, divided by the 200 × 4 KB of tool results.
+
+Every conversation must end with the answer "done", after exactly N + 1 model calls, each
+carrying intact 4 KB tool results (the fake model checks): a change in behaviour fails the
+run instead of passing for a change in speed.
+
+Run: `python benchmarks/peers.py` (≈ 10 min on two cores; `--quick` for a smoke run,
+`--write-readme` to put the table into README.md, `--profile artifactflow --rounds 200` for a
+cProfile summary of one run). The peers need `pip install -e '.[bench]'`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import datetime
+import io
+import json
+import logging
+import os
+import platform
+import pstats
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fake_model import PAYLOAD_BYTES, page, task  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+BEGIN, END = "<!-- peers:begin -->", "<!-- peers:end -->"
+SYSTEM = "You are the lead agent. Read the pages one by one."
+PEERS = ["artifactflow", "agents-sdk", "langgraph", "bare"]
+STORING = ["artifactflow", "agents-sdk", "langgraph"]
+CONCURRENT, CONCURRENT_ROUNDS, CONCURRENT_DELAY = 100, 5, 0.05
+BENCH_EXTRA = "pip install -e '.[bench]'"
+
+
+class Peer(Protocol):
+    """One framework, opened on a fresh folder; `converse` runs one conversation to its end
+    and returns the final answer."""
+
+    data: Path  # what it stores (empty for the bare loop)
+
+    async def open(self) -> None: ...
+
+    async def converse(self, rounds: int, conversation: str) -> str: ...
+
+    async def close(self) -> None: ...
+
+
+# --- the peers ------------------------------------------------------------------------------
+
+
+class Artifactflow:
+    def __init__(self, folder: Path, base_url: str) -> None:
+        self.folder, self.data = folder, folder / "data"
+        self.config = folder / "config"
+        agents = self.config / "agents"
+        agents.mkdir(parents=True, exist_ok=True)
+        (agents / "lead_agent.md").write_text(
+            f"---\nname: lead_agent\nrole: lead\ntools: [fetch_page]\nmax_tool_rounds: 1000\n---\n{SYSTEM}\n"
+        )
+        # a long-context model: 200 rounds of 4 KB never reach compaction (its summary calls
+        # would change the task; the call count assertion would catch them)
+        (self.config / "models.yaml").write_text(
+            "profiles:\n  fake:\n    model: fake\n    base_url_env: BENCH_FAKE_MODEL_URL\n"
+            "    context_window: 4000000\n"
+        )
+        (self.config / "artifactflow.yaml").write_text(
+            "model: fake\nllm:\n  max_retries: 0\nrun:\n  max_concurrent_runs: 1000\n"
+        )
+        os.environ["BENCH_FAKE_MODEL_URL"] = base_url
+        self.client: Any = None
+
+    async def open(self) -> None:
+        from artifactflow import Client, load_settings, tool
+
+        @tool
+        def fetch_page(n: int) -> str:
+            """Return one page of text.
+
+            Args:
+                n: Page number.
+            """
+            return page(n)
+
+        self.client = await Client.open(
+            load_settings(self.config, self.data), extra_tools=[fetch_page]
+        )
+
+    async def converse(self, rounds: int, conversation: str) -> str:
+        result = await self.client.run(task(rounds))
+        if result.status != "completed":
+            raise AssertionError(f"artifactflow run ended {result.status}: {result.error}")
+        return result.response or ""
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
+class AgentsSdk:
+    def __init__(self, folder: Path, base_url: str) -> None:
+        self.data = folder / "data"
+        self.data.mkdir(parents=True, exist_ok=True)
+        self.base_url = base_url
+        self.sessions: list[Any] = []
+
+    async def open(self) -> None:
+        import openai
+
+        from agents import Agent, OpenAIChatCompletionsModel, function_tool, set_tracing_disabled
+
+        set_tracing_disabled(True)  # the SDK would otherwise upload traces to api.openai.com
+
+        @function_tool
+        def fetch_page(n: int) -> str:
+            """Return one page of text.
+
+            Args:
+                n: Page number.
+            """
+            return page(n)
+
+        self.openai = openai.AsyncOpenAI(base_url=self.base_url, api_key="benchmark", max_retries=0)
+        model = OpenAIChatCompletionsModel(model="fake", openai_client=self.openai)
+        self.agent = Agent(name="lead_agent", instructions=SYSTEM, tools=[fetch_page], model=model)
+
+    async def converse(self, rounds: int, conversation: str) -> str:
+        from agents import Runner, SQLiteSession
+
+        session = SQLiteSession(conversation, self.data / "sessions.db")
+        self.sessions.append(session)
+        result = await Runner.run(self.agent, task(rounds), session=session, max_turns=rounds + 2)
+        return str(result.final_output)
+
+    async def close(self) -> None:
+        for session in self.sessions:
+            session.close()
+        self.sessions.clear()
+        await self.openai.close()
+
+
+class LangGraphAgent:
+    def __init__(self, folder: Path, base_url: str) -> None:
+        self.data = folder / "data"
+        self.data.mkdir(parents=True, exist_ok=True)
+        self.base_url = base_url
+
+    async def open(self) -> None:
+        import aiosqlite
+        from langchain.agents import create_agent
+        from langchain_core.tools import tool
+        from langchain_openai import ChatOpenAI
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        @tool
+        def fetch_page(n: int) -> str:
+            """Return one page of text.
+
+            Args:
+                n: Page number.
+            """
+            return page(n)
+
+        self.conn = await aiosqlite.connect(self.data / "checkpoints.db")
+        saver = AsyncSqliteSaver(self.conn)
+        model = ChatOpenAI(
+            model="fake",
+            base_url=self.base_url,
+            api_key="benchmark",  # type: ignore[arg-type]
+            max_retries=0,
+            use_responses_api=False,
+        )
+        self.agent = create_agent(
+            model, tools=[fetch_page], system_prompt=SYSTEM, checkpointer=saver
+        )
+
+    async def converse(self, rounds: int, conversation: str) -> str:
+        config: Any = {
+            "configurable": {"thread_id": conversation},
+            "recursion_limit": 2 * rounds + 10,
+        }
+        out = await self.agent.ainvoke(
+            {"messages": [{"role": "user", "content": task(rounds)}]}, config
+        )
+        return str(out["messages"][-1].content)
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+
+class Bare:
+    """The floor: posts the ready body with the SDK's low-level `post` (no request transform),
+    reads the SSE stream, keeps the history in a list, stores nothing."""
+
+    def __init__(self, folder: Path, base_url: str) -> None:
+        self.data = folder / "data"
+        self.data.mkdir(parents=True, exist_ok=True)
+        self.base_url = base_url
+
+    async def open(self) -> None:
+        import openai
+
+        self.client = openai.AsyncOpenAI(base_url=self.base_url, api_key="benchmark", max_retries=0)
+        self.tools = [
+            {
+                "type": "function",
+                "function": {
+                    "name": "fetch_page",
+                    "description": "Return one page of text.",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"n": {"type": "integer"}},
+                        "required": ["n"],
+                    },
+                },
+            }
+        ]
+
+    async def converse(self, rounds: int, conversation: str) -> str:
+        import openai
+        from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": task(rounds)},
+        ]
+        while True:
+            body = {
+                "model": "fake",
+                "messages": messages,
+                "tools": self.tools,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+            stream = await self.client.post(
+                "/chat/completions",
+                body=body,
+                cast_to=ChatCompletion,
+                stream=True,
+                stream_cls=openai.AsyncStream[ChatCompletionChunk],
+            )
+            text: list[str] = []
+            calls: dict[int, dict[str, str]] = {}
+            async for chunk in stream:
+                for choice in chunk.choices:
+                    if choice.delta.content:
+                        text.append(choice.delta.content)
+                    for part in choice.delta.tool_calls or []:
+                        slot = calls.setdefault(part.index, {"id": "", "name": "", "arguments": ""})
+                        slot["id"] = part.id or slot["id"]
+                        if part.function and part.function.name:
+                            slot["name"] += part.function.name
+                        if part.function and part.function.arguments:
+                            slot["arguments"] += part.function.arguments
+            if not calls:
+                return "".join(text)
+            ordered = [calls[i] for i in sorted(calls)]
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": c["id"],
+                            "type": "function",
+                            "function": {"name": c["name"], "arguments": c["arguments"]},
+                        }
+                        for c in ordered
+                    ],
+                }
+            )
+            for call in ordered:
+                n = json.loads(call["arguments"])["n"]
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": page(n)})
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+FACTORIES: dict[str, Callable[[Path, str], Peer]] = {
+    "artifactflow": Artifactflow,
+    "agents-sdk": AgentsSdk,
+    "langgraph": LangGraphAgent,
+    "bare": Bare,
+}
+NEEDS = {"agents-sdk": ["agents"], "langgraph": ["langchain.agents", "langchain_openai"]}
+
+
+def check_installed(names: list[str]) -> None:
+    import importlib.util
+
+    missing = [
+        f"{name} (module {module})"
+        for name in names
+        for module in NEEDS.get(name, [])
+        if importlib.util.find_spec(module.split(".")[0]) is None
+        or importlib.util.find_spec(module) is None
+    ]
+    if missing:
+        sys.exit(f"peers not installed: {', '.join(missing)}. Install them with: {BENCH_EXTRA}")
+
+
+# --- the fake model and the checks ------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def fake_model() -> Iterator[str]:
+    server = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("fake_model.py"))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        yield server.stdout.readline().strip()
+    finally:
+        assert server.stdin is not None
+        server.stdin.close()  # the server stops when its stdin closes
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+class Model:
+    """This process's handle on the fake model: its counters and its latency."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.http = httpx.AsyncClient(base_url=base_url.removesuffix("/v1"))
+
+    async def stats(self) -> dict[str, Any]:
+        return (await self.http.get("/stats")).json()
+
+    async def set_delay(self, seconds: float) -> None:
+        (await self.http.post("/delay", json={"seconds": seconds})).raise_for_status()
+
+
+async def checked(
+    model: Model, name: str, conversations: int, rounds: int, go: Callable[[], Any]
+) -> Any:
+    """Run `go()` and assert what the fake model saw: conversations × (rounds + 1) calls, as
+    many final answers, no damaged tool result."""
+    before = await model.stats()
+    value = await go()
+    after = await model.stats()
+    calls = after["requests"] - before["requests"]
+    answers = after["answers"] - before["answers"]
+    bad = after["bad"] - before["bad"]
+    want = conversations * (rounds + 1)
+    if calls != want or answers != conversations or bad:
+        raise AssertionError(
+            f"{name}: {conversations} conversation(s) × {rounds} rounds should make {want} model "
+            f"calls and {conversations} final answers; saw {calls} calls, {answers} answers, "
+            f"{bad} requests with a damaged tool result ({after['bad_sample'] or 'none'})"
+        )
+    return value
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+# --- measurements ---------------------------------------------------------------------------
+
+
+async def one_run(
+    name: str, model: Model, rounds: int, root: Path, storage: bool
+) -> dict[str, float]:
+    """Open a fresh peer, warm it up with a one-round conversation, time one `rounds`-round
+    conversation. With `storage`, the peer is closed and reopened around it, so the growth of
+    its (closed) data folder is the conversation's."""
+    folder = Path(tempfile.mkdtemp(dir=root))
+    peer = FACTORIES[name](folder, model.base_url)
+    counter = iter(range(1_000_000))
+
+    async def converse(n: int) -> None:
+        answer = await checked(model, name, 1, n, lambda: peer.converse(n, f"c{next(counter)}"))
+        if answer != "done":
+            raise AssertionError(f"{name}: the final answer was {answer!r}, not 'done'")
+
+    await peer.open()
+    try:
+        await converse(1)
+        before = 0
+        if storage:
+            await peer.close()
+            before = folder_bytes(peer.data)
+            await peer.open()
+            await converse(1)  # this warm-up's 4 KB is counted in the payload below
+        wall, cpu = time.perf_counter(), time.process_time()
+        await converse(rounds)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    finally:
+        await peer.close()  # also on failure: an open SQLite thread would keep the process alive
+    out = {"wall": wall * 1000 / rounds, "cpu": cpu * 1000 / rounds}
+    if storage:
+        out["storage"] = (folder_bytes(peer.data) - before) / ((rounds + 1) * PAYLOAD_BYTES)
+    return out
+
+
+async def concurrent_run(name: str, model: Model, root: Path) -> float:
+    """Wall seconds of CONCURRENT conversations × CONCURRENT_ROUNDS at once, slow model."""
+    peer = FACTORIES[name](Path(tempfile.mkdtemp(dir=root)), model.base_url)
+    await peer.open()
+    try:
+        await checked(model, name, 1, 1, lambda: peer.converse(1, "warm-up"))
+        await model.set_delay(CONCURRENT_DELAY)
+
+        async def everyone() -> list[str]:
+            return await asyncio.gather(
+                *(peer.converse(CONCURRENT_ROUNDS, f"c{i}") for i in range(CONCURRENT))
+            )
+
+        started = time.perf_counter()
+        answers = await checked(model, name, CONCURRENT, CONCURRENT_ROUNDS, everyone)
+        wall = time.perf_counter() - started
+    finally:
+        await model.set_delay(0)
+        await peer.close()
+    if any(a != "done" for a in answers):
+        raise AssertionError(f"{name}: not every concurrent conversation answered 'done'")
+    return wall
+
+
+def rotated(names: list[str], repeat: int) -> list[str]:
+    k = repeat % len(names)
+    return names[k:] + names[:k]
+
+
+async def measure(names: list[str], sizes: list[int], repeats: int) -> dict[str, Any]:
+    samples: dict[tuple[str, int], list[dict[str, float]]] = {}
+    walls: dict[str, list[float]] = {}
+    with fake_model() as url, tempfile.TemporaryDirectory() as folder:
+        model = Model(url)
+        root = Path(folder)
+        try:
+            for repeat in range(repeats):
+                for rounds in sizes:
+                    for name in rotated(names, repeat):
+                        storage = rounds == max(sizes) and name in STORING
+                        result = await one_run(name, model, rounds, root, storage)
+                        samples.setdefault((name, rounds), []).append(result)
+                        print(
+                            f"  repeat {repeat + 1}, {rounds:>3} rounds, {name:<12} "
+                            f"{result['wall']:7.2f} ms/round",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                for name in rotated(names, repeat):
+                    walls.setdefault(name, []).append(await concurrent_run(name, model, root))
+                    print(
+                        f"  repeat {repeat + 1}, {CONCURRENT} conversations, {name:<12} "
+                        f"{walls[name][-1]:6.2f} s",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+        finally:
+            await model.http.aclose()
+    return {"samples": samples, "walls": walls}
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def table(names: list[str], sizes: list[int], repeats: int, found: dict[str, Any]) -> str:
+    samples, walls = found["samples"], found["walls"]
+    small, large = min(sizes), max(sizes)
+
+    def cell(name: str, rounds: int, key: str) -> str:
+        return f"{median([s[key] for s in samples[(name, rounds)]]):.1f}"
+
+    lines = [
+        f"| peer | ms/round, {small} rounds (wall / CPU) | ms/round, {large} rounds (wall / CPU) "
+        f"| {CONCURRENT} conv. × {CONCURRENT_ROUNDS} rounds, {CONCURRENT_DELAY * 1000:.0f} ms model "
+        f"| storage ÷ payload, {large} rounds |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name in names:
+        store = (
+            f"{median([s['storage'] for s in samples[(name, large)]]):.2f}×"
+            if name in STORING
+            else "—"
+        )
+        lines.append(
+            f"| {name} | {cell(name, small, 'wall')} / {cell(name, small, 'cpu')} "
+            f"| {cell(name, large, 'wall')} / {cell(name, large, 'cpu')} "
+            f"| {median(walls[name]):.2f} s | {store} |"
+        )
+    return "\n".join(lines)
+
+
+def targets(names: list[str], sizes: list[int], found: dict[str, Any]) -> str:
+    """Issue 21's "done when" lines, as ratios measured in this run."""
+    samples, walls = found["samples"], found["walls"]
+    small, large = min(sizes), max(sizes)
+
+    def wall(name: str, rounds: int) -> float:
+        return median([s["wall"] for s in samples[(name, rounds)]])
+
+    lines = []
+    if {"artifactflow", "agents-sdk"} <= set(names):
+        lines.append(
+            f"artifactflow ÷ agents-sdk, ms/round at {small} rounds: "
+            f"{wall('artifactflow', small) / wall('agents-sdk', small):.2f} (target ≤ 1)"
+        )
+    if {"artifactflow", "bare"} <= set(names):
+        lines.append(
+            f"artifactflow ÷ bare, ms/round at {large} rounds: "
+            f"{wall('artifactflow', large) / wall('bare', large):.2f} (target ≤ 2)"
+        )
+    if {"artifactflow", "agents-sdk"} <= set(names):
+        lines.append(
+            f"artifactflow ÷ agents-sdk, {CONCURRENT} conversations' wall time: "
+            f"{median(walls['artifactflow']) / median(walls['agents-sdk']):.2f} (target ≤ 1)"
+        )
+    if "artifactflow" in names:
+        growth = median([s["storage"] for s in samples[("artifactflow", large)]])
+        lines.append(
+            f"artifactflow storage ÷ payload at {large} rounds: {growth:.2f} (target ≤ 1.5)"
+        )
+    return "\n".join(f"- {line}" for line in lines)
+
+
+def machine_note(command: str, repeats: int) -> str:
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        f"`{command}` on {when}: {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"{platform.system()} {platform.machine()}; medians of {repeats} interleaved repeat(s); "
+        f"{PAYLOAD_BYTES}-byte tool results; CPU is this process's only (the fake model runs in its own)."
+    )
+
+
+def write_readme(text: str) -> None:
+    readme = README.read_text()
+    if BEGIN not in readme or END not in readme:
+        sys.exit(f"README.md has no {BEGIN} … {END} markers: add them where the table belongs")
+    head, rest = readme.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    README.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+
+
+# --- profile --------------------------------------------------------------------------------
+
+
+async def profile(name: str, rounds: int, top: int) -> None:
+    """cProfile one `rounds`-round conversation of `name` (after its warm-up); print where the
+    time goes by package, then the top functions of artifactflow's own code by cumulative time."""
+    with fake_model() as url, tempfile.TemporaryDirectory() as folder:
+        model = Model(url)
+        peer = FACTORIES[name](Path(folder), url)
+        await peer.open()
+        await checked(model, name, 1, 1, lambda: peer.converse(1, "warm-up"))
+        profiler = cProfile.Profile()
+        profiler.enable()
+        await checked(model, name, 1, rounds, lambda: peer.converse(rounds, "profiled"))
+        profiler.disable()
+        await peer.close()
+        await model.http.aclose()
+    stats = pstats.Stats(profiler)
+    raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    total = sum(entry[2] for entry in raw.values())  # own (tottime) seconds
+    by_package: dict[str, float] = {}
+    for (filename, _, _), entry in raw.items():
+        by_package[package_of(filename)] = by_package.get(package_of(filename), 0.0) + entry[2]
+    print(f"{name}, {rounds} rounds: {total:.2f} s of profiled own time; share by package:")
+    for package, seconds in sorted(by_package.items(), key=lambda kv: -kv[1])[:15]:
+        print(
+            f"  {package:<28} {seconds * 100 / total:5.1f} %  ({seconds * 1000 / rounds:6.2f} ms/round)"
+        )
+    out = io.StringIO()
+    stats.stream = out  # type: ignore[attr-defined]
+    stats.sort_stats("cumulative").print_stats(r"artifactflow|/src/", top)
+    print(f"\ntop {top} functions of artifactflow's code by cumulative time:")
+    print(out.getvalue().split("function calls", 1)[-1])
+
+
+def package_of(filename: str) -> str:
+    """The package a profiled function belongs to: artifactflow, a site-package, stdlib:NAME."""
+    path = filename.replace("\\", "/")
+    if "site-packages/" in path:
+        return path.split("site-packages/", 1)[1].split("/", 1)[0].removesuffix(".py")
+    if path.startswith(str(ROOT / "src")) or "/artifactflow/" in path:
+        return "artifactflow"
+    if "/lib/python3" in path:
+        parts = path.split("/lib/python3", 1)[1].split("/")
+        return f"stdlib:{parts[1].removesuffix('.py')}" if len(parts) > 1 else "stdlib"
+    return "builtins" if path.startswith("<") or path == "~" else path.rsplit("/", 1)[-1]
+
+
+# --- main -----------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--peers", default=",".join(PEERS), help=f"subset of {','.join(PEERS)}")
+    parser.add_argument("--rounds", default="10,200", help="conversation lengths (default 10,200)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="smoke run: 3 and 20 rounds, 1 repeat")
+    parser.add_argument(
+        "--write-readme", action="store_true", help="write the table into README.md"
+    )
+    parser.add_argument(
+        "--profile", metavar="PEER", help="profile one conversation of PEER instead"
+    )
+    parser.add_argument("--top", type=int, default=30, help="functions listed by --profile")
+    args = parser.parse_args()
+    logging.disable(logging.WARNING)
+    os.environ.setdefault("OPENAI_API_KEY", "benchmark-no-network")
+    names = [n.strip() for n in args.peers.split(",") if n.strip()]
+    unknown = sorted(set(names) - set(PEERS))
+    if unknown:
+        sys.exit(f"unknown peers {unknown}; choose from {PEERS}")
+    sizes = [int(x) for x in args.rounds.split(",")]
+    if args.profile:
+        check_installed([args.profile])
+        asyncio.run(profile(args.profile, max(sizes), args.top))
+        return
+    if args.quick:
+        sizes, args.repeats = [3, 20], 1
+    check_installed(names)
+    started = time.perf_counter()
+    found = asyncio.run(measure(names, sizes, args.repeats))
+    command = "python benchmarks/peers.py " + " ".join(
+        a for a in sys.argv[1:] if a != "--write-readme"
+    )
+    text = "\n\n".join(
+        [
+            table(names, sizes, args.repeats, found),
+            targets(names, sizes, found),
+            machine_note(command.strip(), args.repeats),
+        ]
+    )
+    print(text)
+    print(f"\n(the whole run took {time.perf_counter() - started:.0f} s)")
+    if args.write_readme:
+        write_readme(text)
+        print(f"written to {README}")
+
+
+if __name__ == "__main__":
+    main()
