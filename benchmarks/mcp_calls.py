@@ -29,8 +29,10 @@ async def timed_calls(call, count: int) -> list[float]:
     out = []
     for i in range(count):
         started = time.perf_counter()
-        await call("echo", {"text": f"ping {i}"})
+        result = await call("echo", {"text": f"ping {i}"})
         out.append((time.perf_counter() - started) * 1000)
+        if f"ping {i}" not in str(result):  # the outcome, not only the time
+            raise AssertionError(f"echo {i} answered {str(result)[:200]}")
     return out
 
 
