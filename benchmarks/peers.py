@@ -608,7 +608,7 @@ async def profile(name: str, rounds: int, top: int) -> None:
     )
     for package, seconds in sorted(by_package.items(), key=lambda kv: -kv[1])[:15]:
         print(
-            f"  {package:<28} {seconds * 100 / busy:5.1f} %  ({seconds * 1000 / rounds:6.2f} ms/round)"
+            f"  {package:<44} {seconds * 100 / busy:5.1f} %  ({seconds * 1000 / rounds:6.2f} ms/round)"
         )
     out = io.StringIO()
     stats.stream = out  # type: ignore[attr-defined]
