@@ -560,8 +560,10 @@ def targets(names: list[str], sizes: list[int], found: dict[str, Any]) -> str:
 
 def machine_note(command: str, repeats: int) -> str:
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (
-        f"`{command}` on {when}: {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"`{command}` on {when}: {os.cpu_count()} CPUs (load average {load:.1f} at the end), "
+        f"Python {platform.python_version()}, "
         f"{platform.system()} {platform.machine()}; medians of {repeats} interleaved repeat(s); "
         f"{PAYLOAD_BYTES}-byte tool results; CPU is this process's only (the fake model runs in its own)."
     )
