@@ -14,6 +14,9 @@ script, so this process's CPU time is the peer's own:
 - bare:         the floor: a plain loop posting ready bodies with `AsyncOpenAI.post` (streamed,
   as artifactflow asks) and storing nothing.
 
+Each asks the way it does by default: artifactflow and bare stream, the Agents SDK (`Runner.run`)
+and `create_agent` (`ainvoke`) do not; the fake model serves both alike.
+
 Figures (medians over repeats; peers interleaved, their order rotating every repeat):
 - ms/round at 10 and at 200 rounds, wall and CPU (this process only), for one conversation
   after a one-round warm-up on a freshly opened peer (process start-up and opening excluded);
