@@ -75,7 +75,8 @@ def serve_model() -> None:
     llm = ScriptedLLM().start()
     llm.route(answer)
     print(llm.base_url, flush=True)
-    sys.stdin.read()  # until the parent closes our stdin
+    for _ in sys.stdin:  # each line asks for the number of requests so far; ends when stdin closes
+        print(llm.request_count, flush=True)
     llm.close()
 
 
@@ -94,6 +95,8 @@ def write_config(root: Path, database_url: str | None) -> Path:
         "permissions: {lookup: auto}",
         "run:\n  max_concurrent_runs: 1000",
         "llm:\n  max_retries: 0",
+        # the scripted server declares no window; 5 rounds of ~250 bytes stay far below this one
+        "context:\n  default_window: 32768",
     ]
     if database_url:
         lines.append(f"database_url: {database_url}")
@@ -127,7 +130,9 @@ def free_port() -> int:
 
 def env_for(base_url: str) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(OPENAI_BASE_URL=base_url, OPENAI_API_KEY="benchmark-no-network", ARTIFACTFLOW_DEBUG="0")
+    env.update(
+        OPENAI_BASE_URL=base_url, OPENAI_API_KEY="benchmark-no-network", ARTIFACTFLOW_DEBUG="0"
+    )
     return env
 
 
@@ -150,7 +155,10 @@ async def api_worker(config: str, data: str, count: int) -> None:
 
         async def one(i: int) -> str:
             try:
-                return (await client.run(f"conversation {i}")).status
+                result = await client.run(f"conversation {i}")
+                if result.status == "completed" and result.response != "All entries read.":
+                    return f"answered {result.response!r}"
+                return result.status
             except Exception as exc:  # counted as an error
                 return f"{type(exc).__name__}: {exc}"
 
@@ -159,16 +167,30 @@ async def api_worker(config: str, data: str, count: int) -> None:
     finally:
         await client.aclose()
     errors = [s for s in statuses if s != "completed"]
-    print(json.dumps({"start": started, "end": ended, "errors": len(errors), "sample": errors[:3]}), flush=True)
+    print(
+        json.dumps({"start": started, "end": ended, "errors": len(errors), "sample": errors[:3]}),
+        flush=True,
+    )
 
 
-async def run_api(config: Path, data: Path, base_url: str, conversations: int, workers: int) -> dict[str, Any]:
-    shares = [conversations // workers + (1 if i < conversations % workers else 0) for i in range(workers)]
+async def run_api(
+    config: Path, data: Path, base_url: str, conversations: int, workers: int
+) -> dict[str, Any]:
+    shares = [
+        conversations // workers + (1 if i < conversations % workers else 0) for i in range(workers)
+    ]
     procs = []
     for i, share in enumerate(shares):  # one after another: the first creates the schema
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, __file__, "--api-worker", str(config), str(data / f"w{i}"), str(share),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env_for(base_url),
+            sys.executable,
+            __file__,
+            "--api-worker",
+            str(config),
+            str(data / f"w{i}"),
+            str(share),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env_for(base_url),
         )
         line = (await proc.stdout.readline()).decode().strip()  # type: ignore[union-attr]
         if line != "ready":
@@ -182,7 +204,11 @@ async def run_api(config: Path, data: Path, base_url: str, conversations: int, w
         out, _ = await proc.communicate()
         results.append(json.loads(out.decode().strip().splitlines()[-1]))
     wall = max(r["end"] for r in results) - min(r["start"] for r in results)
-    return {"wall": wall, "errors": sum(r["errors"] for r in results), "sample": sum((r["sample"] for r in results), [])}
+    return {
+        "wall": wall,
+        "errors": sum(r["errors"] for r in results),
+        "sample": sum((r["sample"] for r in results), []),
+    }
 
 
 # --- http workers --------------------------------------------------------------------------
@@ -190,13 +216,25 @@ async def run_api(config: Path, data: Path, base_url: str, conversations: int, w
 
 def spawn_server(config: Path, data: Path, base_url: str, port: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [str(Path(sys.executable).parent / "artifactflow"), "--config-dir", str(config),
-         "--data-dir", str(data), "serve", "--port", str(port)],
-        env=env_for(base_url), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            str(Path(sys.executable).parent / "artifactflow"),
+            "--config-dir",
+            str(config),
+            "--data-dir",
+            str(data),
+            "serve",
+            "--port",
+            str(port),
+        ],
+        env=env_for(base_url),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
 
 
-async def start_servers(config: Path, data: Path, base_url: str, workers: int) -> tuple[list[Any], list[str]]:
+async def start_servers(
+    config: Path, data: Path, base_url: str, workers: int
+) -> tuple[list[Any], list[str]]:
     import httpx
 
     procs, urls = [], []
@@ -277,9 +315,19 @@ async def measure(setup: str, conversations: int, base_url: str) -> dict[str, An
             await drop_pg(pg)
 
 
+def model_calls(model: subprocess.Popen[str]) -> int:
+    """Requests the model server has answered so far."""
+    model.stdin.write("count\n")  # type: ignore[union-attr]
+    model.stdin.flush()  # type: ignore[union-attr]
+    return int(model.stdout.readline())  # type: ignore[union-attr]
+
+
 def spawn_model() -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, __file__, "--serve-model"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, __file__, "--serve-model"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -296,28 +344,51 @@ async def main() -> None:
         rows = []
         for setup in setups:
             for count in counts:
+                before = model_calls(model)
                 try:
                     result = await measure(setup, count, base_url)
                 except Exception as exc:  # a setup that cannot run is a row of errors
                     result = {"wall": float("nan"), "errors": count, "sample": [repr(exc)[:200]]}
+                else:  # every conversation (and each worker's warm-up) makes ROUNDS + 1 calls
+                    calls, workers = model_calls(model) - before, int(setup.rsplit("-", 1)[1])
+                    if calls != (count + workers) * (ROUNDS + 1):
+                        raise AssertionError(
+                            f"{setup} ×{count}: {calls} model calls, want {(count + workers) * (ROUNDS + 1)} "
+                            f"({count} conversations and {workers} warm-ups × {ROUNDS + 1})"
+                        )
                 rows.append((setup, count, result))
-                print(f"  {setup} ×{count}: {result['wall']:.2f} s, errors {result['errors']} {result['sample']}",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"  {setup} ×{count}: {result['wall']:.2f} s, errors {result['errors']} {result['sample']}",
+                    file=sys.stderr,
+                    flush=True,
+                )
     finally:
         model.stdin.close()  # type: ignore[union-attr]
         model.wait(10)
-    print(f"\n{ROUNDS} tool rounds per conversation, {LATENCY * 1000:.0f} ms model, ideal {IDEAL:.2f} s\n")
+    print(
+        f"\n{ROUNDS} tool rounds per conversation, {LATENCY * 1000:.0f} ms model, ideal {IDEAL:.2f} s\n"
+    )
     print("| setup | conversations | wall s | × ideal | rounds/s | errors |")
     print("|---|---:|---:|---:|---:|---:|")
     for setup, count, result in rows:
         rate = count * ROUNDS / result["wall"]
-        print(f"| {setup} | {count} | {result['wall']:.2f} | {result['wall'] / IDEAL:.1f} | {rate:.0f} | {result['errors']} |")
+        print(
+            f"| {setup} | {count} | {result['wall']:.2f} | {result['wall'] / IDEAL:.1f} | {rate:.0f} | {result['errors']} |"
+        )
     by = {(s, c): r for s, c, r in rows}
     top = max(counts)
-    pairs = [("api-pg-1", "api-sqlite-1"), ("http-pg-1", "http-sqlite-1"), ("api-pg-1", "api-pg-2"),
-             ("http-pg-1", "http-pg-2"), ("http-sqlite-1", "api-sqlite-1")]
-    lines = [f"| {a} / {b} | {by[(a, top)]['wall'] / by[(b, top)]['wall']:.2f} |"
-             for a, b in pairs if (a, top) in by and (b, top) in by]
+    pairs = [
+        ("api-pg-1", "api-sqlite-1"),
+        ("http-pg-1", "http-sqlite-1"),
+        ("api-pg-1", "api-pg-2"),
+        ("http-pg-1", "http-pg-2"),
+        ("http-sqlite-1", "api-sqlite-1"),
+    ]
+    lines = [
+        f"| {a} / {b} | {by[(a, top)]['wall'] / by[(b, top)]['wall']:.2f} |"
+        for a, b in pairs
+        if (a, top) in by and (b, top) in by
+    ]
     if lines:
         print(f"\nwall-time ratios at {top} conversations\n\n| ratio | value |\n|---|---:|")
         print("\n".join(lines))

@@ -51,7 +51,8 @@ def main() -> None:
             began = time.perf_counter()
             found = find_closest(content, target)
             times.append(time.perf_counter() - began)
-        assert found
+        if not found or found[0].similarity < similarity(stretch, target) - 1e-9:
+            raise AssertionError(f"{size}/{quote}: the search found a worse match than the quote")
         same = (found[0].start, found[0].text) == (start, stretch)
         print(
             f"{size:>10} {quote:>7} {statistics.median(times) * 1000:>9.1f} "

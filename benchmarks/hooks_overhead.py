@@ -55,11 +55,19 @@ from artifactflow.hooks.tracing import TracingHooks
 from artifactflow.tools.base import ToolResult
 
 MESSAGES = [{"role": "system", "content": "You are the lead agent. " * 20}] + [
-    {"role": "user" if i % 2 else "tool", "content": "some earlier text " * 30, "tool_call_id": f"c{i}"}
+    {
+        "role": "user" if i % 2 else "tool",
+        "content": "some earlier text " * 30,
+        "tool_call_id": f"c{i}",
+    }
     for i in range(20)
 ]
 CALLS = [
-    {"id": "c1", "name": "web_fetch", "arguments": '{"url_list": ["https://python.org/downloads"]}'},
+    {
+        "id": "c1",
+        "name": "web_fetch",
+        "arguments": '{"url_list": ["https://python.org/downloads"]}',
+    },
     {"id": "c2", "name": "web_search", "arguments": '{"query": "python release"}'},
 ]
 
@@ -69,9 +77,15 @@ async def step(runner: HookRunner, run: RunInfo, n: int) -> None:
     await runner.on_agent_start(run, agent)
     request = await runner.before_model_request(run, agent, ModelRequest(MESSAGES, [], "gpt-test"))
     response = await runner.after_model_request(
-        run, agent, request, ModelResponse("", CALLS, "gpt-test", 1200, 40, "tool_calls")  # type: ignore[arg-type]
+        run,
+        agent,
+        request,
+        ModelResponse("", CALLS, "gpt-test", 1200, 40, "tool_calls"),  # type: ignore[arg-type]
     )
-    calls = [ToolCall.from_raw(c, agent="lead_agent", invocation="lead", round=n) for c in response.tool_calls]
+    calls = [
+        ToolCall.from_raw(c, agent="lead_agent", invocation="lead", round=n)
+        for c in response.tool_calls
+    ]
     decided = await runner.before_tool_calls(run, calls)
     await runner.on_agent_end(run, agent, AgentStepEnd("", len(calls)))
     live = [c for c in decided if isinstance(c, ToolCall)]
@@ -90,7 +104,9 @@ async def measure(runner: HookRunner, steps: int, segments: int = 20) -> float:
     per = max(1, steps // segments)
     total = 0.0
     for seg in range(segments):
-        run = RunInfo("conv", f"msg-{seg}", f"thread-{seg}", "lead_agent", "task", resumed=seg % 2 == 1)
+        run = RunInfo(
+            "conv", f"msg-{seg}", f"thread-{seg}", "lead_agent", "task", resumed=seg % 2 == 1
+        )
         started = time.perf_counter()
         await runner.on_run_start(run)
         for n in range(1, per + 1):
@@ -145,10 +161,17 @@ def scripted(rounds: int) -> Any:
     from artifactflow.agents.model import ToolCall as Call
 
     def answer(request: Any) -> Any:
-        done = sum(1 for m in request.messages if m.get("role") == "assistant" and m.get("tool_calls"))
+        done = sum(
+            1 for m in request.messages if m.get("role") == "assistant" and m.get("tool_calls")
+        )
         if done >= rounds:
             return Reply("done")
-        return Reply(tool_calls=[Call("lookup", {"topic": f"a{done}"}), Call("lookup", {"topic": f"b{done}"})])
+        return Reply(
+            tool_calls=[
+                Call("lookup", {"topic": f"a{done}"}),
+                Call("lookup", {"topic": f"b{done}"}),
+            ]
+        )
 
     return ScriptedModel(function=answer)
 
@@ -164,12 +187,16 @@ async def open_variant(root: Path, name: str, hooks: list[Any], yaml_text: str, 
     config = root / name / "config"
     (config / "agents").mkdir(parents=True)
     (config / "agents" / "lead_agent.md").write_text(LEAD, encoding="utf-8")
-    (config / "artifactflow.yaml").write_text(yaml_text, encoding="utf-8")
+    # The in-process ScriptedModel declares no window: give it one no run comes near, so no
+    # compaction call ever joins the measured steps (each run's calls are counted too).
+    window = "context:\n  default_window: 1000000\n"
+    (config / "artifactflow.yaml").write_text(window + yaml_text, encoding="utf-8")
     client = await Client.open(
         load_settings(config, root / name / "data"), extra_tools=[engine_lookup()], hooks=hooks
     )
-    client.admin.services.use_model(scripted(rounds))
-    return client
+    model = scripted(rounds)
+    client.admin.services.use_model(model)
+    return client, model
 
 
 async def real_runs(runs: int, rounds: int) -> None:
@@ -187,10 +214,11 @@ async def real_runs(runs: int, rounds: int) -> None:
         ("after_tool_round hook (keyed in SQLite)", [RoundNote()], ""),
     ]
     with tempfile.TemporaryDirectory() as folder:
-        clients = [
+        opened = [
             await open_variant(Path(folder), f"v{i}", hooks, yaml_text, rounds)
             for i, (_, hooks, yaml_text) in enumerate(specs)
         ]
+        clients = [client for client, _ in opened]
         times: list[list[float]] = [[] for _ in specs]
         cpu: list[list[float]] = [[] for _ in specs]
         try:
@@ -198,30 +226,48 @@ async def real_runs(runs: int, rounds: int) -> None:
                 await client.run("warm up")
             for rep in range(runs):
                 order = list(range(len(specs)))
-                order = order[rep % len(order):] + order[: rep % len(order)]
+                order = order[rep % len(order) :] + order[: rep % len(order)]
                 for i in order:
                     exporter.clear()
+                    calls = len(opened[i][1].requests)
                     started, cpu_started = time.perf_counter(), time.process_time()
                     result = await clients[i].run(f"run {rep}")
                     times[i].append((time.perf_counter() - started) * 1000)
                     cpu[i].append((time.process_time() - cpu_started) * 1000)
-                    assert result.status == "completed", result.error
+                    calls = len(opened[i][1].requests) - calls
+                    if (
+                        result.status != "completed"
+                        or result.response != "done"
+                        or calls != rounds + 1
+                    ):
+                        raise AssertionError(
+                            f"{specs[i][0]}: {result.status} ({result.error}), answer {result.response!r}, "
+                            f"{calls} model calls (want {rounds + 1})"
+                        )
         finally:
             for client in clients:
                 await client.aclose()
     steps = rounds + 1  # agent steps per run: one per tool round, then the answer
-    print(f"Real runs: {rounds} rounds of 2 parallel tool calls + answer ({steps} agent steps), "
-          f"{runs} runs per variant, interleaved")
+    print(
+        f"Real runs: {rounds} rounds of 2 parallel tool calls + answer ({steps} agent steps), "
+        f"{runs} runs per variant, interleaved"
+    )
     print("Per agent step, in ms. wall: elapsed (min is the least disturbed by other processes;")
     print("the median shows the load); cpu: this process's CPU time, all threads (median).")
-    print(f"{'variant':44} {'wall min':>9} {'vs off':>7} {'wall med':>9} {'cpu med':>8} {'vs off':>7}")
+    print(
+        f"{'variant':44} {'wall min':>9} {'vs off':>7} {'wall med':>9} {'cpu med':>8} {'vs off':>7}"
+    )
     base, cpu_base = min(times[0]), statistics.median(cpu[0])
     for (name, _, _), values, used in zip(specs, times, cpu, strict=True):
         low, med, spent = min(values), statistics.median(values), statistics.median(used)
-        print(f"{name:44} {low / steps:9.2f} {(low - base) / steps:+7.2f} {med / steps:9.2f}"
-              f" {spent / steps:8.2f} {(spent - cpu_base) / steps:+7.2f}")
-    print(f"spans per run with tracing: {1 + steps + 2 * rounds} "
-          "(1 invoke_agent, 1 chat per step, 1 execute_tool per call)")
+        print(
+            f"{name:44} {low / steps:9.2f} {(low - base) / steps:+7.2f} {med / steps:9.2f}"
+            f" {spent / steps:8.2f} {(spent - cpu_base) / steps:+7.2f}"
+        )
+    print(
+        f"spans per run with tracing: {1 + steps + 2 * rounds} "
+        "(1 invoke_agent, 1 chat per step, 1 execute_tool per call)"
+    )
 
 
 # --- 2. the runner alone ----------------------------------------------------------------------
@@ -233,18 +279,30 @@ async def main(steps: int) -> None:
     with_memory.add_span_processor(SimpleSpanProcessor(exporter))
     builtins = [
         RedactionHooks([r"sk-[A-Za-z0-9]{20,}", r"\b\d{3}-\d{2}-\d{4}\b"]),
-        ToolPolicyHooks({"rules": [{"tool": "web_fetch", "argument": "url_list", "domains": ["python.org"]}]}),
+        ToolPolicyHooks(
+            {"rules": [{"tool": "web_fetch", "argument": "url_list", "domains": ["python.org"]}]}
+        ),
     ]
     with tempfile.TemporaryDirectory() as folder:
         store = await AppStore.open(None, sqlite_path=Path(folder) / "app.db")
         variants: list[tuple[str, HookRunner, int]] = [
             ("no hooks (telemetry off)", HookRunner(), steps),
-            ("tracing, SDK provider, no exporter", HookRunner([TracingHooks(TracerProvider())]), steps),
+            (
+                "tracing, SDK provider, no exporter",
+                HookRunner([TracingHooks(TracerProvider())]),
+                steps,
+            ),
             ("tracing, in-memory exporter", HookRunner([TracingHooks(with_memory)]), steps),
             ("redaction + tool policy", HookRunner(builtins), steps),
-            ("after_tool_round hook, SQLite ledger", HookRunner([RoundReminder()], ledger=StoreHookLedger(store)), max(200, steps // 50)),
+            (
+                "after_tool_round hook, SQLite ledger",
+                HookRunner([RoundReminder()], ledger=StoreHookLedger(store)),
+                max(200, steps // 50),
+            ),
         ]
-        rows: list[tuple[str, float]] = [("no hooks, records skipped (runner.empty)", await measure_guarded(steps))]
+        rows: list[tuple[str, float]] = [
+            ("no hooks, records skipped (runner.empty)", await measure_guarded(steps))
+        ]
         kept = 0
         for name, runner, count in variants:
             await measure(runner, max(20, count // 10))  # warm-up

@@ -79,18 +79,17 @@ def script(llm: ScriptedLLM, rounds: int) -> None:
 async def run(mode: str, rounds: int, window: int) -> dict[str, Any]:
     compaction = mode == "on"
     server_window = window if compaction else UNLIMITED
-    with tempfile.TemporaryDirectory() as folder, ScriptedLLM(
-        context_window=server_window, chars_per_token=CHARS_PER_TOKEN
-    ) as llm:
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        ScriptedLLM(context_window=server_window, chars_per_token=CHARS_PER_TOKEN) as llm,
+    ):
         root = Path(folder)
         os.environ["OPENAI_BASE_URL"] = llm.base_url
         os.environ["OPENAI_API_KEY"] = "benchmark-no-network"
         script(llm, rounds)
         started = time.perf_counter()
         config = write_config(root, compaction=compaction, window=window)
-        client = await Client.open(
-            load_settings(config, root / "data"), extra_tools=[fetch_page]
-        )
+        client = await Client.open(load_settings(config, root / "data"), extra_tools=[fetch_page])
         try:
             result = await client.run(f"Read pages 1 to {rounds}.")
         finally:
@@ -112,6 +111,18 @@ async def run(mode: str, rounds: int, window: int) -> dict[str, Any]:
             summaries += 1
         else:
             per_round[rounds_in(messages) + 1] = {"tokens": tokens, "bytes": size, "at": at}
+    # the outcome and the number of calls: every round once, plus (with compaction) one summary
+    # call per compaction and one refused request per overflow that triggered it
+    expected = rounds + 1 + summaries + rejected
+    if status != "completed" or rounds_done != rounds or len(requests) != expected:
+        raise AssertionError(
+            f"compaction {mode}: {status} ({error}) after {rounds_done} of {rounds} rounds; "
+            f"{len(requests)} model calls, want {expected}"
+        )
+    if mode == "off" and (summaries or rejected):
+        raise AssertionError(
+            f"compaction off, yet {summaries} summary calls and {rejected} refusals"
+        )
     return {
         "status": status,
         "outcome": outcome,
@@ -148,10 +159,14 @@ async def main() -> None:
         f"{args.rounds} rounds, {PAYLOAD_BYTES}-byte tool results, no model latency; "
         f"'on' enforces a {args.window:,}-token window (HTTP 400 above it)\n"
     )
-    head = " | ".join(f"{mode + ': prompt tok':>16} {'req bytes':>9} {'ms/round':>9}" for mode in modes)
+    head = " | ".join(
+        f"{mode + ': prompt tok':>16} {'req bytes':>9} {'ms/round':>9}" for mode in modes
+    )
     print(f"{'round':>5} | {head}")
     print("-" * (8 + len(head)))
-    rows = sorted({r for r in (1, 10, 25, 50, 100, 150, 200, 250, 300) if r <= args.rounds} | {args.rounds})
+    rows = sorted(
+        {r for r in (1, 10, 25, 50, 100, 150, 200, 250, 300) if r <= args.rounds} | {args.rounds}
+    )
     previous = 0
     for row in rows:
         line = " | ".join(f"{'':>7}{cells(results[mode], row, previous)}" for mode in modes)

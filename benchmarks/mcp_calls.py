@@ -29,16 +29,20 @@ async def timed_calls(call, count: int) -> list[float]:
     out = []
     for i in range(count):
         started = time.perf_counter()
-        await call("echo", {"text": f"ping {i}"})
+        result = await call("echo", {"text": f"ping {i}"})
         out.append((time.perf_counter() - started) * 1000)
+        if f"ping {i}" not in str(result):  # the outcome, not only the time
+            raise AssertionError(f"echo {i} answered {str(result)[:200]}")
     return out
 
 
 def report(label: str, start_ms: float, calls: list[float]) -> None:
     calls = sorted(calls)
     p95 = calls[int(len(calls) * 0.95) - 1]
-    print(f"{label:<28} start {start_ms:7.0f} ms   call median {statistics.median(calls):6.2f} ms"
-          f"   p95 {p95:6.2f} ms")
+    print(
+        f"{label:<28} start {start_ms:7.0f} ms   call median {statistics.median(calls):6.2f} ms"
+        f"   p95 {p95:6.2f} ms"
+    )
 
 
 async def main(count: int) -> None:
@@ -56,7 +60,9 @@ async def main(count: int) -> None:
         await connection.start()
         start_ms = (time.perf_counter() - started) * 1000
         try:
-            report("artifactflow McpConnection", start_ms, await timed_calls(connection.call, count))
+            report(
+                "artifactflow McpConnection", start_ms, await timed_calls(connection.call, count)
+            )
         finally:
             await connection.aclose()
 

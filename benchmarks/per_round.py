@@ -11,7 +11,7 @@ loops run on the same server, interleaved (their order rotates every repeat) and
           (no request transform): the floor of the way our client calls the SDK;
 - model:  the same loop through our `OpenAIChatModel` (`Model.complete`), no graph;
 - engine: a whole run through `Client.run` (graph, checkpoints, event log,
-          tool node), compaction off.
+          tool node), with a window no run nears (compaction never triggers).
 
 Three figures per loop: `wall` is the run's wall time / N; `cpu` is the process's CPU time / N
 (client and scripted server together: the server's share is the same for every loop, and CPU
@@ -104,8 +104,11 @@ async def bare_loop(llm: ScriptedLLM, rounds: int) -> None:
     try:
         while True:
             stream = await client.chat.completions.create(
-                model="scripted-model", messages=messages, tools=tools,  # type: ignore[arg-type]
-                stream=True, stream_options={"include_usage": True},
+                model="scripted-model",
+                messages=messages,
+                tools=tools,  # type: ignore[arg-type]
+                stream=True,
+                stream_options={"include_usage": True},
             )
             text: list[str] = []
             calls: dict[int, dict[str, str]] = {}
@@ -126,7 +129,9 @@ async def bare_loop(llm: ScriptedLLM, rounds: int) -> None:
             messages.append(assistant_message("".join(text), ordered))
             for call in ordered:
                 n = json.loads(call["arguments"])["n"]
-                messages.append({"role": "tool", "tool_call_id": call["id"], "content": page(n, PAYLOAD)})
+                messages.append(
+                    {"role": "tool", "tool_call_id": call["id"], "content": page(n, PAYLOAD)}
+                )
     finally:
         await client.close()
 
@@ -140,10 +145,18 @@ async def post_loop(llm: ScriptedLLM, rounds: int) -> None:
     ]
     try:
         while True:
-            body = {"model": "scripted-model", "messages": messages, "tools": tools,
-                    "stream": True, "stream_options": {"include_usage": True}}
+            body = {
+                "model": "scripted-model",
+                "messages": messages,
+                "tools": tools,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
             stream = await client.post(
-                "/chat/completions", body=body, cast_to=ChatCompletion, stream=True,
+                "/chat/completions",
+                body=body,
+                cast_to=ChatCompletion,
+                stream=True,
                 stream_cls=openai.AsyncStream[ChatCompletionChunk],
             )
             calls: dict[int, dict[str, str]] = {}
@@ -162,7 +175,9 @@ async def post_loop(llm: ScriptedLLM, rounds: int) -> None:
             messages.append(assistant_message("", ordered))
             for call in ordered:
                 n = json.loads(call["arguments"])["n"]
-                messages.append({"role": "tool", "tool_call_id": call["id"], "content": page(n, PAYLOAD)})
+                messages.append(
+                    {"role": "tool", "tool_call_id": call["id"], "content": page(n, PAYLOAD)}
+                )
     finally:
         await client.close()
 
@@ -183,7 +198,9 @@ async def model_loop(llm: ScriptedLLM, rounds: int) -> None:
             messages.append(assistant_message(response.content, response.tool_calls))
             for call in response.tool_calls:
                 n = json.loads(call["arguments"])["n"]
-                messages.append({"role": "tool", "tool_call_id": call["id"], "content": page(n, PAYLOAD)})
+                messages.append(
+                    {"role": "tool", "tool_call_id": call["id"], "content": page(n, PAYLOAD)}
+                )
     finally:
         await model.aclose()
 
@@ -197,7 +214,9 @@ def write_config(root: Path) -> Path:
     )
     limit = recursion_limit(load_agents(agents))
     (config / "artifactflow.yaml").write_text(
-        f"run:\n  recursion_limit: {limit}\ncontext:\n  compaction: false\n"
+        # the scripted server declares no window: a long-context one, so no compaction call
+        # joins the rounds (`measure` counts the requests)
+        f"run:\n  recursion_limit: {limit}\ncontext:\n  default_window: 4000000\n"
         "llm:\n  max_retries: 0\n"
     )
     return config
@@ -209,15 +228,15 @@ def engine_loop_factory(root: Path) -> Callable[[ScriptedLLM, int], Awaitable[No
     async def engine_loop(llm: ScriptedLLM, rounds: int) -> None:
         folder = root / f"run{next(counter)}"
         config = write_config(folder)
-        client = await Client.open(
-            load_settings(config, folder / "data"), extra_tools=[fetch_page]
-        )
+        client = await Client.open(load_settings(config, folder / "data"), extra_tools=[fetch_page])
         try:
             result = await client.run(task_for(rounds))
         finally:
             await client.aclose()
-        if result.status != "completed":
-            raise RuntimeError(f"engine run ended {result.status}: {result.error}")
+        if result.status != "completed" or result.response != "done":
+            raise RuntimeError(
+                f"engine run ended {result.status}: {result.error}, answer {result.response!r}"
+            )
 
     return engine_loop
 
@@ -254,13 +273,16 @@ async def main() -> None:
         os.environ["OPENAI_BASE_URL"] = llm.base_url
         llm.route(answer)
         loops: dict[str, Callable[[ScriptedLLM, int], Awaitable[None]]] = {
-            "bare": bare_loop, "post": post_loop, "model": model_loop, "engine": engine_loop_factory(Path(folder)),
+            "bare": bare_loop,
+            "post": post_loop,
+            "model": model_loop,
+            "engine": engine_loop_factory(Path(folder)),
         }
         names = [n.strip() for n in args.loops.split(",") if n.strip()]
         await bare_loop(llm, 3)  # warm-up: imports, first connections
         samples: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
         for repeat in range(args.repeats):
-            order = names[repeat % len(names):] + names[: repeat % len(names)]
+            order = names[repeat % len(names) :] + names[: repeat % len(names)]
             for rounds in sizes:
                 for name in order:
                     samples.setdefault((name, rounds), []).append(
@@ -280,7 +302,11 @@ async def main() -> None:
         pairs = [(n, "bare") for n in names if n != "bare" and "bare" in names]
         if "engine" in names and "post" in names:
             pairs.append(("engine", "post"))
-        head = " ".join(f"{n:>9}" for n in names) + " " + " ".join(f"{a + '/' + b:>12}" for a, b in pairs)
+        head = (
+            " ".join(f"{n:>9}" for n in names)
+            + " "
+            + " ".join(f"{a + '/' + b:>12}" for a, b in pairs)
+        )
         print(f"{'rounds':>6} {head}")
         for rounds in sizes:
             med = {n: statistics.median(s[index] for s in samples[(n, rounds)]) for n in names}

@@ -45,26 +45,40 @@ def write_config(root: Path, rounds: int) -> Path:
         encoding="utf-8",
     )
     (config / "artifactflow.yaml").write_text(
-        f"run:\n  recursion_limit: {4 * rounds + 50}\ncontext:\n  compaction: false\n",
+        # the in-process ScriptedModel declares no window: one no run here nears
+        f"run:\n  recursion_limit: {4 * rounds + 50}\ncontext:\n  default_window: 4000000\n",
         encoding="utf-8",
     )
     return config
 
 
 def script(rounds: int) -> ScriptedModel:
-    replies = [Reply(tool_calls=[ToolCall("fetch_page", {"n": i}, id=f"c{i}")]) for i in range(rounds)]
+    replies = [
+        Reply(tool_calls=[ToolCall("fetch_page", {"n": i}, id=f"c{i}")]) for i in range(rounds)
+    ]
     return ScriptedModel(*replies, Reply("done"))
 
 
-async def one_run(config: Path, data: Path, rounds: int, *, record: bool) -> tuple[float, str, Client]:
+async def one_run(
+    config: Path, data: Path, rounds: int, *, record: bool
+) -> tuple[float, str, Client]:
     client = await Client.open(load_settings(config, data), extra_tools=[fetch_page])
-    client.admin.services.use_model(script(rounds))
+    model = script(rounds)
+    client.admin.services.use_model(model)
     if not record:
         client.admin.services.llm.wrap = None
     started = time.perf_counter()
     result = await client.run("read every page")
     elapsed = time.perf_counter() - started
-    assert result.status == "completed", result.error
+    if (
+        result.status != "completed"
+        or result.response != "done"
+        or len(model.requests) != rounds + 1
+    ):
+        raise AssertionError(
+            f"{result.status} ({result.error}), answer {result.response!r}, "
+            f"{len(model.requests)} model calls (want {rounds + 1})"
+        )
     return elapsed, result.message_id, client
 
 
@@ -93,20 +107,27 @@ async def main(rounds: int, repeat: int) -> None:
             for c in session.calls
         )
         started = time.perf_counter()
-        report = await replay_session(root / "run.jsonl", load_settings(config, root / "x"),
-                                      extra_tools=[fetch_page])
+        report = await replay_session(
+            root / "run.jsonl", load_settings(config, root / "x"), extra_tools=[fetch_page]
+        )
         replay_s = time.perf_counter() - started
         payload = rounds * PAYLOAD_BYTES
         steps = rounds + 1
         print(f"{rounds} rounds of {PAYLOAD_BYTES} B tool results ({payload / 1e6:.2f} MB payload)")
-        print(f"time per step       recording off {off / steps * 1000:6.2f} ms   "
-              f"on {on / steps * 1000:6.2f} ms   ({(on - off) / steps * 1000:+.2f} ms, best of {repeat})")
-        print(f"af_model_calls      {stored / 1e6:8.3f} MB  ({stored / payload:.2f}x payload; "
-              f"whole requests would take {whole / 1e6:.1f} MB, {whole / payload:.0f}x)")
+        print(
+            f"time per step       recording off {off / steps * 1000:6.2f} ms   "
+            f"on {on / steps * 1000:6.2f} ms   ({(on - off) / steps * 1000:+.2f} ms, best of {repeat})"
+        )
+        print(
+            f"af_model_calls      {stored / 1e6:8.3f} MB  ({stored / payload:.2f}x payload; "
+            f"whole requests would take {whole / 1e6:.1f} MB, {whole / payload:.0f}x)"
+        )
         size = (root / "run.jsonl").stat().st_size
         full = (root / "full.jsonl").stat().st_size
-        print(f"session file        {size / 1e6:8.3f} MB  ({size / payload:.2f}x payload; "
-              f"--full-messages {full / 1e6:.1f} MB)")
+        print(
+            f"session file        {size / 1e6:8.3f} MB  ({size / payload:.2f}x payload; "
+            f"--full-messages {full / 1e6:.1f} MB)"
+        )
         print(f"export {export_s:.2f} s   replay {replay_s:.2f} s ({report.line()})")
 
 

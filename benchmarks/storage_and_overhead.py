@@ -32,7 +32,10 @@ from artifactflow import Client, load_settings, tool  # noqa: E402
 from artifactflow.agents.model import ModelRequest, Reply, ScriptedModel, ToolCall, Usage  # noqa: E402
 
 PAYLOAD_BYTES = 4096
-WORDS = ["".join(random.Random(i).choices(string.ascii_lowercase, k=random.Random(i).randint(2, 9))) for i in range(2000)]
+WORDS = [
+    "".join(random.Random(i).choices(string.ascii_lowercase, k=random.Random(i).randint(2, 9)))
+    for i in range(2000)
+]
 
 
 def payload(seed: int) -> str:
@@ -72,8 +75,29 @@ def write_config(root: Path) -> Path:
     (agents / "lead_agent.md").write_text(
         "---\nname: lead_agent\nrole: lead\ntools: [fetch_page]\nmax_tool_rounds: 1000\n---\nBenchmark lead.\n"
     )
-    (root / "config" / "artifactflow.yaml").write_text("run:\n  recursion_limit: 5000\n")
+    # The in-process ScriptedModel declares no context window, so the default one (32k tokens)
+    # would apply and compaction would turn a 200-round run into summary rounds: give it a
+    # long-context window instead (`checked` also counts the model calls).
+    (root / "config" / "artifactflow.yaml").write_text(
+        "run:\n  recursion_limit: 5000\ncontext:\n  default_window: 4000000\n"
+    )
     return root / "config"
+
+
+async def checked(client: Client, rounds: int, text: str) -> None:
+    """One message of `rounds` tool rounds, which must answer "done" after rounds + 1 calls."""
+    model = instant_model(rounds)
+    client.admin.services.use_model(model)
+    result = await client.run(text)
+    if (
+        result.status != "completed"
+        or result.response != "done"
+        or len(model.requests) != rounds + 1
+    ):
+        raise AssertionError(
+            f"{rounds}-round message: {result.status} ({result.error}), answer {result.response!r}, "
+            f"{len(model.requests)} model calls (want {rounds + 1})"
+        )
 
 
 def size_of(path: Path) -> int:
@@ -85,19 +109,16 @@ async def ours(rounds: int, root: Path) -> dict[str, float]:
     settings = load_settings(config, root / "data")
     client = await Client.open(settings, extra_tools=[fetch_page])
     # warm up connections and code paths; its checkpoints are deleted as usual
-    client.admin.services.use_model(instant_model(1))
-    await client.run("warm-up")
+    await checked(client, 1, "warm-up")
     settings.checkpoints.keep_completed = True  # measure what a run leaves before cleanup
-    client.admin.services.use_model(instant_model(rounds))
     data = root / "data"
     async with client.admin.store.engine.connect() as conn:
         await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     empty_app = size_of(data / "artifactflow.db")  # schema + warm-up: not this run's payload
     try:
         started = time.perf_counter()
-        result = await client.run("benchmark")
+        await checked(client, rounds, "benchmark")
         elapsed = time.perf_counter() - started
-        assert result.status == "completed", result.error
         await client.admin.checkpoints.wal_checkpoint()
         async with client.admin.store.engine.connect() as conn:
             await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -147,12 +168,14 @@ async def naive(rounds: int, root: Path) -> dict[str, float]:
         saver = AsyncSqliteSaver(conn)
         graph = builder.compile(checkpointer=saver)
         started = time.perf_counter()
-        await graph.ainvoke(
+        final = await graph.ainvoke(
             {"messages": [{"role": "user", "content": "go"}], "rounds": 0, "target": rounds},
             {"configurable": {"thread_id": "t"}, "recursion_limit": 10_000},
             durability="sync",
         )
         elapsed = time.perf_counter() - started
+        if final["rounds"] != rounds or final["messages"][-1].get("content") != "done":
+            raise AssertionError(f"naive graph: {final['rounds']} rounds, want {rounds}")
         await conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return {"checkpoint_bytes": size_of(path), "ms_per_step": elapsed * 1000 / (2 * rounds + 1)}
 
@@ -163,9 +186,7 @@ async def growth(messages: int, rounds: int, root: Path) -> list[tuple[int, int]
     points: list[tuple[int, int]] = []
     try:
         for i in range(1, messages + 1):
-            client.admin.services.use_model(instant_model(rounds))
-            result = await client.run(f"message {i}")
-            assert result.status == "completed"
+            await checked(client, rounds, f"message {i}")
             if i % max(1, messages // 4) == 0:
                 await client.admin.checkpoints.wal_checkpoint()
                 async with client.admin.store.engine.connect() as conn:
@@ -197,20 +218,22 @@ async def as_left(rounds: int, messages: int, root: Path) -> dict[str, int]:
 
     sampler = asyncio.create_task(sample())
     try:
-        client.admin.services.use_model(instant_model(rounds))
-        assert (await client.run("long")).status == "completed"
+        await checked(client, rounds, "long")
         running = False
         await sampler
         after_long = sum(p.stat().st_size for p in data.iterdir())
-        client.admin.services.use_model(instant_model(5))
         for i in range(messages):
-            assert (await client.run(f"short {i}")).status == "completed"
+            await checked(client, 5, f"short {i}")
         after_all = sum(p.stat().st_size for p in data.iterdir())
     finally:
         running = False
         await client.aclose()
-    return {"ckpt_wal_peak": peak["checkpoints.db-wal"], "app_wal_peak": peak["artifactflow.db-wal"],
-            "after_long": after_long, "after_all": after_all}
+    return {
+        "ckpt_wal_peak": peak["checkpoints.db-wal"],
+        "app_wal_peak": peak["artifactflow.db-wal"],
+        "after_long": after_long,
+        "after_all": after_all,
+    }
 
 
 async def main() -> None:

@@ -40,10 +40,15 @@ edges:
 
 
 class InstantModel:
-    """A `Model` that answers at once (no stream, no socket)."""
+    """A `Model` that answers at once (no stream, no socket), counting its calls."""
+
+    calls = 0
 
     async def complete(self, request: ModelRequest, on_delta: Any = None) -> ModelResponse:
-        return ModelResponse("result " + request.messages[-1]["content"][-8:], [], "instant", Usage(10, 2))
+        self.calls += 1
+        return ModelResponse(
+            "result " + request.messages[-1]["content"][-8:], [], "instant", Usage(10, 2)
+        )
 
     async def aclose(self) -> None:
         return None
@@ -53,10 +58,15 @@ def write_config(root: Path) -> Path:
     config = root / "config"
     (config / "agents").mkdir(parents=True)
     (config / "workflows").mkdir()
-    (config / "agents" / "lead_agent.md").write_text("---\nname: lead_agent\nrole: lead\n---\nLead.\n")
+    (config / "agents" / "lead_agent.md").write_text(
+        "---\nname: lead_agent\nrole: lead\n---\nLead.\n"
+    )
     (config / "agents" / "worker.md").write_text("---\nname: worker\n---\nYou are worker.\n")
     (config / "workflows" / "fan.yaml").write_text(WORKFLOW)
-    (config / "artifactflow.yaml").write_text("run:\n  recursion_limit: 5000\n")
+    # one short agent step per item: the default-sized window, stated (the model declares none)
+    (config / "artifactflow.yaml").write_text(
+        "run:\n  recursion_limit: 5000\ncontext:\n  default_window: 32768\n"
+    )
     return config
 
 
@@ -67,7 +77,8 @@ def size_of(path: Path) -> int:
 async def measure(items: int, root: Path) -> dict[str, float]:
     settings = load_settings(write_config(root), root / "data")
     client = await Client.open(settings)
-    client.admin.services.use_model(InstantModel())  # the Model seam; no API key needed
+    model = InstantModel()
+    client.admin.services.use_model(model)  # the Model seam; no API key needed
     try:
         async with await client.runs.start(WorkflowTask("fan", {"items": [1, 2]})) as run:
             warm = [e async for e in run]
@@ -78,11 +89,18 @@ async def measure(items: int, root: Path) -> dict[str, float]:
         async with client.admin.store.engine.connect() as conn:
             await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
         before_cp, before_app = size_of(data / "checkpoints.db"), size_of(data / "artifactflow.db")
+        calls = model.calls
         started = time.perf_counter()
-        async with await client.runs.start(WorkflowTask("fan", {"items": list(range(items))})) as run:
+        async with await client.runs.start(
+            WorkflowTask("fan", {"items": list(range(items))})
+        ) as run:
             events = [e async for e in run]
         elapsed = time.perf_counter() - started
-        assert events[-1].type == "complete", events[-1].data
+        calls = model.calls - calls
+        if events[-1].type != "complete" or calls != items:
+            raise AssertionError(
+                f"{items} items: ended {events[-1].type} {events[-1].data}, {calls} model calls"
+            )
         await client.admin.checkpoints.wal_checkpoint()
         async with client.admin.store.engine.connect() as conn:
             await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -102,8 +120,10 @@ async def main(sizes: list[int]) -> None:
     for n in sizes:
         with tempfile.TemporaryDirectory() as tmp:
             r = await measure(n, Path(tmp))
-        print(f"{n:>6} {r['wall_s']:>8.2f} {r['ms_per_node']:>8.2f} {r['checkpoint_kb']:>14.0f} "
-              f"{r['app_bytes_per_node']:>11.0f}")
+        print(
+            f"{n:>6} {r['wall_s']:>8.2f} {r['ms_per_node']:>8.2f} {r['checkpoint_kb']:>14.0f} "
+            f"{r['app_bytes_per_node']:>11.0f}"
+        )
         sys.stdout.flush()
 
 

@@ -1,0 +1,427 @@
+"""artifactflow against its peers: the same agent task on the same fake model, side by side.
+
+The task: one agent, one tool per round (`fetch_page`, returning 4 KB of text), N rounds, then
+the answer "done". Every peer talks over real HTTP (keep-alive) to one fake OpenAI-compatible
+chat-completions server in its own process (`fake_model.py`), which serves them all the same
+script, so this process's CPU time is the peer's own:
+
+- artifactflow: `artifactflow.Client` (SQLite in a temp folder; its model profile declares a
+  context window large enough that compaction never triggers, as for a real long-context model);
+- agents-sdk:   the OpenAI Agents SDK, `Runner.run` + `SQLiteSession`, on chat completions
+  (`OpenAIChatCompletionsModel`), tracing off;
+- langgraph:    langchain v1 `create_agent` + `ChatOpenAI` (chat completions) with an
+  `AsyncSqliteSaver` checkpointer;
+- bare:         the floor: a plain loop posting ready bodies with `AsyncOpenAI.post` (streamed,
+  as artifactflow asks) and storing nothing.
+
+Each asks the way it does by default: artifactflow and bare stream, the Agents SDK (`Runner.run`)
+and `create_agent` (`ainvoke`) do not; the fake model serves both alike.
+
+Figures (medians over repeats; peers interleaved, their order rotating every repeat):
+- ms/round at 10 and at 200 rounds, wall and CPU (this process only), for one conversation
+  after a one-round warm-up on a freshly opened peer (process start-up and opening excluded);
+- wall time of 100 conversations × 5 rounds at once (`asyncio.gather`) with a 50 ms model;
+- storage ÷ payload at 200 rounds: growth of the peer's data folder (closed, so SQLite's WAL is
+  folded in) over a 200-round conversation, divided by the 200 × 4 KB of tool results.
+
+Every conversation must end with the answer "done", after exactly N + 1 model calls, each
+carrying intact 4 KB tool results (the fake model checks): a change in behaviour fails the
+run instead of passing for a change in speed.
+
+Run: `python benchmarks/peers.py` (≈ 10 min on two cores; `--quick` for a smoke run,
+`--write-readme` to put the table into README.md, `--profile artifactflow --rounds 200` for a
+cProfile summary of one run). The peers need `pip install -e '.[bench]'`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import datetime
+import io
+import logging
+import os
+import platform
+import pstats
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fake_model import PAYLOAD_BYTES  # noqa: E402
+from peer_adapters import FACTORIES, PEERS, STORING, check_installed  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+BEGIN, END = "<!-- peers:begin -->", "<!-- peers:end -->"
+CONCURRENT, CONCURRENT_ROUNDS, CONCURRENT_DELAY = 100, 5, 0.05
+
+
+# --- the fake model and the checks ------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def fake_model() -> Iterator[str]:
+    server = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("fake_model.py"))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        yield server.stdout.readline().strip()
+    finally:
+        assert server.stdin is not None
+        server.stdin.close()  # the server stops when its stdin closes
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+class Model:
+    """This process's handle on the fake model: its counters and its latency."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.http = httpx.AsyncClient(base_url=base_url.removesuffix("/v1"))
+
+    async def stats(self) -> dict[str, Any]:
+        return (await self.http.get("/stats")).json()
+
+    async def set_delay(self, seconds: float) -> None:
+        (await self.http.post("/delay", json={"seconds": seconds})).raise_for_status()
+
+
+async def checked(
+    model: Model, name: str, conversations: int, rounds: int, go: Callable[[], Any]
+) -> Any:
+    """Run `go()` and assert what the fake model saw: conversations × (rounds + 1) calls, as
+    many final answers, no damaged tool result."""
+    before = await model.stats()
+    value = await go()
+    after = await model.stats()
+    calls = after["requests"] - before["requests"]
+    answers = after["answers"] - before["answers"]
+    bad = after["bad"] - before["bad"]
+    want = conversations * (rounds + 1)
+    if calls != want or answers != conversations or bad:
+        raise AssertionError(
+            f"{name}: {conversations} conversation(s) × {rounds} rounds should make {want} model "
+            f"calls and {conversations} final answers; saw {calls} calls, {answers} answers, "
+            f"{bad} requests with a damaged tool result ({after['bad_sample'] or 'none'})"
+        )
+    return value
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+# --- measurements ---------------------------------------------------------------------------
+
+
+async def one_run(
+    name: str, model: Model, rounds: int, root: Path, storage: bool
+) -> dict[str, float]:
+    """Open a fresh peer, warm it up with a one-round conversation, time one `rounds`-round
+    conversation. With `storage`, the peer is closed and reopened around it, so the growth of
+    its (closed) data folder is the conversation's."""
+    folder = Path(tempfile.mkdtemp(dir=root))
+    peer = FACTORIES[name](folder, model.base_url)
+    counter = iter(range(1_000_000))
+
+    async def converse(n: int) -> None:
+        answer = await checked(model, name, 1, n, lambda: peer.converse(n, f"c{next(counter)}"))
+        if answer != "done":
+            raise AssertionError(f"{name}: the final answer was {answer!r}, not 'done'")
+
+    await peer.open()
+    try:
+        await converse(1)
+        before = 0
+        if storage:
+            await peer.close()
+            before = folder_bytes(peer.data)
+            await peer.open()
+            await converse(1)  # this warm-up's 4 KB is counted in the payload below
+        wall, cpu = time.perf_counter(), time.process_time()
+        await converse(rounds)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    finally:
+        await peer.close()  # also on failure: an open SQLite thread would keep the process alive
+    out = {"wall": wall * 1000 / rounds, "cpu": cpu * 1000 / rounds}
+    if storage:
+        out["storage"] = (folder_bytes(peer.data) - before) / ((rounds + 1) * PAYLOAD_BYTES)
+    return out
+
+
+async def concurrent_run(name: str, model: Model, root: Path) -> float:
+    """Wall seconds of CONCURRENT conversations × CONCURRENT_ROUNDS at once, slow model."""
+    peer = FACTORIES[name](Path(tempfile.mkdtemp(dir=root)), model.base_url)
+    await peer.open()
+    try:
+        await checked(model, name, 1, 1, lambda: peer.converse(1, "warm-up"))
+        await model.set_delay(CONCURRENT_DELAY)
+
+        async def everyone() -> list[str]:
+            return await asyncio.gather(
+                *(peer.converse(CONCURRENT_ROUNDS, f"c{i}") for i in range(CONCURRENT))
+            )
+
+        started = time.perf_counter()
+        answers = await checked(model, name, CONCURRENT, CONCURRENT_ROUNDS, everyone)
+        wall = time.perf_counter() - started
+    finally:
+        await model.set_delay(0)
+        await peer.close()
+    if any(a != "done" for a in answers):
+        raise AssertionError(f"{name}: not every concurrent conversation answered 'done'")
+    return wall
+
+
+def rotated(names: list[str], repeat: int) -> list[str]:
+    k = repeat % len(names)
+    return names[k:] + names[:k]
+
+
+async def measure(names: list[str], sizes: list[int], repeats: int) -> dict[str, Any]:
+    samples: dict[tuple[str, int], list[dict[str, float]]] = {}
+    walls: dict[str, list[float]] = {}
+    with fake_model() as url, tempfile.TemporaryDirectory() as folder:
+        model = Model(url)
+        root = Path(folder)
+        try:
+            for repeat in range(repeats):
+                for rounds in sizes:
+                    for name in rotated(names, repeat):
+                        storage = rounds == max(sizes) and name in STORING
+                        result = await one_run(name, model, rounds, root, storage)
+                        samples.setdefault((name, rounds), []).append(result)
+                        print(
+                            f"  repeat {repeat + 1}, {rounds:>3} rounds, {name:<12} "
+                            f"{result['wall']:7.2f} ms/round",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                for name in rotated(names, repeat):
+                    walls.setdefault(name, []).append(await concurrent_run(name, model, root))
+                    print(
+                        f"  repeat {repeat + 1}, {CONCURRENT} conversations, {name:<12} "
+                        f"{walls[name][-1]:6.2f} s",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+        finally:
+            await model.http.aclose()
+    return {"samples": samples, "walls": walls}
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def table(names: list[str], sizes: list[int], repeats: int, found: dict[str, Any]) -> str:
+    samples, walls = found["samples"], found["walls"]
+    small, large = min(sizes), max(sizes)
+
+    def cell(name: str, rounds: int, key: str) -> str:
+        return f"{median([s[key] for s in samples[(name, rounds)]]):.1f}"
+
+    lines = [
+        f"| peer | ms/round, {small} rounds (wall / CPU) | ms/round, {large} rounds (wall / CPU) "
+        f"| {CONCURRENT} conv. × {CONCURRENT_ROUNDS} rounds, {CONCURRENT_DELAY * 1000:.0f} ms model "
+        f"| storage ÷ payload, {large} rounds |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name in names:
+        store = (
+            f"{median([s['storage'] for s in samples[(name, large)]]):.2f}×"
+            if name in STORING
+            else "—"
+        )
+        lines.append(
+            f"| {name} | {cell(name, small, 'wall')} / {cell(name, small, 'cpu')} "
+            f"| {cell(name, large, 'wall')} / {cell(name, large, 'cpu')} "
+            f"| {median(walls[name]):.2f} s | {store} |"
+        )
+    return "\n".join(lines)
+
+
+def targets(names: list[str], sizes: list[int], found: dict[str, Any]) -> str:
+    """Issue 21's "done when" lines, as ratios measured in this run."""
+    samples, walls = found["samples"], found["walls"]
+    small, large = min(sizes), max(sizes)
+
+    def wall(name: str, rounds: int) -> float:
+        return median([s["wall"] for s in samples[(name, rounds)]])
+
+    lines = []
+    if {"artifactflow", "agents-sdk"} <= set(names):
+        lines.append(
+            f"artifactflow ÷ agents-sdk, ms/round at {small} rounds: "
+            f"{wall('artifactflow', small) / wall('agents-sdk', small):.2f} (target ≤ 1)"
+        )
+    if {"artifactflow", "bare"} <= set(names):
+        lines.append(
+            f"artifactflow ÷ bare, ms/round at {large} rounds: "
+            f"{wall('artifactflow', large) / wall('bare', large):.2f} (target ≤ 2)"
+        )
+    if {"artifactflow", "agents-sdk"} <= set(names):
+        lines.append(
+            f"artifactflow ÷ agents-sdk, {CONCURRENT} conversations' wall time: "
+            f"{median(walls['artifactflow']) / median(walls['agents-sdk']):.2f} (target ≤ 1)"
+        )
+    if "artifactflow" in names:
+        growth = median([s["storage"] for s in samples[("artifactflow", large)]])
+        lines.append(
+            f"artifactflow storage ÷ payload at {large} rounds: {growth:.2f} (target ≤ 1.5)"
+        )
+    return "\n".join(f"- {line}" for line in lines)
+
+
+def machine_note(command: str, repeats: int) -> str:
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (
+        f"`{command}` on {when}: {os.cpu_count()} CPUs (load average {load:.1f} at the end), "
+        f"Python {platform.python_version()}, "
+        f"{platform.system()} {platform.machine()}; medians of {repeats} interleaved repeat(s); "
+        f"{PAYLOAD_BYTES}-byte tool results; CPU is this process's only (the fake model runs in its own)."
+    )
+
+
+def write_readme(text: str) -> None:
+    readme = README.read_text()
+    if BEGIN not in readme or END not in readme:
+        sys.exit(f"README.md has no {BEGIN} … {END} markers: add them where the table belongs")
+    head, rest = readme.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    README.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+
+
+# --- profile --------------------------------------------------------------------------------
+
+
+async def profile(name: str, rounds: int, top: int) -> None:
+    """cProfile one `rounds`-round conversation of `name` (after its warm-up); print where the
+    time goes by package, then the top functions of artifactflow's own code by cumulative time."""
+    with fake_model() as url, tempfile.TemporaryDirectory() as folder:
+        model = Model(url)
+        peer = FACTORIES[name](Path(folder), url)
+        await peer.open()
+        await checked(model, name, 1, 1, lambda: peer.converse(1, "warm-up"))
+        profiler = cProfile.Profile()
+        profiler.enable()
+        await checked(model, name, 1, rounds, lambda: peer.converse(rounds, "profiled"))
+        profiler.disable()
+        await peer.close()
+        await model.http.aclose()
+    stats = pstats.Stats(profiler)
+    raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    by_package: dict[str, float] = {}
+    for (filename, _, function), entry in raw.items():
+        package = package_of(filename, function)
+        by_package[package] = by_package.get(package, 0.0) + entry[2]  # own time (tottime)
+    waiting = by_package.pop(WAITING, 0.0)
+    busy = sum(by_package.values())
+    print(
+        f"{name}, {rounds} rounds (main thread; SQLite threads not included): "
+        f"{busy * 1000 / rounds:.2f} ms/round busy, {waiting * 1000 / rounds:.2f} ms/round "
+        "waiting in the event loop's poll (HTTP, threads). Busy time by package:"
+    )
+    for package, seconds in sorted(by_package.items(), key=lambda kv: -kv[1])[:15]:
+        print(
+            f"  {package:<44} {seconds * 100 / busy:5.1f} %  ({seconds * 1000 / rounds:6.2f} ms/round)"
+        )
+    out = io.StringIO()
+    stats.stream = out  # type: ignore[attr-defined]
+    stats.sort_stats("cumulative").print_stats(r"artifactflow|/src/", top)
+    print(f"\ntop {top} functions of artifactflow's code by cumulative time:")
+    print(out.getvalue().split("function calls", 1)[-1])
+
+
+WAITING = "(waiting in poll)"
+
+
+def package_of(filename: str, function: str) -> str:
+    """The package a profiled function belongs to: artifactflow, a site-package, stdlib:NAME;
+    C functions as "builtins", except the event loop's poll (idle time, reported apart)."""
+    path = filename.replace("\\", "/")
+    if path == "~":
+        if "poll" in function or "select" in function:
+            return WAITING
+        return "C: " + function.removeprefix("<").removesuffix(">").replace(" objects", "")[:40]
+    if "site-packages/" in path:
+        return path.split("site-packages/", 1)[1].split("/", 1)[0].removesuffix(".py")
+    if path.startswith(str(ROOT / "src")) or "/artifactflow/" in path:
+        return "artifactflow"
+    if "/lib/python3" in path:
+        parts = path.split("/lib/python3", 1)[1].split("/")
+        return f"stdlib:{parts[1].removesuffix('.py')}" if len(parts) > 1 else "stdlib"
+    return path.rsplit("/", 1)[-1]
+
+
+# --- main -----------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--peers", default=",".join(PEERS), help=f"subset of {','.join(PEERS)}")
+    parser.add_argument("--rounds", default="10,200", help="conversation lengths (default 10,200)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="smoke run: 3 and 20 rounds, 1 repeat")
+    parser.add_argument(
+        "--write-readme", action="store_true", help="write the table into README.md"
+    )
+    parser.add_argument(
+        "--profile", metavar="PEER", help="profile one conversation of PEER instead"
+    )
+    parser.add_argument("--top", type=int, default=30, help="functions listed by --profile")
+    args = parser.parse_args()
+    logging.disable(logging.WARNING)
+    os.environ.setdefault("OPENAI_API_KEY", "benchmark-no-network")
+    names = [n.strip() for n in args.peers.split(",") if n.strip()]
+    unknown = sorted(set(names) - set(PEERS))
+    if unknown:
+        sys.exit(f"unknown peers {unknown}; choose from {PEERS}")
+    sizes = [int(x) for x in args.rounds.split(",")]
+    if args.profile:
+        check_installed([args.profile])
+        asyncio.run(profile(args.profile, max(sizes), args.top))
+        return
+    if args.quick:
+        sizes, args.repeats = [3, 20], 1
+    check_installed(names)
+    started = time.perf_counter()
+    found = asyncio.run(measure(names, sizes, args.repeats))
+    command = "python benchmarks/peers.py " + " ".join(
+        a for a in sys.argv[1:] if a != "--write-readme"
+    )
+    text = "\n\n".join(
+        [
+            table(names, sizes, args.repeats, found),
+            targets(names, sizes, found),
+            machine_note(command.strip(), args.repeats),
+        ]
+    )
+    print(text)
+    print(f"\n(the whole run took {time.perf_counter() - started:.0f} s)")
+    if args.write_readme:
+        write_readme(text)
+        print(f"written to {README}")
+
+
+if __name__ == "__main__":
+    main()
