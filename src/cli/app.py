@@ -111,9 +111,24 @@ def read(work: Callable[[Reader], Awaitable[int | None]]) -> None:
     async def open_reader(settings: Settings) -> Reader:
         from ..client.stored import Reader
 
+        check_config_files(settings)
         return await Reader.open(settings)
 
     _execute(open_reader, work)
+
+
+def check_config_files(settings: Settings) -> None:
+    """Refuse a broken config (`ConfigError`, exit 2) in a command that only reads, as every
+    command did when each opened the whole engine: the agent files must parse and the plugins
+    import. That costs milliseconds; building the tools, models and graph is left to the
+    commands that run something."""
+    from ..agents.spec import load_agents
+    from ..settings import packaged_config_dir
+    from ..tools.registry import ToolRegistry
+
+    folder = settings.config_dir / "agents"
+    load_agents(folder if folder.is_dir() else packaged_config_dir() / "agents")
+    ToolRegistry().load_plugins(settings.plugins, settings.config_dir)
 
 
 def _execute(
