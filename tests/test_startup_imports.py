@@ -19,7 +19,7 @@ from sample_tools import guarded
 from scripted_llm import Call, Text, ToolCalls
 
 import artifactflow
-from artifactflow import NotFoundError, Reader, Task
+from artifactflow import Client, NotFoundError, Reader, RunResult, Task
 
 # What `--help` must not pay for (typer itself imports pydantic once a command is invoked, so
 # only importing the command line is held to that too); listing commands may import SQLAlchemy.
@@ -88,7 +88,8 @@ def test_console_script_help_works() -> None:
     assert "Usage: artifactflow" in proc.stdout and "conversations" in proc.stdout
 
 
-async def test_listing_commands_read_without_the_engine(make_client, llm, tmp_path: Path) -> None:
+async def _written_then_paused(make_client, llm) -> tuple[Client, RunResult, RunResult]:
+    """A conversation with a finished run that wrote an artifact, then a paused one."""
     client = await make_client(lead_tools=["guarded", "create_artifact"], extra_tools=[guarded])
     llm.script(
         ToolCalls([Call("create_artifact", {"id": "notes", "title": "Notes", "content": "a\n"})]),
@@ -98,6 +99,11 @@ async def test_listing_commands_read_without_the_engine(make_client, llm, tmp_pa
     done = await client.run("write notes")
     paused = await client.run(Task("guard it", done.conversation_id))
     assert (done.status, paused.status) == ("completed", "waiting")
+    return client, done, paused
+
+
+async def test_listing_commands_read_without_the_engine(make_client, llm, tmp_path: Path) -> None:
+    _, done, paused = await _written_then_paused(make_client, llm)
     where = ["--config-dir", str(tmp_path / "config"), "--data-dir", str(tmp_path / "data")]
     cid, mid = done.conversation_id, done.message_id
 
@@ -119,14 +125,7 @@ async def test_listing_commands_read_without_the_engine(make_client, llm, tmp_pa
 
 
 async def test_reader_answers_as_the_client_does(make_client, llm, tmp_path: Path) -> None:
-    client = await make_client(lead_tools=["guarded", "create_artifact"], extra_tools=[guarded])
-    llm.script(
-        ToolCalls([Call("create_artifact", {"id": "notes", "title": "Notes", "content": "a\n"})]),
-        Text("written"),
-        ToolCalls([Call("guarded", {"text": "x"})]),
-    )
-    done = await client.run("write notes")
-    paused = await client.run(Task("guard it", done.conversation_id))
+    client, done, paused = await _written_then_paused(make_client, llm)
     cid, mid = done.conversation_id, done.message_id
 
     async with await Reader.open(client.settings) as reader:

@@ -124,11 +124,13 @@ def check_config_files(settings: Settings) -> None:
     commands that run something."""
     from ..agents.spec import load_agents
     from ..settings import packaged_config_dir
-    from ..tools.registry import ToolRegistry
 
     folder = settings.config_dir / "agents"
     load_agents(folder if folder.is_dir() else packaged_config_dir() / "agents")
-    ToolRegistry().load_plugins(settings.plugins, settings.config_dir)
+    if settings.plugins:
+        from ..tools.registry import ToolRegistry
+
+        ToolRegistry().load_plugins(settings.plugins, settings.config_dir)
 
 
 def _execute(
