@@ -1,21 +1,23 @@
 """The Typer application: the root command with its global options, shared option types,
 and `execute`, which opens a `Client` for one command and turns its result into an exit
-code. Commands live in `commands_run` (run, resume), `commands_data` (reading stored data) and
+code (`read` and `show` open a `Reader` instead: the stored data without the run engine).
+Commands live in `commands_run` (run, resume), `commands_data` (reading stored data) and
 `commands_admin` (gc, serve, tokens); `main` is the entry point.
+
+Start-up time matters (`--help`, listing commands): this package imports the engine, the
+settings and the stores inside the commands that use them, never at module level, and
+`tests/test_startup_imports.py` keeps it so.
 """
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar
 
 import typer
 
-from ..client import Client
 from . import exitcodes, views
-from .interrupts import InterruptGuard
 from .options import (
     GLOBALS,
     ConfigDirOption,
@@ -24,8 +26,12 @@ from .options import (
     ModelOption,
     with_globals,
 )
-from .render import JsonRenderer, LiveRenderer, Renderer, console
-from .session import Policy, Session
+from .text import console
+
+if TYPE_CHECKING:
+    from ..client import Client, Reader
+    from ..settings import Settings
+    from .session import Session
 
 app = typer.Typer(
     name="artifactflow",
@@ -64,6 +70,13 @@ def _root(
 T = TypeVar("T")
 
 
+class _Closable(Protocol):
+    async def aclose(self) -> None: ...
+
+
+Opened = TypeVar("Opened", bound=_Closable)  # a Client or a Reader
+
+
 def command(
     name: str | None = None, *, group: typer.Typer = app, **options: Any
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -83,18 +96,62 @@ def execute(work: Callable[[Client], Awaitable[int | None]]) -> None:
     its exit code stands whatever arrives while the client closes.
     """
 
+    async def open_client(settings: Settings) -> Client:
+        from ..client import Client
+
+        return await Client.open(settings)
+
+    _execute(open_client, work)
+
+
+def read(work: Callable[[Reader], Awaitable[int | None]]) -> None:
+    """`execute` for a command that only reads stored data: it opens a `Reader` (the app store
+    alone), so it starts without importing the run engine, LangGraph or the model client."""
+
+    async def open_reader(settings: Settings) -> Reader:
+        from ..client.stored import Reader
+
+        check_config_files(settings)
+        return await Reader.open(settings)
+
+    _execute(open_reader, work)
+
+
+def check_config_files(settings: Settings) -> None:
+    """Refuse a broken config (`ConfigError`, exit 2) in a command that only reads, as every
+    command did when each opened the whole engine: the agent files must parse and the plugins
+    import. That costs milliseconds; building the tools, models and graph is left to the
+    commands that run something."""
+    from ..agents.spec import load_agents
+    from ..settings import packaged_config_dir
+
+    folder = settings.config_dir / "agents"
+    load_agents(folder if folder.is_dir() else packaged_config_dir() / "agents")
+    if settings.plugins:
+        from ..tools.registry import ToolRegistry
+
+        ToolRegistry().load_plugins(settings.plugins, settings.config_dir)
+
+
+def _execute(
+    opener: Callable[[Settings], Awaitable[Opened]], work: Callable[[Opened], Awaitable[int | None]]
+) -> None:
+    import asyncio
+
+    from .interrupts import InterruptGuard
+
     async def main() -> int | None:
         with InterruptGuard(console(stderr=True)) as guard:
             try:
-                client = await Client.open(GLOBALS.settings())
+                opened = await opener(GLOBALS.settings())
                 try:
-                    code = await work(client)
+                    code = await work(opened)
                     guard.settle(code or exitcodes.OK)
                 except Exception:
                     guard.settle(exitcodes.FAILED)  # the error decides the code (`main._report`)
                     raise
                 finally:
-                    await client.aclose()
+                    await opened.aclose()
             except asyncio.CancelledError:
                 task = asyncio.current_task()
                 if not guard.interrupted or task is None or task.uncancel() > 0:
@@ -107,23 +164,32 @@ def execute(work: Callable[[Client], Awaitable[int | None]]) -> None:
         raise typer.Exit(code)
 
 
+def present(
+    value: T,
+    view: Callable[[Any, T], int | None],
+    json_: bool,
+    as_json: Callable[[T], Any] | None = None,
+) -> int | None:
+    """Print `value` as JSON with `--json` (through `as_json` when given), else draw it with
+    `view` on the console; returns the exit code (`view`'s)."""
+    if json_:
+        views.print_json(value if as_json is None else as_json(value))
+        return None
+    return view(console(), value)
+
+
 def show(
-    fetch: Callable[[Client], Awaitable[T]],
+    fetch: Callable[[Reader], Awaitable[T]],
     view: Callable[[Any, T], int | None],
     json_: bool,
     as_json: Callable[[T], Any] | None = None,
 ) -> None:
-    """`execute` a command that reads one thing: printed as JSON with `--json` (through
-    `as_json` when given), else drawn by `view` on the console (its return is the exit code)."""
+    """`read` one stored thing and `present` it."""
 
-    async def work(client: Client) -> int | None:
-        value = await fetch(client)
-        if json_:
-            views.print_json(value if as_json is None else as_json(value))
-            return None
-        return view(console(), value)
+    async def work(reader: Reader) -> int | None:
+        return present(await fetch(reader), view, json_, as_json)
 
-    execute(work)
+    read(work)
 
 
 def drive(
@@ -140,6 +206,9 @@ def drive(
 def make_session(
     client: Client, *, json_: bool, no_input: bool, yes: bool
 ) -> Session:
+    from .render import JsonRenderer, LiveRenderer, Renderer
+    from .session import Policy, Session
+
     out, err = console(), console(stderr=True)
     renderer: Renderer = JsonRenderer(err) if json_ else LiveRenderer(out, err)
     policy = Policy(interactive=sys.stdin.isatty() and not no_input, auto_approve=yes)

@@ -17,12 +17,11 @@ from collections.abc import Mapping
 from typing import Any, TypedDict
 
 from rich.console import Console
-from rich.json import JSON
 from rich.text import Text
 
 from ..errors import UserError
 from ..shapes import AskedCall, DecisionInput, JsonObject
-from .render import short
+from .text import short
 
 PROMPT = "Decision: [a]pprove, [d]eny, [e]dit arguments, a[l]ways allow this tool: "
 CHOICES = {
@@ -137,6 +136,8 @@ def show_call(console: Console, call: AskedCall, index: int, total: int) -> None
     )
     arguments = call.get("arguments")
     if isinstance(arguments, dict | list):
+        from rich.json import JSON
+
         console.print(JSON.from_data(arguments, ensure_ascii=False))
     else:
         console.print(Text(str(arguments)))

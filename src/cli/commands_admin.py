@@ -4,18 +4,19 @@ when needed) and `token create`.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..client import Client
 from . import views
-from .app import JsonOption, command, execute, show, token_app
+from .app import JsonOption, command, execute, present, token_app
 from .options import GLOBALS, argument, option
-from .render import console
+from .text import console
+
+if TYPE_CHECKING:
+    from ..client import Client
 
 
 @command()
@@ -30,7 +31,11 @@ def gc(
     json_: JsonOption = False,
 ) -> None:
     """Delete checkpoints no run needs any more (finished and abandoned messages)."""
-    show(lambda client: client.admin.gc(retention_hours, dry_run=dry_run), views.gc_report, json_)
+
+    async def work(client: Client) -> int | None:  # checkpoints: the whole engine, not a Reader
+        return present(await client.admin.gc(retention_hours, dry_run=dry_run), views.gc_report, json_)
+
+    execute(work)
 
 
 # --- server and tokens ---------------------------------------------------------------------
@@ -44,6 +49,8 @@ def serve(
     ] = 8000,
 ) -> None:
     """Serve the HTTP/SSE API."""
+    import asyncio
+
     from ..api.app import serve as serve_app
 
     result = serve_app(GLOBALS.settings(), host=host, port=port)

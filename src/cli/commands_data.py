@@ -1,27 +1,30 @@
 """Commands that read stored data: paused messages, conversations and their trees, event
-logs, and artifacts, all asked of the `Client`.
+logs, and artifacts, all asked of a `Reader` (the app store without the run engine, so they
+start quickly); only `events --follow` opens a `Client`, to follow a live run.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..client import Client
-from ..events.envelope import EventType
+from ..events.status import EventType
 from . import views
-from .app import JsonOption, command, execute, show
+from .app import JsonOption, command, execute, read, show
 from .options import argument, option
-from .render import console
+from .text import console
+
+if TYPE_CHECKING:
+    from ..client import Client, Reader
 
 
 @command()
 def pending(json_: JsonOption = False) -> None:
     """List paused messages and the tool calls they wait for."""
-    show(lambda client: client.runs.pending(), views.pending, json_,
+    show(lambda reader: reader.runs.pending(), views.pending, json_,
          lambda messages: [views.public_message(m) for m in messages])
 
 
@@ -33,15 +36,15 @@ def conversations(
 ) -> None:
     """List conversations, newest first."""
 
-    async def work(client: Client) -> None:
-        rows = await client.conversations.list(limit=limit, offset=offset)
-        total = await client.conversations.count()
+    async def work(reader: Reader) -> None:
+        rows = await reader.conversations.list(limit=limit, offset=offset)
+        total = await reader.conversations.count()
         if json_:
             views.print_json({"items": rows, "total": total, "limit": limit, "offset": offset})
         else:
             views.conversations(console(), rows, total, offset)
 
-    execute(work)
+    read(work)
 
 
 @command()
@@ -50,7 +53,7 @@ def history(
     json_: JsonOption = False,
 ) -> None:
     """Show a conversation as a tree of messages, branches and the active branch marked."""
-    show(lambda client: client.conversations.tree(conversation_id), views.history, json_)
+    show(lambda reader: reader.conversations.tree(conversation_id), views.history, json_)
 
 
 @command()
@@ -67,15 +70,18 @@ def events(
     """Replay a message's stored events (and follow it live with --follow)."""
     out = console()
 
-    async def work(client: Client) -> None:
-        if follow:
-            async for event in await client.runs.get(message_id, after_event_id=after):
-                _print_event(out, event, json_)
-        else:
-            for event in await client.runs.events(message_id, after_event_id=after):
-                _print_event(out, event, json_)
+    async def follow_live(client: Client) -> None:
+        async for event in await client.runs.get(message_id, after_event_id=after):
+            _print_event(out, event, json_)
 
-    execute(work)
+    async def stored(reader: Reader) -> None:
+        for event in await reader.runs.events(message_id, after_event_id=after):
+            _print_event(out, event, json_)
+
+    if follow:
+        execute(follow_live)
+    else:
+        read(stored)
 
 
 def _print_event(out: Any, event: Any, json_: bool) -> None:
@@ -92,7 +98,7 @@ def list_artifacts(
     json_: JsonOption = False,
 ) -> None:
     """List a conversation's artifacts."""
-    show(lambda client: client.artifacts.list(conversation_id), views.artifacts, json_)
+    show(lambda reader: reader.artifacts.list(conversation_id), views.artifacts, json_)
 
 
 @command("artifact")
@@ -113,14 +119,15 @@ def show_artifact(
     """Show an artifact, diff two of its versions, or export it as Markdown."""
     out = console()
 
-    async def work(client: Client) -> None:
+    async def work(reader: Reader) -> None:
+        artifacts = reader.artifacts
         if diff is not None:
-            text = await client.artifacts.diff(conversation_id, artifact_id, diff, version)
+            text = await artifacts.diff(conversation_id, artifact_id, diff, version)
             views.diff(out, text, diff, version if version is not None else "current")
         if export is not None:
-            path = await client.artifacts.export_to(export, conversation_id, artifact_id, version)
+            path = await artifacts.export_to(export, conversation_id, artifact_id, version)
             out.print(f"wrote {path}")
         if diff is None and export is None:
-            views.artifact(out, await client.artifacts.get(conversation_id, artifact_id, version))
+            views.artifact(out, await artifacts.get(conversation_id, artifact_id, version))
 
-    execute(work)
+    read(work)

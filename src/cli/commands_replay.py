@@ -7,24 +7,22 @@ runs the current config on a temporary data folder (see `replay/`). Exit codes: 
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.syntax import Syntax
 from rich.text import Text
 
-from ..client import Client
-from ..replay.evaluate import eval_sessions
-from ..replay.replayer import replay_session
-from ..replay.report import ReplayReport, Verdict
 from . import views
 from .app import JsonOption, command, execute
 from .options import GLOBALS, argument, option
-from .render import console
+from .text import console
+
+if TYPE_CHECKING:
+    from ..client import Client
+    from ..replay.report import ReplayReport
 
 LiveOption = Annotated[
     bool,
@@ -85,6 +83,10 @@ def replay(
     results (nothing runs, nothing is sent); report the first divergence with a diff.
 
     Exits 0 when the run is the same, 1 when it diverged or could not be replayed."""
+    import asyncio
+
+    from ..replay.replayer import replay_session
+
     report = asyncio.run(replay_session(path, GLOBALS.settings(), live_model=live_model))
     if json_:
         views.print_json(report.to_dict())
@@ -102,6 +104,10 @@ def eval_(
 ) -> None:
     """Replay every session file in a folder and print a table; exits 1 if any diverged or
     failed (for CI over golden sessions)."""
+    import asyncio
+
+    from ..replay.evaluate import eval_sessions
+
     result = asyncio.run(eval_sessions(folder, GLOBALS.settings(), live_model=live_model))
     if json_:
         views.print_json(result.to_dict())
@@ -117,6 +123,8 @@ def eval_(
 
 
 def print_report(out: Console, report: ReplayReport) -> None:
+    from ..replay.report import Verdict
+
     style = {Verdict.SAME: "green", Verdict.DIVERGED: "yellow", Verdict.FAILED: "red"}[report.verdict]
     out.print(Text(report.line(), style=style))
     for step in report.live or ():
@@ -134,6 +142,8 @@ def print_report(out: Console, report: ReplayReport) -> None:
 
 def print_diff(out: Console, text: str) -> None:
     if out.is_terminal:
+        from rich.syntax import Syntax
+
         out.print(Syntax(text, "diff", theme="ansi_dark", background_color="default"))
     else:
         out.print(Text(text))

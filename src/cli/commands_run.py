@@ -4,17 +4,18 @@ itself is `session.Session`). Their exit codes are listed in `exitcodes`.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..core.conversations import ACTIVE_BRANCH
 from ..errors import UserError
-from ..shapes import AskedCall
 from . import exitcodes
 from .app import JsonOption, NoInputOption, YesOption, command, drive
 from .approvals import ResumeData, decisions_from_flags
 from .options import argument, option
+
+if TYPE_CHECKING:
+    from ..shapes import AskedCall
 
 
 @command(epilog=exitcodes.HELP)
@@ -41,6 +42,8 @@ def run(
     without a terminal the command prints the message id and exits 3. Ctrl-C cancels (the
     partial answer is saved); a second Ctrl-C quits at once. SIGTERM does the same (exit 143).
     """
+    from ..core.conversations import ACTIVE_BRANCH
+
     if parent is not None and new_root:
         raise UserError("use either --parent or --new-root, not both")
     parent_id: Any = None if new_root else (parent if parent is not None else ACTIVE_BRANCH)

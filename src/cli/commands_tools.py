@@ -7,17 +7,19 @@ servers describe them right now; an optional server that did not start is report
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from rich.markup import escape
 
-from ..client import Client
-from ..client.records import ToolDescription
 from ..errors import NotFoundError
 from . import views
 from .app import JsonOption, command, execute
 from .options import option
-from .render import console, short
+from .text import console, short
+
+if TYPE_CHECKING:
+    from ..client import Client
+    from ..client.records import ToolDescription
 
 
 @command()

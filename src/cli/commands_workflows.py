@@ -11,27 +11,21 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-import yaml
 from rich.console import Console
 from rich.text import Text
 
-from ..client import WorkflowTask
-from ..core.engine import build_registry, load_agent_specs
 from ..errors import UserError
-from ..shapes import JsonObject
-from ..workflows import lineage as wf_lineage
-from ..workflows.errors import WorkflowValidationError
-from ..workflows.launch import find_workflow, list_workflows, validate_spec, workflows_dir
-from ..workflows.mermaid import to_mermaid
-from ..workflows.spec import load_workflow_file
 from . import exitcodes, views
 from .app import JsonOption, NoInputOption, YesOption, app, command, drive, show
 from .options import GLOBALS, argument, option
-from .render import console
-from .session import Session
+from .text import console
+
+if TYPE_CHECKING:
+    from ..shapes import JsonObject
+    from .session import Session
 
 workflow_app = typer.Typer(help="Validate, run and draw workflows (config/workflows/*.yaml).",
                            no_args_is_help=True)
@@ -40,6 +34,8 @@ app.add_typer(workflow_app, name="workflow")
 
 def _catalog() -> Any:
     """Agents, tools and settings without opening the stores (validation needs no database)."""
+    from ..core.engine import build_registry, load_agent_specs
+
     settings = GLOBALS.settings()
     tools = build_registry(settings)
     return SimpleNamespace(settings=settings, tools=tools, agents=load_agent_specs(settings, tools))
@@ -48,6 +44,8 @@ def _catalog() -> Any:
 @command("workflows")
 def workflows(json_: JsonOption = False) -> None:
     """List the workflows in config/workflows/ and whether each is valid."""
+    from ..workflows.launch import list_workflows, workflows_dir
+
     catalog = _catalog()
     items = list_workflows(catalog)
     if json_:
@@ -72,6 +70,10 @@ def validate(
 ) -> None:
     """Check a workflow file against the configured agents and tools; every problem is
     printed with its node and fix (exit 2 when there are any)."""
+    from ..workflows.errors import WorkflowValidationError
+    from ..workflows.launch import validate_spec
+    from ..workflows.spec import load_workflow_file
+
     try:
         spec = load_workflow_file(file)
         issues = validate_spec(_catalog(), spec)
@@ -98,6 +100,10 @@ def graph(
     name: Annotated[str, argument("A workflow name or file.")],
 ) -> None:
     """Print a workflow as a Mermaid flowchart."""
+    from ..workflows.launch import find_workflow
+    from ..workflows.mermaid import to_mermaid
+    from ..workflows.spec import load_workflow_file
+
     path = Path(name)
     spec = load_workflow_file(path) if path.suffix in (".yaml", ".yml") and path.exists() else find_workflow(_catalog(), name)
     typer.echo(to_mermaid(spec), nl=False)
@@ -106,6 +112,8 @@ def graph(
 def parse_inputs(pairs: list[str], file: Path | None, schema: JsonObject | None) -> JsonObject:
     """`--input-file F` (JSON or YAML) then `--input key=value` pairs; a value is read as JSON
     (numbers, lists, true) unless the schema says the field is a string."""
+    import yaml
+
     value: JsonObject = {}
     if file is not None:
         try:
@@ -147,6 +155,8 @@ def run(
     yes: YesOption = False,
 ) -> None:
     """Run a workflow and show its nodes at work; pauses for approval like `run`."""
+    from ..client import WorkflowTask
+
 
     async def start(session: Session) -> int:
         value = parse_inputs(input_ or [], input_file, session.client.workflows.get(name).input)
@@ -165,6 +175,8 @@ def lineage(
 ) -> None:
     """Show where a workflow run's output came from: each node execution and its parents."""
 
+    from ..workflows import lineage as wf_lineage
+
     def draw(out: Console, records: Sequence[Mapping[str, Any]]) -> int:
         tree = wf_lineage.provenance(records, execution)
         if tree is None:
@@ -175,4 +187,4 @@ def lineage(
             out.print(Text(line))
         return exitcodes.OK
 
-    show(lambda client: client.workflows.lineage(message_id), draw, json_)
+    show(lambda reader: reader.workflows.lineage(message_id), draw, json_)

@@ -20,7 +20,7 @@
 from __future__ import annotations
 
 from ..errors import NotFoundError, ResumeConflictError, UserError
-from ..events.payloads import EventType, Outcome
+from ..events.status import EventType, Outcome
 
 OK = 0
 FAILED = 1

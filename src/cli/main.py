@@ -30,7 +30,7 @@ from ..errors import ArtifactFlowError
 from . import exitcodes
 from .app import app
 from .options import GLOBALS
-from .render import console
+from .text import console
 
 # Importing a command module registers its commands; `--help` lists them in this order.
 for _module in ("commands_run", "commands_data", "commands_tools", "commands_replay", "commands_admin",

@@ -13,11 +13,12 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..settings import Settings, load_settings
+if TYPE_CHECKING:
+    from ..settings import Settings
 
 
 def option(*names: str, help: str, **details: Any) -> Any:
@@ -81,6 +82,8 @@ class Globals:
         self.debug = debug_from_env()
 
     def settings(self) -> Settings:
+        from ..settings import load_settings  # pydantic and YAML: only for a command that runs
+
         return load_settings(self.config_dir, self.data_dir, model=self.model)
 
     def as_args(self) -> list[str]:

@@ -9,9 +9,8 @@ line. `JsonRenderer` writes `event.model_dump_json()` per line and nothing else 
 
 from __future__ import annotations
 
-import json
 import sys
-from typing import Any, Protocol, TextIO
+from typing import Protocol, TextIO
 
 from rich.console import Console
 from rich.markup import escape
@@ -21,26 +20,7 @@ from ..events import payloads
 from ..events.envelope import Event
 from ..events.status import Outcome
 from ..hooks.types import LEAD_INVOCATION as LEAD
-
-
-def console(*, stderr: bool = False) -> Console:
-    """A console on stdout or stderr that never inserts hard line breaks."""
-    return Console(stderr=stderr, soft_wrap=True, highlight=False)
-
-
-def short(value: Any, limit: int = 100) -> str:
-    """`value` as one line of at most `limit` characters."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        text = value
-    else:
-        try:
-            text = json.dumps(value, ensure_ascii=False, default=str)
-        except (TypeError, ValueError):
-            text = str(value)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+from .text import short
 
 
 def seconds(ms: float | None) -> str:

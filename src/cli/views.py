@@ -9,16 +9,16 @@ import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from rich.console import Console
-from rich.syntax import Syntax
 from rich.text import Text
-from rich.tree import Tree
 
-from ..events.envelope import Event
 from .approvals import call_line
-from .render import short, summary
+from .text import short
+
+if TYPE_CHECKING:
+    from ..events.envelope import Event
 
 STATUS_STYLES = {
     "completed": "green",
@@ -124,6 +124,8 @@ def usage_text(tokens: int, cost_usd: float | None) -> str:
 
 
 def history(console: Console, tree: Mapping[str, Any]) -> None:
+    from rich.tree import Tree
+
     nodes = {m["id"]: m for m in tree.get("messages") or []}
     root = Tree(
         Text(f"conversation {tree['id']}", style="bold")
@@ -151,6 +153,8 @@ def history(console: Console, tree: Mapping[str, Any]) -> None:
 
 
 def event_line(event: Event) -> Text:
+    from .render import summary  # knows every event payload: imported by `events` alone
+
     return (
         Text(f"{event.event_id:>4}  ", style="dim")
         + Text(f"{event.type:<18}", style="bold")
@@ -206,6 +210,8 @@ def diff(console: Console, text: str, from_version: int, to_version: int | str) 
     if not text:
         console.print(f"No changes between v{from_version} and v{to_version}.")
     elif console.is_terminal:
+        from rich.syntax import Syntax
+
         console.print(Syntax(text, "diff", theme="ansi_dark", background_color="default"))
     else:
         console.print(Text(text), end="")

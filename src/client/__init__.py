@@ -1,7 +1,43 @@
-"""The public facade: `Client` (grouped by noun), one `Run` handle, typed requests."""
+"""The public facade: `Client` (grouped by noun), one `Run` handle, typed requests, and
+`Reader` (stored data only, without the run engine).
 
-from .client import Client
+`Client`, `Run` and `RunResult` are imported on first use (PEP 562), so a process that only
+reads (`artifactflow.client.stored`) never imports the engine, LangGraph or the model client.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .requests import Decisions, Request, Resume, Retry, Task, WorkflowTask
-from .run import Run, RunResult
+from .stored import Reader
 
-__all__ = ["Client", "Decisions", "Request", "Resume", "Retry", "Run", "RunResult", "Task", "WorkflowTask"]
+if TYPE_CHECKING:
+    from .client import Client
+    from .run import Run, RunResult
+
+_LAZY = {"Client": ".client", "Run": ".run", "RunResult": ".run"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "Client",
+    "Decisions",
+    "Reader",
+    "Request",
+    "Resume",
+    "Retry",
+    "Run",
+    "RunResult",
+    "Task",
+    "WorkflowTask",
+]

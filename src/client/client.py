@@ -22,9 +22,10 @@ from ..core.run.data import StoredData
 from ..replay.recording import recording
 from ..settings import Settings
 from ..workflows.launch import WorkflowGraphs
-from .nouns import Admin, Artifacts, Conversations, Runs, Workflows
+from .nouns import Admin, Conversations, Runs, Workflows
 from .requests import Request
 from .run import RunResult
+from .stored import Artifacts
 
 
 class Client:
@@ -36,7 +37,7 @@ class Client:
         data = StoredData(engine.rt, engine.conversations)
         self.runs = Runs(engine, data)
         self.conversations = Conversations(engine, data)
-        self.artifacts = Artifacts(engine, data)
+        self.artifacts = Artifacts(data)
         self.workflows = Workflows(engine, data)
         self.admin = Admin(engine, data)
 

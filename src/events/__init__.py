@@ -5,39 +5,16 @@ the engine emits these payloads, tools (the artifact tools) build them, the adap
 replay read them, and a user matches on them (`case CompleteData(response=text): ...`).
 `envelope` is the `Event` a reader gets (type, ids, timestamp, data); `payloads` has one
 pydantic class per event type; `status` the enums; `docs` renders docs/events.md.
+
+`envelope` and `payloads` (pydantic classes, tens of milliseconds to build) are imported on first
+use (PEP 562), so a reader of statuses alone (the store, the command line) does not pay for them.
 """
 
-from .envelope import EPHEMERAL_TYPES, FINAL_TYPES, Emitted, Event, TypedEvent
-from .payloads import (
-    PAYLOADS,
-    AgentCompleteData,
-    AgentEventData,
-    AgentStartData,
-    ArtifactCreatedData,
-    ArtifactUpdatedData,
-    CancelledData,
-    CompleteData,
-    ContextCompactedData,
-    DecisionRecord,
-    ErrorData,
-    EventData,
-    HandoffData,
-    LLMChunkData,
-    LLMCompleteData,
-    MetadataData,
-    PendingCall,
-    PermissionRequestData,
-    PermissionResultData,
-    SubagentCompleteData,
-    SubagentStartData,
-    ToolCallRequest,
-    ToolCompleteData,
-    ToolResultData,
-    ToolStartData,
-    Usage,
-    WorkflowNodeCompleteData,
-    WorkflowNodeStartData,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .status import (
     FINAL_STATUSES,
     DecisionAction,
@@ -48,6 +25,51 @@ from .status import (
     SubagentStatus,
     WorkflowNodeStatus,
 )
+
+if TYPE_CHECKING:
+    from .envelope import EPHEMERAL_TYPES, FINAL_TYPES, Emitted, Event, TypedEvent
+    from .payloads import (
+        PAYLOADS,
+        AgentCompleteData,
+        AgentEventData,
+        AgentStartData,
+        ArtifactCreatedData,
+        ArtifactUpdatedData,
+        CancelledData,
+        CompleteData,
+        ContextCompactedData,
+        DecisionRecord,
+        ErrorData,
+        EventData,
+        HandoffData,
+        LLMChunkData,
+        LLMCompleteData,
+        MetadataData,
+        PendingCall,
+        PermissionRequestData,
+        PermissionResultData,
+        SubagentCompleteData,
+        SubagentStartData,
+        ToolCallRequest,
+        ToolCompleteData,
+        ToolResultData,
+        ToolStartData,
+        Usage,
+        WorkflowNodeCompleteData,
+        WorkflowNodeStartData,
+    )
+
+_ENVELOPE = frozenset({"EPHEMERAL_TYPES", "FINAL_TYPES", "Emitted", "Event", "TypedEvent"})
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(".envelope" if name in _ENVELOPE else ".payloads", __name__)
+    value = getattr(module, name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AgentCompleteData",

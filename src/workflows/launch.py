@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from ..core.context import Services
     from ..core.conversations import ConversationManager
     from ..core.run.runtime import Runtime
-    from ..core.store.rows import LineageRow, MessageRow
+    from ..core.store.rows import MessageRow
 
 
 def workflows_dir(services: Services) -> Path:
@@ -204,9 +204,3 @@ async def start_workflow(
                   info=info)
     return {"conversation_id": conversation["id"], "message_id": message["id"],
             "thread_id": message["thread_id"], "workflow": spec.name}
-
-
-async def lineage_of(rt: Runtime, message_id: str) -> list[LineageRow]:
-    """A workflow run's node executions (NotFoundError for an unknown message)."""
-    await rt.message(message_id)
-    return await rt.store.lineage(message_id)

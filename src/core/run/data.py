@@ -4,6 +4,10 @@ event-log positions, API tokens, artifacts, and deleting a conversation.
 The public facade (`client.conversations`, `client.artifacts`, ...) reads through one
 `StoredData`, so the HTTP and CLI layers never ask the store or the checkpointer. `user_id` (where taken) restricts a lookup to that user's
 resources: another user's conversation answers `NotFoundError` exactly like a missing one.
+
+`StoredReads` needs only the app store, so a caller that only reads (`artifactflow.Reader`, the
+CLI's listing commands) never imports the graph, LangGraph or the model client; `StoredData`
+adds deleting, which must stop runs and drop checkpoints.
 """
 
 from __future__ import annotations
@@ -11,23 +15,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...artifacts.records import ArtifactSummary, ArtifactView, VersionSummary
 from ...errors import NotFoundError
-from . import segment, workers
 
 if TYPE_CHECKING:
+    from ...artifacts.records import ArtifactSummary, ArtifactView, VersionSummary
+    from ...events.envelope import Event
     from ..conversations import ConversationManager, ConversationTree
-    from ..store.rows import ConversationRow, MessageRow
+    from ..store.repository import AppStore
+    from ..store.rows import ConversationRow, LineageRow, MessageRow
     from .runtime import Runtime
 
 
-class StoredData:
-    """Read (and delete) what runs leave behind."""
+class StoredReads:
+    """Read what runs leave behind, from the app store alone."""
 
-    def __init__(self, rt: Runtime, conversations: ConversationManager) -> None:
-        self._rt = rt
-        self.store = rt.store
-        self.checkpoints = rt.checkpoints
+    def __init__(self, store: AppStore, conversations: ConversationManager) -> None:
+        self.store = store
         self.conversations = conversations
 
     # --- conversations ---------------------------------------------------------------------
@@ -49,23 +52,6 @@ class StoredData:
         """The conversation with its messages as a tree; `active` marks the current branch."""
         await self.get_conversation(conversation_id, user_id=user_id)
         return await self.conversations.tree(conversation_id)
-
-    async def delete_conversation(self, conversation_id: str, *, user_id: str | None = None) -> None:
-        """Delete a conversation: cancel its runs (here, or on the worker that owns them),
-        drop its threads' checkpoints, then its rows (messages, events, artifacts, approvals).
-
-        Checkpoints go first: should the row delete fail, the messages still exist and gc
-        can find them; the other way round would orphan checkpoints nothing points to."""
-        await self.get_conversation(conversation_id, user_id=user_id)
-        messages = await self.store.list_messages(conversation_id)
-        for message in messages:
-            if self._rt.running_here(message["id"]):
-                await segment.cancel(self._rt, message["id"])
-            elif message["status"] == "running":  # owned by another worker: it stops first
-                await workers.cancel_elsewhere(self._rt, message["id"])
-        for message in messages:
-            await self.checkpoints.delete_thread(message["thread_id"])
-        await self.conversations.delete(conversation_id)
 
     # --- messages and tokens ---------------------------------------------------------------
 
@@ -89,6 +75,18 @@ class StoredData:
     async def last_event_id(self, message_id: str) -> int:
         """The id of the message's last stored event (0 when none)."""
         return await self.store.last_event_id(message_id)
+
+    async def events(self, message_id: str, after_event_id: int | None = None) -> list[Event]:
+        """The message's stored events after `after_event_id` (`NotFoundError` if missing)."""
+        from .eventlog import stored_event  # the event classes (pydantic): only for this read
+
+        message = await self.get_message(message_id)
+        return [stored_event(message, row) for row in await self.store.events(message_id, after_event_id)]
+
+    async def lineage(self, message_id: str) -> list[LineageRow]:
+        """A workflow run's node executions (`NotFoundError` for an unknown message)."""
+        await self.get_message(message_id)
+        return await self.store.lineage(message_id)
 
     async def pending(self) -> list[MessageRow]:
         """Messages paused for a permission decision."""
@@ -150,3 +148,31 @@ class StoredData:
         """Write `export_artifact` to `path` (parent folders are created); returns the path."""
         await self.get_conversation(conversation_id)
         return await self._artifacts().export_to(path, conversation_id, artifact_id, version)
+
+
+class StoredData(StoredReads):
+    """Read and delete what runs leave behind (deleting stops runs and drops checkpoints)."""
+
+    def __init__(self, rt: Runtime, conversations: ConversationManager) -> None:
+        super().__init__(rt.store, conversations)
+        self._rt = rt
+        self.checkpoints = rt.checkpoints
+
+    async def delete_conversation(self, conversation_id: str, *, user_id: str | None = None) -> None:
+        """Delete a conversation: cancel its runs (here, or on the worker that owns them),
+        drop its threads' checkpoints, then its rows (messages, events, artifacts, approvals).
+
+        Checkpoints go first: should the row delete fail, the messages still exist and gc
+        can find them; the other way round would orphan checkpoints nothing points to."""
+        from . import segment, workers  # the run engine: imported only by what deletes
+
+        await self.get_conversation(conversation_id, user_id=user_id)
+        messages = await self.store.list_messages(conversation_id)
+        for message in messages:
+            if self._rt.running_here(message["id"]):
+                await segment.cancel(self._rt, message["id"])
+            elif message["status"] == "running":  # owned by another worker: it stops first
+                await workers.cancel_elsewhere(self._rt, message["id"])
+        for message in messages:
+            await self.checkpoints.delete_thread(message["thread_id"])
+        await self.conversations.delete(conversation_id)

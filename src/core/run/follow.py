@@ -25,11 +25,6 @@ QUIET_SECONDS = 1.0  # bus: re-read the log after this long without news
 QUIET_GRACE = 2  # bus: quiet checks after the owner stopped running
 
 
-async def events(rt: Runtime, message_id: str, after_event_id: int | None = None) -> list[Event]:
-    message = await rt.message(message_id)
-    return [stored_event(message, row) for row in await rt.store.events(message_id, after_event_id)]
-
-
 async def follow(
     rt: Runtime, message_id: str, after_event_id: int = 0, *, from_start: bool = False
 ) -> AsyncIterator[Event]:

@@ -1,0 +1,161 @@
+"""Start-up stays cheap: the command line imports the heavy libraries only in the commands
+that need them, and the commands that read stored data never import the run engine.
+
+Each check runs a fresh interpreter (a module imported by an earlier test would hide a
+regression) and reads its `sys.modules`; no timing is asserted. `Reader`, the store-only
+facade the listing commands use, must answer exactly as the `Client` does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sample_tools import guarded
+from scripted_llm import Call, Text, ToolCalls
+
+import artifactflow
+from artifactflow import Client, NotFoundError, Reader, RunResult, Task
+
+# What `--help` must not pay for (typer itself imports pydantic once a command is invoked, so
+# only importing the command line is held to that too); listing commands may import SQLAlchemy.
+HEAVY = ("langgraph", "langchain_core", "openai", "fastapi", "uvicorn", "sqlalchemy")
+ENGINE = ("langgraph", "langchain_core", "openai", "fastapi", "uvicorn", "httpx")
+TIMEOUT = 60
+
+PROBE = """
+import json, sys
+from artifactflow.cli.main import main
+codes = [main(args) for args in json.loads(sys.argv[1])]
+sys.stdout.flush()
+print(json.dumps({"codes": codes, "modules": sorted({m.split(".")[0] for m in sys.modules})}),
+      file=sys.stderr)
+"""
+
+
+def _probe(*commands: list[str]) -> tuple[list[int], set[str], str]:
+    """Run `main(args)` for each command in a fresh interpreter: exit codes, top-level
+    modules imported by the end, and what the commands printed."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ARTIFACTFLOW_")}
+    env.update(NO_COLOR="1", COLUMNS="200")
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(list(commands))],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stderr.strip().splitlines()[-1])
+    return report["codes"], set(report["modules"]), proc.stdout
+
+
+def test_importing_the_cli_imports_no_heavy_library() -> None:
+    code = "import sys, artifactflow.cli.main; print(' '.join(sorted(sys.modules)))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT
+    )
+    assert proc.returncode == 0, proc.stderr
+    top = {name.split(".")[0] for name in proc.stdout.split()}
+    assert "artifactflow" in top
+    assert sorted(top & {*HEAVY, "pydantic", "yaml"}) == []
+
+
+def test_help_lists_the_commands_without_heavy_imports() -> None:
+    codes, modules, out = _probe(["--help"], ["workflow", "--help"])
+    assert codes == [0, 0]
+    for command in ("run", "resume", "conversations", "history", "events", "workflow", "serve"):
+        assert command in out
+    assert "validate" in out  # the workflow group's own help
+    assert sorted(modules & set(HEAVY)) == []
+
+
+def test_console_script_help_works() -> None:
+    script = Path(sys.executable).parent / "artifactflow"
+    proc = subprocess.run(
+        [str(script), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Usage: artifactflow" in proc.stdout and "conversations" in proc.stdout
+
+
+async def _written_then_paused(make_client, llm) -> tuple[Client, RunResult, RunResult]:
+    """A conversation with a finished run that wrote an artifact, then a paused one."""
+    client = await make_client(lead_tools=["guarded", "create_artifact"], extra_tools=[guarded])
+    llm.script(
+        ToolCalls([Call("create_artifact", {"id": "notes", "title": "Notes", "content": "a\n"})]),
+        Text("written"),
+        ToolCalls([Call("guarded", {"text": "x"})]),
+    )
+    done = await client.run("write notes")
+    paused = await client.run(Task("guard it", done.conversation_id))
+    assert (done.status, paused.status) == ("completed", "waiting")
+    return client, done, paused
+
+
+async def test_listing_commands_read_without_the_engine(make_client, llm, tmp_path: Path) -> None:
+    _, done, paused = await _written_then_paused(make_client, llm)
+    where = ["--config-dir", str(tmp_path / "config"), "--data-dir", str(tmp_path / "data")]
+    cid, mid = done.conversation_id, done.message_id
+
+    codes, modules, out = _probe(
+        ["conversations", *where],
+        ["history", cid, *where],
+        ["events", mid, *where],
+        ["artifacts", cid, *where],
+        ["artifact", cid, "notes", *where],
+        ["pending", *where],
+    )
+
+    assert codes == [0] * 6
+    assert cid in out and "1–1 of 1" in out  # conversations
+    assert mid in out and paused.message_id in out  # history, pending
+    assert "tool_complete" in out and "complete" in out  # events
+    assert "notes" in out and "Notes" in out  # artifacts, artifact
+    assert sorted(modules & set(ENGINE)) == []
+
+
+async def test_reader_answers_as_the_client_does(make_client, llm, tmp_path: Path) -> None:
+    client, done, paused = await _written_then_paused(make_client, llm)
+    cid, mid = done.conversation_id, done.message_id
+
+    async with await Reader.open(client.settings) as reader:
+        assert await reader.conversations.list() == await client.conversations.list()
+        assert await reader.conversations.count() == await client.conversations.count() == 1
+        assert await reader.conversations.tree(cid) == await client.conversations.tree(cid)
+        assert await reader.conversations.messages(cid) == await client.conversations.messages(cid)
+        assert [m["id"] for m in await reader.runs.pending()] == [paused.message_id]
+        stored = [e.model_dump() for e in await reader.runs.events(mid)]
+        assert stored == [e.model_dump() for e in await client.runs.events(mid)]
+        assert stored[-1]["type"] == "complete"
+        assert await reader.runs.events(mid, 2) == await client.runs.events(mid, 2)
+        assert await reader.runs.last_event_id(mid) == stored[-1]["event_id"]
+        assert await reader.artifacts.list(cid) == await client.artifacts.list(cid)
+        assert await reader.artifacts.get(cid, "notes") == await client.artifacts.get(cid, "notes")
+        assert await reader.workflows.lineage(mid) == await client.workflows.lineage(mid) == []
+        assert await reader.workflows.runs() == await client.workflows.runs() == []
+        for read in (reader.runs.events, reader.workflows.lineage, reader.conversations.message):
+            with pytest.raises(NotFoundError, match="not found"):
+                await read("no-such-message")
+        with pytest.raises(NotFoundError):
+            await reader.conversations.get("no-such-conversation")
+
+
+def test_package_root_resolves_every_public_name() -> None:
+    namespace: dict[str, object] = {}
+    exec("from artifactflow import *", namespace)  # noqa: S102 - the star import is the test
+    assert [name for name in artifactflow.__all__ if name not in namespace] == []
+    assert set(artifactflow.__all__) <= set(dir(artifactflow))
+    assert artifactflow.Client.__module__ == "artifactflow.client.client"
+    assert artifactflow.Reader is Reader
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        _ = artifactflow.Nope  # type: ignore[attr-defined]
