@@ -106,6 +106,12 @@ class Tally:
     wrong: int = 0
     errors_5xx: int = 0
     gaps: int = 0
+    # resume/cancel pairs: how each cancel was answered, and how long it took
+    accepted: int = 0  # 200 {"cancelled": true}
+    refused: int = 0  # 409: it lost to the resume, with the reason
+    dropped: int = 0  # answered without effect or conflict, or accepted and not cancelled
+    tool_after_cancel: int = 0  # accepted, ended cancelled, yet the approved tool ran
+    cancel_seconds: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def note(self, text: str) -> None:
@@ -333,6 +339,7 @@ def pair_trial(w: World, urls: list[str], rng: random.Random, tally: Tally) -> t
             return mid, {}
         barrier = threading.Barrier(2)
         answers: dict[str, httpx.Response | Exception] = {}
+        latency: list[float] = []
         resume_url, cancel_url = rng.choice(urls), rng.choice(urls)
 
         def send(kind: str) -> None:
@@ -343,7 +350,9 @@ def pair_trial(w: World, urls: list[str], rng: random.Random, tally: Tally) -> t
                         answers[kind] = own.post(f"{resume_url}/chat/{mid}/resume",
                                                  json={"decisions": "approve"})
                     else:
+                        began = time.perf_counter()
                         answers[kind] = own.post(f"{cancel_url}/chat/{mid}/cancel")
+                        latency.append(time.perf_counter() - began)
                 except Exception as exc:  # noqa: BLE001 - counted below
                     answers[kind] = exc
 
@@ -354,6 +363,8 @@ def pair_trial(w: World, urls: list[str], rng: random.Random, tally: Tally) -> t
             thread.join()
         final = wait_status(client, urls[0], mid, {"completed", "failed", "cancelled", "waiting"})
         info = {"token": token, "final": final, "same_server": resume_url == cancel_url}
+        if latency:
+            tally.cancel_seconds.append(latency[0])
         for kind, answer in answers.items():
             if isinstance(answer, Exception):
                 info[kind] = repr(answer)
@@ -364,6 +375,7 @@ def pair_trial(w: World, urls: list[str], rng: random.Random, tally: Tally) -> t
                 tally.note(f"{mid[:8]}: {kind} answered {answer.status_code}: {answer.text[:120]}")
             if kind == "cancel" and answer.status_code == 200:
                 info["cancelled"] = answer.json().get("cancelled")
+                info["cancel_status"] = answer.json().get("status")
         return mid, info
 
 
@@ -375,6 +387,18 @@ async def judge_pair(w: World, mid: str, info: dict[str, Any], tally: Tally) -> 
         return
     good = await w.check_log(message, tally, one_pause=True)
     status = message["status"]
+    ran = w.journal_count(info["token"]) > 0
+    if info.get("cancel") == 409:
+        tally.refused += 1
+    elif info.get("cancelled") is True:
+        tally.accepted += 1
+        if status != "cancelled":
+            tally.dropped += 1
+        elif ran:
+            tally.tool_after_cancel += 1
+    elif info.get("cancel") == 200 and info.get("resume") == 202:
+        tally.dropped += 1  # the run was live, the cancel neither took effect nor said why not
+        tally.note(f"{mid[:8]}: cancel answered {info.get('cancel_status')!r}, not cancelled, no conflict")
     if info.get("cancelled") is True and status != "cancelled":
         good = False
         tally.note(f"{mid[:8]}: cancel said cancelled, message ended {status} ({info})")
@@ -428,6 +452,14 @@ def table(rows: list[tuple[str, Tally]]) -> str:
             pct, fivexx = "—", str(tally.errors_5xx)
         lines.append(f"| {name} | {tally.trials} | {pct} | {tally.duplicates} | {tally.wrong} "
                      f"| {fivexx} | {tally.gaps} |")
+    races = [(name, tally) for name, tally in rows if "pairs" in name]
+    if races:
+        lines += ["", "| resume-vs-cancel races | pairs | cancel accepted | refused (409) | dropped "
+                  "| accepted, tool ran anyway | max cancel latency s |", "|---|---:|---:|---:|---:|---:|---:|"]
+        for name, tally in races:
+            worst = f"{max(tally.cancel_seconds):.2f}" if tally.cancel_seconds else "—"
+            lines.append(f"| {name} | {tally.trials} | {tally.accepted} | {tally.refused} | {tally.dropped} "
+                         f"| {tally.tool_after_cancel} | {worst} |")
     return "\n".join(lines)
 
 

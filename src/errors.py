@@ -47,6 +47,22 @@ class ResumeConflictError(ArtifactFlowError):
         self.message_id = message_id
 
 
+class CancelConflictError(ResumeConflictError):
+    """A cancel arrived after the run had ended otherwise (completed, failed); the HTTP layer
+    maps it to 409, like a resume's conflict."""
+
+
+class CancelRequested(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """A cancel was accepted for the run (`core/run/cancel.py`): it must stop and end
+    `cancelled`. Raised inside the run (an approved tool refusing to start, a final status
+    change that lost to the cancel) and turned into the cancelled ending by the segment; never
+    seen by callers. Outside the error tree, like LangGraph's `GraphInterrupt`."""
+
+    def __init__(self, message_id: str) -> None:
+        super().__init__(f"message {message_id}: a cancel was accepted")
+        self.message_id = message_id
+
+
 class LeaseLostError(ArtifactFlowError):
     """A run lost ownership of its message (its lease expired and another process took it
     over, or it was cancelled): it must stop and write nothing more."""

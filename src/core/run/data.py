@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...artifacts.records import ArtifactSummary, ArtifactView, VersionSummary
 from ...errors import NotFoundError
-from . import segment, workers
+from . import cancel as run_cancel
 
 if TYPE_CHECKING:
     from ..conversations import ConversationManager, ConversationTree
@@ -59,10 +59,8 @@ class StoredData:
         await self.get_conversation(conversation_id, user_id=user_id)
         messages = await self.store.list_messages(conversation_id)
         for message in messages:
-            if self._rt.running_here(message["id"]):
-                await segment.cancel(self._rt, message["id"])
-            elif message["status"] == "running":  # owned by another worker: it stops first
-                await workers.cancel_elsewhere(self._rt, message["id"])
+            if message["status"] == "running":  # here or on another worker: it stops first
+                await run_cancel.cancel(self._rt, message["id"])
         for message in messages:
             await self.checkpoints.delete_thread(message["thread_id"])
         await self.conversations.delete(conversation_id)
