@@ -71,8 +71,18 @@ async def _run_and_kill(config: Path, data: Path, task: str, point: str, delay: 
     """Run the CLI until it printed `point` (its n-th, with `#n`), wait `delay`, SIGKILL it;
     the event types it printed."""
     proc = await asyncio.create_subprocess_exec(
-        ARTIFACTFLOW, "--config-dir", str(config), "--data-dir", str(data), "run", task, "--yes", "--json",
-        env=CLI.env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        ARTIFACTFLOW,
+        "--config-dir",
+        str(config),
+        "--data-dir",
+        str(data),
+        "run",
+        task,
+        "--yes",
+        "--json",
+        env=CLI.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
     )
     assert proc.stdout is not None
     seen: Counter[str] = Counter()
@@ -97,7 +107,9 @@ async def test_kills_right_after_an_approval_never_ask_again(
 ) -> None:
     llm.route(_route)
     config = make_config(
-        tmp_path, lead_tools=["record_effect"], yaml_text="plugins: [effects]\n",
+        tmp_path,
+        lead_tools=["record_effect"],
+        yaml_text="plugins: [effects]\n",
         plugin_files={"effects.py": PLUGIN},
     )
     data = tmp_path / "data"
@@ -107,7 +119,9 @@ async def test_kills_right_after_an_approval_never_ask_again(
     for n, (point, delay) in enumerate(KILL_POINTS):
         tag = f"k{n}"
         await _run_and_kill(config, data, f"task {tag}", point, delay)
-        message_id = await store.fetch_value(sa.select(t.messages.c.id).where(t.messages.c.content == f"task {tag}"))
+        message_id = await store.fetch_value(
+            sa.select(t.messages.c.id).where(t.messages.c.content == f"task {tag}")
+        )
         assert message_id, f"{point}: no message"
         for _ in range(4):  # recover as a surviving process would, until the run ends
             message = await store.get_message(message_id)

@@ -75,13 +75,17 @@ def _route(request: dict[str, Any]) -> Any:
 def config(tmp_path: Path, journal: Path, llm: Any) -> Path:
     llm.route(_route)
     return make_config(
-        tmp_path, lead_tools=["record_effect", "wait_a_bit"], yaml_text="plugins: [effects]\n",
+        tmp_path,
+        lead_tools=["record_effect", "wait_a_bit"],
+        yaml_text="plugins: [effects]\n",
         plugin_files={"effects.py": PLUGIN},
     )
 
 
 @pytest.fixture
-async def workers(config: Path, tmp_path: Path, llm_env: Any) -> AsyncIterator[tuple[Client, Client]]:
+async def workers(
+    config: Path, tmp_path: Path, llm_env: Any
+) -> AsyncIterator[tuple[Client, Client]]:
     """Two workers on one fresh PostgreSQL database (each its own bus connection)."""
     async with fresh_database() as url:
         a = await Client.open(load_settings(config, tmp_path / "data-a", database_url=url))
@@ -102,7 +106,11 @@ def _effects(journal: Path, tag: str) -> list[float]:
 async def _ended(client: Client, message_id: str) -> dict[str, Any]:
     async def ended() -> Any:
         message = await client.admin.store.get_message(message_id)
-        return message if message and message["status"] in ("completed", "cancelled", "failed") else None
+        return (
+            message
+            if message and message["status"] in ("completed", "cancelled", "failed")
+            else None
+        )
 
     return dict(await wait_until(ended, timeout=20))
 
@@ -134,7 +142,11 @@ async def test_resume_and_cancel_racing_on_two_workers_never_drop_the_cancel(
             assert message["status"] == "cancelled", (i, message["status"], log)
             # The approved tool did not run, unless it had started before the cancel was accepted.
             accepted = message["cancel_requested_at"]
-            assert not effects or (accepted is not None and effects[0] <= accepted), (i, effects, accepted)
+            assert not effects or (accepted is not None and effects[0] <= accepted), (
+                i,
+                effects,
+                accepted,
+            )
         else:
             seen["resume won"] += 1  # the cancel lost to a run that ended first: it said so
             assert message["status"] == "completed" and effects, (i, message["status"], log)
@@ -157,7 +169,9 @@ async def test_a_cancel_whose_notice_never_arrives_still_ends_the_run(
 
 async def test_an_approved_call_does_not_start_once_a_cancel_is_accepted(store: AppStore) -> None:
     conversation = await store.create_conversation()
-    message = await store.add_message(conversation_id=conversation["id"], content="x", parent_id=None)
+    message = await store.add_message(
+        conversation_id=conversation["id"], content="x", parent_id=None
+    )
     assert await store.ledger_begin(message["id"], "inv/0/c1") == "started"
     assert await store.ledger_begin(message["id"], "inv/0/c1") == "exists"
     assert (await store.request_cancel(message["id"], now=time.time())).won
@@ -165,13 +179,21 @@ async def test_an_approved_call_does_not_start_once_a_cancel_is_accepted(store: 
     assert await store.ledger_get(message["id"], "inv/0/c2") is None  # nothing recorded
 
 
-async def test_a_dead_owners_cancelled_run_is_ended_not_recovered(make_client: Any, config: Path) -> None:
+async def test_a_dead_owners_cancelled_run_is_ended_not_recovered(
+    make_client: Any, config: Path
+) -> None:
     client = await make_client(config_dir=config)
     paused = await client.run("task dead")
     store = client.admin.store
     # The resume's process claimed the pause, a cancel was accepted, and the process died.
-    await store.change_status(paused.message_id, expected_status="waiting", status="running",
-                              run_token="dead", lease_expires_at=0.0, waiting_for=None)
+    await store.change_status(
+        paused.message_id,
+        expected_status="waiting",
+        status="running",
+        run_token="dead",
+        lease_expires_at=0.0,
+        waiting_for=None,
+    )
     assert (await store.request_cancel(paused.message_id, now=time.time())).won
     assert await client.runs.cancel(paused.message_id) is True
     message = await store.get_message(paused.message_id)
@@ -181,8 +203,9 @@ async def test_a_dead_owners_cancelled_run_is_ended_not_recovered(make_client: A
 async def test_a_cancel_that_lost_is_a_conflict_over_http(make_client: Any, config: Path) -> None:
     af = await make_client(config_dir=config)
     done = await af.run("please wait")
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(client=af)),
-                                 base_url="http://testserver") as http:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=create_app(client=af)), base_url="http://testserver"
+    ) as http:
         response = await http.post(f"/api/v1/chat/{done.message_id}/cancel")
     assert response.status_code == 409, response.text
     assert response.json()["error"]["message"] == (
@@ -202,10 +225,16 @@ async def test_a_version_1_database_gains_the_cancel_and_decision_columns(tmp_pa
     try:
         assert await store.schema_version() == t.SCHEMA_VERSION == 2 and 2 in migrate.STEPS
         conversation = await store.create_conversation()
-        message = await store.add_message(conversation_id=conversation["id"], content="x", parent_id=None)
+        message = await store.add_message(
+            conversation_id=conversation["id"], content="x", parent_id=None
+        )
         assert (await store.request_cancel(message["id"], now=1.0)).won
         stored = await store.get_message(message["id"])
-        assert stored is not None and stored["cancel_requested_at"] == 1.0 and stored["decisions"] is None
+        assert (
+            stored is not None
+            and stored["cancel_requested_at"] == 1.0
+            and stored["decisions"] is None
+        )
     finally:
         await store.close()
 

@@ -103,12 +103,17 @@ async def end_orphan(rt: Runtime, message: MessageRow) -> bool:
     """End a cancelled `running` message whose owner died (lease expired) here, rather than
     continue it; False if someone else changed it first."""
     ended = await change_status(
-        rt.store, message, CancelledData(reason="cancelled by request (its process had stopped)"),
-        expected_status="running", expected_run_token=message["run_token"], stale_before=rt.clock(),
-        status="cancelled", run_token=uuid.uuid4().hex, lease_expires_at=None,
+        rt.store,
+        message,
+        CancelledData(reason="cancelled by request (its process had stopped)"),
+        expected_status="running",
+        expected_run_token=message["run_token"],
+        stale_before=rt.clock(),
+        status="cancelled",
+        run_token=uuid.uuid4().hex,
+        lease_expires_at=None,
     )
     if ended is None:
         return False
     await cleanup_checkpoints(rt, message)
     return True
-
