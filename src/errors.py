@@ -28,6 +28,11 @@ class NotFoundError(ArtifactFlowError):
     """A conversation, message or artifact does not exist (or is not yours)."""
 
 
+class WorkflowInputError(UserError):
+    """A workflow run's input does not match the workflow's input schema; nothing was started.
+    The HTTP layer answers 422, like any request body that fails its schema."""
+
+
 class InvalidResumeError(UserError):
     """Resume data does not answer the pending tool calls correctly; nothing was run."""
 
