@@ -504,14 +504,20 @@ async def run_backend(
                     flush=True,
                 )
             rows.append((f"{backend} kills after approval", tally))
-        tally = Tally()
-        with servers(w) as urls:
-            for i in range(pairs):
-                mid, info = await asyncio.to_thread(pair_trial, w, urls, rng, tally)
-                await judge_pair(w, mid, info, tally)
-                print(f"\r{backend}: pairs {i + 1}/{pairs}   ", end="", file=sys.stderr, flush=True)
+        if pairs:
+            tally = Tally()
+            with servers(w) as urls:
+                for i in range(pairs):
+                    mid, info = await asyncio.to_thread(pair_trial, w, urls, rng, tally)
+                    await judge_pair(w, mid, info, tally)
+                    print(
+                        f"\r{backend}: pairs {i + 1}/{pairs}   ",
+                        end="",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            rows.append((f"{backend} resume/cancel pairs", tally))
         print(file=sys.stderr)
-        rows.append((f"{backend} resume/cancel pairs", tally))
     return rows
 
 

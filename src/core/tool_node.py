@@ -182,16 +182,18 @@ async def _run_one(
     record = (
         await svc.store.ledger_get(context.message_id, ledger_key) if ledger_key else None
     )
-    if record is None or not await started_in_log(svc.store, context.message_id, call["id"]):
-        # A recovered run re-runs this node: a call whose start is on record is not started twice.
-        parsed, _ = parse_arguments(arguments)
-        emit(ToolStartData(tool_call_id=call["id"], tool=call["name"],
-                           arguments=parsed if parsed is not None else arguments, edited=note is not None))
     begun = None
     if record is None and ledger_key and not svc.tools.may_rerun(call["name"]):
         begun = await svc.store.ledger_begin(context.message_id, ledger_key)
         if begun == "cancelled":  # a cancel was accepted first: the approved call never runs
             raise CancelRequested(context.message_id)
+    # The ledger first, then the event: a recovered run re-runs this node, and a call the
+    # ledger knows gets its `tool_start` only if the log does not hold it yet (one per call).
+    fresh = record is None and begun != "exists"
+    if fresh or not await started_in_log(svc.store, context.message_id, call["id"]):
+        parsed, _ = parse_arguments(arguments)
+        emit(ToolStartData(tool_call_id=call["id"], tool=call["name"],
+                           arguments=parsed if parsed is not None else arguments, edited=note is not None))
     if record is not None and record["status"] == "finished":
         result = ToolResult.from_dict(record["result"] or {})
         duration = 0.0
