@@ -12,7 +12,9 @@ Ownership: every event batch is written only while the run's token still owns th
 and so is every checkpoint (`ownership.owned_by`). A run that lost its message (its lease ran
 out and another process recovered it, or it was cancelled elsewhere) stops quietly with a
 warning and writes nothing more. A cancel that lands before the run's task has started is
-seen by the task's first line, so its cleanup always runs and its slot is always freed.
+seen by the task's first line, so its cleanup always runs and its slot is always freed; a
+cancel recorded on the message (from any worker, `cancel.py`) is read there too, and the run's
+own final change to `completed`, `waiting` or `failed` loses to it.
 
 Path of a run: `start.start_message` (or `resume.resume_start`, `resume.recover`, a workflow's
 start) → `launch` → `Segment.drive` → `graph.astream` (see `core/graph.py`: `lead_agent` →
