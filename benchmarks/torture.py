@@ -17,7 +17,12 @@ that answered `cancelled: true` for a message that did not end cancelled, a paus
 a status that disagrees with the last event), 5xx answers, and event-id gaps (ids not 1..n).
 All 0 is the target.
 
-Run: `python benchmarks/torture.py [--kills 50] [--pairs 100] [--backends sqlite,postgres]`
+Also reported: for the pairs, how each cancel was answered (accepted, refused with 409, dropped:
+answered without effect or conflict, or accepted and not ended cancelled) and the slowest cancel;
+with `--approval-kills N`, N more kills right after an approval, counting approvals asked again
+and calls whose `tool_start` was logged twice.
+
+Run: `python benchmarks/torture.py [--kills 50] [--pairs 100] [--approval-kills 30] [--backends sqlite,postgres]`
 (PostgreSQL: `ARTIFACTFLOW_TEST_PG_URL`, default postgresql://postgres@127.0.0.1:5432/test;
 a fresh database is created and dropped).
 """
@@ -84,6 +89,15 @@ KILL_POINTS = [
     ("agent_start#2", 0.0),
     ("timed", None),
 ]
+# Right after an approval (issue 22, D5): the decision must survive, and the log stay single.
+AFTER_APPROVAL = [
+    ("permission_result", 0.0),
+    ("permission_result", 0.01),
+    ("permission_result", 0.03),
+    ("tool_start", 0.0),
+    ("tool_start", 0.08),
+    ("tool_complete", 0.0),
+]
 
 
 def route(request: dict[str, Any]) -> Any:
@@ -106,6 +120,15 @@ class Tally:
     wrong: int = 0
     errors_5xx: int = 0
     gaps: int = 0
+    # resume/cancel pairs: how each cancel was answered, and how long it took
+    accepted: int = 0  # 200 {"cancelled": true}
+    refused: int = 0  # 409: it lost to the resume, with the reason
+    dropped: int = 0  # answered without effect or conflict, or accepted and not cancelled
+    tool_after_cancel: int = 0  # accepted, ended cancelled, yet the approved tool ran
+    cancel_seconds: list[float] = field(default_factory=list)
+    # kills after an approval: asked again, and calls whose start is logged twice
+    reasked: int = 0
+    double_starts: int = 0
     notes: list[str] = field(default_factory=list)
 
     def note(self, text: str) -> None:
@@ -178,9 +201,16 @@ async def world(backend: str, llm: ScriptedLLM) -> AsyncIterator[World]:
     (config / "torture_tools.py").write_text(textwrap.dedent(PLUGIN), encoding="utf-8")
     journal = root / "journal.txt"
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARTIFACTFLOW_")}
-    env.update(OPENAI_BASE_URL=llm.base_url, OPENAI_API_KEY="torture", AF_JOURNAL=str(journal),
-               NO_COLOR="1", PYTHONUNBUFFERED="1")
-    os.environ.update(OPENAI_BASE_URL=llm.base_url, OPENAI_API_KEY="torture", AF_JOURNAL=str(journal))
+    env.update(
+        OPENAI_BASE_URL=llm.base_url,
+        OPENAI_API_KEY="torture",
+        AF_JOURNAL=str(journal),
+        NO_COLOR="1",
+        PYTHONUNBUFFERED="1",
+    )
+    os.environ.update(
+        OPENAI_BASE_URL=llm.base_url, OPENAI_API_KEY="torture", AF_JOURNAL=str(journal)
+    )
     url = None
     admin = None
     if backend == "postgres":
@@ -205,13 +235,24 @@ async def world(backend: str, llm: ScriptedLLM) -> AsyncIterator[World]:
 # --- kills -------------------------------------------------------------------------------------
 
 
-async def kill_trial(w: World, rng: random.Random, tally: Tally) -> None:
+async def kill_trial(
+    w: World, rng: random.Random, tally: Tally, points: list[Any] = KILL_POINTS
+) -> None:
     token = "T" + uuid.uuid4().hex[:10]
-    point, delay = rng.choice(KILL_POINTS)
+    point, delay = rng.choice(points)
     proc = await asyncio.create_subprocess_exec(
-        ARTIFACTFLOW, "--config-dir", str(w.config), "--data-dir", str(w.data),
-        "run", f"task {token}", "--yes", "--json",
-        env=w.env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        ARTIFACTFLOW,
+        "--config-dir",
+        str(w.config),
+        "--data-dir",
+        str(w.data),
+        "run",
+        f"task {token}",
+        "--yes",
+        "--json",
+        env=w.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
     )
     seen: Counter[str] = Counter()
 
@@ -262,6 +303,15 @@ async def kill_trial(w: World, rng: random.Random, tally: Tally) -> None:
     if message["status"] == "completed":
         tally.resumable += 1
     good = await w.check_log(message, tally, one_pause=False) and message["status"] == "completed"
+    events = await w.client.runs.events(message["id"])
+    approved = "permission_result" in seen
+    if approved and sum(1 for e in events if e.type == "permission_request") > 1:
+        tally.reasked += 1
+        tally.note(f"{point}+{delay}: approval asked again after the kill")
+    starts = Counter(e.data.tool_call_id for e in events if e.type == "tool_start")  # type: ignore[union-attr]
+    if any(n > 1 for n in starts.values()):
+        tally.double_starts += 1
+        tally.note(f"{point}+{delay}: tool_start logged {max(starts.values())} times for one call")
     if message["status"] != "completed":
         tally.note(f"{point}: ended {message['status']}: {message.get('error')}"[:200])
     if w.journal_count(token) > 1:
@@ -285,11 +335,25 @@ def servers(w: World, count: int = 2) -> Any:
     procs, urls = [], []
     for _ in range(count):
         port = free_port()
-        procs.append(subprocess.Popen(
-            [ARTIFACTFLOW, "--config-dir", str(w.config), "--data-dir", str(w.data),
-             "serve", "--host", "127.0.0.1", "--port", str(port)],
-            env=w.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        ))
+        procs.append(
+            subprocess.Popen(
+                [
+                    ARTIFACTFLOW,
+                    "--config-dir",
+                    str(w.config),
+                    "--data-dir",
+                    str(w.data),
+                    "serve",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                ],
+                env=w.env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
         urls.append(f"http://127.0.0.1:{port}/api/v1")
     try:
         for url in urls:
@@ -311,7 +375,9 @@ def servers(w: World, count: int = 2) -> Any:
                 proc.kill()
 
 
-def wait_status(client: httpx.Client, url: str, mid: str, statuses: set[str], timeout: float = 15) -> str:
+def wait_status(
+    client: httpx.Client, url: str, mid: str, statuses: set[str], timeout: float = 15
+) -> str:
     status = "?"
     for _ in range(int(timeout / 0.05)):
         status = client.get(f"{url}/messages/{mid}").json().get("status", "?")
@@ -321,7 +387,9 @@ def wait_status(client: httpx.Client, url: str, mid: str, statuses: set[str], ti
     return status
 
 
-def pair_trial(w: World, urls: list[str], rng: random.Random, tally: Tally) -> tuple[str, dict[str, Any]]:
+def pair_trial(
+    w: World, urls: list[str], rng: random.Random, tally: Tally
+) -> tuple[str, dict[str, Any]]:
     token = "T" + uuid.uuid4().hex[:10]
     with httpx.Client(timeout=30) as client:
         chat = client.post(f"{urls[0]}/chat", json={"content": f"task {token}"})
@@ -333,6 +401,7 @@ def pair_trial(w: World, urls: list[str], rng: random.Random, tally: Tally) -> t
             return mid, {}
         barrier = threading.Barrier(2)
         answers: dict[str, httpx.Response | Exception] = {}
+        latency: list[float] = []
         resume_url, cancel_url = rng.choice(urls), rng.choice(urls)
 
         def send(kind: str) -> None:
@@ -340,10 +409,13 @@ def pair_trial(w: World, urls: list[str], rng: random.Random, tally: Tally) -> t
                 barrier.wait()
                 try:
                     if kind == "resume":
-                        answers[kind] = own.post(f"{resume_url}/chat/{mid}/resume",
-                                                 json={"decisions": "approve"})
+                        answers[kind] = own.post(
+                            f"{resume_url}/chat/{mid}/resume", json={"decisions": "approve"}
+                        )
                     else:
+                        began = time.perf_counter()
                         answers[kind] = own.post(f"{cancel_url}/chat/{mid}/cancel")
+                        latency.append(time.perf_counter() - began)
                 except Exception as exc:  # noqa: BLE001 - counted below
                     answers[kind] = exc
 
@@ -354,6 +426,8 @@ def pair_trial(w: World, urls: list[str], rng: random.Random, tally: Tally) -> t
             thread.join()
         final = wait_status(client, urls[0], mid, {"completed", "failed", "cancelled", "waiting"})
         info = {"token": token, "final": final, "same_server": resume_url == cancel_url}
+        if latency:
+            tally.cancel_seconds.append(latency[0])
         for kind, answer in answers.items():
             if isinstance(answer, Exception):
                 info[kind] = repr(answer)
@@ -364,6 +438,7 @@ def pair_trial(w: World, urls: list[str], rng: random.Random, tally: Tally) -> t
                 tally.note(f"{mid[:8]}: {kind} answered {answer.status_code}: {answer.text[:120]}")
             if kind == "cancel" and answer.status_code == 200:
                 info["cancelled"] = answer.json().get("cancelled")
+                info["cancel_status"] = answer.json().get("status")
         return mid, info
 
 
@@ -375,6 +450,20 @@ async def judge_pair(w: World, mid: str, info: dict[str, Any], tally: Tally) -> 
         return
     good = await w.check_log(message, tally, one_pause=True)
     status = message["status"]
+    ran = w.journal_count(info["token"]) > 0
+    if info.get("cancel") == 409:
+        tally.refused += 1
+    elif info.get("cancelled") is True:
+        tally.accepted += 1
+        if status != "cancelled":
+            tally.dropped += 1
+        elif ran:
+            tally.tool_after_cancel += 1
+    elif info.get("cancel") == 200 and info.get("resume") == 202:
+        tally.dropped += 1  # the run was live, the cancel neither took effect nor said why not
+        tally.note(
+            f"{mid[:8]}: cancel answered {info.get('cancel_status')!r}, not cancelled, no conflict"
+        )
     if info.get("cancelled") is True and status != "cancelled":
         good = False
         tally.note(f"{mid[:8]}: cancel said cancelled, message ended {status} ({info})")
@@ -393,7 +482,9 @@ async def judge_pair(w: World, mid: str, info: dict[str, Any], tally: Tally) -> 
 # --- main --------------------------------------------------------------------------------------
 
 
-async def run_backend(backend: str, kills: int, pairs: int, seed: int, llm: ScriptedLLM) -> list[tuple[str, Tally]]:
+async def run_backend(
+    backend: str, kills: int, pairs: int, seed: int, llm: ScriptedLLM, approval_kills: int = 0
+) -> list[tuple[str, Tally]]:
     rng = random.Random(seed)
     rows = []
     async with world(backend, llm) as w:
@@ -402,20 +493,39 @@ async def run_backend(backend: str, kills: int, pairs: int, seed: int, llm: Scri
             await kill_trial(w, rng, tally)
             print(f"\r{backend}: kills {i + 1}/{kills}", end="", file=sys.stderr, flush=True)
         rows.append((f"{backend} kills", tally))
-        tally = Tally()
-        with servers(w) as urls:
-            for i in range(pairs):
-                mid, info = await asyncio.to_thread(pair_trial, w, urls, rng, tally)
-                await judge_pair(w, mid, info, tally)
-                print(f"\r{backend}: pairs {i + 1}/{pairs}   ", end="", file=sys.stderr, flush=True)
+        if approval_kills:
+            tally = Tally()
+            for i in range(approval_kills):
+                await kill_trial(w, rng, tally, AFTER_APPROVAL)
+                print(
+                    f"\r{backend}: kills after approval {i + 1}/{approval_kills}",
+                    end="",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            rows.append((f"{backend} kills after approval", tally))
+        if pairs:
+            tally = Tally()
+            with servers(w) as urls:
+                for i in range(pairs):
+                    mid, info = await asyncio.to_thread(pair_trial, w, urls, rng, tally)
+                    await judge_pair(w, mid, info, tally)
+                    print(
+                        f"\r{backend}: pairs {i + 1}/{pairs}   ",
+                        end="",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            rows.append((f"{backend} resume/cancel pairs", tally))
         print(file=sys.stderr)
-        rows.append((f"{backend} resume/cancel pairs", tally))
     return rows
 
 
 def table(rows: list[tuple[str, Tally]]) -> str:
-    head = ("| scenario | trials | resumable % | duplicate side effects | wrong final states "
-            "| 5xx | event-id gaps |\n|---|---:|---:|---:|---:|---:|---:|")
+    head = (
+        "| scenario | trials | resumable % | duplicate side effects | wrong final states "
+        "| 5xx | event-id gaps |\n|---|---:|---:|---:|---:|---:|---:|"
+    )
     lines = [head]
     for name, tally in rows:
         started = tally.trials - tally.not_started
@@ -426,8 +536,34 @@ def table(rows: list[tuple[str, Tally]]) -> str:
             fivexx = "—"
         else:
             pct, fivexx = "—", str(tally.errors_5xx)
-        lines.append(f"| {name} | {tally.trials} | {pct} | {tally.duplicates} | {tally.wrong} "
-                     f"| {fivexx} | {tally.gaps} |")
+        lines.append(
+            f"| {name} | {tally.trials} | {pct} | {tally.duplicates} | {tally.wrong} "
+            f"| {fivexx} | {tally.gaps} |"
+        )
+    approvals = [(name, tally) for name, tally in rows if "after approval" in name]
+    if approvals:
+        lines += [
+            "",
+            "| kills right after an approval | kills | approval asked again "
+            "| calls with two tool_start |",
+            "|---|---:|---:|---:|",
+        ]
+        for name, tally in approvals:
+            lines.append(f"| {name} | {tally.trials} | {tally.reasked} | {tally.double_starts} |")
+    races = [(name, tally) for name, tally in rows if "pairs" in name]
+    if races:
+        lines += [
+            "",
+            "| resume-vs-cancel races | pairs | cancel accepted | refused (409) | dropped "
+            "| accepted, tool ran anyway | max cancel latency s |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for name, tally in races:
+            worst = f"{max(tally.cancel_seconds):.2f}" if tally.cancel_seconds else "—"
+            lines.append(
+                f"| {name} | {tally.trials} | {tally.accepted} | {tally.refused} | {tally.dropped} "
+                f"| {tally.tool_after_cancel} | {worst} |"
+            )
     return "\n".join(lines)
 
 
@@ -435,6 +571,12 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=50)
     parser.add_argument("--pairs", type=int, default=100)
+    parser.add_argument(
+        "--approval-kills",
+        type=int,
+        default=0,
+        help="extra kills right after an approval (asked again? tool_start twice?)",
+    )
     parser.add_argument("--backends", default="sqlite,postgres")
     parser.add_argument("--seed", type=int, default=12)
     args = parser.parse_args()
@@ -442,7 +584,9 @@ async def main() -> None:
     with ScriptedLLM() as llm:
         llm.route(route)
         for backend in args.backends.split(","):
-            rows += await run_backend(backend.strip(), args.kills, args.pairs, args.seed, llm)
+            rows += await run_backend(
+                backend.strip(), args.kills, args.pairs, args.seed, llm, args.approval_kills
+            )
     print(table(rows))
     for name, tally in rows:
         for note in tally.notes:

@@ -28,6 +28,11 @@ class NotFoundError(ArtifactFlowError):
     """A conversation, message or artifact does not exist (or is not yours)."""
 
 
+class WorkflowInputError(UserError):
+    """A workflow run's input does not match the workflow's input schema; nothing was started.
+    The HTTP layer answers 422, like any request body that fails its schema."""
+
+
 class InvalidResumeError(UserError):
     """Resume data does not answer the pending tool calls correctly; nothing was run."""
 
@@ -44,6 +49,22 @@ class ResumeConflictError(ArtifactFlowError):
 
     def __init__(self, message: str, *, message_id: str | None = None) -> None:
         super().__init__(message)
+        self.message_id = message_id
+
+
+class CancelConflictError(ResumeConflictError):
+    """A cancel arrived after the run had ended otherwise (completed, failed); the HTTP layer
+    maps it to 409, like a resume's conflict."""
+
+
+class CancelRequested(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """A cancel was accepted for the run (`core/run/cancel.py`): it must stop and end
+    `cancelled`. Raised inside the run (an approved tool refusing to start, a final status
+    change that lost to the cancel) and turned into the cancelled ending by the segment; never
+    seen by callers. Outside the error tree, like LangGraph's `GraphInterrupt`."""
+
+    def __init__(self, message_id: str) -> None:
+        super().__init__(f"message {message_id}: a cancel was accepted")
         self.message_id = message_id
 
 

@@ -134,3 +134,12 @@ class PauseRecord(TypedDict):
     calls: list[AskedCall]
     interrupt_ids: NotRequired[list[str]]  # every pause answered together, when several
     trace: NotRequired[JsonObject]  # the open trace's context (hooks), so a resume continues it
+
+
+class AcceptedDecisions(TypedDict):
+    """A resume's decisions as the claim stores them on the message (`messages.decisions`), so
+    a run recovered after a crash resumes the same pause with them instead of asking again."""
+
+    waiting: PauseRecord  # the pause they answer
+    decided: dict[str, Decision]  # by tool call id
+    results: list[RecordedDecision]  # as the `permission_result` event records them

@@ -238,10 +238,7 @@ async def test_process_killed_mid_round_recovers_without_firing_twice(tmp_path, 
     second = await Client.open(load_settings(config, data))
     second.admin.clock = lambda: time.time() + 3  # the dead owner's 2 s lease has expired
     try:
-        # LangGraph had not saved the approval when the process died: the recovered run asks
-        # again (a second pause, so the permission points fire again); then it goes on
-        again = await second.run(Resume(mid, "approve"))
-        assert again.status == "waiting"
+        # The resume's claim stored the approval: the recovered run goes on with it (issue 22)
         result = await second.run(Resume(mid, "approve"))
     finally:
         await second.aclose()

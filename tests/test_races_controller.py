@@ -235,11 +235,11 @@ async def test_d4_no_denial_is_recorded_for_a_call_that_ran(
     (tmp_path / "journal.txt.block").unlink()
     second = await make_client(config_dir=config, data_dir=data)
     await second.admin.store.update_message(paused.message_id, lease_expires_at=0.0)  # lease ran out
-    asked = await second.run(Resume(paused.message_id, "approve"))
-    assert asked.status == "waiting"  # the crash lost the answer: the approval is asked again
-    assert asked.pending_calls and asked.pending_calls[0].get("interrupted") is True
     llm.script(Text("ok"))
-    done = await second.run(Resume(paused.message_id, "deny"))
+    done = await second.run(Resume(paused.message_id, "approve"))
+    assert done.status == "completed"  # the claim kept the answer: it is not asked again
+    log = [e.type for e in await second.runs.events(paused.message_id)]
+    assert log.count("permission_request") == 1 and log.count("tool_start") == 1
     last = [e for e in done.events if e.type == "tool_complete"][-1]
     assert last.data.outcome == "interrupted"
     assert "denied" not in (last.data.result.error or "")

@@ -148,12 +148,13 @@ async def test_upgrade_steps_run_once_under_the_lock(
             calls.append(1)
             conn.execute(sa.text("ALTER TABLE af_conversations ADD COLUMN pinned BOOLEAN"))
 
-        monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
-        monkeypatch.setitem(migrate.STEPS, 2, add_pinned)
+        current, newer = schema.SCHEMA_VERSION, schema.SCHEMA_VERSION + 1
+        monkeypatch.setattr(schema, "SCHEMA_VERSION", newer)
+        monkeypatch.setitem(migrate.STEPS, newer, add_pinned)
         stores = await asyncio.gather(*(AppStore.open(url, sqlite_path=path) for _ in range(3)))
         try:
             assert calls == [1]
-            assert [await s.schema_version() for s in stores] == [2, 2, 2]
+            assert [await s.schema_version() for s in stores] == [newer] * 3
             async with stores[0].engine.connect() as conn:
                 pinned = await conn.execute(sa.text("SELECT id, pinned FROM af_conversations"))
                 assert pinned.all() == [("c1", None)]
@@ -161,6 +162,6 @@ async def test_upgrade_steps_run_once_under_the_lock(
             for s in stores:
                 await s.close()
 
-        monkeypatch.setattr(schema, "SCHEMA_VERSION", 1)
-        with pytest.raises(ConfigError, match="schema is version 2, newer than this artifactflow"):
+        monkeypatch.setattr(schema, "SCHEMA_VERSION", current)
+        with pytest.raises(ConfigError, match=f"schema is version {newer}, newer than this artifactflow"):
             await AppStore.open(url, sqlite_path=path)

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 
 from artifactflow.core.conversations import ConversationManager
 from artifactflow.core.store.repository import AppStore, normalize_database_url
+from artifactflow.core.store.schema import SCHEMA_VERSION
 from artifactflow.errors import ArtifactConflictError, ConfigError
 
 
@@ -21,10 +22,10 @@ def test_database_urls_normalized():
 
 
 async def test_schema_versioned_and_migrate_idempotent(store: AppStore):
-    assert await store.schema_version() == 1
+    assert await store.schema_version() == SCHEMA_VERSION
     await store.migrate()
     await asyncio.gather(store.migrate(), store.migrate())
-    assert await store.schema_version() == 1
+    assert await store.schema_version() == SCHEMA_VERSION
 
 
 async def test_conversations_paged_newest_first_and_per_user(store: AppStore):

@@ -146,7 +146,7 @@ async def test_http_list_run_stream_runs_and_lineage(config, tmp_path, llm, make
         assert detail["mermaid"].startswith("flowchart TD") and detail["input"]["required"] == ["ticket"]
         assert (await client.get(f"{API}/workflows/nope")).status_code == 404
         bad = await client.post(f"{API}/workflows/triage/runs", json={"input": {"ticket": 3}})
-        assert bad.status_code == 400 and "does not match its schema" in bad.json()["error"]["message"]
+        assert bad.status_code == 422 and "does not match its schema" in bad.json()["error"]["message"]
         started = await client.post(f"{API}/workflows/triage/runs", json={"input": {"ticket": "charged twice"}})
         assert started.status_code == 202, started.text
         ids = started.json()

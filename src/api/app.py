@@ -38,6 +38,7 @@ from .limits import BodyLimitMiddleware, RunLimiter
 from .openapi import install_openapi
 from .routes_chat import router as chat_router
 from .routes_data import router as data_router
+from .routes_workflows import publish_inputs
 from .routes_workflows import router as workflows_router
 from .sse import drain_streams
 
@@ -109,7 +110,7 @@ def create_app(
     if client is not None:
         _attach(app, client, host)
     install_error_handlers(app)
-    install_openapi(app)
+    install_openapi(app, lambda schema, client: publish_inputs(schema, client.workflows.list()))
     app.add_middleware(BodyLimitMiddleware, limit=lambda: app.state.max_request_bytes)
     app.add_middleware(CatchAllMiddleware)
     app.include_router(chat_router, prefix=API_PREFIX)

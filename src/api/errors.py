@@ -26,6 +26,7 @@ from ..errors import (
     NotFoundError,
     ResumeConflictError,
     UserError,
+    WorkflowInputError,
 )
 
 log = logging.getLogger("artifactflow.api")
@@ -48,6 +49,7 @@ LIBRARY_ERRORS: list[tuple[type[ArtifactFlowError], int, str]] = [
     (ResumeConflictError, 409, "conflict"),
     (ArtifactConflictError, 409, "conflict"),
     (InvalidResumeError, 422, "invalid_resume"),
+    (WorkflowInputError, 422, "validation_error"),  # as a body failing its published schema
     (MissingCredentialsError, 503, "model_not_configured"),
     (ConfigError, 500, "config_error"),
     (UserError, 400, "bad_request"),

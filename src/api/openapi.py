@@ -46,13 +46,21 @@ def finish_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def install_openapi(app: FastAPI) -> None:
-    """Make `app.openapi()` return the finished schema (built once, like FastAPI's)."""
+def install_openapi(
+    app: FastAPI, publish: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None
+) -> None:
+    """Make `app.openapi()` return the finished schema (built once, like FastAPI's); with
+    `publish(schema, client)`, add what only the open client knows (each workflow's input)."""
     build: Callable[[], dict[str, Any]] = app.openapi
+    published = False
 
     def openapi() -> dict[str, Any]:
+        nonlocal published
         if app.openapi_schema is None:
             app.openapi_schema = finish_schema(build())
+        if publish is not None and not published and app.state.client is not None:
+            app.openapi_schema = publish(app.openapi_schema, app.state.client)
+            published = True
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

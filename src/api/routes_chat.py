@@ -9,7 +9,8 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from ..client import Client, Resume, Retry, Run, Task
 from ..core.conversations import ACTIVE_BRANCH
 from ..core.permissions import decisions_from_body
-from ..errors import NotFoundError
+from ..core.run.cancel import refusal as cancel_refusal
+from ..errors import CancelConflictError, NotFoundError
 from .auth import Caller, caller, owned_message, stream_user
 from .deps import MAX_INT, api_url, error_docs, get_client
 from .models import (
@@ -109,12 +110,17 @@ async def resume(
     )
 
 
-@router.post("/chat/{message_id}/cancel", response_model=CancelResult, responses=error_docs(404),
+@router.post("/chat/{message_id}/cancel", response_model=CancelResult, responses=error_docs(404, 409),
              summary="Cancel a running or paused message")
 async def cancel(message_id: str, caller: Caller = CallerDep) -> CancelResult:
+    """Accepted (`cancelled` true) on whichever worker: the run stops, or has stopped (its
+    `status` may still read `running` for a moment). 409 when the run ended otherwise first
+    (completed, failed); `cancelled` false for a message cancelled already."""
     await caller.message(message_id)
     cancelled = await caller.client.runs.cancel(message_id)
     message = await caller.message(message_id)
+    if not cancelled and (reason := cancel_refusal(message_id, message["status"])):
+        raise CancelConflictError(reason, message_id=message_id)
     return CancelResult(message_id=message_id, cancelled=cancelled, status=message["status"])
 
 

@@ -8,6 +8,7 @@ value came from.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -127,6 +128,8 @@ async def start_run(
     name: str, body: RunRequest, request: Request, user: str | None = User,
     client: Client = ClientDep,
 ) -> RunAccepted:
+    """`input` must match the workflow's input schema (422 otherwise); each workflow's own
+    operation in the published schema (`POST /workflows/<its name>/runs`) carries it."""
     if body.conversation_id is not None:
         await owned_conversation(client, body.conversation_id, user)
     async with request.app.state.limiter.slot(client):
@@ -135,6 +138,38 @@ async def start_run(
     return RunAccepted(conversation_id=run.conversation_id, message_id=run.message_id,
                        thread_id=run.thread_id, workflow=run.workflow or name,
                        stream_url=api_url(request, f"/stream/{run.message_id}"))
+
+
+def publish_inputs(schema: dict[str, Any], workflows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Give every valid workflow its own `POST /workflows/<name>/runs` operation whose body
+    declares that workflow's input schema (in place; returns `schema`). A concrete path is
+    matched before the templated one (OpenAPI 3.1, "Paths"), so clients and fuzzers see the
+    exact body each workflow takes; the templated operation stays for names not known yet."""
+    paths = schema.get("paths", {})
+    generic_path = next((p for p in paths if p.endswith("/workflows/{name}/runs")), None)
+    if generic_path is None:
+        return schema
+    generic = paths[generic_path]["post"]
+    conversation_id = schema["components"]["schemas"]["RunRequest"]["properties"]["conversation_id"]
+    for workflow in workflows:
+        name = str(workflow["name"])
+        if not workflow.get("valid") or not name or any(c in name for c in "/{}?#"):
+            continue
+        declared = workflow.get("input") or {"type": "object"}
+        body: dict[str, Any] = {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"input": declared, "conversation_id": conversation_id},
+        }
+        if declared.get("required"):
+            body["required"] = ["input"]
+        operation = copy.deepcopy(generic)
+        operation.pop("parameters", None)
+        operation["operationId"] = f"start_workflow_run_{name}"
+        operation["summary"] = f"Start a run of workflow '{name}'; it continues in the background"
+        operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+        paths[generic_path.replace("{name}", name)] = {"post": operation}
+    return schema
 
 
 @router.get("/workflows/{name}/runs", response_model=RunList, responses=error_docs(),

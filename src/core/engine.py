@@ -26,7 +26,8 @@ from .checkpoints import CheckpointStore
 from .context import Services
 from .conversations import ACTIVE_BRANCH, ConversationManager
 from .graph import build_graph
-from .run import segment, workers
+from .run import cancel as run_cancel
+from .run import workers
 from .run.ownership import guard_saver
 from .run.resume import resume_start
 from .run.runtime import GraphProvider, Runtime
@@ -195,10 +196,9 @@ class Engine:
     async def cancel(self, message_id: str) -> bool:
         """Stop a running message at the next safe point, or close a paused one. A run owned
         by another worker (PostgreSQL) is asked to stop, and this waits until it has. False if
-        the message is neither running nor paused."""
-        if await workers.cancel_elsewhere(self.rt, message_id):
-            return True
-        return await segment.cancel(self.rt, message_id)
+        the message is neither running nor paused (`core/run/cancel.py`: once accepted, a
+        cancel is never lost, and this waits at most a couple of seconds)."""
+        return (await run_cancel.cancel(self.rt, message_id)).cancelled
 
     async def wait(self, message_id: str) -> None:
         """Wait until the message's run in this process (if any) has finished its segment."""

@@ -11,7 +11,9 @@ Order matters because LangGraph re-runs this node from its first line on resume:
 3. A ledger in the app store makes each approved call run at most once even if the process
    dies between running the tool and saving the checkpoint: a finished call's stored result
    is reused; a call that started but never finished is reported as interrupted, not re-run.
-   The ledger is cleared when the message finishes.
+   The ledger is cleared when the message finishes. A recovered run does not emit a second
+   `tool_start` for a call whose start is on record, and an approved call does not begin
+   once a cancel was accepted (`ledger_begin`; the run then ends `cancelled`).
 
 `call_subagent` is handled here too: a valid call starts a subagent invocation whose answer
 becomes this call's result later; an invalid one is a tool error listing the valid names.
@@ -29,6 +31,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from ..agents.spec import AgentSpec
+from ..errors import CancelRequested
 from ..events.payloads import ToolCompleteData, ToolResultData, ToolStartData
 from ..events.status import DecisionAction
 from ..hooks import nodes as hook_points
@@ -122,6 +125,13 @@ def _subagent_call(
     return None, {invocation: record}
 
 
+async def started_in_log(store: Any, message_id: str, call_id: str) -> bool:
+    """Whether the message's log holds a `tool_start` of `call_id` (only asked on a re-run:
+    the ledger already knows the call)."""
+    events = await store.events(message_id)
+    return any(e["type"] == "tool_start" and e["data"].get("tool_call_id") == call_id for e in events)
+
+
 def _result(result: ToolResult) -> ToolResultData:
     return ToolResultData.model_validate(result.to_dict())
 
@@ -167,20 +177,27 @@ async def _run_one(
                 emit(ToolCompleteData(tool_call_id=call["id"], tool=call["name"], success=False,
                                       result=_result(refusal), duration_ms=0.0, refused=True))
                 return refusal, 0.0
-    parsed, _ = parse_arguments(arguments)
-    emit(ToolStartData(tool_call_id=call["id"], tool=call["name"],
-                       arguments=parsed if parsed is not None else arguments, edited=note is not None))
     # Approved calls go through the ledger (exactly once across crashes); AUTO calls are
     # at-least-once, like any step LangGraph re-runs, and skip the extra writes (`ledger_key`).
     record = (
         await svc.store.ledger_get(context.message_id, ledger_key) if ledger_key else None
     )
+    begun = None
+    if record is None and ledger_key and not svc.tools.may_rerun(call["name"]):
+        begun = await svc.store.ledger_begin(context.message_id, ledger_key)
+        if begun == "cancelled":  # a cancel was accepted first: the approved call never runs
+            raise CancelRequested(context.message_id)
+    # The ledger first, then the event: a recovered run re-runs this node, and a call the
+    # ledger knows gets its `tool_start` only if the log does not hold it yet (one per call).
+    fresh = record is None and begun != "exists"
+    if fresh or not await started_in_log(svc.store, context.message_id, call["id"]):
+        parsed, _ = parse_arguments(arguments)
+        emit(ToolStartData(tool_call_id=call["id"], tool=call["name"],
+                           arguments=parsed if parsed is not None else arguments, edited=note is not None))
     if record is not None and record["status"] == "finished":
         result = ToolResult.from_dict(record["result"] or {})
         duration = 0.0
-    elif ledger_key and not svc.tools.may_rerun(call["name"]) and (
-        record is not None or not await svc.store.ledger_start(context.message_id, ledger_key)
-    ):
+    elif ledger_key and not svc.tools.may_rerun(call["name"]) and (record is not None or begun == "exists"):
         result = ToolResult.fail(
             "this tool call was interrupted by a process failure while running; it was not "
             "re-run, to avoid running it twice. Check its effect before retrying.",

@@ -11,6 +11,8 @@ away mid-answer is counted (``disconnects``), never raised.
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -84,6 +86,12 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError as exc:
             raise _ClientGone() from exc
         self._write(data)
+
+    def _reset(self) -> None:
+        """Drop the connection with a TCP RST (linger 0), not an orderly close."""
+        self.wfile.flush()
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
 
     def _send_error(self, status: int, message: str) -> None:
         self._send_json(status, error_body(status, message))
@@ -303,7 +311,11 @@ class _Handler(BaseHTTPRequestHandler):
         chunk({"role": "assistant", "content": "", "refusal": None})
         args: list[str] = []
         text = response.content
-        for piece in _chunks(text, response.chunk_size):
+        reset_after = response.reset_after if isinstance(response, Text) else None
+        for index, piece in enumerate(_chunks(text, response.chunk_size)):
+            if index == reset_after:
+                self._reset()
+                return
             if not pause():
                 return
             chunk({"content": piece})

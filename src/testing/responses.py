@@ -21,7 +21,8 @@ class Text:
 
     ``chunk_delay`` sleeps between streamed chunks (to test cancellation mid-stream or
     attaching to a run while it is producing output). ``quirks`` add server habits to this
-    response only.
+    response only. ``reset_after`` streams that many pieces, then resets the connection (a TCP
+    RST, as a crashed server or a proxy would).
     """
 
     content: str
@@ -29,6 +30,7 @@ class Text:
     chunk_delay: float = 0.0
     quirks: Quirks | None = None
     finish_reason: str = "stop"  # "length": the answer was cut off by max_tokens
+    reset_after: int | None = None
 
 
 @dataclass

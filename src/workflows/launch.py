@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..core.conversations import ACTIVE_BRANCH
 from ..core.run.segment import launch
-from ..errors import NotFoundError, UserError
+from ..errors import NotFoundError, WorkflowInputError
 from ..events.envelope import Emitted
 from ..events.payloads import MetadataData
 from ..hooks.runs import run_info
@@ -152,14 +152,15 @@ def workflow_graphs(rt: Runtime) -> WorkflowGraphs:
 
 
 def check_input(spec: WorkflowSpec, value: Any) -> JsonObject:
-    """`value` as the workflow's input (a JSON object matching its input schema), or `UserError`."""
+    """`value` as the workflow's input (a JSON object matching its input schema), or
+    `WorkflowInputError`."""
     if value is None:
         value = {}
     if not isinstance(value, dict):
-        raise UserError(f"workflow '{spec.name}' takes a JSON object as input, got {type(value).__name__}")
+        raise WorkflowInputError(f"workflow '{spec.name}' takes a JSON object as input, got {type(value).__name__}")
     found = problems(spec.input, value)
     if found:
-        raise UserError(
+        raise WorkflowInputError(
             f"input of workflow '{spec.name}' does not match its schema: {'; '.join(found)}. "
             f"Schema: {json.dumps(spec.input, ensure_ascii=False)}"
         )

@@ -35,7 +35,8 @@ from .base import (
     is_context_overflow,
     send_delta,
 )
-from .openai_wire import Assembly, request_body
+from .failures import AnswerCap, connection_failure
+from .openai_wire import Assembly, output_limit, request_body
 from .retry import Attempt, Failure, Sleep, with_retries
 
 _PATH = "/chat/completions"
@@ -113,6 +114,7 @@ class OpenAIChatModel:
         once the response is assembled)."""
         client = self._client(request.target)
         assembly = Assembly(request.target.model)
+        cap = AnswerCap(output_limit(request, self.settings)[1])  # a server may ignore max_tokens
         if stream:
             chunks = await client.post(
                 _PATH,
@@ -124,14 +126,17 @@ class OpenAIChatModel:
             )
             async with chunks:
                 async for chunk in chunks:
-                    text = assembly.add_chunk(chunk)
+                    text = cap.take(assembly.add_chunk(chunk))
                     if text:
                         attempt.output_seen = True
                         await send_delta(on_delta, text)
-            return assembly.response(offered_tools=bool(request.tools))
+                    if cap.full:
+                        break
+            cap.finish(assembly)
+            return cap.bound(assembly.response(offered_tools=bool(request.tools)))
         completion = await client.post(_PATH, body=body, cast_to=ChatCompletion, options=_OPTIONS)
-        text = assembly.add_completion(completion)
-        response = assembly.response(offered_tools=bool(request.tools))
+        text = cap.take(assembly.add_completion(completion))
+        response = cap.bound(assembly.response(offered_tools=bool(request.tools)))
         if text:
             attempt.output_seen = True
             await send_delta(on_delta, text)
@@ -144,8 +149,8 @@ def classify(exc: Exception) -> Failure:
         return Failure(type(exc), str(exc), getattr(exc, "retry_after", None))
     if isinstance(exc, openai.APITimeoutError):
         return Failure(RetryableLLMError, "request timed out")
-    if isinstance(exc, openai.APIConnectionError):
-        return Failure(RetryableLLMError, f"connection failed: {exc.__cause__ or exc}")
+    if (dropped := connection_failure(exc)) is not None:
+        return dropped
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         reason = f"HTTP {status}: {exc.message or exc}"

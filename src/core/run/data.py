@@ -164,15 +164,13 @@ class StoredData(StoredReads):
 
         Checkpoints go first: should the row delete fail, the messages still exist and gc
         can find them; the other way round would orphan checkpoints nothing points to."""
-        from . import segment, workers  # the run engine: imported only by what deletes
+        from . import cancel as run_cancel  # the run engine: imported only by what deletes
 
         await self.get_conversation(conversation_id, user_id=user_id)
         messages = await self.store.list_messages(conversation_id)
         for message in messages:
-            if self._rt.running_here(message["id"]):
-                await segment.cancel(self._rt, message["id"])
-            elif message["status"] == "running":  # owned by another worker: it stops first
-                await workers.cancel_elsewhere(self._rt, message["id"])
+            if message["status"] == "running":  # here or on another worker: it stops first
+                await run_cancel.cancel(self._rt, message["id"])
         for message in messages:
             await self.checkpoints.delete_thread(message["thread_id"])
         await self.conversations.delete(conversation_id)

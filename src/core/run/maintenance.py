@@ -25,11 +25,17 @@ from .runtime import Runtime
 
 
 async def keep_lease(rt: Runtime, message_id: str, run_token: str) -> None:
-    """Renew the lease every third of its length until cancelled."""
+    """Renew the lease every third of its length until cancelled; stop the run if a cancel
+    was accepted meanwhile that the bus did not bring (`cancel.py`)."""
     period = rt.services.settings.run.lease_seconds / 3
     while True:
         await asyncio.sleep(period)
         await rt.store.update_message(message_id, run_token=run_token, lease_expires_at=rt.lease())
+        handle = rt.runs.get(message_id)
+        if handle is not None and handle.task is not None and await rt.store.cancel_requested(message_id):
+            handle.cancel_requested = True
+            handle.task.cancel()
+            return
 
 
 async def run_metrics(rt: Runtime, message_id: str, started: float) -> RunMetrics:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from langgraph.types import Command
 
@@ -21,9 +21,10 @@ from ...errors import ResumeConflictError
 from ...events.envelope import Emitted
 from ...events.payloads import DecisionRecord, ErrorData, MetadataData, PermissionResultData
 from ...hooks.runs import TRACE_KEY, later_segment
-from ...shapes import AskedCall, Decision, RecordedDecision
+from ...shapes import AcceptedDecisions, AskedCall, Decision, PauseRecord, RecordedDecision
 from ..permissions import normalize_decisions
 from ..store.rows import MessageRow
+from .cancel import end_orphan
 from .eventlog import change_status
 from .runtime import Runtime
 from .segment import FirstEvents, launch
@@ -78,25 +79,6 @@ async def resume_start(rt: Runtime, message_id: str, decisions: Any) -> None:
     waiting = message["waiting_for"] or {}
     calls: list[AskedCall] = waiting.get("calls", [])
     decided = normalize_decisions(decisions, calls, rt.services.tools)
-    run_token = uuid.uuid4().hex
-    claim = await rt.store.change_status(
-        message_id,
-        expected_status="waiting",
-        expected_run_token=message["run_token"],
-        status="running",
-        run_token=run_token,
-        lease_expires_at=rt.lease(),
-        waiting_for=None,
-    )
-    if not claim.won:
-        how = (
-            "it was cancelled" if claim.status == "cancelled"
-            else "it was already resumed by another request"
-        )
-        raise ResumeConflictError(f"message {message_id} cannot be resumed: {how}", message_id=message_id)
-    always = [c["tool"] for c in calls if decided[c["tool_call_id"]]["action"] == "always"]
-    if always:
-        await rt.store.allow_always(message["conversation_id"], always)
     results: list[RecordedDecision] = [
         {
             "tool_call_id": c["tool_call_id"],
@@ -107,6 +89,29 @@ async def resume_start(rt: Runtime, message_id: str, decisions: Any) -> None:
         }
         for c in calls
     ]
+    run_token = uuid.uuid4().hex
+    # The claim stores the decisions: accepted and durable in one write, before anyone is told
+    # (the 202, the CLI going on), so a crash before the next checkpoint loses nothing.
+    accepted = AcceptedDecisions(waiting=cast(PauseRecord, waiting), decided=dict(decided), results=results)
+    claim = await rt.store.change_status(
+        message_id,
+        expected_status="waiting",
+        expected_run_token=message["run_token"],
+        status="running",
+        run_token=run_token,
+        lease_expires_at=rt.lease(),
+        waiting_for=None,
+        decisions=accepted,
+    )
+    if not claim.won:
+        how = (
+            "it was cancelled" if claim.status == "cancelled"
+            else "it was already resumed by another request"
+        )
+        raise ResumeConflictError(f"message {message_id} cannot be resumed: {how}", message_id=message_id)
+    always = [c["tool"] for c in calls if decided[c["tool_call_id"]]["action"] == "always"]
+    if always:
+        await rt.store.allow_always(message["conversation_id"], always)
     command = resume_command(waiting, decided)
     info = await later_segment(
         rt.services.hooks, rt.store, message, rt.services.lead.name, resumed=True, trace=waiting.get(TRACE_KEY)
@@ -123,7 +128,13 @@ def resume_command(waiting: Mapping[str, Any], decisions: Mapping[str, Decision]
 
 
 async def recover(rt: Runtime, message: MessageRow) -> None:
-    """Continue a run whose process died, from its last checkpoint."""
+    """Continue a run whose process died, from its last checkpoint: with the decisions its
+    resume accepted when it died before getting past the pause (they are not asked again),
+    or ended `cancelled` when a cancel was accepted meanwhile."""
+    if message.get("cancel_requested_at") is not None:
+        if not await end_orphan(rt, message):
+            raise ResumeConflictError(f"message {message['id']} is being recovered elsewhere")
+        return
     run_token = uuid.uuid4().hex
     won = await rt.store.claim_message(
         message["id"],
@@ -147,7 +158,33 @@ async def recover(rt: Runtime, message: MessageRow) -> None:
         )
         raise ResumeConflictError(f"message {message['id']} cannot be recovered: no checkpoint")
     info = await later_segment(rt.services.hooks, rt.store, message, rt.services.lead.name, recovered=True)
-    launch(rt, message, run_token, None, first_events=[Emitted(MetadataData(recovered=True))], info=info)
+    first: FirstEvents = [Emitted(MetadataData(recovered=True))]
+    graph_input, decisions = await _accepted_resume(rt, message)
+    if decisions is not None and not await _result_logged(rt, message["id"]):
+        first.append(Emitted(PermissionResultData(decisions=[DecisionRecord.model_validate(r) for r in decisions])))
+    launch(rt, message, run_token, graph_input, first_events=first, info=info, decisions=decisions)
+
+
+async def _accepted_resume(rt: Runtime, message: MessageRow) -> tuple[Command | None, list[RecordedDecision] | None]:
+    """The resume a dead run had accepted, if its last checkpoint is still at that pause."""
+    accepted = message.get("decisions")
+    if not accepted:
+        return None, None
+    waiting = accepted["waiting"]
+    ids = set(waiting.get("interrupt_ids") or [waiting["interrupt_id"]])
+    graph = await rt.graph_for(message)
+    snapshot = await graph.aget_state({"configurable": {"thread_id": message["thread_id"]}})
+    pending = {i.id for i in getattr(snapshot, "interrupts", ())}
+    if not ids <= pending:
+        return None, None  # past the pause: the checkpoint holds what the decisions did
+    return resume_command(waiting, accepted["decided"]), accepted["results"]
+
+
+async def _result_logged(rt: Runtime, message_id: str) -> bool:
+    """Whether the pause's `permission_result` is in the log (after its last request)."""
+    kinds = [row["type"] for row in await rt.store.events(message_id)]
+    last_request = max((i for i, kind in enumerate(kinds) if kind == "permission_request"), default=-1)
+    return "permission_result" in kinds[last_request + 1:]
 
 
 async def resume_cursor(rt: Runtime, message_id: str) -> int:

@@ -12,7 +12,9 @@ Ownership: every event batch is written only while the run's token still owns th
 and so is every checkpoint (`ownership.owned_by`). A run that lost its message (its lease ran
 out and another process recovered it, or it was cancelled elsewhere) stops quietly with a
 warning and writes nothing more. A cancel that lands before the run's task has started is
-seen by the task's first line, so its cleanup always runs and its slot is always freed.
+seen by the task's first line, so its cleanup always runs and its slot is always freed; a
+cancel recorded on the message (from any worker, `cancel.py`) is read there too, and the run's
+own final change to `completed`, `waiting` or `failed` loses to it.
 
 Path of a run: `start.start_message` (or `resume.resume_start`, `resume.recover`, a workflow's
 start) → `launch` → `Segment.drive` → `graph.astream` (see `core/graph.py`: `lead_agent` →
@@ -31,7 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.errors import GraphRecursionError
 
-from ...errors import ArtifactFlowError, LeaseLostError, LLMError, ResumeConflictError
+from ...errors import (
+    ArtifactFlowError,
+    CancelRequested,
+    LeaseLostError,
+    LLMError,
+    ResumeConflictError,
+)
 from ...events.envelope import Emitted, Event, EventType
 from ...events.payloads import (
     CancelledData,
@@ -159,8 +167,8 @@ class Segment:
         stopped = None  # a budget crossed between two steps
         try:
             try:
-                if self.handle.cancel_requested:  # cancelled before the task started
-                    raise asyncio.CancelledError
+                if self.handle.cancel_requested or await self.store.cancel_requested(message_id):
+                    raise asyncio.CancelledError  # cancelled before the task started (`cancel.py`)
                 self._last_id = await self.store.last_event_id(message_id)
                 self.spending = await Spending.load(self.rt, message_id)
                 context = RunContext(self.rt.services, self.message["conversation_id"], message_id, self.info)
@@ -191,12 +199,15 @@ class Segment:
                     await self._pause(interrupts)
                 else:
                     await self._complete(stopped)
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, CancelRequested):
                 await self._cancelled()
             except LeaseLostError:
                 raise
             except Exception as exc:  # the run failed: record it, never crash the process
-                await self._failed(exc)
+                try:
+                    await self._failed(exc)
+                except CancelRequested:  # a cancel was accepted before the failure was stored
+                    await self._cancelled()
         except LeaseLostError:
             self._lost()
         finally:
@@ -226,12 +237,16 @@ class Segment:
     async def _finish(self, status: str, data: EventData, agent: str | None = None, **fields: Any) -> Event:
         """End the run: `status` and its final event in one compare-and-set on the run token,
         after every earlier event is stored (and after `on_run_end`, so whoever sees the event
-        knows the hooks are done). `LeaseLostError` if the run no longer owns it."""
+        knows the hooks are done). `LeaseLostError` if the run no longer owns it;
+        `CancelRequested` if a cancel was accepted first (the run then ends `cancelled`)."""
         await self._sink.flush()
+        guarded = status != "cancelled"  # an accepted cancel wins over any other ending
         event = await change_status(
-            self.store, self.message, data, agent=agent,
+            self.store, self.message, data, agent=agent, unless_cancel_requested=guarded,
             expected_status="running", expected_run_token=self.run_token, status=status, **fields,
         )
+        if event is None and guarded and await self.store.holds_run(self.message["id"], self.run_token):
+            raise CancelRequested(self.message["id"])  # still ours, so the cancel flag stopped it
         if event is None:
             raise LeaseLostError(
                 f"message {self.message['id']} is no longer owned by this run",
@@ -267,7 +282,7 @@ class Segment:
         await hook_runs.run_ended(self.hooks, self.info, RunEnd("waiting"))
         await self._finish(
             "waiting", PermissionRequestData.model_validate(hook_runs.event_view(waiting)),
-            waiting_for=waiting, metrics=metrics, lease_expires_at=None,
+            waiting_for=waiting, metrics=metrics, lease_expires_at=None, decisions=None,
         )
 
     async def _pending_calls(self) -> list[dict[str, Any]]:

@@ -1,10 +1,10 @@
 """Several workers on one PostgreSQL database: what one worker asks of the others.
 
-- **Cancel and delete from any worker.** A cancel for a run owned elsewhere goes out on the
-  bus (`af_control`); the owner cancels its task at once, and the run ends the usual way (status
-  `cancelled`, a final `cancelled` event). The asking worker waits for that final event (or
-  the status change) before it answers, so a delete that follows removes rows nobody is
-  writing any more.
+- **Cancel and delete from any worker.** A cancel is recorded in the database first
+  (`cancel.py`), then goes out on the bus (`af_control`); the owner cancels its task at once,
+  and the run ends the usual way (status `cancelled`, a final `cancelled` event). A cancel for
+  a run not running here (yet) needs no memory: the run reads the recorded cancel when it
+  starts.
 - **Recovery.** With `run.recover_on_start`, a worker picks up runs whose owner died (status
   `running`, lease expired) when it starts, and keeps looking every half lease while it runs, so
   a surviving worker takes over a dead peer's runs. Claiming is the usual compare-and-set, so
@@ -27,7 +27,6 @@ from typing import Any
 import sqlalchemy as sa
 
 from ...errors import ArtifactFlowError, ResumeConflictError
-from ...events.envelope import FINAL_TYPES
 from ..store import schema as t
 from . import segment
 from .bus import PgBus
@@ -36,7 +35,6 @@ from .runtime import Runtime
 log = logging.getLogger("artifactflow.workers")
 
 SLOT_LOCK_KEY = 0x6166_736C_6F74  # "afslot": serialises run starts across workers
-CANCEL_CHECK_SECONDS = 0.5
 
 
 class RunLimitReached(ArtifactFlowError):
@@ -85,7 +83,7 @@ async def start(rt: Runtime) -> Workers:
 async def _on_control(rt: Runtime, message: dict[str, Any]) -> None:
     op, message_id = message.get("op"), str(message.get("m"))
     if op == "cancel" and rt.running_here(message_id):
-        await segment.cancel(rt, message_id)
+        await segment.cancel(rt, message_id)  # the cancel is recorded: a run starting later sees it
     elif op == "watch":
         handle = rt.runs.get(message_id)
         if handle is None or handle.done:
@@ -94,44 +92,6 @@ async def _on_control(rt: Runtime, message: dict[str, Any]) -> None:
         if not handle.watched:
             handle.watched = True
             await rt.bus.publish_position(message_id, handle.last_stored())
-
-
-# --- cancel ------------------------------------------------------------------------------------
-
-
-async def cancel_elsewhere(rt: Runtime, message_id: str) -> bool:
-    """Ask the worker that owns a live run to cancel it, and wait until it has stopped.
-
-    False when there is nothing to ask (no bus, not running, or its owner is dead); then the
-    caller's local cancel decides."""
-    if not rt.bus.live or rt.running_here(message_id):
-        return False
-    message = await rt.message(message_id)
-    if message["status"] != "running" or rt.lease_expired(message):
-        return False
-    queue = rt.bus.subscribe(message_id)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + rt.services.settings.run.lease_seconds
-    try:
-        await rt.bus.watch(message_id)  # so that its final event is announced
-        await rt.bus.control({"op": "cancel", "m": message_id})
-        while loop.time() < deadline:
-            try:
-                items = await asyncio.wait_for(queue.get(), CANCEL_CHECK_SECONDS)
-            except TimeoutError:
-                items = None
-            if items is not None and not any(item.get("t") in FINAL_TYPES for item in items):
-                continue
-            current = await rt.message(message_id)
-            if current["status"] == "waiting":  # it paused just before the cancel arrived
-                return await segment.cancel(rt, message_id)
-            if current["status"] != "running":  # ended: by this cancel, or just before it
-                return current["status"] == "cancelled"
-            if rt.lease_expired(current):
-                return False
-    finally:
-        rt.bus.unsubscribe(message_id, queue)
-    return False
 
 
 # --- recovery ----------------------------------------------------------------------------------

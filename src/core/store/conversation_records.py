@@ -27,6 +27,7 @@ def _message(row: RowMapping) -> MessageRow:
     record: Any = dict(row)
     record["waiting_for"] = loads(record["waiting_for"])
     record["metrics"] = loads(record["metrics"])
+    record["decisions"] = loads(record.get("decisions"))
     return record
 
 
@@ -123,6 +124,7 @@ class ConversationRecords(UnitOfWork):
             status=status, response=None, outcome=None, error=None, waiting_for=None,
             metrics=None, run_token=run_token, lease_expires_at=lease_expires_at,
             checkpoints_deleted=False, created_at=now, updated_at=now,
+            cancel_requested_at=None, decisions=None,
         )
         await self.write(t.messages.insert().values(**record))
         return record

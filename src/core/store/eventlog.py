@@ -50,7 +50,7 @@ class Unset(enum.Enum):
 ANY: Literal[Unset.ANY] = Unset.ANY
 KEEP: Literal[Unset.KEEP] = Unset.KEEP
 
-JSON_FIELDS = ("waiting_for", "metrics")
+JSON_FIELDS = ("waiting_for", "metrics", "decisions")
 
 
 @dataclass(frozen=True)
@@ -97,13 +97,15 @@ class EventLog(UnitOfWork):
         lease_expires_at: float | None | Literal[Unset.KEEP] = KEEP,
         stale_before: float | None = None,
         event: Mapping[str, Any] | None = None,
+        unless_cancel_requested: bool = False,
         **fields: Any,
     ) -> StatusChange:
         """Move a message from `expected_status` to `status`, appending `event` atomically.
 
         Conditions (all must hold, or nothing is written): the status is `expected_status` (one
         or several), the run token is `expected_run_token` (unless `ANY`), and with
-        `stale_before` the lease has expired before that time. `run_token`,
+        `stale_before` the lease has expired before that time, and with
+        `unless_cancel_requested` no cancel was accepted (`request_cancel`). `run_token`,
         `lease_expires_at` and other message columns (`response`, `error`, `waiting_for`, …)
         are set on success. `event` is `{"type", "agent"?, "data"?, "timestamp"?}`; its
         `event_id` is allocated here, after the row lock, and returned in `.event`.
@@ -119,6 +121,8 @@ class EventLog(UnitOfWork):
         )
         if expected_run_token is not ANY:
             query = query.where(_token_is(expected_run_token))
+        if unless_cancel_requested:
+            query = query.where(t.messages.c.cancel_requested_at.is_(None))
         if stale_before is not None:
             query = query.where(
                 sa.or_(
@@ -167,6 +171,26 @@ class EventLog(UnitOfWork):
             stale_before=stale_before,
         )
         return change.won
+
+    async def request_cancel(self, message_id: str, *, now: float) -> StatusChange:
+        """Record that a cancel was accepted for a `running` message (its owner, wherever it
+        is, must stop: `core/run/cancel.py`). Lost when the message is not running any more."""
+        column = t.messages.c.cancel_requested_at
+        query = (
+            t.messages.update()
+            .where(t.messages.c.id == message_id, t.messages.c.status == "running")
+            .values(cancel_requested_at=sa.func.coalesce(column, now), updated_at=time.time())
+        )
+        async with self.transaction() as conn:
+            if (await conn.execute(query)).rowcount == 1:
+                return StatusChange(True, "running")
+            found = await conn.execute(sa.select(t.messages.c.status).where(t.messages.c.id == message_id))
+            return StatusChange(False, found.scalar_one_or_none())
+
+    async def cancel_requested(self, message_id: str) -> bool:
+        """Whether a cancel was accepted for the message (`request_cancel`)."""
+        query = sa.select(t.messages.c.cancel_requested_at).where(t.messages.c.id == message_id)
+        return await self.fetch_value(query) is not None
 
     async def holds_run(self, message_id: str, run_token: str) -> bool:
         """Whether `run_token` still owns the message (a cheap check before a side effect)."""

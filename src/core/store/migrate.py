@@ -31,8 +31,16 @@ from . import schema as t
 # Any 64-bit number unique to this application's schema lock.
 ADVISORY_LOCK_KEY = 0x6166_5F73_6368  # "af_sch"
 
+def _v2_message_columns(conn: Connection) -> None:
+    """Version 2: `af_messages.cancel_requested_at` and `af_messages.decisions`."""
+    for column in t.MESSAGE_COLUMNS_V2:
+        added = column()
+        kind = added.type.compile(dialect=conn.dialect)
+        conn.execute(sa.text(f"ALTER TABLE {t.messages.name} ADD COLUMN {added.name} {kind}"))
+
+
 # version → step that upgrades a database from version - 1. Version 1 has no step.
-STEPS: dict[int, Callable[[Connection], None]] = {}
+STEPS: dict[int, Callable[[Connection], None]] = {2: _v2_message_columns}
 
 
 def upgrade(conn: Connection) -> int:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal, TypedDict
 from ...shapes import JsonObject, JsonValue
 
 if TYPE_CHECKING:
-    from ...shapes import PauseRecord
+    from ...shapes import AcceptedDecisions, PauseRecord
     from ..metrics import RunMetrics
 
 
@@ -45,6 +45,8 @@ class MessageRow(TypedDict):
     checkpoints_deleted: bool
     created_at: float
     updated_at: float
+    cancel_requested_at: float | None  # a cancel was accepted while it ran: its owner stops
+    decisions: AcceptedDecisions | None  # a resume's accepted decisions, until past the pause
 
 
 class EventRow(TypedDict):

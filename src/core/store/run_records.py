@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from typing import Literal
 
 import sqlalchemy as sa
+import sqlalchemy.exc
 
 from ...events.status import FINAL_STATUSES
 from ...shapes import JsonValue
@@ -25,6 +27,10 @@ from . import schema as t
 from .codec import dumps, loads
 from .rows import LedgerRow
 from .unit_of_work import UnitOfWork
+
+
+class _CancelFirst(Exception):
+    """Rolls back a ledger start that a cancel preceded."""
 
 
 def _finished_messages() -> sa.Select[str]:
@@ -65,6 +71,33 @@ class RunRecords(UnitOfWork):
                 updated_at=time.time(),
             )
         )
+
+    async def ledger_begin(self, message_id: str, tool_call_id: str) -> Literal["started", "exists", "cancelled"]:
+        """Record that an approved call is about to run, unless a cancel was accepted first.
+
+        "started": go ahead; "exists": it was started before (a crash cut it off); "cancelled":
+        a cancel was accepted (`messages.cancel_requested_at`), nothing was written and the call
+        must not run. The insert comes first, so the message row is read under the writer's
+        lock (SQLite) or locked (PostgreSQL): a cancel lands either before (seen here) or after
+        this call started, never in between.
+        """
+        insert = t.tool_executions.insert().values(
+            message_id=message_id, tool_call_id=tool_call_id, status="started", result=None,
+            updated_at=time.time(),
+        )
+        flag = sa.select(t.messages.c.cancel_requested_at).where(t.messages.c.id == message_id)
+        if not self.is_sqlite:
+            flag = flag.with_for_update()
+        try:
+            async with self.transaction() as conn:
+                await conn.execute(insert)
+                if (await conn.execute(flag)).scalar_one_or_none() is not None:
+                    raise _CancelFirst
+        except sqlalchemy.exc.IntegrityError:
+            return "exists"
+        except _CancelFirst:
+            return "cancelled"
+        return "started"
 
     async def ledger_finish(self, message_id: str, tool_call_id: str, result: Mapping[str, JsonValue]) -> None:
         await self.write(

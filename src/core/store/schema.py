@@ -15,7 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 NUL = "\x00"
 REPLACEMENT = "\ufffd"
 
@@ -58,6 +58,14 @@ def _conversation_id() -> sa.Column[str]:
         index=True,
     )
 
+
+# Added in version 2 (see `migrate.STEPS`): a cancel any worker accepted, which the run's
+# owner must honour (`core/run/cancel.py`), and the decisions a resume accepted, kept until the
+# resumed run is past the pause so a recovery resumes with them instead of asking again.
+MESSAGE_COLUMNS_V2: list[Callable[[], sa.Column[Any]]] = [
+    lambda: sa.Column("cancel_requested_at", sa.Float, nullable=True),
+    lambda: sa.Column("decisions", NulFreeText, nullable=True),  # JSON: `shapes.AcceptedDecisions`
+]
 
 metadata = sa.MetaData()
 
@@ -105,6 +113,7 @@ messages = sa.Table("af_messages", metadata,
     sa.Column("checkpoints_deleted", sa.Boolean, nullable=False, default=False),
     _created_at(),
     sa.Column("updated_at", sa.Float, nullable=False),
+    *[column() for column in MESSAGE_COLUMNS_V2],
 )
 
 events = sa.Table("af_events", metadata,
