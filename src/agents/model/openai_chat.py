@@ -9,7 +9,8 @@ The body (`openai_wire.request_body`) is already valid JSON-ready data, so it go
 client's low-level `post` (the SDK's documented way to call any path) instead of
 `chat.completions.create`, whose request transform re-walks every message on every call: at
 200 rounds that walk was most of a round's CPU. `post` keeps what the SDK is good at: auth
-headers, the `APIStatusError` family, timeouts and the SSE parse into `ChatCompletionChunk`s.
+headers, the `APIStatusError` family, timeouts and the SSE decoder; the body is encoded with orjson
+and chunks arrive as plain dicts (`openai_stream`), not one pydantic object each.
 
 Two bounds apply to each call: `llm.timeout` per read (the SDK's), and `llm.call_deadline` for
 the whole call, retries included, so a server that keeps streaming cannot hold a run forever.
@@ -23,7 +24,7 @@ import time
 from typing import Any
 
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletion
 
 from ...errors import ContextOverflowError, FatalLLMError, LLMError, RetryableLLMError
 from ...settings import LLMSettings
@@ -35,6 +36,7 @@ from .base import (
     is_context_overflow,
     send_delta,
 )
+from .openai_stream import DictStream, dumps_body
 from .openai_wire import Assembly, request_body
 from .retry import Attempt, Failure, Sleep, with_retries
 
@@ -116,20 +118,21 @@ class OpenAIChatModel:
         if stream:
             chunks = await client.post(
                 _PATH,
-                body=body,
+                body=dumps_body(body),  # type: ignore[arg-type]  # bytes are sent as they are
                 cast_to=ChatCompletion,
                 stream=True,
-                stream_cls=openai.AsyncStream[ChatCompletionChunk],
+                stream_cls=DictStream,
                 options=_OPTIONS,
             )
             async with chunks:
                 async for chunk in chunks:
-                    text = assembly.add_chunk(chunk)
+                    text = assembly.add_dict(chunk)
                     if text:
                         attempt.output_seen = True
                         await send_delta(on_delta, text)
             return assembly.response(offered_tools=bool(request.tools))
-        completion = await client.post(_PATH, body=body, cast_to=ChatCompletion, options=_OPTIONS)
+        raw = dumps_body(body)
+        completion = await client.post(_PATH, body=raw, cast_to=ChatCompletion, options=_OPTIONS)  # type: ignore[arg-type]
         text = assembly.add_completion(completion)
         response = assembly.response(offered_tools=bool(request.tools))
         if text:
