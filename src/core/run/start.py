@@ -70,7 +70,7 @@ async def start_message(
     )
     info = hook_runs.run_info(message, rt.services.lead.name, user_id=user_id)
     first: FirstEvents = [Emitted(metadata), *([compacted] if compacted else [])]
-    launch(rt, message, run_token, state, first_events=first, info=info)
+    launch(rt, message, run_token, state, first_events=first, info=info, fresh=True)
     return {
         "conversation_id": conversation["id"],
         "message_id": message["id"],
