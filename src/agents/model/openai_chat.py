@@ -36,7 +36,7 @@ from .base import (
     is_context_overflow,
     send_delta,
 )
-from .openai_stream import DictStream, dumps_body
+from .openai_stream import DictStream, dumps_body, shared_http_client
 from .openai_wire import Assembly, request_body
 from .retry import Attempt, Failure, Sleep, with_retries
 
@@ -71,6 +71,7 @@ class OpenAIChatModel:
                 api_key=target.api_key,
                 max_retries=0,
                 timeout=self.settings.timeout,
+                http_client=shared_http_client(),
             )
             self._clients[target.client_key] = client
         return client

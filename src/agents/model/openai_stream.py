@@ -12,7 +12,10 @@ still raises `openai.APIError`) but yields each chunk as the dict orjson parsed,
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
+import ssl
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -33,6 +36,24 @@ def dumps_body(body: Mapping[str, Any]) -> bytes:
         return orjson.dumps(body)
     except TypeError:
         return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+@functools.cache
+def _default_ssl_context() -> ssl.SSLContext | None:
+    """The SSL context the SDK's HTTP client would build (certifi / SSL_CERT_FILE), made once
+    per process: building it loads the CA bundle, ~45 ms, which every new client paid."""
+    base = openai.DefaultAsyncHttpxClient.__mro__[1]  # httpx(2).AsyncClient
+    module = importlib.import_module(base.__module__.split(".")[0])
+    create = getattr(module, "create_ssl_context", None)
+    return create() if create is not None else None
+
+
+def shared_http_client() -> Any:
+    """A new HTTP client with the SDK's defaults and the process's one SSL context."""
+    context = _default_ssl_context()
+    if context is None:  # pragma: no cover - an HTTP library without the helper
+        return None
+    return openai.DefaultAsyncHttpxClient(verify=context)
 
 
 class DictStream(openai.AsyncStream[dict[str, Any]]):
