@@ -61,6 +61,7 @@ class SqliteWriter:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="artifactflow-sqlite-writer")
         self._conn: sqlite3.Connection | None = None
         self._inserts: dict[tuple[str, tuple[str, ...]], _Insert] = {}
+        self.transactions = 0  # committed by `write` (tests see the fast path was taken)
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -88,9 +89,7 @@ class SqliteWriter:
     ) -> set[tuple[str, str]]:
         """One transaction: lock each `(message_id, run_token)` of `owned` (in the order
         given), then insert every part whose key is None or not lost; return the lost keys."""
-        prepared = [
-            (key, self._insert(table, rows), rows) for key, table, rows in parts if rows
-        ]
+        prepared = [(key, self._insert(table, rows), rows) for key, table, rows in parts if rows]
         statements = [(key, insert.sql, insert.params(rows)) for key, insert, rows in prepared]
 
         def transaction(conn: sqlite3.Connection) -> set[tuple[str, str]]:
@@ -104,6 +103,7 @@ class SqliteWriter:
                     if key is None or key not in lost:
                         conn.executemany(sql, params)
                 conn.execute("COMMIT")
+                self.transactions += 1
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -113,7 +113,9 @@ class SqliteWriter:
         return await self.run(transaction)
 
     async def holds_run(self, message_id: str, run_token: str) -> bool:
-        return await self.run(lambda conn: conn.execute(_HOLDS, (message_id, run_token)).fetchone() is not None)
+        return await self.run(
+            lambda conn: conn.execute(_HOLDS, (message_id, run_token)).fetchone() is not None
+        )
 
     async def close(self) -> None:
         def shut(conn: sqlite3.Connection) -> None:
