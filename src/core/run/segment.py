@@ -80,7 +80,7 @@ def launch(
     handle = LiveRun(message["id"])
     rt.runs[message["id"]] = handle
     segment = Segment(rt, handle, message, run_token, info, decisions)
-    segment.fresh = fresh
+    segment.fresh = handle.whole = fresh
     handle.task = asyncio.create_task(
         segment.drive(graph_input, first_events), name=f"artifactflow-run-{message['id']}"
     )
