@@ -81,9 +81,13 @@ class ConversationManager:
         return parent_id
 
     async def add_message(
-        self, conversation_id: str, content: str, *, parent_id: Any = ACTIVE_BRANCH, **fields: Any
+        self, conversation_id: str, content: str, *, parent_id: Any = ACTIVE_BRANCH,
+        conversation: ConversationRow | None = None, **fields: Any,
     ) -> MessageRow:
-        conversation = await self.get(conversation_id)
+        """Store a message under `parent_id` (the active branch by default) and make it the
+        active one; `conversation`: its row, when the caller has just read or created it."""
+        if conversation is None or conversation["id"] != conversation_id:
+            conversation = await self.get(conversation_id)
         parent = await self.resolve_parent(conversation, parent_id)
         message = await self.store.add_message(
             conversation_id=conversation_id, content=content, parent_id=parent, **fields

@@ -56,7 +56,19 @@ def route(state: AgentState) -> str:
         ) from None
 
 
+_COMPILED: list[Any] = []  # the chat graph without a saver, compiled once per process
+
+
 def build_graph(checkpointer: Any = None) -> Any:
+    """The chat graph with `checkpointer`. Its nodes take everything per run or per engine
+    (agents, tools, models) from the runtime context, so it is compiled once per process and
+    each engine gets a copy bound to its own saver (a copy is ~20 µs, a compile ~7 ms)."""
+    if not _COMPILED:
+        _COMPILED.append(_compile())
+    return _COMPILED[0].copy(update={"checkpointer": checkpointer})
+
+
+def _compile() -> Any:
     builder = StateGraph(AgentState, context_schema=RunContext)
     builder.add_node("lead_agent", lead_agent)
     builder.add_node("tool_execution", tool_execution)
@@ -65,4 +77,4 @@ def build_graph(checkpointer: Any = None) -> Any:
     targets = ["lead_agent", "tool_execution", "subagents", END]
     for node in ("lead_agent", "tool_execution", "subagents"):
         builder.add_conditional_edges(node, route, targets)
-    return builder.compile(checkpointer=checkpointer)
+    return builder.compile()

@@ -9,7 +9,8 @@ The body (`openai_wire.request_body`) is already valid JSON-ready data, so it go
 client's low-level `post` (the SDK's documented way to call any path) instead of
 `chat.completions.create`, whose request transform re-walks every message on every call: at
 200 rounds that walk was most of a round's CPU. `post` keeps what the SDK is good at: auth
-headers, the `APIStatusError` family, timeouts and the SSE parse into `ChatCompletionChunk`s.
+headers, the `APIStatusError` family, timeouts and the SSE decoder; the body is encoded with orjson
+and chunks arrive as plain dicts (`openai_stream`), not one pydantic object each.
 
 Two bounds apply to each call: `llm.timeout` per read (the SDK's), and `llm.call_deadline` for
 the whole call, retries included, so a server that keeps streaming cannot hold a run forever.
@@ -23,7 +24,7 @@ import time
 from typing import Any
 
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletion
 
 from ...errors import ContextOverflowError, FatalLLMError, LLMError, RetryableLLMError
 from ...settings import LLMSettings
@@ -36,6 +37,7 @@ from .base import (
     send_delta,
 )
 from .failures import AnswerCap, connection_failure
+from .openai_stream import DictStream, dumps_body, shared_http_client
 from .openai_wire import Assembly, output_limit, request_body
 from .retry import Attempt, Failure, Sleep, with_retries
 
@@ -70,6 +72,7 @@ class OpenAIChatModel:
                 api_key=target.api_key,
                 max_retries=0,
                 timeout=self.settings.timeout,
+                http_client=shared_http_client(),
             )
             self._clients[target.client_key] = client
         return client
@@ -118,15 +121,15 @@ class OpenAIChatModel:
         if stream:
             chunks = await client.post(
                 _PATH,
-                body=body,
+                body=dumps_body(body),  # type: ignore[arg-type]  # bytes are sent as they are
                 cast_to=ChatCompletion,
                 stream=True,
-                stream_cls=openai.AsyncStream[ChatCompletionChunk],
+                stream_cls=DictStream,
                 options=_OPTIONS,
             )
             async with chunks:
                 async for chunk in chunks:
-                    text = cap.take(assembly.add_chunk(chunk))
+                    text = cap.take(assembly.add_dict(chunk))
                     if text:
                         attempt.output_seen = True
                         await send_delta(on_delta, text)
@@ -134,7 +137,8 @@ class OpenAIChatModel:
                         break
             cap.finish(assembly)
             return cap.bound(assembly.response(offered_tools=bool(request.tools)))
-        completion = await client.post(_PATH, body=body, cast_to=ChatCompletion, options=_OPTIONS)
+        raw = dumps_body(body)
+        completion = await client.post(_PATH, body=raw, cast_to=ChatCompletion, options=_OPTIONS)  # type: ignore[arg-type]
         text = cap.take(assembly.add_completion(completion))
         response = cap.bound(assembly.response(offered_tools=bool(request.tools)))
         if text:

@@ -127,6 +127,45 @@ class Assembly:
             self.content.append(text)
         return text
 
+    def add_dict(self, chunk: dict[str, Any]) -> str:
+        """Fold in one chunk as the plain dict the stream parsed (`openai_stream.DictStream`);
+        the same rules as `add_chunk`. Return its new text (may be "")."""
+        self.chunks += 1
+        model = chunk.get("model")
+        if model:
+            self.model = model
+        usage = chunk.get("usage")
+        if usage is not None:
+            self.usage = _usage_dict(usage)
+        text = ""
+        for choice in chunk.get("choices") or ():
+            finish = choice.get("finish_reason")
+            if finish:
+                self.finish_reason = finish
+            delta = choice.get("delta")
+            if delta is None:
+                continue
+            content = delta.get("content")
+            if content:
+                text += content
+            for part in delta.get("tool_calls") or ():
+                self._add_call_fields(part.get("index"), part.get("id"), part.get("function"))
+        if text:
+            self.content.append(text)
+        return text
+
+    def _add_call_fields(self, index: int | None, call_id: str | None, function: Any) -> None:
+        slot = self.calls.setdefault(index or 0, {"id": None, "name": "", "arguments": ""})
+        if call_id:
+            slot["id"] = call_id
+        if not function:
+            return
+        name, arguments = function.get("name"), function.get("arguments")
+        if name and name != slot["name"]:  # a repeated whole name (see `_add_call_part`)
+            slot["name"] += name
+        if arguments:
+            slot["arguments"] += arguments
+
     def _add_call_part(self, part: Any) -> None:
         slot = self.calls.setdefault(part.index or 0, {"id": None, "name": "", "arguments": ""})
         if part.id:
@@ -193,6 +232,13 @@ class Assembly:
             usage=self.usage,
             finish_reason=self.finish_reason,
         )
+
+
+def _usage_dict(raw: dict[str, Any]) -> Usage | None:
+    prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
+    if prompt is None and completion is None:
+        return None
+    return Usage(prompt or 0, completion or 0)
 
 
 def _usage(raw: Any) -> Usage | None:

@@ -32,9 +32,16 @@ async def follow(
     event (`complete`, `error`, `cancelled`, or a `permission_request` that is still the latest
     word). `from_start` also delivers chunks already published by a run this caller just
     started."""
+    handle = rt.runs.get(message_id)
+    if from_start and handle is not None and handle.whole and not handle.lost:
+        # The caller just started the message's first segment, which runs here: everything it
+        # stores is published to its handle too (stored first), so the log holds nothing the
+        # handle will not deliver, and there is nothing to read back.
+        async for event in handle.follow(after_event_id):
+            yield event
+        return
     message = await rt.message(message_id)
     last = after_event_id
-    handle = rt.runs.get(message_id)
     start_index = 0 if (from_start or handle is None) else len(handle.events)
     queue = rt.bus.subscribe(message_id) if rt.bus.live and handle is None else None
     try:

@@ -35,6 +35,7 @@ class LiveRun:
     finishing: bool = False  # its final status is stored: a cancel must not rewrite it
     lost: bool = False  # another process took the message over: the run stopped writing
     watched: bool = False  # a reader on another worker follows it: announce on the bus
+    whole: bool = False  # the message's first segment (`launch(fresh=True)`): `events` is its whole log
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
     def last_stored(self) -> int:

@@ -76,15 +76,19 @@ FirstEvents = list[Emitted]
 def launch(
     rt: Runtime, message: MessageRow, run_token: str, graph_input: Any, *, first_events: FirstEvents,
     info: RunInfo | None = None, decisions: list[RecordedDecision] | None = None,
+    fresh: bool = False,
 ) -> None:
     """Start `message`'s run as a background task (`graph_input`: an initial state, a resume
     `Command`, or None to continue from the last checkpoint). `info` is the segment as hooks
-    see it; `decisions` the permission results a resume starts with."""
+    see it; `decisions` the permission results a resume starts with. `fresh`: a chat message
+    just stored by `start_message` (no events yet, no spending, not a workflow run), so its
+    first segment skips reading them back."""
     if message["id"] in rt.runs and not rt.runs[message["id"]].done:
         raise ResumeConflictError(f"message {message['id']} is already running in this process")
     handle = LiveRun(message["id"])
     rt.runs[message["id"]] = handle
     segment = Segment(rt, handle, message, run_token, info, decisions)
+    segment.fresh = handle.whole = fresh
     handle.task = asyncio.create_task(
         segment.drive(graph_input, first_events), name=f"artifactflow-run-{message['id']}"
     )
@@ -146,6 +150,7 @@ class Segment:
         self._last_id = 0
         self._sink = EventSink(rt.store, handle, run_token=run_token, bus=rt.bus)
         self.spending = Spending(rt.services, [])
+        self.fresh = False  # see `launch`
 
     async def emit(self, data: EventData, agent: str | None = None) -> Event:
         """Number, persist, then publish an event (`llm_chunk`: published only)."""
@@ -167,15 +172,18 @@ class Segment:
         stopped = None  # a budget crossed between two steps
         try:
             try:
-                if self.handle.cancel_requested or await self.store.cancel_requested(message_id):
-                    raise asyncio.CancelledError  # cancelled before the task started (`cancel.py`)
-                self._last_id = await self.store.last_event_id(message_id)
-                self.spending = await Spending.load(self.rt, message_id)
+                if self.handle.cancel_requested:  # cancelled before the task started (`cancel.py`)
+                    raise asyncio.CancelledError
+                if not self.fresh:  # a message stored a moment ago has no log, spending or cancel yet
+                    if await self.store.cancel_requested(message_id):
+                        raise asyncio.CancelledError  # recorded by another worker (`cancel.py`)
+                    self._last_id = await self.store.last_event_id(message_id)
+                    self.spending = await Spending.load(self.rt, message_id)
                 context = RunContext(self.rt.services, self.message["conversation_id"], message_id, self.info)
                 lease = asyncio.create_task(keep_lease(self.rt, message_id, self.run_token))
                 for first in first_events:
                     await self.emit(*first)
-                self.graph = await self.rt.graph_for(self.message)
+                self.graph = self.rt.graph if self.fresh else await self.rt.graph_for(self.message)
                 await hook_runs.run_started(self.hooks, self.info, self.decisions)
                 with owned_by(self.store, message_id, self.run_token):
                     stream = self.graph.astream(

@@ -52,11 +52,13 @@ async def start_message(
         run = hook_runs.run_info(stub, rt.services.lead.name, content=content, user_id=user_id)
         content = await rt.services.hooks.before_run(run, content)
     if conversation is None:  # created after before_run: a failing hook leaves nothing behind
-        conversation = await conversations.start_conversation(conversation_id, user_id=user_id)
+        # A new id of ours: no need to look for an existing conversation first.
+        conversation = await rt.store.create_conversation(conversation_id, user_id=user_id)
     message = await conversations.add_message(
         conversation["id"],
         content,
         parent_id=parent_message_id,
+        conversation=conversation,  # just read or created: not read again
         run_token=run_token,
         lease_expires_at=rt.lease(),
         message_id=message_id,
@@ -70,7 +72,7 @@ async def start_message(
     )
     info = hook_runs.run_info(message, rt.services.lead.name, user_id=user_id)
     first: FirstEvents = [Emitted(metadata), *([compacted] if compacted else [])]
-    launch(rt, message, run_token, state, first_events=first, info=info)
+    launch(rt, message, run_token, state, first_events=first, info=info, fresh=True)
     return {
         "conversation_id": conversation["id"],
         "message_id": message["id"],

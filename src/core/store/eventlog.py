@@ -32,6 +32,7 @@ from ...errors import LeaseLostError
 from . import schema as t
 from .codec import dumps, event_record, event_row
 from .rows import EventRow
+from .sqlite_writer import sqlite_writer_for
 from .unit_of_work import UnitOfWork
 
 # A conflict on the event id can only come from a writer that skipped the row lock (an older
@@ -193,7 +194,11 @@ class EventLog(UnitOfWork):
         return await self.fetch_value(query) is not None
 
     async def holds_run(self, message_id: str, run_token: str) -> bool:
-        """Whether `run_token` still owns the message (a cheap check before a side effect)."""
+        """Whether `run_token` still owns the message (a cheap check before a side effect;
+        on SQLite one hop to the store's writer thread)."""
+        writer = sqlite_writer_for(self)
+        if writer is not None:
+            return await writer.holds_run(message_id, run_token)
         query = sa.select(t.messages.c.id).where(
             t.messages.c.id == message_id, t.messages.c.run_token == run_token
         )

@@ -28,9 +28,11 @@ import sqlalchemy as sa
 from ...errors import LeaseLostError
 from . import schema as t
 from .codec import event_row
+from .sqlite_writer import sqlite_writer_for
 
 if TYPE_CHECKING:
     from .repository import AppStore
+    from .sqlite_writer import SqliteWriter
 
 Rows = Sequence[Mapping[str, Any]]
 RunKey = tuple[str, "str | None"]  # (message id, run token)
@@ -67,6 +69,10 @@ class GroupCommit:
     async def _write_pending(self) -> None:
         while self._pending:
             batches, self._pending = self._pending, []
+            writer = sqlite_writer_for(self._store)
+            if writer is not None:
+                await self._on_writer(writer, batches)
+                continue
             if len(batches) == 1:
                 await self._one(batches[0])
                 continue
@@ -83,6 +89,30 @@ class GroupCommit:
                         future.set_exception(_lease_lost(key[0]))
                     else:
                         future.set_result(None)
+
+    async def _on_writer(self, writer: SqliteWriter, batches: list[Batch]) -> None:
+        """SQLite: the whole group in one transaction on the store's writer thread; on any
+        failure each batch is written again through SQLAlchemy alone (its own error, typed as
+        before, fails only its run)."""
+        owned = sorted({(key[0], key[1]) for key, _, _ in batches if key is not None and key[1] is not None})
+        try:
+            parts: list[tuple[Any, sa.Table, Rows]] = []
+            for key, payload, _ in batches:
+                if key is None:
+                    parts.append((None, *payload))
+                else:
+                    parts.append((key, t.events, [event_row(key[0], e) for e in payload]))
+            lost = await writer.write(owned, parts)
+        except Exception:
+            for batch in batches:
+                await self._one(batch)
+            return
+        for key, _, future in batches:
+            if not future.done():
+                if key in lost:
+                    future.set_exception(_lease_lost(key[0]))
+                else:
+                    future.set_result(None)
 
     async def _one(self, batch: Batch) -> None:
         key, payload, future = batch

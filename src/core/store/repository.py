@@ -28,6 +28,7 @@ from .conversation_records import ConversationRecords
 from .eventlog import EventLog
 from .migrate import migrate
 from .run_records import FINAL_STATUSES, RunRecords
+from .sqlite_writer import close_sqlite_writer
 from .token_records import TokenRecords, hash_token
 from .unit_of_work import normalize_database_url, open_engine, retry_when_locked
 from .workflow_records import WorkflowRecords
@@ -57,6 +58,7 @@ class AppStore(
         return store
 
     async def close(self) -> None:
+        await close_sqlite_writer(self)
         await self.engine.dispose()
 
     async def migrate(self) -> int:

@@ -88,7 +88,10 @@ def open_engine(
     else:
         assert sqlite_path is not None
         sqlite_path.parent.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(f"sqlite+aiosqlite:///{sqlite_path}")
+        # No reset on return: every transaction here ends in its own commit or rollback
+        # (`engine.begin()`, and `connect()` rolls back what it began), so the pool's extra
+        # ROLLBACK per checkout was a wasted thread hop, several per round.
+        engine = create_async_engine(f"sqlite+aiosqlite:///{sqlite_path}", pool_reset_on_return=None)
 
         @sa_event.listens_for(engine.sync_engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
