@@ -20,6 +20,8 @@ from artifactflow.api.app import create_app
 
 SCREENSHOT = "/tmp/af_page.png"
 DIALOG_SCREENSHOT = "/tmp/af_dialog.png"
+PHONE_SCREENSHOT = "/tmp/af_phone.png"
+TIMELINE_SCREENSHOT = "/tmp/af_timeline.png"
 ANSWER = (
     "The report is ready: see **Quarterly report** in the artifact panel. "
     + "It covers revenue, costs and outlook. " * 3
@@ -343,6 +345,7 @@ async def test_timeline_details_markdown_retry_phone_and_offline_docs(
         await page.wait_for_function(DONE.format("strong"))
 
         # the timeline: the tool's arguments and result, the subagent's task and answer
+        await page.screenshot(path=TIMELINE_SCREENSHOT)
         timeline = await page.text_content("#timeline") or ""
         assert '"city":"Oslo"' in timeline and "Oslo: 3°C" in timeline
         assert "Find the forecast" in timeline and "Rain tomorrow, then snow." in timeline
@@ -377,6 +380,7 @@ async def test_timeline_details_markdown_retry_phone_and_offline_docs(
         await page.set_viewport_size({"width": 390, "height": 844})
         await page.reload()
         await page.wait_for_function(DONE.format("p"))
+        await page.screenshot(path=PHONE_SCREENSHOT, full_page=True)
         widths = await page.evaluate(
             "[document.documentElement.scrollWidth, document.documentElement.clientWidth,"
             " document.body.scrollWidth]"
