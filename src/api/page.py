@@ -43,8 +43,12 @@ class RenderResult(BaseModel):
 router = APIRouter(tags=["page"])
 
 
-@router.post("/render", response_model=RenderResult, responses=error_docs(400, 413),
-             summary="Render Markdown as sanitised HTML (what the web page shows)")
+@router.post(
+    "/render",
+    response_model=RenderResult,
+    responses=error_docs(400, 413),
+    summary="Render Markdown as sanitised HTML (what the web page shows)",
+)
 async def render(body: RenderRequest, _caller: Caller = Depends(caller)) -> RenderResult:
     return RenderResult(html=render_markdown(body.text))
 
