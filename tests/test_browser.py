@@ -244,6 +244,9 @@ async def test_edit_and_deny_in_the_dialog_diff_export_stop_delete(
         await page.click("#permission-submit")
         await dialog.wait_for(state="hidden")
         await last.locator(".bubble.assistant", has_text="Updated.").wait_for()
+        decided = page.locator("#timeline li[data-type=permission_result]")
+        assert "edit" in await decided.inner_text()
+        assert "line three" in (await decided.text_content() or "")  # the new arguments
 
         # the artifact panel: version 2 holds the edit; a diff against version 1
         await page.wait_for_function(
@@ -275,6 +278,8 @@ async def test_edit_and_deny_in_the_dialog_diff_export_stop_delete(
         await call.locator(".reason").fill("not now")
         await page.click("#permission-submit")
         await last.locator(".bubble.assistant", has_text="Left as it is.").wait_for()
+        decided = page.locator("#timeline li[data-type=permission_result]")
+        assert "deny" in await decided.inner_text() and "not now" in await decided.inner_text()
         denied = [m for m in llm.requests[4]["messages"] if m["role"] == "tool"][-1]["content"]
         assert "not now" in denied
 
@@ -388,6 +393,8 @@ async def test_timeline_details_markdown_retry_phone_and_offline_docs(
         retry = page.locator(".turn:last-child .status-line button.retry")
         await retry.wait_for()
         assert "the model refused" in await page.inner_text(".turn:last-child .status-line")
+        error = page.locator("#timeline li[data-type=error]")
+        assert "the model refused" in await error.inner_text()  # the timeline says why
         await retry.click()
         await page.locator(
             ".turn:last-child .bubble.assistant", has_text="second try worked"

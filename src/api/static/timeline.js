@@ -70,8 +70,8 @@ function describe(event, argumentsOf) {
       return ["subagent", d.status === "failed" ? "bad" : "ok", `${agent} <span class="muted">${escapeHtml(d.status || "done")}</span>${field("answer", d.result)}${field("error", d.error, "bad")}`];
     case "context_compacted": {
       const what = d.scope === "history" ? `${d.messages_summarized ?? "earlier"} messages` : `${d.rounds_summarized || 0} tool rounds`;
-      const cut = d.results_shortened ? `, ${d.results_shortened} results shortened` : "";
-      return ["compact", "", `${agent} · ${escapeHtml(what)} summarised: ${d.tokens_before} → ${d.tokens_after} tokens${cut}${d.aggressive ? " (after 'too long')" : ""}`];
+      const cut = d.results_shortened ? `, ${escapeHtml(d.results_shortened)} results shortened` : "";
+      return ["compact", "", `${agent} · ${escapeHtml(what)} summarised: ${escapeHtml(d.tokens_before)} → ${escapeHtml(d.tokens_after)} tokens${cut}${d.aggressive ? " (after 'too long')" : ""}`];
     }
     case "artifact_created":
     case "artifact_updated":
