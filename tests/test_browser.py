@@ -406,6 +406,8 @@ async def test_timeline_details_markdown_retry_phone_and_offline_docs(
         await page.set_viewport_size({"width": 390, "height": 844})
         await page.reload()
         await page.wait_for_function(DONE.format("p"))
+        await page.locator(".turn").first.locator(".bubble.assistant").click()  # its timeline
+        await page.locator("#timeline li[data-type=subagent_complete] summary").click()
         await page.screenshot(path=PHONE_SCREENSHOT, full_page=True)
         # neither the page nor a panel scrolls sideways, and every bubble fits the screen
         overflowing = await page.evaluate(PHONE_OVERFLOW)
