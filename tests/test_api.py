@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -581,6 +582,53 @@ async def test_openapi_and_page(api: Api) -> None:
     page = await client.get("/")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
     assert (await client.get("/static/app.js")).status_code == 200
+
+
+async def test_render_is_sanitised_highlighted_markdown(api: Api) -> None:
+    client, _ = await api()
+    text = (
+        "**bold** and `code`\n\n```python\nx = 1\n```\n\n"
+        '<img src="x" onerror="alert(1)"><script>alert(2)</script>'
+        '<a href="javascript:alert(3)">link</a> <details><summary>more</summary>kept</details>'
+    )
+    response = await client.post(f"{API}/render", json={"text": text})
+    assert response.status_code == 200
+    html = response.json()["html"]
+    assert "<strong>bold</strong>" in html and "<code>code</code>" in html
+    assert '<pre><code class="language-python"><span class="n">x</span>' in html
+    assert "<details><summary>more</summary>kept</details>" in html
+    assert "onerror" not in html and "<script" not in html and "javascript:" not in html
+    assert "<a" in html and "link</a>" in html  # the link is kept, without its href
+    css = await client.get("/highlight.css")
+    assert css.status_code == 200 and ".md .k {" in css.text
+
+
+async def test_docs_are_served_from_this_server_and_the_favicon_answers(api: Api) -> None:
+    client, _ = await api()
+    for path in ("/docs", "/redoc"):
+        html = (await client.get(path)).text
+        urls = re.findall(r"""(?:src|href|url)\s*[=:]\s*['"]([^'"]+)""", html)
+        assert urls and all(url.startswith("/") for url in urls), urls
+        for url in urls:
+            assert (await client.get(url)).status_code == 200, url
+    favicon = await client.get("/favicon.ico")
+    assert favicon.status_code == 200 and favicon.headers["content-type"] == "image/svg+xml"
+
+
+async def test_a_conversation_is_titled_by_its_first_sentence(api: Api, llm: Any) -> None:
+    client, _ = await api()
+    llm.script(Text("a"), Text("b"))
+    long_task = (
+        "Compare the storage engines of SQLite and PostgreSQL for a write-heavy event log"
+        " with many small rows"
+    )
+    for content in ("Plan the trip to Oslo. Book trains, not planes.", long_task):
+        await read_stream(client, (await chat(client, content))["stream_url"])  # to its end
+    titles = [c["title"] for c in (await client.get(f"{API}/conversations")).json()["items"]]
+    assert titles == [
+        "Compare the storage engines of SQLite and PostgreSQL for a write-heavy event…",
+        "Plan the trip to Oslo",
+    ]
 
 
 # --- over a real socket ------------------------------------------------------------------------

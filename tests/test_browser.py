@@ -8,16 +8,20 @@ the events it missed, without duplicates), and the artifact panel.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from typing import Any
 
 from browser_helpers import chromium_page, require_chromium, serving
-from scripted_llm import Call, Text, ToolCalls
+from scripted_llm import Call, Error, Text, ToolCalls
 
+from artifactflow import tool
 from artifactflow.api.app import create_app
 
 SCREENSHOT = "/tmp/af_page.png"
 DIALOG_SCREENSHOT = "/tmp/af_dialog.png"
+PHONE_SCREENSHOT = "/tmp/af_phone.png"
+TIMELINE_SCREENSHOT = "/tmp/af_timeline.png"
 ANSWER = (
     "The report is ready: see **Quarterly report** in the artifact panel. "
     + "It covers revenue, costs and outlook. " * 3
@@ -240,6 +244,9 @@ async def test_edit_and_deny_in_the_dialog_diff_export_stop_delete(
         await page.click("#permission-submit")
         await dialog.wait_for(state="hidden")
         await last.locator(".bubble.assistant", has_text="Updated.").wait_for()
+        decided = page.locator("#timeline li[data-type=permission_result]")
+        assert "edit" in await decided.inner_text()
+        assert "line three" in (await decided.text_content() or "")  # the new arguments
 
         # the artifact panel: version 2 holds the edit; a diff against version 1
         await page.wait_for_function(
@@ -271,6 +278,8 @@ async def test_edit_and_deny_in_the_dialog_diff_export_stop_delete(
         await call.locator(".reason").fill("not now")
         await page.click("#permission-submit")
         await last.locator(".bubble.assistant", has_text="Left as it is.").wait_for()
+        decided = page.locator("#timeline li[data-type=permission_result]")
+        assert "deny" in await decided.inner_text() and "not now" in await decided.inner_text()
         denied = [m for m in llm.requests[4]["messages"] if m["role"] == "tool"][-1]["content"]
         assert "not now" in denied
 
@@ -291,3 +300,129 @@ async def test_edit_and_deny_in_the_dialog_diff_export_stop_delete(
         assert await page.locator(".turn").count() == 0
         assert errors == []
     assert await client.conversations.list() == []
+
+
+@tool
+async def weather(city: str) -> str:
+    """The weather in a city.
+
+    Args:
+        city: Which city.
+    """
+    return f"{city}: 3°C"
+
+
+PHONE_OVERFLOW = """(() => {
+  const wide = (e) => e.scrollWidth > e.clientWidth;
+  const boxes = [document.documentElement, document.body, ...document.querySelectorAll(
+    ".messages, .sidebar, .side, .composer, .panel")];
+  const out = boxes.filter(wide).map((e) => e.className || e.tagName);
+  for (const e of document.querySelectorAll(".bubble, .turn, #timeline li"))
+    if (e.getBoundingClientRect().right > innerWidth) out.push(e.className || e.tagName);
+  return out;
+})()"""
+SUB_ANSWER = "Rain tomorrow, then snow. " + "Details of the forecast follow. " * 8
+TASK = "Check the weather in Oslo. Then ask the researcher and answer in Markdown."
+MARKDOWN_ANSWER = (
+    "It is **cold** in Oslo.\n\n```python\nprint('wear a coat')\n```\n\n"
+    '<img src="x" onerror="window.__xss = 1"><script>window.__xss = 2</script>'
+)
+DONE = (
+    "(() => {{ const b = document.querySelector('.turn:last-child .bubble.assistant');"
+    " return b && !b.classList.contains('cursor') && b.querySelector('{}'); }})()"
+)
+
+
+async def test_timeline_details_markdown_retry_phone_and_offline_docs(
+    make_client: Any, llm: Any
+) -> None:
+    require_chromium()
+    client = await make_client(
+        extra_tools=[weather],
+        lead_tools=["weather", "call_subagent"],
+        subagents={"researcher": []},
+    )
+    llm.script(
+        ToolCalls([Call("weather", {"city": "Oslo"}, id="w1")]),
+        ToolCalls(
+            [
+                Call(
+                    "call_subagent",
+                    {"agent_name": "researcher", "instruction": "Find the forecast"},
+                )
+            ]
+        ),
+        Text(SUB_ANSWER),  # the subagent's answer
+        Text(MARKDOWN_ANSWER),
+        Error(400, "the model refused"),  # the second message fails…
+        Text("second try worked"),  # …and its retry answers
+    )
+    app = create_app(client=client)
+    async with serving(app) as base, chromium_page() as (page, errors):
+        await page.goto(base)
+        await page.fill("#input", TASK)
+        await page.press("#input", "Enter")
+        await page.wait_for_function(DONE.format("strong"))
+
+        # the timeline: the tool's arguments and result, the subagent's task and answer
+        await page.screenshot(path=TIMELINE_SCREENSHOT)
+        timeline = await page.text_content("#timeline") or ""
+        assert '"city":"Oslo"' in timeline and "Oslo: 3°C" in timeline
+        assert "Find the forecast" in timeline and SUB_ANSWER.strip() in timeline
+        answer = page.locator("#timeline li[data-type=subagent_complete] details")
+        assert not await answer.locator("pre").is_visible()  # long: collapsed…
+        await answer.locator("summary").click()  # …one click away
+        assert (await answer.locator("pre").inner_text()).strip() == SUB_ANSWER.strip()
+
+        # Markdown rendered by the server: bold, highlighted code, the payload sanitised
+        bubble = page.locator(".turn:last-child .bubble.assistant")
+        assert await bubble.locator("strong").inner_text() == "cold"
+        assert "wear a coat" in await bubble.locator("pre code").inner_text()
+        assert await bubble.locator("pre code span").count() > 0  # highlighted
+        html = await bubble.inner_html()
+        assert "onerror" not in html and "<script" not in html
+        assert await page.evaluate("window.__xss") is None
+
+        # the title is the task's first sentence
+        await page.locator("#conversations li .title", has_text="Check the weather").wait_for()
+        assert await page.inner_text("#conversations li .title") == "Check the weather in Oslo"
+
+        # a failed run offers Retry, and the retry runs as a new branch
+        await page.fill("#input", "again")
+        await page.press("#input", "Enter")
+        retry = page.locator(".turn:last-child .status-line button.retry")
+        await retry.wait_for()
+        assert "the model refused" in await page.inner_text(".turn:last-child .status-line")
+        error = page.locator("#timeline li[data-type=error]")
+        assert "the model refused" in await error.inner_text()  # the timeline says why
+        await retry.click()
+        await page.locator(
+            ".turn:last-child .bubble.assistant", has_text="second try worked"
+        ).wait_for()
+        assert "2/2" in await page.inner_text(".turn:last-child .branch-nav")
+        assert [m["content"] for m in llm.requests[-1]["messages"][1:]][-1] == "again"
+
+        # a phone: nothing scrolls sideways
+        await page.set_viewport_size({"width": 390, "height": 844})
+        await page.reload()
+        await page.wait_for_function(DONE.format("p"))
+        await page.locator(".turn").first.locator(".bubble.assistant").click()  # its timeline
+        await page.locator("#timeline li[data-type=subagent_complete] summary").click()
+        await page.screenshot(path=PHONE_SCREENSHOT, full_page=True)
+        # neither the page nor a panel scrolls sideways, and every bubble fits the screen
+        overflowing = await page.evaluate(PHONE_OVERFLOW)
+        assert overflowing == [], overflowing
+        assert errors == []
+
+        # /docs works offline: Swagger UI from this server only, and it renders the schema
+        requested: list[str] = []
+        page.on("request", lambda request: requested.append(request.url))
+        await page.goto(f"{base}/docs")
+        await page.locator(".swagger-ui .info .title").wait_for()
+        assert requested and all(url.startswith(base) for url in requested), requested
+        docs_html = await (await page.request.get(f"{base}/docs")).text()
+        for url in re.findall(r"""(?:src|href|url)\s*[=:]\s*['"]([^'"]+)""", docs_html):
+            assert url.startswith("/"), url
+        favicon = await page.request.get(f"{base}/favicon.ico")
+        assert favicon.status == 200 and "svg" in favicon.headers["content-type"]
+        assert errors == []

@@ -12,7 +12,8 @@
   back), and the lifespan closes the client, which cancels runs still in flight: each is
   marked `cancelled` with its partial answer and a final `cancelled` event, so no message is
   left `running`. Paused messages are untouched and can be resumed after a restart.
-- OpenAPI at `/openapi.json`, interactive docs at `/docs`, the web page at `/`.
+- OpenAPI at `/openapi.json`, interactive docs at `/docs`
+  (offline: assets from a package), the web page at `/` (`page.py`).
 """
 
 from __future__ import annotations
@@ -20,13 +21,10 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
-from fastapi.responses import FileResponse
-from fastapi.staticfiles import StaticFiles
 
 from ..client import Client
 from ..settings import ServerSettings, Settings, load_settings
@@ -36,13 +34,14 @@ from .deps import API_PREFIX
 from .errors import CatchAllMiddleware, install_error_handlers
 from .limits import BodyLimitMiddleware, RunLimiter
 from .openapi import install_openapi
+from .page import install_page
+from .page import router as page_router
 from .routes_chat import router as chat_router
 from .routes_data import router as data_router
 from .routes_workflows import publish_inputs
 from .routes_workflows import router as workflows_router
 from .sse import drain_streams
 
-STATIC_DIR = Path(__file__).resolve().parent / "static"
 SHUTDOWN_GRACE_SECONDS = 5.0
 
 ClientFactory = Callable[[], Awaitable[Client]]
@@ -103,6 +102,8 @@ def create_app(
         version=__version__,
         summary="Multi-agent runs with durable permission pauses, event streams and artifacts",
         lifespan=lifespan,
+        docs_url=None,  # served by install_page from packaged assets, not a CDN
+        redoc_url=None,
     )
     app.state.client = None
     app.state.streams = set()
@@ -116,12 +117,8 @@ def create_app(
     app.include_router(chat_router, prefix=API_PREFIX)
     app.include_router(data_router, prefix=API_PREFIX)
     app.include_router(workflows_router, prefix=API_PREFIX)
-    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
-
-    @app.get("/", include_in_schema=False)
-    async def index() -> FileResponse:
-        return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
-
+    app.include_router(page_router, prefix=API_PREFIX)
+    install_page(app)
     return app
 
 

@@ -15,6 +15,7 @@ from ..errors import NotFoundError, UserError
 from .metrics import ConversationUsage, conversation_usage, message_usage
 from .store.repository import AppStore
 from .store.rows import ConversationRow, MessageRow
+from .titles import title_from
 
 
 class _Active:
@@ -93,7 +94,7 @@ class ConversationManager:
             conversation_id=conversation_id, content=content, parent_id=parent, **fields
         )
         await self.store.touch_conversation(
-            conversation_id, active_message_id=message["id"], title=content.strip()[:80] or None
+            conversation_id, active_message_id=message["id"], title=title_from(content)
         )
         return message
 

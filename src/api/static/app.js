@@ -9,7 +9,7 @@
 
 import { api, ApiError, enc, getToken, onUnauthorized, setToken, streamUrl } from "./api.js";
 import { ArtifactPanel } from "./artifacts.js";
-import { escapeHtml, renderMarkdown } from "./markdown.js";
+import { escapeHtml, plainInto, renderInto } from "./markdown.js";
 import { PermissionDialog } from "./permissions.js";
 import { Timeline } from "./timeline.js";
 
@@ -17,6 +17,7 @@ const EVENT_TYPES = [
   "metadata", "agent_start", "llm_chunk", "llm_complete", "agent_complete", "tool_start", "tool_complete",
   "permission_request", "permission_result", "subagent_start", "subagent_complete", "artifact_created",
   "artifact_updated", "complete", "cancelled", "error", "workflow_node_start", "workflow_node_complete", "handoff",
+  "context_compacted",
 ];
 const ENDS = new Set(["complete", "error", "cancelled"]);
 const PAGE = 30;
@@ -225,19 +226,36 @@ function fillAnswer(turn, node) {
   status.className = `status-line ${node.status}`;
   status.replaceChildren();
   bubble.classList.remove("cursor");
+  // Finished text is rendered Markdown (by the server); text still streaming is shown plain.
+  const placeholder = (text) => {
+    plainInto(bubble, "");
+    bubble.innerHTML = `<span class="muted">${text}</span>`;
+  };
   if (node.status === "completed") {
-    bubble.innerHTML = renderMarkdown(node.response || "");
+    renderInto(bubble, node.response || "");
   } else if (node.status === "running") {
-    bubble.innerHTML = node.text ? renderMarkdown(node.text) : '<span class="muted">Working…</span>';
+    if (node.text) plainInto(bubble, node.text);
+    else placeholder("Working…");
     bubble.classList.add("cursor");
     if (node.steps?.size) status.textContent = `Running ${[...node.steps].join(", ")}`; // workflow nodes
   } else if (node.status === "waiting") {
-    bubble.innerHTML = node.text ? renderMarkdown(node.text) : '<span class="muted">Paused</span>';
+    if (node.text) renderInto(bubble, node.text);
+    else placeholder("Paused");
     status.innerHTML = 'Waiting for your approval <button class="link review" type="button">Review</button>';
     status.querySelector(".review").addEventListener("click", () => reviewPermission(node.id).catch(report));
   } else {
-    bubble.innerHTML = node.response ? renderMarkdown(node.response) : '<span class="muted">No answer</span>';
-    status.textContent = node.status === "failed" ? `Failed${node.error ? `: ${node.error}` : ""}` : "Stopped";
+    if (node.response) renderInto(bubble, node.response);
+    else placeholder("No answer");
+    const said = document.createElement("span");
+    said.className = "status-text";
+    said.textContent = node.status === "failed" ? `Failed${node.error ? `: ${node.error}` : ""}` : "Stopped";
+    const again = document.createElement("button");
+    again.className = "link retry";
+    again.type = "button";
+    again.title = "Run this message again";
+    again.textContent = "Retry";
+    again.addEventListener("click", () => retry(node).catch(report));
+    status.append(said, again);
   }
 }
 
@@ -457,6 +475,17 @@ async function send(content, { parent } = {}) {
     if (path.length) body.parent_message_id = path[path.length - 1];
   }
   const accepted = await api("/chat", { method: "POST", json: body });
+  await started(accepted, content);
+}
+
+// A failed or cancelled message runs again as a sibling (same parent and content).
+async function retry(node) {
+  const accepted = await api(`/messages/${enc(node.id)}/retry`, { method: "POST" });
+  await started(accepted, node.content);
+}
+
+// A run was accepted (send, edit or retry): show its branch and follow it.
+async function started(accepted, content) {
   const fresh = accepted.conversation_id !== state.conversationId;
   state.conversationId = accepted.conversation_id;
   history.replaceState(null, "", `#c=${accepted.conversation_id}`);

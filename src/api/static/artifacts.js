@@ -1,7 +1,7 @@
 // The artifact panel: list, content at any version, a diff between versions, Markdown export.
 
 import { api, byIds, enc } from "./api.js";
-import { escapeHtml } from "./markdown.js";
+import { escapeHtml, plainInto, renderInto } from "./markdown.js";
 
 export class ArtifactPanel {
   constructor() {
@@ -83,6 +83,8 @@ export class ArtifactPanel {
       const { diff } = await api(`${url}/diff?from=${from}&to=${version}`);
       if (seq !== this.renderSeq) return;
       this.title.textContent = `${this.current}: v${from} → v${version}`;
+      plainInto(this.content, "");
+      this.content.className = "artifact-content diff";
       const lines = diff.split("\n").filter((line, i, all) => line || i < all.length - 1);
       this.content.innerHTML =
         lines
@@ -101,7 +103,10 @@ export class ArtifactPanel {
       const artifact = await api(`${url}?version=${version}`);
       if (seq !== this.renderSeq) return;
       this.title.textContent = `${artifact.title} (v${artifact.version} of ${artifact.current_version})`;
-      this.content.textContent = artifact.content;
+      const markdown = !artifact.content_type || artifact.content_type.includes("markdown");
+      this.content.className = `artifact-content ${markdown ? "" : "plain"}`;
+      if (markdown) await renderInto(this.content, artifact.content);
+      else plainInto(this.content, artifact.content);
     }
   }
 

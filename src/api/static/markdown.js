@@ -1,5 +1,7 @@
-// A deliberately small, safe Markdown subset: everything is escaped first, then fences,
-// headings, lists, paragraphs, `code`, **bold** and *emphasis* are recognised.
+// Markdown is rendered by the server (POST /render: markdown-it-py, pygments, nh3 sanitising);
+// this module only asks for it, caches the answers, and escapes the page's own text.
+
+import { api } from "./api.js";
 
 export function escapeHtml(text) {
   return String(text)
@@ -9,50 +11,55 @@ export function escapeHtml(text) {
     .replaceAll('"', "&quot;");
 }
 
-function inline(escaped) {
-  return escaped
-    .replace(/`([^`]+)`/g, "<code>$1</code>")
-    .replace(/\*\*([^*]+)\*\*/g, "<strong>$1</strong>")
-    .replace(/(^|[\s(])\*([^*\s][^*]*)\*/g, "$1<em>$2</em>");
+const pending = new Map(); // text -> Promise<html>
+const rendered = new Map(); // text -> html, for a synchronous re-render (no flicker)
+const CACHE_SIZE = 200;
+
+function remember(map, key, value) {
+  map.set(key, value);
+  if (map.size > CACHE_SIZE) map.delete(map.keys().next().value);
 }
 
 export function renderMarkdown(text) {
-  const out = [];
-  const lines = String(text || "").split("\n");
-  let paragraph = [];
-  let list = null;
-  const flush = () => {
-    if (paragraph.length) out.push(`<p>${inline(escapeHtml(paragraph.join("\n"))).replaceAll("\n", "<br>")}</p>`);
-    paragraph = [];
-    if (list) out.push(`<ul>${list.map((item) => `<li>${inline(escapeHtml(item))}</li>`).join("")}</ul>`);
-    list = null;
-  };
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i];
-    const fence = line.match(/^```/);
-    if (fence) {
-      flush();
-      const code = [];
-      for (i++; i < lines.length && !lines[i].startsWith("```"); i++) code.push(lines[i]);
-      out.push(`<pre><code>${escapeHtml(code.join("\n"))}</code></pre>`);
-      continue;
-    }
-    const heading = line.match(/^(#{1,3})\s+(.*)$/);
-    const item = line.match(/^\s*[-*]\s+(.*)$/);
-    if (heading) {
-      flush();
-      const level = heading[1].length;
-      out.push(`<h${level}>${inline(escapeHtml(heading[2]))}</h${level}>`);
-    } else if (item) {
-      if (paragraph.length) flush();
-      (list ||= []).push(item[1]);
-    } else if (!line.trim()) {
-      flush();
-    } else {
-      if (list) flush();
-      paragraph.push(line);
-    }
+  const key = String(text || "");
+  if (rendered.has(key)) return Promise.resolve(rendered.get(key));
+  let html = pending.get(key);
+  if (!html) {
+    html = api("/render", { method: "POST", json: { text: key } }).then((r) => {
+      remember(rendered, key, r.html);
+      return r.html;
+    });
+    html.finally(() => pending.delete(key)).catch(() => {});
+    pending.set(key, html);
   }
-  flush();
-  return out.join("");
+  return html;
+}
+
+// Show `text` in `element` as plain text at once, then as rendered Markdown when it arrives,
+// unless the element was given other content meanwhile (a newer render or a live delta).
+export function renderInto(element, text) {
+  const token = Symbol("render");
+  element.renderToken = token;
+  element.classList.add("md");
+  const key = String(text || "");
+  if (rendered.has(key)) {
+    element.innerHTML = rendered.get(key);
+    return Promise.resolve();
+  }
+  element.textContent = key;
+  return renderMarkdown(text)
+    .then((html) => {
+      if (element.renderToken === token) element.innerHTML = html;
+    })
+    .catch((err) => {
+      if (element.renderToken === token) element.textContent = text;
+      console.warn("markdown rendering failed", err);
+    });
+}
+
+// Live text (deltas): plain, and cancels a pending render of older text.
+export function plainInto(element, text) {
+  element.renderToken = null;
+  element.classList.remove("md");
+  element.textContent = text;
 }
