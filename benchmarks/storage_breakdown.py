@@ -27,8 +27,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from artifactflow import Client, load_settings, tool
-from artifactflow.testing import Call, ScriptedLLM, Text, ToolCalls
+os.environ.setdefault("OPENAI_API_KEY", "benchmark-no-network")
+
+from artifactflow import Client, load_settings, tool  # noqa: E402
+from artifactflow.testing import Call, ScriptedLLM, Text, ToolCalls  # noqa: E402
 
 PAYLOAD_BYTES = 4096
 WORDS = [
@@ -100,7 +102,11 @@ async def measure(rounds: int, root: Path) -> dict[str, Any]:
 
         def answer(request: dict[str, Any]) -> Any:
             done = sum(1 for m in request.get("messages") or [] if m.get("role") == "tool")
-            want = int(str(request["messages"][-1].get("content") or "0").split()[-1]) if done == 0 else None
+            want = (
+                int(str(request["messages"][-1].get("content") or "0").split()[-1])
+                if done == 0
+                else None
+            )
             target = want if want is not None else answer.target  # type: ignore[attr-defined]
             answer.target = target  # type: ignore[attr-defined]
             if done >= target:
@@ -120,8 +126,10 @@ async def measure(rounds: int, root: Path) -> dict[str, Any]:
             assert calls == n + 1, f"{n} rounds should make {n + 1} model calls, saw {calls}"
 
         client = await Client.open(load_settings(config, data), extra_tools=[fetch_page])
-        await converse(client, 1)
-        await client.aclose()
+        try:
+            await converse(client, 1)
+        finally:
+            await client.aclose()
         before = folder_bytes(data)
         client = await Client.open(load_settings(config, data), extra_tools=[fetch_page])
         try:
@@ -155,10 +163,12 @@ async def main() -> None:
     for name, rows in out["tables"].items():
         print(f"  {name} (closed, by table/index):")
         for table, size in rows:
-            if size:
+            if size > 16384:
                 print(f"    {table:<40} {size:>12,}  {size / out['payload']:.2f}× payload")
-    print(f"storage ÷ payload, {args.rounds} rounds: {out['open']:.2f} before close, "
-          f"{out['closed']:.2f} closed (target ≤ 1.5)")
+    print(
+        f"storage ÷ payload, {args.rounds} rounds: {out['open']:.2f} before close, "
+        f"{out['closed']:.2f} closed (target ≤ 1.5)"
+    )
 
 
 if __name__ == "__main__":
