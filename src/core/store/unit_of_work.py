@@ -199,8 +199,9 @@ class UnitOfWork:
     async def write(self, *statements: sa.Executable) -> int:
         """Run `statements` in one transaction; the row count of the last one."""
         count = 0
-        # One statement needs no BEGIN/COMMIT around it (see `reads`).
-        begin = self.reads.begin if len(statements) == 1 else self.transaction
+        # On PostgreSQL one statement needs no BEGIN/COMMIT around it (see `reads`).
+        one = len(statements) == 1 and not self.is_sqlite
+        begin = self.reads.begin if one else self.transaction
         async with begin() as conn:
             for statement in statements:
                 count = (await conn.execute(statement)).rowcount
