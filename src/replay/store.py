@@ -39,12 +39,9 @@ def unpack(raw: bytes) -> Any:
 async def next_seq(store: AppStore, message_id: str) -> int:
     """The next free row number of a message (rows of earlier process segments come first)."""
     table = t.model_calls
-    async with store.engine.connect() as conn:
-        value = (
-            await conn.execute(
-                sa.select(sa.func.max(table.c.seq)).where(table.c.message_id == message_id)
-            )
-        ).scalar_one()
+    value = await store.fetch_value(
+        sa.select(sa.func.max(table.c.seq)).where(table.c.message_id == message_id)
+    )
     return int(value or 0) + 1
 
 

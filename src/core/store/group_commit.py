@@ -132,10 +132,10 @@ class GroupCommit:
         """One transaction for all; returns the keys of the runs that lost their message."""
         lost: set[RunKey] = set()
         async with self._store.transaction() as conn:
-            owned = sorted({(key[0], key[1]) for key, _, _ in batches if key is not None and key[1] is not None})
-            for message_id, run_token in owned:
-                if not await self._store._lock_for(conn, message_id, run_token):
-                    lost.add((message_id, run_token))
+            owned = [
+                (key[0], key[1]) for key, _, _ in batches if key is not None and key[1] is not None
+            ]
+            lost.update(await self._store._lock_owned(conn, owned))
             inserts: dict[sa.Table, list[Mapping[str, Any]]] = {}
             for key, payload, _ in batches:
                 if key is None:

@@ -79,10 +79,14 @@ def open_engine(
     if url:
         # No pre-ping: it costs a round trip per checkout; a connection broken by a server
         # restart fails one statement and is then replaced with the rest of the pool.
+        # No overflow either: an overflow connection is closed as soon as it is returned, so
+        # under load every burst opened new ones (1.8 server sessions per conversation at 100
+        # at once, each a backend start plus asyncpg's type introspection). The same cap of
+        # 2 × pool_size connections, all kept.
         engine = create_async_engine(
             normalize_database_url(url),
-            pool_size=pool_size,
-            max_overflow=pool_size,
+            pool_size=2 * pool_size,
+            max_overflow=0,
             connect_args={"server_settings": {"synchronous_commit": synchronous_commit}},
         )
     else:
@@ -149,6 +153,13 @@ class UnitOfWork:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self.is_sqlite = engine.dialect.name == "sqlite"
+        # For one statement outside a transaction. On PostgreSQL, asyncpg otherwise wraps
+        # every read in BEGIN … ROLLBACK: three round trips for one query. A single statement
+        # is atomic on its own, so autocommit changes nothing but the trips (SQLite's driver
+        # does not open a transaction for a read anyway).
+        self.reads = (
+            engine if self.is_sqlite else engine.execution_options(isolation_level="AUTOCOMMIT")
+        )
         self._companions: dict[Callable[..., Any], Any] = {}
 
     def companion(self, make: Callable[[Self], T]) -> T:
@@ -164,7 +175,7 @@ class UnitOfWork:
 
     async def fetch_one(self, query: Query, row_type: type[R]) -> R | None:
         """The first row of `query` as a `row_type` (a TypedDict of its columns), or None."""
-        async with self.engine.connect() as conn:
+        async with self.reads.connect() as conn:
             row = (await conn.execute(query)).mappings().first()
         return None if row is None else cast(R, dict(row))
 
@@ -174,24 +185,27 @@ class UnitOfWork:
 
     async def fetch_rows(self, query: Query) -> Sequence[RowMapping]:
         """Every row of `query` as it comes (for rows with columns still to decode)."""
-        async with self.engine.connect() as conn:
+        async with self.reads.connect() as conn:
             return (await conn.execute(query)).mappings().all()
 
     async def fetch_value(self, query: Query) -> Any:
         """The first column of the first row of `query`, or None when there is no row."""
-        async with self.engine.connect() as conn:
+        async with self.reads.connect() as conn:
             row = (await conn.execute(query)).first()
         return None if row is None else row[0]
 
     async def fetch_column(self, query: Query) -> list[Any]:
         """The first column of every row of `query`."""
-        async with self.engine.connect() as conn:
+        async with self.reads.connect() as conn:
             return [row[0] for row in (await conn.execute(query)).all()]
 
     async def write(self, *statements: sa.Executable) -> int:
         """Run `statements` in one transaction; the row count of the last one."""
         count = 0
-        async with self.transaction() as conn:
+        # On PostgreSQL one statement needs no BEGIN/COMMIT around it (see `reads`).
+        one = len(statements) == 1 and not self.is_sqlite
+        begin = self.reads.begin if one else self.transaction
+        async with begin() as conn:
             for statement in statements:
                 count = (await conn.execute(statement)).rowcount
         return count
