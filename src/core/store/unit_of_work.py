@@ -77,12 +77,15 @@ def open_engine(
 ) -> AsyncEngine:
     """An engine for `url` (PostgreSQL or SQLite), or for the SQLite file `sqlite_path`."""
     if url:
-        # No pre-ping: it costs a round trip per checkout; a connection broken by a server
-        # restart fails one statement and is then replaced with the rest of the pool.
+        # Pre-ping on checkout: after a server restart every pooled connection is dead, and
+        # without the check each of them failed one statement (a 500, a failed run) before
+        # being replaced. The ping is one cheap round trip; a dead connection found by it is
+        # replaced (and the rest of the pool with it) before anything runs on it.
         engine = create_async_engine(
             normalize_database_url(url),
             pool_size=pool_size,
             max_overflow=pool_size,
+            pool_pre_ping=True,
             connect_args={"server_settings": {"synchronous_commit": synchronous_commit}},
         )
     else:

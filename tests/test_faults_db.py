@@ -1,0 +1,89 @@
+"""Database outages on a private PostgreSQL server (tests/private_pg.py) that the test restarts
+and stops under a live `Client` and its HTTP app.
+
+- D2: after `pg_ctl restart -m fast` every pooled connection is dead. Both pools (the app
+  store's SQLAlchemy engine and the checkpoint saver's psycopg pool) check a connection on
+  checkout, so the next runs all complete and no endpoint answers 500.
+- D3: while the server is down, endpoints answer 503 `database_unavailable` with
+  `Retry-After`; a run in flight when it went away ends with a final status and event once it
+  is back (its final write is retried), never `running` for good.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+from private_pg import PrivatePostgres, private_postgres
+from scripted_llm import Delay, Text
+from waiting import wait_until
+
+from artifactflow import Client, MessageStatus
+from artifactflow.api.app import create_app
+
+
+@pytest_asyncio.fixture
+async def server() -> AsyncIterator[PrivatePostgres]:
+    with private_postgres() as pg:
+        yield pg
+
+
+@pytest_asyncio.fixture
+async def client(server: PrivatePostgres, make_client: Any,
+                 monkeypatch: pytest.MonkeyPatch) -> Client:
+    monkeypatch.setenv("ARTIFACTFLOW_DATABASE_URL", server.url)
+    monkeypatch.setenv("ARTIFACTFLOW_DATABASE_POOL_SIZE", "3")
+    client: Client = await make_client()
+    return client
+
+
+def _http(client: Client) -> httpx.AsyncClient:
+    app = create_app(client=client)
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+
+
+async def test_runs_complete_after_a_fast_restart(client: Client, server: PrivatePostgres, llm_env: Any) -> None:
+    llm_env.script(Text("before"))
+    assert (await (await client.runs.start("warm the pools")).result()).status is MessageStatus.COMPLETED
+
+    await asyncio.to_thread(server.restart, "fast")
+
+    codes, outcomes = [], []
+    async with _http(client) as http:
+        for n in range(10):
+            llm_env.script(Text(f"after {n}"))
+            codes.append((await http.get("/api/v1/conversations")).status_code)
+            result = await (await client.runs.start(f"run {n}")).result()
+            outcomes.append(result.status.value)
+    assert (codes.count(500), 10 - outcomes.count("completed")) == (0, 0), (codes, outcomes)
+
+
+async def test_outage_answers_503_and_the_run_in_flight_ends(
+    client: Client, server: PrivatePostgres, llm_env: Any
+) -> None:
+    llm_env.script(Delay(60, Text("too late")))  # the model answers only after the outage
+    run = await client.runs.start("a run the database leaves")
+    await wait_until(lambda: llm_env.request_count == 1, what="the model request")
+
+    await asyncio.to_thread(server.stop, "fast")
+    async with _http(client) as http:
+        answer = await http.get("/api/v1/conversations")
+        assert answer.status_code == 503, answer.text
+        assert answer.headers["Retry-After"].isdigit()
+        assert answer.json()["error"]["code"] == "database_unavailable"
+        assert "database" in answer.json()["error"]["message"]
+
+        llm_env.close()  # the model call fails now, while the database is down
+        await asyncio.to_thread(server.start)
+
+        events = [e async for e in run]  # the stream ends: the final write went through
+        assert events[-1].type == "error"
+        result = await run.result()
+        assert result.status is MessageStatus.FAILED, result
+        stored = await client.runs.events(run.message_id)
+        assert stored[-1].type == "error" and stored[-1].is_final
+        assert (await http.get("/api/v1/conversations")).status_code == 200
