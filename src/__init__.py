@@ -33,6 +33,7 @@ from .errors import (
     NotFoundError,
     ResumeConflictError,
     RetryableLLMError,
+    StoreUnavailableError,
     UserError,
 )
 from .events.envelope import Event, EventType, TypedEvent
@@ -106,6 +107,7 @@ __all__ = [
     "ReplayReport",
     "ResumeConflictError",
     "RetryableLLMError",
+    "StoreUnavailableError",
     "RunContext",
     "ScriptedModel",
     "Services",

@@ -59,7 +59,9 @@ class PrivatePostgres:
         # Output goes to a file: a server started by pg_ctl inherits its descriptors, and a pipe
         # would stay open as long as the server runs.
         with tempfile.TemporaryFile("w+") as out:
-            result = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, text=True, timeout=120)
+            result = subprocess.run(
+                command, stdout=out, stderr=subprocess.STDOUT, text=True, timeout=120
+            )
             out.seek(0)
             output = out.read()
         if check and result.returncode != 0:
@@ -71,12 +73,23 @@ class PrivatePostgres:
         if self._user is not None:
             entry = pwd.getpwnam(self._user)
             os.chown(self.root, entry.pw_uid, entry.pw_gid)
-        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
-                  "--no-sync")
+        self._run(
+            "initdb",
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        )
 
     def _options(self) -> list[str]:
-        options = (f"-c listen_addresses=127.0.0.1 -c port={self.port} "
-                   "-c unix_socket_directories='' -c fsync=off -c max_connections=60")
+        options = (
+            f"-c listen_addresses=127.0.0.1 -c port={self.port} "
+            "-c unix_socket_directories='' -c fsync=off -c max_connections=60"
+        )
         return ["-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "-t", "60"]
 
     def start(self) -> None:

@@ -33,8 +33,9 @@ async def server() -> AsyncIterator[PrivatePostgres]:
 
 
 @pytest_asyncio.fixture
-async def client(server: PrivatePostgres, make_client: Any,
-                 monkeypatch: pytest.MonkeyPatch) -> Client:
+async def client(
+    server: PrivatePostgres, make_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> Client:
     monkeypatch.setenv("ARTIFACTFLOW_DATABASE_URL", server.url)
     monkeypatch.setenv("ARTIFACTFLOW_DATABASE_POOL_SIZE", "3")
     client: Client = await make_client()
@@ -46,9 +47,13 @@ def _http(client: Client) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
 
 
-async def test_runs_complete_after_a_fast_restart(client: Client, server: PrivatePostgres, llm_env: Any) -> None:
+async def test_runs_complete_after_a_fast_restart(
+    client: Client, server: PrivatePostgres, llm_env: Any
+) -> None:
     llm_env.script(Text("before"))
-    assert (await (await client.runs.start("warm the pools")).result()).status is MessageStatus.COMPLETED
+    assert (
+        await (await client.runs.start("warm the pools")).result()
+    ).status is MessageStatus.COMPLETED
 
     await asyncio.to_thread(server.restart, "fast")
 
@@ -67,23 +72,44 @@ async def test_outage_answers_503_and_the_run_in_flight_ends(
 ) -> None:
     llm_env.script(Delay(60, Text("too late")))  # the model answers only after the outage
     run = await client.runs.start("a run the database leaves")
+    reader = asyncio.create_task(_read_all(run))  # a reader attached before the outage (the CLI)
     await wait_until(lambda: llm_env.request_count == 1, what="the model request")
 
     await asyncio.to_thread(server.stop, "fast")
-    async with _http(client) as http:
-        answer = await http.get("/api/v1/conversations")
-        assert answer.status_code == 503, answer.text
-        assert answer.headers["Retry-After"].isdigit()
-        assert answer.json()["error"]["code"] == "database_unavailable"
-        assert "database" in answer.json()["error"]["message"]
+    try:
+        async with _http(client) as http:
+            answer = await http.get("/api/v1/conversations")
+            assert answer.status_code == 503, answer.text
+            assert answer.headers["Retry-After"].isdigit()
+            assert answer.json()["error"]["code"] == "database_unavailable"
+            assert "database" in answer.json()["error"]["message"]
 
-        llm_env.close()  # the model call fails now, while the database is down
+            llm_env.close()  # the model call fails now, while the database is down
+            events = await reader  # the stream ends with the reason, the database still down
+            assert events[-1].type == "error" and "database unavailable" in events[-1].data.message
+            assert (await http.get(f"/api/v1/messages/{run.message_id}")).status_code == 503
+    finally:
         await asyncio.to_thread(server.start)
 
-        events = [e async for e in run]  # the stream ends: the final write went through
-        assert events[-1].type == "error"
-        result = await run.result()
-        assert result.status is MessageStatus.FAILED, result
-        stored = await client.runs.events(run.message_id)
-        assert stored[-1].type == "error" and stored[-1].is_final
-        assert (await http.get("/api/v1/conversations")).status_code == 200
+    stored = await wait_until(
+        lambda: _final_events(client, run.message_id),
+        timeout=60,
+        what="the final event stored after the database returned",
+    )
+    assert stored[-1].type == "error"
+    message = await client.conversations.message(run.message_id)
+    assert message["status"] == "failed", message
+    async with _http(client) as http:
+        assert (await http.get(f"/api/v1/messages/{run.message_id}")).status_code == 200
+
+
+async def _read_all(run: Any) -> list[Any]:
+    return [e async for e in run]
+
+
+async def _final_events(client: Client, message_id: str) -> list[Any]:
+    try:
+        events = await client.runs.events(message_id)
+    except Exception:  # the pools may still be reconnecting
+        return []
+    return events if events and events[-1].is_final else []

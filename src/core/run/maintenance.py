@@ -12,6 +12,7 @@ crash between two deletes).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from typing import Any, TypedDict
@@ -23,13 +24,19 @@ from ..store.rows import MessageRow
 from .eventlog import change_status
 from .runtime import Runtime
 
+log = logging.getLogger("artifactflow")
+
 
 async def keep_lease(rt: Runtime, message_id: str, run_token: str) -> None:
-    """Renew the lease every third of its length until cancelled."""
+    """Renew the lease every third of its length until cancelled. A renewal that fails (the
+    database is away for a moment) is tried again at the next period, not abandoned."""
     period = rt.services.settings.run.lease_seconds / 3
     while True:
         await asyncio.sleep(period)
-        await rt.store.update_message(message_id, run_token=run_token, lease_expires_at=rt.lease())
+        try:
+            await rt.store.update_message(message_id, run_token=run_token, lease_expires_at=rt.lease())
+        except Exception as exc:
+            log.warning("run %s: could not renew its lease (%s); trying again", message_id, exc)
 
 
 async def run_metrics(rt: Runtime, message_id: str, started: float) -> RunMetrics:

@@ -48,12 +48,14 @@ from ...hooks.types import RunEnd, RunInfo
 from ...shapes import AskedCall, PauseRecord, RecordedDecision
 from ..context import RunContext
 from ..state import LEAD
+from ..store.faults import store_fault
 from ..store.rows import MessageRow
 from .eventlog import change_status, new_event
 from .interrupted import mark_interrupted
 from .limits import Spending, step_limit, step_limit_error
 from .live import EventSink, LiveRun
 from .maintenance import cleanup_checkpoints, keep_lease, run_metrics
+from .outage import end_after_outage
 from .ownership import owned_by
 from .runtime import Runtime
 
@@ -199,6 +201,11 @@ class Segment:
                 await self._failed(exc)
         except LeaseLostError:
             self._lost()
+        except Exception as exc:  # the final write failed: the database is away (outage.py)
+            try:
+                await end_after_outage(self, exc)
+            except LeaseLostError:
+                self._lost()
         finally:
             if lease is not None:
                 lease.cancel()
@@ -307,6 +314,7 @@ class Segment:
         await cleanup_checkpoints(self.rt, self.message)
 
     async def _failed(self, exc: Exception) -> None:
+        exc = store_fault(exc) or exc  # a database outage is named as such, not as a driver error
         if isinstance(exc, GraphRecursionError):  # LangGraph's text is no reason for a user
             exc = step_limit_error(self.config["recursion_limit"])
         if not isinstance(exc, ArtifactFlowError):
