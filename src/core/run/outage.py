@@ -55,7 +55,7 @@ async def end_after_outage(segment: Segment, exc: Exception) -> None:
         log.warning(
             "run %s: %s; its final status is stored once writes succeed again", message_id, fault
         )
-        text, attempts_left = f"{fault.reason}: {fault}", None
+        text, attempts_left = str(fault), None
     data = ErrorData(message=text, kind="storage" if fault else type(exc).__name__)
     deadline = time.monotonic() + PATIENCE_SECONDS
     delay = FIRST_DELAY_SECONDS

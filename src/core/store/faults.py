@@ -51,9 +51,9 @@ _CONNECTION_TYPES = {
 }
 
 _MESSAGES = {
-    DISK_FULL: "the disk is full: the database cannot be written",
-    READ_ONLY: "the data folder is read-only: the database cannot be written",
-    UNAVAILABLE: "the database is unavailable (down or restarting)",
+    DISK_FULL: "the disk is full, nothing more can be written",
+    READ_ONLY: "the data folder or database is read-only, nothing can be written",
+    UNAVAILABLE: "the database cannot be reached (down or restarting)",
 }
 
 
@@ -101,6 +101,6 @@ def store_fault(exc: BaseException) -> StoreUnavailableError | None:
     # The most specific cause wins: a full disk explains an "unable to open" as well.
     reason = next((r for r in (DISK_FULL, READ_ONLY) if r in reasons), UNAVAILABLE)
     detail = str(exc.__cause__ or exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-    error = StoreUnavailableError(f"{_MESSAGES[reason]} ({detail})", reason=reason)
+    error = StoreUnavailableError(f"{reason}: {_MESSAGES[reason]} ({detail})", reason=reason)
     error.__cause__ = exc
     return error

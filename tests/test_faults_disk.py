@@ -1,0 +1,112 @@
+"""Writes that fail on SQLite: a full disk and a database that refuses writes (D4).
+
+A full disk is real SQLite behaviour reproduced without root: `PRAGMA max_page_count` set to
+the file's current size makes every write that needs a new page fail with "database or disk
+is full", exactly as a full file system does. `PRAGMA query_only` makes every write fail
+("attempt to write a readonly database"), the way a read-only data folder does; lifting it is
+space coming back. Both are applied on connection checkout, to every connection of the app
+store, while the test's `faults` switch says so.
+
+What must hold: the run ends `failed` with the cause named (never `running`), its readers get
+a final event with the cause at once, the stored final event follows as soon as a write
+succeeds again, and no task exception is left unretrieved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from typing import Any
+
+import pytest_asyncio
+from scripted_llm import Delay, Text
+from sqlalchemy import event as sa_event
+from waiting import wait_until
+
+from artifactflow import Client
+
+
+class Faults:
+    """Which failure the app store's connections get on their next checkout."""
+
+    def __init__(self, client: Client) -> None:
+        self.mode: str | None = None
+        engine = client._engine.store.engine  # noqa: SLF001 - the test reaches the real file
+        sa_event.listen(engine.sync_engine, "checkout", self._apply)
+
+    def _apply(self, dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
+        cursor = dbapi_conn.cursor()
+        if self.mode == "full":
+            cursor.execute("PRAGMA page_count")
+            pages = cursor.fetchone()[0]
+            cursor.execute(f"PRAGMA max_page_count={pages}")
+        else:
+            cursor.execute("PRAGMA max_page_count=1073741823")
+        cursor.execute(f"PRAGMA query_only={1 if self.mode == 'read-only' else 0}")
+        cursor.close()
+
+
+@pytest_asyncio.fixture
+async def client(make_client: Any) -> Client:
+    opened: Client = await make_client()
+    return opened
+
+
+def _unretrieved(loop: asyncio.AbstractEventLoop) -> list[str]:
+    seen: list[str] = []
+    loop.set_exception_handler(lambda _loop, context: seen.append(str(context.get("message"))))
+    return seen
+
+
+async def _read_all(run: Any) -> list[Any]:
+    return [e async for e in run]
+
+
+async def test_full_disk_ends_the_run_failed(client: Client, llm_env: Any) -> None:
+    unretrieved = _unretrieved(asyncio.get_running_loop())
+    faults = Faults(client)
+    llm_env.script(Delay(0.5, Text("x" * 400_000, chunk_size=50_000)))  # needs new pages
+    run = await client.runs.start("write a long answer")
+    reader = asyncio.create_task(_read_all(run))
+    await wait_until(lambda: llm_env.request_count == 1, what="the model request")
+    faults.mode = "full"
+
+    events = await reader
+    assert events[-1].type == "error" and "disk full" in events[-1].data.message
+    faults.mode = None  # space returns
+    message = await wait_until(lambda: _ended(client, run.message_id), timeout=30, what="a final status")
+    assert message["status"] == "failed" and "disk full" in message["error"], message
+    stored = await client.runs.events(run.message_id)
+    assert stored[-1].type == "error" and "disk full" in stored[-1].data.message
+    gc.collect()
+    await asyncio.sleep(0)
+    assert not [m for m in unretrieved if "never retrieved" in m], unretrieved
+
+
+async def test_final_write_waits_for_writes_to_succeed_again(client: Client, llm_env: Any) -> None:
+    unretrieved = _unretrieved(asyncio.get_running_loop())
+    faults = Faults(client)
+    llm_env.script(Delay(0.5, Text("done")))
+    run = await client.runs.start("a run whose database stops taking writes")
+    reader = asyncio.create_task(_read_all(run))
+    await wait_until(lambda: llm_env.request_count == 1, what="the model request")
+    faults.mode = "read-only"
+
+    events = await reader  # told at once, while nothing can be written
+    assert events[-1].type == "error" and "read-only" in events[-1].data.message
+    assert run.message_id in events[-1].data.message
+    assert (await client.conversations.message(run.message_id))["status"] == "running"
+
+    faults.mode = None  # writes succeed again: the final status lands without anyone asking
+    message = await wait_until(lambda: _ended(client, run.message_id), timeout=30, what="a final status")
+    assert message["status"] == "failed" and "read-only" in message["error"], message
+    stored = await client.runs.events(run.message_id)
+    assert [e.type for e in stored].count("error") == 1 and stored[-1].type == "error"
+    gc.collect()
+    await asyncio.sleep(0)
+    assert not [m for m in unretrieved if "never retrieved" in m], unretrieved
+
+
+async def _ended(client: Client, message_id: str) -> dict[str, Any] | None:
+    message = await client.conversations.message(message_id)
+    return dict(message) if message["status"] != "running" else None
