@@ -113,3 +113,34 @@ async def _final_events(client: Client, message_id: str) -> list[Any]:
     except Exception:  # the pools may still be reconnecting
         return []
     return events if events and events[-1].is_final else []
+
+
+async def test_durable_writes_commit_synchronously_on_postgres() -> None:
+    """Sessions default to `synchronous_commit=off`; the ledger's "started" record and final
+    statuses are committed with it `on` (what the server itself reports inside them)."""
+    from pg import fresh_database
+    from sqlalchemy import event as sa_event
+
+    from artifactflow.core.store.repository import AppStore
+
+    async with fresh_database() as url:
+        store = await AppStore.open(url, synchronous_commit="off")
+        try:
+            async with store.transaction() as conn:
+                assert (await conn.exec_driver_sql("SHOW synchronous_commit")).scalar() == "off"
+            async with store.transaction(durable=True) as conn:
+                assert (await conn.exec_driver_sql("SHOW synchronous_commit")).scalar() == "on"
+
+            seen: list[str] = []
+            sa_event.listen(store.engine.sync_engine, "before_cursor_execute",
+                            lambda _c, _cur, statement, *_: seen.append(statement.split()[0:3]))
+            assert await store.ledger_start("m1", "call-1")
+            assert seen[-2:] == [["SET", "LOCAL", "synchronous_commit"], ["INSERT", "INTO", "af_tool_executions"]]
+            seen.clear()
+            await store.change_status("no-such-message", expected_status="running", status="failed")
+            assert seen[0] == ["SET", "LOCAL", "synchronous_commit"] and seen[1][0] == "UPDATE"
+            seen.clear()
+            await store.change_status("no-such-message", expected_status="running", status="waiting")
+            assert seen and seen[0][0] == "UPDATE"  # a pause is not final: the bulk setting
+        finally:
+            await store.close()

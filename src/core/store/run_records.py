@@ -55,7 +55,9 @@ class RunRecords(UnitOfWork):
         )
 
     async def ledger_start(self, message_id: str, tool_call_id: str) -> bool:
-        """Record that a call is about to run. False if it was already started."""
+        """Record that a call is about to run. False if it was already started. Committed
+        durably (`transaction(durable=True)`): a lost "started" record would let a side
+        effect run again after a database crash."""
         return await self.insert_once(
             t.tool_executions.insert().values(
                 message_id=message_id,
@@ -63,7 +65,8 @@ class RunRecords(UnitOfWork):
                 status="started",
                 result=None,
                 updated_at=time.time(),
-            )
+            ),
+            durable=True,
         )
 
     async def ledger_finish(self, message_id: str, tool_call_id: str, result: Mapping[str, JsonValue]) -> None:

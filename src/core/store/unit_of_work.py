@@ -17,8 +17,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, Self, TypeVar, cast
 
@@ -158,9 +158,26 @@ class UnitOfWork:
             self._companions[make] = make(self)
         return self._companions[make]
 
-    def transaction(self) -> AbstractAsyncContextManager[AsyncConnection]:
-        """One transaction: every statement inside commits together or not at all."""
+    def transaction(self, *, durable: bool = False) -> AbstractAsyncContextManager[AsyncConnection]:
+        """One transaction: every statement inside commits together or not at all.
+
+        `durable`: its commit survives a crash of the database server once it returns. Our
+        PostgreSQL sessions run with `synchronous_commit` from settings ("off" by default:
+        the last commits before a server crash can be lost); a durable transaction sets it
+        `on` for itself (`SET LOCAL`). Used for the writes that must never be lost: the tool
+        ledger's "started" record, accepted decisions, final statuses. On SQLite (WAL,
+        `synchronous=NORMAL`) the setting is per connection, not per transaction: every
+        commit survives a process crash, the last ones may not survive a power loss.
+        """
+        if durable and not self.is_sqlite:
+            return self._durable_transaction()
         return self.engine.begin()
+
+    @asynccontextmanager
+    async def _durable_transaction(self) -> AsyncIterator[AsyncConnection]:
+        async with self.engine.begin() as conn:
+            await conn.exec_driver_sql("SET LOCAL synchronous_commit = on")
+            yield conn
 
     async def fetch_one(self, query: Query, row_type: type[R]) -> R | None:
         """The first row of `query` as a `row_type` (a TypedDict of its columns), or None."""
@@ -188,18 +205,19 @@ class UnitOfWork:
         async with self.engine.connect() as conn:
             return [row[0] for row in (await conn.execute(query)).all()]
 
-    async def write(self, *statements: sa.Executable) -> int:
-        """Run `statements` in one transaction; the row count of the last one."""
+    async def write(self, *statements: sa.Executable, durable: bool = False) -> int:
+        """Run `statements` in one transaction (`durable`: see `transaction`); the row count
+        of the last one."""
         count = 0
-        async with self.transaction() as conn:
+        async with self.transaction(durable=durable) as conn:
             for statement in statements:
                 count = (await conn.execute(statement)).rowcount
         return count
 
-    async def insert_once(self, statement: sa.Insert) -> bool:
+    async def insert_once(self, statement: sa.Insert, *, durable: bool = False) -> bool:
         """Run an INSERT in its own transaction; False when the key was already there."""
         try:
-            await self.write(statement)
+            await self.write(statement, durable=durable)
         except sqlalchemy.exc.IntegrityError:
             return False
         return True
