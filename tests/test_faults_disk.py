@@ -110,3 +110,33 @@ async def test_final_write_waits_for_writes_to_succeed_again(client: Client, llm
 async def _ended(client: Client, message_id: str) -> dict[str, Any] | None:
     message = await client.conversations.message(message_id)
     return dict(message) if message["status"] != "running" else None
+
+
+async def test_durable_writes_sync_the_wal_on_sqlite(tmp_path: Any) -> None:
+    """SQLite runs with `synchronous=NORMAL`; a durable transaction (the ledger's "started"
+    record, a final status) runs with `FULL` on its connection, and the pool gets NORMAL back."""
+    from sqlalchemy import event as sa_event
+
+    from artifactflow.core.store.repository import AppStore
+
+    store = await AppStore.open(None, sqlite_path=tmp_path / "app.db")
+    try:
+        levels: list[tuple[str, int]] = []
+
+        def record(conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+            if statement.startswith(("INSERT INTO af_tool_executions", "UPDATE af_messages")):
+                raw = conn.connection.dbapi_connection
+                cursor = raw.cursor()
+                cursor.execute("PRAGMA synchronous")
+                levels.append((statement.split()[0], cursor.fetchone()[0]))
+                cursor.close()
+
+        sa_event.listen(store.engine.sync_engine, "before_cursor_execute", record)
+        assert await store.ledger_start("m1", "call-1")
+        await store.change_status("m1", expected_status="running", status="failed")
+        await store.change_status("m1", expected_status="running", status="waiting")
+        assert levels == [("INSERT", 2), ("UPDATE", 2), ("UPDATE", 1)]  # FULL, FULL, NORMAL
+        async with store.engine.connect() as conn:
+            assert (await conn.exec_driver_sql("PRAGMA synchronous")).scalar() == 1
+    finally:
+        await store.close()
