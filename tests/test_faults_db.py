@@ -132,15 +132,23 @@ async def test_durable_writes_commit_synchronously_on_postgres() -> None:
                 assert (await conn.exec_driver_sql("SHOW synchronous_commit")).scalar() == "on"
 
             seen: list[str] = []
-            sa_event.listen(store.engine.sync_engine, "before_cursor_execute",
-                            lambda _c, _cur, statement, *_: seen.append(statement.split()[0:3]))
+            sa_event.listen(
+                store.engine.sync_engine,
+                "before_cursor_execute",
+                lambda _c, _cur, statement, *_: seen.append(statement.split()[0:3]),
+            )
             assert await store.ledger_start("m1", "call-1")
-            assert seen[-2:] == [["SET", "LOCAL", "synchronous_commit"], ["INSERT", "INTO", "af_tool_executions"]]
+            assert seen[-2:] == [
+                ["SET", "LOCAL", "synchronous_commit"],
+                ["INSERT", "INTO", "af_tool_executions"],
+            ]
             seen.clear()
             await store.change_status("no-such-message", expected_status="running", status="failed")
             assert seen[0] == ["SET", "LOCAL", "synchronous_commit"] and seen[1][0] == "UPDATE"
             seen.clear()
-            await store.change_status("no-such-message", expected_status="running", status="waiting")
+            await store.change_status(
+                "no-such-message", expected_status="running", status="waiting"
+            )
             assert seen and seen[0][0] == "UPDATE"  # a pause is not final: the bulk setting
         finally:
             await store.close()

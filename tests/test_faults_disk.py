@@ -74,8 +74,11 @@ async def test_full_disk_ends_the_run_failed(client: Client, llm_env: Any) -> No
     events = await reader
     assert events[-1].type == "error" and "disk full" in events[-1].data.message
     faults.mode = None  # space returns
-    message = await wait_until(lambda: _ended(client, run.message_id), timeout=30, what="a final status")
-    assert message["status"] == "failed" and "disk full" in message["error"], message
+    message = await wait_until(
+        lambda: _ended(client, run.message_id), timeout=30, what="a final status"
+    )
+    assert message is not None and message["status"] == "failed", message
+    assert "disk full" in message["error"], message
     stored = await client.runs.events(run.message_id)
     assert stored[-1].type == "error" and "disk full" in stored[-1].data.message
     gc.collect()
@@ -98,8 +101,11 @@ async def test_final_write_waits_for_writes_to_succeed_again(client: Client, llm
     assert (await client.conversations.message(run.message_id))["status"] == "running"
 
     faults.mode = None  # writes succeed again: the final status lands without anyone asking
-    message = await wait_until(lambda: _ended(client, run.message_id), timeout=30, what="a final status")
-    assert message["status"] == "failed" and "read-only" in message["error"], message
+    message = await wait_until(
+        lambda: _ended(client, run.message_id), timeout=30, what="a final status"
+    )
+    assert message is not None and message["status"] == "failed", message
+    assert "read-only" in message["error"], message
     stored = await client.runs.events(run.message_id)
     assert [e.type for e in stored].count("error") == 1 and stored[-1].type == "error"
     gc.collect()

@@ -99,7 +99,9 @@ async def _api_error(_: Request, exc: Exception) -> JSONResponse:
 def unavailable_response(exc: StoreUnavailableError) -> JSONResponse:
     """503 for a database that is away: the request was fine, so say when to try again."""
     return error_response(
-        503, "database_unavailable", f"{exc}; try again shortly",
+        503,
+        "database_unavailable",
+        f"{exc}; try again shortly",
         {"Retry-After": str(exc.retry_after)},
     )
 

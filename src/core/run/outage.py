@@ -27,15 +27,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ...errors import LeaseLostError
 from ...events.payloads import ErrorData
 from ..store.faults import store_fault
+from ..store.rows import MessageRow
 from .eventlog import change_status, new_event
-
-if TYPE_CHECKING:
-    from .segment import Segment
+from .live import LiveRun
 
 log = logging.getLogger("artifactflow")
 
@@ -44,9 +43,12 @@ FIRST_DELAY_SECONDS = 0.2
 MAX_DELAY_SECONDS = 5.0
 
 
-async def end_after_outage(segment: Segment, exc: Exception) -> None:
-    """Store `segment`'s final `failed` status after its final write failed with `exc`."""
-    message_id = segment.message["id"]
+async def end_after_outage(
+    store: Any, message: MessageRow, run_token: str, handle: LiveRun, exc: Exception
+) -> None:
+    """Store the final `failed` status of `message`'s run (`run_token`, live as `handle`)
+    after its final write failed with `exc`."""
+    message_id = message["id"]
     fault = store_fault(exc)
     if fault is None:
         log.error("run %s: its final status could not be stored", message_id, exc_info=exc)
@@ -64,11 +66,11 @@ async def end_after_outage(segment: Segment, exc: Exception) -> None:
         attempt += 1
         try:
             event = await change_status(
-                segment.store,
-                segment.message,
+                store,
+                message,
                 data,
                 expected_status="running",
-                expected_run_token=segment.run_token,
+                expected_run_token=run_token,
                 status="failed",
                 error=text,
                 lease_expires_at=None,
@@ -86,7 +88,7 @@ async def end_after_outage(segment: Segment, exc: Exception) -> None:
                 )
                 return
             if attempt == 1:
-                await _tell_readers(segment, data)
+                await _tell_readers(message, handle, data)
             await asyncio.sleep(delay)
             delay = min(delay * 2, MAX_DELAY_SECONDS)
             continue
@@ -94,21 +96,19 @@ async def end_after_outage(segment: Segment, exc: Exception) -> None:
             raise LeaseLostError(
                 f"message {message_id} is no longer owned by this run", message_id=message_id
             )
-        segment.handle.finishing = True
-        if not segment.handle.done:
-            await segment.handle.publish(event)
+        handle.finishing = True
+        if not handle.done:
+            await handle.publish(event)
         log.warning("run %s: final status `failed` stored after %d attempt(s)", message_id, attempt)
         return
 
 
-async def _tell_readers(segment: Segment, data: ErrorData) -> None:
+async def _tell_readers(message: MessageRow, handle: LiveRun, data: ErrorData) -> None:
     """Hand this process's readers the final event now (stored later), and end their streams."""
     notice = ErrorData(
-        message=f"{data.message} (message {segment.message['id']} is marked "
+        message=f"{data.message} (message {message['id']} is marked "
         "failed once the database accepts writes again)",
         kind=data.kind,
     )
-    await segment.handle.publish(
-        new_event(segment.message, notice, segment.handle.last_stored() + 1)
-    )
-    await segment.handle.finish()
+    await handle.publish(new_event(message, notice, handle.last_stored() + 1))
+    await handle.finish()

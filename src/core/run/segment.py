@@ -203,7 +203,7 @@ class Segment:
             self._lost()
         except Exception as exc:  # the final write failed: the database is away (outage.py)
             try:
-                await end_after_outage(self, exc)
+                await end_after_outage(self.store, self.message, self.run_token, self.handle, exc)
             except LeaseLostError:
                 self._lost()
         finally:
