@@ -16,9 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_asyncio
+from cli_helpers import MESSAGE_ID, make_cli
 from scripted_llm import Delay, Text
 from sqlalchemy import event as sa_event
 from waiting import wait_until
@@ -118,7 +124,7 @@ async def _ended(client: Client, message_id: str) -> dict[str, Any] | None:
     return dict(message) if message["status"] != "running" else None
 
 
-async def test_durable_writes_sync_the_wal_on_sqlite(tmp_path: Any) -> None:
+async def test_durable_writes_sync_the_wal_on_sqlite(tmp_path: Path) -> None:
     """SQLite runs with `synchronous=NORMAL`; a durable transaction (the ledger's "started"
     record, a final status) runs with `FULL` on its connection, and the pool gets NORMAL back."""
     from sqlalchemy import event as sa_event
@@ -146,3 +152,51 @@ async def test_durable_writes_sync_the_wal_on_sqlite(tmp_path: Any) -> None:
             assert (await conn.exec_driver_sql("PRAGMA synchronous")).scalar() == 1
     finally:
         await store.close()
+
+
+@pytest.fixture
+def read_only_folder() -> Iterator[Callable[[Path], None]]:
+    """Makes a folder and its files unwritable: `chattr +i` as root (root ignores
+    permissions), `chmod a-w` otherwise; undone at teardown."""
+    made: list[Path] = []
+
+    def make(folder: Path) -> None:
+        paths = [folder, *folder.iterdir()]
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "+i", *map(str, paths)], check=True)
+        else:
+            for path in paths:
+                path.chmod(path.stat().st_mode & ~0o222)
+        made.extend(paths)
+
+    yield make
+    if os.geteuid() == 0:
+        subprocess.run(["chattr", "-i", *map(str, made)], check=False)
+    else:
+        for path in made:
+            path.chmod(path.stat().st_mode | 0o200)
+
+
+def test_reading_commands_work_in_a_read_only_data_folder(
+    tmp_path: Path,
+    llm_env: Any,
+    capsys: pytest.CaptureFixture[str],
+    read_only_folder: Callable[[Path], None],
+) -> None:
+    cli = make_cli(tmp_path, capsys)
+    llm_env.script(Text("stored answer"))
+    first = cli.sub("run", "answer once")
+    assert first.code == 0, first.err
+    message_id = MESSAGE_ID.search(first.out + first.err)
+    assert message_id is not None, first.out
+    read_only_folder(cli.data)
+
+    listing = cli.sub("conversations")
+    assert listing.code == 0, listing.err
+    events = cli.sub("events", message_id.group(1))
+    assert events.code == 0, events.err
+    assert "stored answer" in events.out
+    write = cli.sub("run", "answer again")
+    assert write.code != 0
+    assert "read-only" in write.out + write.err, write
+    assert "Traceback" not in write.err

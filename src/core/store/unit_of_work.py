@@ -29,6 +29,7 @@ from sqlalchemy.engine import ExceptionContext, RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from ...errors import ConfigError
+from .readonly import read_only_uri, writable
 
 log = logging.getLogger("artifactflow.store")
 
@@ -91,6 +92,10 @@ def open_engine(
     else:
         assert sqlite_path is not None
         sqlite_path.parent.mkdir(parents=True, exist_ok=True)
+        if sqlite_path.exists() and not writable(sqlite_path):
+            # A read-only data folder: reading commands work, writes fail as "read-only".
+            log.warning("%s is not writable: opened for reading only", sqlite_path)
+            return _with_hidden_sql(create_async_engine(f"sqlite+aiosqlite:///{read_only_uri(sqlite_path)}&uri=true"))
         engine = create_async_engine(f"sqlite+aiosqlite:///{sqlite_path}")
 
         @sa_event.listens_for(engine.sync_engine, "connect")
@@ -100,6 +105,15 @@ def open_engine(
                 cursor.execute(pragma)
             cursor.close()
 
+    return _with_hidden_sql(engine)
+
+
+def is_read_only(engine: AsyncEngine) -> bool:
+    """Whether `engine` was opened for reading only (a SQLite file we may not write)."""
+    return engine.url.query.get("mode") == "ro" or "mode=ro" in (engine.url.database or "")
+
+
+def _with_hidden_sql(engine: AsyncEngine) -> AsyncEngine:
     sa_event.listen(engine.sync_engine, "handle_error", _hide_sql)
     return engine
 
@@ -149,6 +163,7 @@ class UnitOfWork:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self.is_sqlite = engine.dialect.name == "sqlite"
+        self.read_only = is_read_only(engine)  # a SQLite file in a folder we may not write
         self._companions: dict[Callable[..., Any], Any] = {}
 
     def companion(self, make: Callable[[Self], T]) -> T:
