@@ -20,7 +20,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from .store.readonly import read_only_uri, writable
+from .store.readonly import read_only_target, writable
 from .store.unit_of_work import SQLITE_PRAGMAS, WAL_BOUNDS, retry_when_locked
 
 __all__ = ["WAL_BOUNDS", "CheckpointStore", "CompressingSerializer", "truncate_sqlite_wal"]
@@ -123,13 +123,13 @@ class CheckpointStore:
     async def _open_read_only(
         cls, path: Path, stack: AsyncExitStack, allowed_types: Iterable[type | tuple[str, ...]]
     ) -> CheckpointStore:
-        target = read_only_uri(path) if path.exists() else ":memory:"
-        conn = await stack.enter_async_context(aiosqlite.connect(target, uri=path.exists()))
+        target, exists = read_only_target(path)
+        conn = await stack.enter_async_context(aiosqlite.connect(target, uri=exists))
         saver = AsyncSqliteSaver(conn, serde=CompressingSerializer(allowed_types))
-        if not path.exists():
-            await saver.setup()  # no checkpoints to read: an empty saver in memory
-        else:
+        if exists:
             saver.is_setup = True  # its tables exist; setup would write
+        else:
+            await saver.setup()  # no checkpoints to read: an empty saver in memory
         return cls(saver, stack, path)
 
     @classmethod

@@ -36,3 +36,10 @@ def writable(path: Path) -> bool:
 def read_only_uri(path: Path) -> str:
     """A `file:` URI opening `path` for reading only, with no locks and no WAL files."""
     return f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
+
+
+def read_only_target(path: Path) -> tuple[str, bool]:
+    """What to open for reading `path`: its read-only URI when it exists, else an empty
+    in-memory database; and whether it exists."""
+    exists = path.exists()
+    return (read_only_uri(path) if exists else ":memory:"), exists
