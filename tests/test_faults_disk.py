@@ -200,3 +200,31 @@ def test_reading_commands_work_in_a_read_only_data_folder(
     assert write.code != 0
     assert "read-only" in write.out + write.err, write
     assert "Traceback" not in write.err
+
+
+def test_only_database_errors_count_as_an_outage(tmp_path: Path) -> None:
+    """A model server refusing connections is not a database outage; SQLite's texts name
+    the cause."""
+    import socket
+    import sqlite3
+
+    import httpx
+
+    from artifactflow.core.store.faults import store_fault
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(httpx.ConnectError) as refused:
+        httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
+    assert store_fault(refused.value) is None
+    path = tmp_path / "x.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.execute("PRAGMA query_only=1")
+    with pytest.raises(sqlite3.OperationalError) as readonly:
+        conn.execute("INSERT INTO t VALUES (1)")
+    conn.close()
+    fault = store_fault(readonly.value)
+    assert fault is not None and fault.reason == "read-only", fault

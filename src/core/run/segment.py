@@ -31,7 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.errors import GraphRecursionError
 
-from ...errors import ArtifactFlowError, LeaseLostError, LLMError, ResumeConflictError
+from ...errors import (
+    ArtifactFlowError,
+    LeaseLostError,
+    LLMError,
+    ResumeConflictError,
+    StoreUnavailableError,
+)
 from ...events.envelope import Emitted, Event, EventType
 from ...events.payloads import (
     CancelledData,
@@ -314,12 +320,15 @@ class Segment:
         await cleanup_checkpoints(self.rt, self.message)
 
     async def _failed(self, exc: Exception) -> None:
-        exc = store_fault(exc) or exc  # a database outage is named as such, not as a driver error
+        if not isinstance(exc, ArtifactFlowError):  # a database outage is named as such
+            exc = store_fault(exc) or exc
         if isinstance(exc, GraphRecursionError):  # LangGraph's text is no reason for a user
             exc = step_limit_error(self.config["recursion_limit"])
         if not isinstance(exc, ArtifactFlowError):
             log.exception("run %s failed", self.message["id"])
         kind = "llm" if isinstance(exc, LLMError) else type(exc).__name__
+        if isinstance(exc, StoreUnavailableError):
+            kind = "storage"  # as when the final write itself has to wait (outage.py)
         text = str(exc) if isinstance(exc, ArtifactFlowError) else f"{type(exc).__name__}: {exc}"
         data = ErrorData.model_validate({"message": text, "kind": kind, **hook_runs.error_fields(exc)})  # a hook's: kind "hook"
         await hook_runs.run_failed(self.hooks, self.info, exc, text, data.kind or kind)

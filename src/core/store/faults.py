@@ -50,6 +50,9 @@ _CONNECTION_TYPES = {
     "PoolClosed",
 }
 
+# Where database errors come from (SQLite's are `sqlite3.OperationalError`).
+_DB_MODULES = ("sqlalchemy", "asyncpg", "psycopg", "psycopg_pool", "sqlite3", "aiosqlite")
+
 _MESSAGES = {
     DISK_FULL: "the disk is full, nothing more can be written",
     READ_ONLY: "the data folder or database is read-only, nothing can be written",
@@ -91,11 +94,29 @@ def _reason(item: BaseException) -> str | None:
     return None
 
 
+def _from_database(item: BaseException) -> bool:
+    """Raised by a database driver: its type comes from one, or (a refused connect, which
+    asyncpg raises as a plain `OSError`) it went through a driver's code."""
+    if type(item).__module__.startswith(_DB_MODULES):
+        return True
+    tb = item.__traceback__
+    while tb is not None:
+        if str(tb.tb_frame.f_globals.get("__name__", "")).startswith(_DB_MODULES):
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def store_fault(exc: BaseException) -> StoreUnavailableError | None:
-    """`exc` as a `StoreUnavailableError` when it means the database is away; else None."""
+    """`exc` as a `StoreUnavailableError` when it means the database is away; else None.
+    Only errors raised by a database driver (or SQLAlchemy) count: a model server that
+    refuses connections is not a database outage."""
     if isinstance(exc, StoreUnavailableError):
         return exc
-    reasons = [r for r in map(_reason, _chain(exc)) if r is not None]
+    chain = _chain(exc)
+    if not any(map(_from_database, chain)):
+        return None
+    reasons = [r for r in map(_reason, chain) if r is not None]
     if not reasons:
         return None
     # The most specific cause wins: a full disk explains an "unable to open" as well.
