@@ -65,6 +65,8 @@ async def test_runs_complete_after_a_fast_restart(
             result = await (await client.runs.start(f"run {n}")).result()
             outcomes.append(result.status.value)
     assert (codes.count(500), 10 - outcomes.count("completed")) == (0, 0), (codes, outcomes)
+    bus = client._engine.rt.bus  # noqa: SLF001 - the LISTEN connection listens again
+    await wait_until(lambda: bus._conn is not None and not bus._conn.is_closed(), what="the bus")  # noqa: SLF001
 
 
 async def test_outage_answers_503_and_the_run_in_flight_ends(
