@@ -8,8 +8,12 @@ all of them use the same engine, connection pool and transaction rules, and `App
 conditional statement whose row count says so.
 
 Opening the engine lives here too: URL normalisation, the SQLite pragmas (shared with the
-checkpoint file, core/checkpoints.py), keeping SQL text out of error messages, and the retry
-for SQLite's immediate "database is locked".
+checkpoint file, core/checkpoints.py), checking pooled PostgreSQL connections on checkout (a
+server restart kills them all), opening a file we may not write for reading only
+(readonly.py), keeping SQL text out of error messages, and the retry for SQLite's immediate
+"database is locked". `transaction(durable=True)` is the one way to make a commit survive a
+database or machine crash when the defaults commit asynchronously. What counts as the
+database being away (for 503s and for runs ending after an outage) is in faults.py.
 """
 
 from __future__ import annotations
