@@ -61,6 +61,7 @@ if TYPE_CHECKING:
         NotFoundError,
         ResumeConflictError,
         RetryableLLMError,
+        StoreUnavailableError,
         UserError,
     )
     from .events.envelope import Event, EventType, TypedEvent
@@ -134,6 +135,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
         "NotFoundError",
         "ResumeConflictError",
         "RetryableLLMError",
+        "StoreUnavailableError",
         "UserError",
     ),
     ".events.envelope": ("Event", "EventType", "TypedEvent"),
@@ -223,6 +225,7 @@ __all__ = [
     "ReplayReport",
     "ResumeConflictError",
     "RetryableLLMError",
+    "StoreUnavailableError",
     "RunContext",
     "ScriptedModel",
     "Services",

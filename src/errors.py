@@ -77,6 +77,20 @@ class LeaseLostError(ArtifactFlowError):
         self.message_id = message_id
 
 
+class StoreUnavailableError(ArtifactFlowError):
+    """The database cannot be reached or written right now: the server is down or restarting,
+    the disk is full, or the data folder is read-only. Nothing is wrong with the request;
+    the same call may succeed later (the HTTP layer answers 503 with `Retry-After`).
+
+    `reason` is short and stable ("database unavailable", "disk full", "read-only").
+    """
+
+    def __init__(self, message: str, *, reason: str, retry_after: int = 5) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
 class ArtifactConflictError(ArtifactFlowError):
     """Optimistic locking failed: someone else changed the artifact first."""
 

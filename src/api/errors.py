@@ -3,6 +3,8 @@
 The code is stable (clients branch on it), the message is for people. Library errors map to
 HTTP statuses by class; validation errors name the offending field; anything unexpected is
 logged with its traceback and answered with a bare `internal_error` — never a stack trace.
+A database that is away (down, restarting, disk full, read-only: `core/store/faults.py`) is
+not a bug: 503 `database_unavailable` with `Retry-After`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..core.store.faults import store_fault
 from ..errors import (
     ArtifactConflictError,
     ArtifactFlowError,
@@ -25,6 +28,7 @@ from ..errors import (
     MissingCredentialsError,
     NotFoundError,
     ResumeConflictError,
+    StoreUnavailableError,
     UserError,
     WorkflowInputError,
 )
@@ -69,7 +73,7 @@ HTTP_CODES = {
     415: "unsupported_media_type",
     422: "validation_error",
     429: "too_many_runs",
-    503: "unavailable",
+    503: "unavailable",  # also "database_unavailable" (StoreUnavailableError)
 }
 
 
@@ -94,7 +98,20 @@ async def _api_error(_: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.status, exc.code, exc.message, exc.headers)
 
 
+def unavailable_response(exc: StoreUnavailableError) -> JSONResponse:
+    """503 for a database that is away: the request was fine, so say when to try again."""
+    return error_response(
+        503,
+        "database_unavailable",
+        f"{exc}; try again shortly",
+        {"Retry-After": str(exc.retry_after)},
+    )
+
+
 async def _library_error(request: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, StoreUnavailableError):
+        log.warning("%s %s: %s", request.method, request.url.path, exc)
+        return unavailable_response(exc)
     for cls, status, code in LIBRARY_ERRORS:
         if isinstance(exc, cls):
             if status >= 500:
@@ -177,6 +194,12 @@ class CatchAllMiddleware:
         try:
             await self.app(scope, receive, tracking)
         except Exception as exc:
+            fault = store_fault(exc)  # the database is away: 503, not a bug
+            if fault is not None:
+                log.warning("%s %s: %s", scope.get("method"), scope.get("path"), fault)
+                if not tracking.started:
+                    await unavailable_response(fault)(scope, receive, send)
+                return
             log.error(
                 "unhandled error in %s %s", scope.get("method"), scope.get("path"), exc_info=exc
             )

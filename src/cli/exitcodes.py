@@ -3,7 +3,10 @@
 | code | meaning                                                                      |
 |------|------------------------------------------------------------------------------|
 | 0    | success                                                                      |
-| 1    | the run failed (an `error` event) or an unexpected error                     |
+| 1    | the run failed (an `error` event) or an unexpected error; also a database    |
+|      | that cannot be written (disk full, read-only, unreachable): the line names   |
+|      | the message id and the cause, and the message is marked failed once writes   |
+|      | succeed again                                                                |
 | 2    | bad usage or settings, missing credentials, invalid resume decisions, or an  |
 |      | unknown conversation / message / artifact                                    |
 | 3    | paused: tool calls wait for approval and nobody could answer (no TTY or      |

@@ -20,6 +20,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from .store.readonly import read_only_target, writable
 from .store.unit_of_work import SQLITE_PRAGMAS, WAL_BOUNDS, retry_when_locked
 
 __all__ = ["WAL_BOUNDS", "CheckpointStore", "CompressingSerializer", "truncate_sqlite_wal"]
@@ -105,6 +106,8 @@ class CheckpointStore:
     ) -> CheckpointStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         stack = AsyncExitStack()
+        if not writable(path):  # a read-only data folder: read what is there (store/readonly.py)
+            return await cls._open_read_only(path, stack, allowed_types)
         conn = await stack.enter_async_context(aiosqlite.connect(str(path)))
         # The same pragmas as the app store's file (page size and WAL bounds included). The
         # saver's setup is then safe from several processes at once: it only creates tables
@@ -114,6 +117,19 @@ class CheckpointStore:
             await conn.execute(pragma)
         saver = AsyncSqliteSaver(conn, serde=CompressingSerializer(allowed_types))
         await retry_when_locked(saver.setup, sqlite3.OperationalError)
+        return cls(saver, stack, path)
+
+    @classmethod
+    async def _open_read_only(
+        cls, path: Path, stack: AsyncExitStack, allowed_types: Iterable[type | tuple[str, ...]]
+    ) -> CheckpointStore:
+        target, exists = read_only_target(path)
+        conn = await stack.enter_async_context(aiosqlite.connect(target, uri=exists))
+        saver = AsyncSqliteSaver(conn, serde=CompressingSerializer(allowed_types))
+        if exists:
+            saver.is_setup = True  # its tables exist; setup would write
+        else:
+            await saver.setup()  # no checkpoints to read: an empty saver in memory
         return cls(saver, stack, path)
 
     @classmethod

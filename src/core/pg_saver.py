@@ -130,6 +130,10 @@ async def open_pooled_saver(
         min_size=1,
         max_size=max(2, pool_size),
         open=False,
+        # A connection is checked when taken from the pool: after a server restart the
+        # pooled ones are dead, and each would otherwise fail one checkpoint read or write
+        # (a failed run) before being discarded.
+        check=AsyncConnectionPool.check_connection,
         kwargs={
             "autocommit": True,
             "prepare_threshold": 0,

@@ -307,7 +307,7 @@ class ErrorData(EventData):
     type = EventType.ERROR
     message: str = Field(description="What went wrong, for people")
     kind: str | None = Field(
-        default=None, description="'llm', 'hook', 'abandoned', 'recovery' or an error class"
+        default=None, description="'llm', 'hook', 'abandoned', 'recovery', 'storage' (the database could not be written or reached) or an error class"
     )
     hook: str | None = Field(default=None, description="With kind 'hook': the hook that raised")
     point: str | None = Field(default=None, description="With kind 'hook': the hook point it raised in")

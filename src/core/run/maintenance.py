@@ -12,6 +12,7 @@ crash between two deletes).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from typing import Any, TypedDict
@@ -23,16 +24,24 @@ from ..store.rows import MessageRow
 from .eventlog import change_status
 from .runtime import Runtime
 
+log = logging.getLogger("artifactflow")
+
 
 async def keep_lease(rt: Runtime, message_id: str, run_token: str) -> None:
     """Renew the lease every third of its length until cancelled; stop the run if a cancel
-    was accepted meanwhile that the bus did not bring (`cancel.py`)."""
+    was accepted meanwhile that the bus did not bring (`cancel.py`). A renewal that fails (the
+    database is away for a moment) is tried again at the next period, not abandoned."""
     period = rt.services.settings.run.lease_seconds / 3
     while True:
         await asyncio.sleep(period)
-        await rt.store.update_message(message_id, run_token=run_token, lease_expires_at=rt.lease())
+        try:
+            await rt.store.update_message(message_id, run_token=run_token, lease_expires_at=rt.lease())
+            cancelled = await rt.store.cancel_requested(message_id)
+        except Exception as exc:
+            log.warning("run %s: could not renew its lease (%s); trying again", message_id, exc)
+            continue
         handle = rt.runs.get(message_id)
-        if handle is not None and handle.task is not None and await rt.store.cancel_requested(message_id):
+        if cancelled and handle is not None and handle.task is not None:
             handle.cancel_requested = True
             handle.task.cancel()
             return

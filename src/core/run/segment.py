@@ -39,6 +39,7 @@ from ...errors import (
     LeaseLostError,
     LLMError,
     ResumeConflictError,
+    StoreUnavailableError,
 )
 from ...events.envelope import Emitted, Event, EventType
 from ...events.payloads import (
@@ -56,12 +57,14 @@ from ...hooks.types import RunEnd, RunInfo
 from ...shapes import AskedCall, PauseRecord, RecordedDecision
 from ..context import RunContext
 from ..state import LEAD
+from ..store.faults import store_fault
 from ..store.rows import MessageRow
 from .eventlog import change_status, new_event
 from .interrupted import mark_interrupted
 from .limits import Spending, step_limit, step_limit_error
 from .live import EventSink, LiveRun
 from .maintenance import cleanup_checkpoints, keep_lease, run_metrics
+from .outage import end_after_outage
 from .ownership import owned_by
 from .runtime import Runtime
 
@@ -218,6 +221,11 @@ class Segment:
                     await self._cancelled()
         except LeaseLostError:
             self._lost()
+        except Exception as exc:  # the final write failed: the database is away (outage.py)
+            try:
+                await end_after_outage(self.store, self.message, self.run_token, self.handle, exc)
+            except LeaseLostError:
+                self._lost()
         finally:
             if lease is not None:
                 lease.cancel()
@@ -330,11 +338,15 @@ class Segment:
         await cleanup_checkpoints(self.rt, self.message)
 
     async def _failed(self, exc: Exception) -> None:
+        if not isinstance(exc, ArtifactFlowError):  # a database outage is named as such
+            exc = store_fault(exc) or exc
         if isinstance(exc, GraphRecursionError):  # LangGraph's text is no reason for a user
             exc = step_limit_error(self.config["recursion_limit"])
         if not isinstance(exc, ArtifactFlowError):
             log.exception("run %s failed", self.message["id"])
         kind = "llm" if isinstance(exc, LLMError) else type(exc).__name__
+        if isinstance(exc, StoreUnavailableError):
+            kind = "storage"  # as when the final write itself has to wait (outage.py)
         text = str(exc) if isinstance(exc, ArtifactFlowError) else f"{type(exc).__name__}: {exc}"
         data = ErrorData.model_validate({"message": text, "kind": kind, **hook_runs.error_fields(exc)})  # a hook's: kind "hook"
         await hook_runs.run_failed(self.hooks, self.info, exc, text, data.kind or kind)

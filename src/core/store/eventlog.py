@@ -29,6 +29,7 @@ import sqlalchemy.exc
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ...errors import LeaseLostError
+from ...events.status import FINAL_STATUSES
 from . import schema as t
 from .codec import dumps, event_record, event_row
 from .rows import EventRow
@@ -52,6 +53,10 @@ ANY: Literal[Unset.ANY] = Unset.ANY
 KEEP: Literal[Unset.KEEP] = Unset.KEEP
 
 JSON_FIELDS = ("waiting_for", "metrics", "decisions")
+
+# A run's end is committed durably (`UnitOfWork.transaction(durable=True)`): a database crash
+# must not bring back a finished message as `running`.
+DURABLE_STATUSES = frozenset(status.value for status in FINAL_STATUSES)
 
 
 @dataclass(frozen=True)
@@ -133,7 +138,7 @@ class EventLog(UnitOfWork):
             )
         for attempt in range(EVENT_ID_RETRIES):
             try:
-                async with self.transaction() as conn:
+                async with self.transaction(durable=status in DURABLE_STATUSES) as conn:
                     result = await conn.execute(query.values(**values))
                     if result.rowcount != 1:
                         found = (

@@ -54,7 +54,8 @@ class AppStore(
             url, sqlite_path=sqlite_path, pool_size=pool_size, synchronous_commit=synchronous_commit
         )
         store = cls(engine)
-        await retry_when_locked(store.migrate)
+        if not store.read_only:  # a read-only file is read as it is (store/readonly.py)
+            await retry_when_locked(store.migrate)
         return store
 
     async def close(self) -> None:

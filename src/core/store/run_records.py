@@ -61,7 +61,9 @@ class RunRecords(UnitOfWork):
         )
 
     async def ledger_start(self, message_id: str, tool_call_id: str) -> bool:
-        """Record that a call is about to run. False if it was already started."""
+        """Record that a call is about to run. False if it was already started. Committed
+        durably (`transaction(durable=True)`): a lost "started" record would let a side
+        effect run again after a database crash."""
         return await self.insert_once(
             t.tool_executions.insert().values(
                 message_id=message_id,
@@ -69,7 +71,8 @@ class RunRecords(UnitOfWork):
                 status="started",
                 result=None,
                 updated_at=time.time(),
-            )
+            ),
+            durable=True,
         )
 
     async def ledger_begin(self, message_id: str, tool_call_id: str) -> Literal["started", "exists", "cancelled"]:

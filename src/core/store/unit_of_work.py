@@ -8,8 +8,12 @@ all of them use the same engine, connection pool and transaction rules, and `App
 conditional statement whose row count says so.
 
 Opening the engine lives here too: URL normalisation, the SQLite pragmas (shared with the
-checkpoint file, core/checkpoints.py), keeping SQL text out of error messages, and the retry
-for SQLite's immediate "database is locked".
+checkpoint file, core/checkpoints.py), checking pooled PostgreSQL connections on checkout (a
+server restart kills them all), opening a file we may not write for reading only
+(readonly.py), keeping SQL text out of error messages, and the retry for SQLite's immediate
+"database is locked". `transaction(durable=True)` is the one way to make a commit survive a
+database or machine crash when the defaults commit asynchronously. What counts as the
+database being away (for 503s and for runs ending after an outage) is in faults.py.
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, Self, TypeVar, cast
 
@@ -29,6 +33,7 @@ from sqlalchemy.engine import ExceptionContext, RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from ...errors import ConfigError
+from .readonly import read_only_uri, writable
 
 log = logging.getLogger("artifactflow.store")
 
@@ -77,21 +82,26 @@ def open_engine(
 ) -> AsyncEngine:
     """An engine for `url` (PostgreSQL or SQLite), or for the SQLite file `sqlite_path`."""
     if url:
-        # No pre-ping: it costs a round trip per checkout; a connection broken by a server
-        # restart fails one statement and is then replaced with the rest of the pool.
-        # No overflow either: an overflow connection is closed as soon as it is returned, so
-        # under load every burst opened new ones (1.8 server sessions per conversation at 100
-        # at once, each a backend start plus asyncpg's type introspection). The same cap of
-        # 2 × pool_size connections, all kept.
+        # Pre-ping on checkout: after a server restart every pooled connection is dead, and
+        # without the check each of them failed one statement (a 500, a failed run) before
+        # being replaced; the ping is one cheap round trip. No overflow: an overflow
+        # connection is closed as soon as it is returned, so under load every burst opened new
+        # ones (1.8 server sessions per conversation at 100 at once, each a backend start plus
+        # asyncpg's type introspection). The same cap of 2 × pool_size connections, all kept.
         engine = create_async_engine(
             normalize_database_url(url),
             pool_size=2 * pool_size,
             max_overflow=0,
+            pool_pre_ping=True,
             connect_args={"server_settings": {"synchronous_commit": synchronous_commit}},
         )
     else:
         assert sqlite_path is not None
         sqlite_path.parent.mkdir(parents=True, exist_ok=True)
+        if sqlite_path.exists() and not writable(sqlite_path):
+            # A read-only data folder: reading commands work, writes fail as "read-only".
+            log.warning("%s is not writable: opened for reading only", sqlite_path)
+            return _with_hidden_sql(create_async_engine(f"sqlite+aiosqlite:///{read_only_uri(sqlite_path)}&uri=true"))
         # No reset on return: every transaction here ends in its own commit or rollback
         # (`engine.begin()`, and `connect()` rolls back what it began), so the pool's extra
         # ROLLBACK per checkout was a wasted thread hop, several per round.
@@ -104,6 +114,15 @@ def open_engine(
                 cursor.execute(pragma)
             cursor.close()
 
+    return _with_hidden_sql(engine)
+
+
+def is_read_only(engine: AsyncEngine) -> bool:
+    """Whether `engine` was opened for reading only (a SQLite file we may not write)."""
+    return engine.url.query.get("mode") == "ro" or "mode=ro" in (engine.url.database or "")
+
+
+def _with_hidden_sql(engine: AsyncEngine) -> AsyncEngine:
     sa_event.listen(engine.sync_engine, "handle_error", _hide_sql)
     return engine
 
@@ -160,6 +179,7 @@ class UnitOfWork:
         self.reads = (
             engine if self.is_sqlite else engine.execution_options(isolation_level="AUTOCOMMIT")
         )
+        self.read_only = is_read_only(engine)  # a SQLite file in a folder we may not write
         self._companions: dict[Callable[..., Any], Any] = {}
 
     def companion(self, make: Callable[[Self], T]) -> T:
@@ -169,9 +189,39 @@ class UnitOfWork:
             self._companions[make] = make(self)
         return self._companions[make]
 
-    def transaction(self) -> AbstractAsyncContextManager[AsyncConnection]:
-        """One transaction: every statement inside commits together or not at all."""
-        return self.engine.begin()
+    def transaction(self, *, durable: bool = False) -> AbstractAsyncContextManager[AsyncConnection]:
+        """One transaction: every statement inside commits together or not at all.
+
+        `durable`: its commit survives a crash of the database server or the machine. Bulk
+        writes commit asynchronously by default (PostgreSQL `synchronous_commit` from settings,
+        "off"; SQLite WAL with `synchronous=NORMAL`): a power loss or a database crash can lose
+        the last commits. A durable transaction is flushed to disk before its commit returns:
+        on PostgreSQL `SET LOCAL synchronous_commit = on`; on SQLite, whose setting is per
+        connection and cannot change inside a transaction, `synchronous=FULL` on its connection
+        for that transaction only. For the writes that must never be lost: the tool ledger's
+        "started" record, accepted decisions, final statuses (about 1 ms each, measured here).
+        """
+        if not durable:
+            return self.engine.begin()
+        return self._durable_sqlite() if self.is_sqlite else self._durable_postgres()
+
+    @asynccontextmanager
+    async def _durable_postgres(self) -> AsyncIterator[AsyncConnection]:
+        async with self.engine.begin() as conn:
+            await conn.exec_driver_sql("SET LOCAL synchronous_commit = on")
+            yield conn
+
+    @asynccontextmanager
+    async def _durable_sqlite(self) -> AsyncIterator[AsyncConnection]:
+        async with self.engine.connect() as conn:
+            await conn.exec_driver_sql("PRAGMA synchronous=FULL")
+            await conn.commit()  # ends the autobegun (empty) transaction; the pragma stays
+            try:
+                async with conn.begin():
+                    yield conn
+            finally:
+                await conn.exec_driver_sql("PRAGMA synchronous=NORMAL")  # the pool's default
+                await conn.commit()
 
     async def fetch_one(self, query: Query, row_type: type[R]) -> R | None:
         """The first row of `query` as a `row_type` (a TypedDict of its columns), or None."""
@@ -199,21 +249,22 @@ class UnitOfWork:
         async with self.reads.connect() as conn:
             return [row[0] for row in (await conn.execute(query)).all()]
 
-    async def write(self, *statements: sa.Executable) -> int:
-        """Run `statements` in one transaction; the row count of the last one."""
+    async def write(self, *statements: sa.Executable, durable: bool = False) -> int:
+        """Run `statements` in one transaction (`durable`: see `transaction`); the row count
+        of the last one."""
         count = 0
-        # On PostgreSQL one statement needs no BEGIN/COMMIT around it (see `reads`).
-        one = len(statements) == 1 and not self.is_sqlite
-        begin = self.reads.begin if one else self.transaction
-        async with begin() as conn:
+        # On PostgreSQL one statement needs no BEGIN/COMMIT around it (see `reads`), unless
+        # it must commit durably (`SET LOCAL` needs a transaction).
+        one = len(statements) == 1 and not self.is_sqlite and not durable
+        async with self.reads.begin() if one else self.transaction(durable=durable) as conn:
             for statement in statements:
                 count = (await conn.execute(statement)).rowcount
         return count
 
-    async def insert_once(self, statement: sa.Insert) -> bool:
+    async def insert_once(self, statement: sa.Insert, *, durable: bool = False) -> bool:
         """Run an INSERT in its own transaction; False when the key was already there."""
         try:
-            await self.write(statement)
+            await self.write(statement, durable=durable)
         except sqlalchemy.exc.IntegrityError:
             return False
         return True
