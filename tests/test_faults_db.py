@@ -118,8 +118,9 @@ async def _final_events(client: Client, message_id: str) -> list[Any]:
 
 
 async def test_durable_writes_commit_synchronously_on_postgres() -> None:
-    """Sessions default to `synchronous_commit=off`; the ledger's "started" record and final
-    statuses are committed with it `on` (what the server itself reports inside them)."""
+    """Sessions default to `synchronous_commit=off`; the ledger's "started" record, final
+    statuses and a claim's accepted decisions are committed with it `on` (what the server
+    itself reports inside them)."""
     from pg import fresh_database
     from sqlalchemy import event as sa_event
 
@@ -139,8 +140,8 @@ async def test_durable_writes_commit_synchronously_on_postgres() -> None:
                 "before_cursor_execute",
                 lambda _c, _cur, statement, *_: seen.append(statement.split()[0:3]),
             )
-            assert await store.ledger_start("m1", "call-1")
-            assert seen[-2:] == [
+            assert await store.ledger_begin("m1", "call-1") == "started"  # the tool node's call
+            assert seen[-3:-1] == [
                 ["SET", "LOCAL", "synchronous_commit"],
                 ["INSERT", "INTO", "af_tool_executions"],
             ]
@@ -152,5 +153,10 @@ async def test_durable_writes_commit_synchronously_on_postgres() -> None:
                 "no-such-message", expected_status="running", status="waiting"
             )
             assert seen and seen[0][0] == "UPDATE"  # a pause is not final: the bulk setting
+            seen.clear()
+            await store.change_status(  # a resume's claim that stores the accepted decisions
+                "no-such-message", expected_status="waiting", status="running", decisions={"d": 1}
+            )
+            assert seen[0] == ["SET", "LOCAL", "synchronous_commit"] and seen[1][0] == "UPDATE"
         finally:
             await store.close()

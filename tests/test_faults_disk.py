@@ -144,10 +144,14 @@ async def test_durable_writes_sync_the_wal_on_sqlite(tmp_path: Path) -> None:
                 cursor.close()
 
         sa_event.listen(store.engine.sync_engine, "before_cursor_execute", record)
-        assert await store.ledger_start("m1", "call-1")
+        assert await store.ledger_begin("m1", "call-1") == "started"  # the tool node's call
         await store.change_status("m1", expected_status="running", status="failed")
         await store.change_status("m1", expected_status="running", status="waiting")
-        assert levels == [("INSERT", 2), ("UPDATE", 2), ("UPDATE", 1)]  # FULL, FULL, NORMAL
+        await store.change_status(  # a resume's claim that stores the accepted decisions
+            "m1", expected_status="waiting", status="running", decisions={"d": 1}
+        )
+        # FULL, FULL, NORMAL, FULL
+        assert levels == [("INSERT", 2), ("UPDATE", 2), ("UPDATE", 1), ("UPDATE", 2)]
         async with store.engine.connect() as conn:
             assert (await conn.exec_driver_sql("PRAGMA synchronous")).scalar() == 1
     finally:

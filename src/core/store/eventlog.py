@@ -55,7 +55,8 @@ KEEP: Literal[Unset.KEEP] = Unset.KEEP
 JSON_FIELDS = ("waiting_for", "metrics", "decisions")
 
 # A run's end is committed durably (`UnitOfWork.transaction(durable=True)`): a database crash
-# must not bring back a finished message as `running`.
+# must not bring back a finished message as `running`. So is a claim that stores accepted
+# decisions (`resume.resume_start`): an approval once answered is never asked again.
 DURABLE_STATUSES = frozenset(status.value for status in FINAL_STATUSES)
 
 
@@ -138,7 +139,10 @@ class EventLog(UnitOfWork):
             )
         for attempt in range(EVENT_ID_RETRIES):
             try:
-                async with self.transaction(durable=status in DURABLE_STATUSES) as conn:
+                # Durable: a run's end, and a claim carrying accepted decisions (a person's
+                # answer must not be asked again after a database crash).
+                durable = status in DURABLE_STATUSES or fields.get("decisions") is not None
+                async with self.transaction(durable=durable) as conn:
                     result = await conn.execute(query.values(**values))
                     if result.rowcount != 1:
                         found = (

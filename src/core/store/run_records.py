@@ -82,7 +82,8 @@ class RunRecords(UnitOfWork):
         a cancel was accepted (`messages.cancel_requested_at`), nothing was written and the call
         must not run. The insert comes first, so the message row is read under the writer's
         lock (SQLite) or locked (PostgreSQL): a cancel lands either before (seen here) or after
-        this call started, never in between.
+        this call started, never in between. Committed durably (`transaction(durable=True)`):
+        a lost "started" record would let a side effect run again after a database crash.
         """
         insert = t.tool_executions.insert().values(
             message_id=message_id, tool_call_id=tool_call_id, status="started", result=None,
@@ -92,7 +93,7 @@ class RunRecords(UnitOfWork):
         if not self.is_sqlite:
             flag = flag.with_for_update()
         try:
-            async with self.transaction() as conn:
+            async with self.transaction(durable=True) as conn:
                 await conn.execute(insert)
                 if (await conn.execute(flag)).scalar_one_or_none() is not None:
                     raise _CancelFirst
