@@ -18,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..core.store.faults import store_fault
+from ..client.faults import store_fault
 from ..errors import (
     ArtifactConflictError,
     ArtifactFlowError,

@@ -70,7 +70,7 @@ def _configure_logging() -> None:
 
 
 def _report(exc: BaseException) -> int:
-    from ..core.store.faults import store_fault  # only on this error path: start-up stays lean
+    from ..client.faults import store_fault  # only on this error path: start-up stays lean
 
     if isinstance(exc, Exception):  # a database that is away is said so, in one line
         exc = store_fault(exc) or exc
