@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..hooks.dispatch import HookRunner
@@ -82,6 +82,8 @@ class RunContext:
     # Per-segment context-window state (token counters by invocation; see core/agent_window).
     window: dict[str, Any] = field(default_factory=dict)
     # The segment's events already stored, in order (the live run's list, appended as the
-    # event sink commits them): the request recorder refers to stored tool results instead of
-    # copying them (replay/recording.py). Read-only here.
+    # event sink commits them), and a wait until every event emitted so far is among them: the
+    # request recorder refers to stored tool results instead of copying them
+    # (replay/result_refs.py). Read-only here.
     stored_events: Sequence[Event] = ()
+    settle_events: Callable[[], Awaitable[None]] | None = None

@@ -182,8 +182,7 @@ class RequestRecorder:
         messages = list(request.messages)
         tools = list(request.tools) if request.tools else None
         base, keep, append = delta.encode(messages, ((s, m) for s, _, m, _ in state.recent))
-        state.results.update(run.stored_events)
-        append, refs = result_refs.shrink(append, state.results)
+        append, refs = await self._refer(run, state, append)
         data: CallData = {
             "agent": request.agent,
             "target": target_info(request.target),
@@ -209,6 +208,19 @@ class RequestRecorder:
             self._warn(run.message_id)
             return
         state.recent.append((seq, request.agent, messages, tools))
+
+    async def _refer(self, run: RunContext, state: _Message, append: list[Any]) -> tuple[list[Any], list[list[int]]]:
+        """`append` with the tool results the event log holds replaced by references
+        (`result_refs.py`). A result whose event is still on its way to the store (emitted
+        before this request was made) is waited for: the wait is short and rare."""
+        state.results.update(run.stored_events)
+        if run.settle_events is not None and result_refs.unseen(append, state.results):
+            try:
+                await run.settle_events()
+            except Exception:  # the run meets a storage failure itself; keep the text
+                return append, []
+            state.results.update(run.stored_events)
+        return result_refs.shrink(append, state.results)
 
     async def _put(self, message_id: str, seq: int, kind: str, agent: str | None, data: Any) -> None:
         self.bytes_written += await calls.put(self.store, message_id, seq, kind, agent, data)

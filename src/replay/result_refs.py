@@ -18,13 +18,14 @@ existed have no `results` and read as they always did.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..events.envelope import Event
 from ..events.payloads import EventType, ToolCompleteData
 
+MIN_CHARS = 64  # shorter results are cheaper kept than referred to
 Ref = list[int]  # [index in the row's `append`, event_id of the `tool_complete`]
 
 
@@ -51,22 +52,31 @@ class StoredResults:
         self.seen = end
 
 
+def _candidates(append: Sequence[Any]) -> Iterator[tuple[int, str, str]]:
+    """(index, tool_call_id, content) of the tool messages worth a reference."""
+    for i, message in enumerate(append):
+        if isinstance(message, Mapping) and message.get("role") == "tool":
+            content, call_id = message.get("content"), message.get("tool_call_id")
+            if isinstance(content, str) and len(content) >= MIN_CHARS and isinstance(call_id, str):
+                yield i, call_id, content
+
+
+def unseen(append: Sequence[Any], results: StoredResults) -> bool:
+    """Whether a tool message of `append` has no stored result yet (its event may still be
+    on its way to the store)."""
+    return any(call_id not in results.by_call for _, call_id, _ in _candidates(append))
+
+
 def shrink(append: Sequence[Any], results: StoredResults) -> tuple[list[Any], list[Ref]]:
     """`append` with each tool message whose content is a stored result replaced by a copy
     with `content: None`, and the references that restore them."""
     out: list[Any] = list(append)
     refs: list[Ref] = []
-    if not results.by_call:
-        return out, refs
-    for i, message in enumerate(append):
-        if not isinstance(message, Mapping) or message.get("role") != "tool":
-            continue
-        content = message.get("content")
-        found = results.by_call.get(message.get("tool_call_id"))  # type: ignore[arg-type]
-        if found is None or not isinstance(content, str) or found[1] != content:
-            continue
-        out[i] = {**message, "content": None}
-        refs.append([i, found[0]])
+    for i, call_id, content in _candidates(append):
+        found = results.by_call.get(call_id)
+        if found is not None and found[1] == content:
+            out[i] = {**append[i], "content": None}
+            refs.append([i, found[0]])
     return out, refs
 
 
