@@ -1,6 +1,6 @@
 """Recorded requests store a tool result once: a reference to its `tool_complete` event.
 
-A real run (scripted model over HTTP, a SQLite data folder) with results of every kind: plain
+A real run (scripted model over HTTP; a SQLite data folder, then PostgreSQL) with results of every kind: plain
 text (referred to), text the model saw truncated, a dict the model saw as JSON, a failure the
 model saw as `ERROR: …` (all kept literally). Every reader must get the request exactly as it
 was sent: the export equals the request bodies the model server received, and equals the
@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 import sqlalchemy as sa
+from conftest import make_config
 from scripted_llm import Call, Text, ToolCalls
 
-from artifactflow import read_session, replay_session, tool
+from artifactflow import Client, load_settings, read_session, replay_session, tool
 from artifactflow.core.store import schema as t
 from artifactflow.replay import store as recorded_calls
 from artifactflow.replay.session import Session
@@ -75,12 +79,32 @@ def broken(n: int) -> str:
 TOOLS = [page, long_page, stats, broken]
 
 
-async def record(make_client, llm, tmp_path: Path) -> tuple[Any, str]:
-    client = await make_client(
+@pytest_asyncio.fixture(params=["sqlite", "postgres"])
+async def open_client(request: pytest.FixtureRequest, llm_env, tmp_path: Path) -> AsyncIterator[Any]:
+    """Opens a client on a SQLite data folder, then on a fresh PostgreSQL database."""
+    config = make_config(
+        tmp_path,
         lead_tools=[t_.name for t_ in TOOLS],
         yaml_text=f"tools:\n  max_result_chars: {TRUNCATE_AT}\n",
-        extra_tools=TOOLS,
     )
+    async with AsyncExitStack() as stack:
+        url = None
+        if request.param == "postgres":
+            from pg import fresh_database
+
+            url = await stack.enter_async_context(fresh_database())
+
+        async def opener() -> Client:
+            settings = load_settings(config, tmp_path / "data", database_url=url)
+            client = await Client.open(settings, extra_tools=TOOLS)
+            stack.push_async_callback(client.aclose)
+            return client
+
+        yield opener
+
+
+async def record(open_client, llm) -> tuple[Any, str]:
+    client = await open_client()
     llm.script(
         ToolCalls([Call("page", {"n": 1}, id="p1"), Call("long_page", {"n": 2}, id="l1"),
                    Call("stats", {"n": 3}, id="s1"), Call("broken", {"n": 4}, id="b1")]),
@@ -108,9 +132,9 @@ def exported_text(session: Session, path: Path) -> str:
 
 
 async def test_a_stored_text_result_is_referred_to_and_exports_exactly_as_sent(
-    make_client, llm, tmp_path
+    open_client, llm, tmp_path
 ):
-    client, mid = await record(make_client, llm, tmp_path)
+    client, mid = await record(open_client, llm)
     store = client.admin.store
 
     # What was stored: the plain-text results as references, the others as the model saw them.
@@ -161,8 +185,8 @@ async def test_a_stored_text_result_is_referred_to_and_exports_exactly_as_sent(
     assert [c.messages for c in read_session(tmp_path / "refs.jsonl").calls] == sent
 
 
-async def test_a_reference_the_event_log_does_not_back_is_an_error(make_client, llm, tmp_path):
-    client, mid = await record(make_client, llm, tmp_path)
+async def test_a_reference_the_event_log_does_not_back_is_an_error(open_client, llm):
+    client, mid = await record(open_client, llm)
     store = client.admin.store
     _, data = (await raw_calls(store, mid))[-1]
     [[_, event_id]] = data["results"]

@@ -62,9 +62,13 @@ def _candidates(append: Sequence[Any]) -> Iterator[tuple[int, str, str]]:
 
 
 def unseen(append: Sequence[Any], results: StoredResults) -> bool:
-    """Whether a tool message of `append` has no stored result yet (its event may still be
-    on its way to the store)."""
-    return any(call_id not in results.by_call for _, call_id, _ in _candidates(append))
+    """Whether a tool message of `append` matches no stored result yet: its event may still
+    be on its way to the store (or the id's stored result is an earlier call's: ids repeat)."""
+    for _, call_id, content in _candidates(append):
+        found = results.by_call.get(call_id)
+        if found is None or found[1] != content:
+            return True
+    return False
 
 
 def shrink(append: Sequence[Any], results: StoredResults) -> tuple[list[Any], list[Ref]]:
