@@ -80,7 +80,9 @@ TOOLS = [page, long_page, stats, broken]
 
 
 @pytest_asyncio.fixture(params=["sqlite", "postgres"])
-async def open_client(request: pytest.FixtureRequest, llm_env, tmp_path: Path) -> AsyncIterator[Any]:
+async def open_client(
+    request: pytest.FixtureRequest, llm_env, tmp_path: Path
+) -> AsyncIterator[Any]:
     """Opens a client on a SQLite data folder, then on a fresh PostgreSQL database."""
     config = make_config(
         tmp_path,
@@ -106,8 +108,14 @@ async def open_client(request: pytest.FixtureRequest, llm_env, tmp_path: Path) -
 async def record(open_client, llm) -> tuple[Any, str]:
     client = await open_client()
     llm.script(
-        ToolCalls([Call("page", {"n": 1}, id="p1"), Call("long_page", {"n": 2}, id="l1"),
-                   Call("stats", {"n": 3}, id="s1"), Call("broken", {"n": 4}, id="b1")]),
+        ToolCalls(
+            [
+                Call("page", {"n": 1}, id="p1"),
+                Call("long_page", {"n": 2}, id="l1"),
+                Call("stats", {"n": 3}, id="s1"),
+                Call("broken", {"n": 4}, id="b1"),
+            ]
+        ),
         ToolCalls([Call("page", {"n": 5}, id="p1")]),  # a model that reuses a call id
         ToolCalls([Call("page", {"n": 6}, id="p3")]),
         Text("done"),
@@ -119,9 +127,11 @@ async def record(open_client, llm) -> tuple[Any, str]:
 
 async def raw_calls(store: Any, message_id: str) -> list[tuple[int, dict[str, Any]]]:
     table = t.model_calls
-    query = sa.select(table.c.seq, table.c.data_z).where(
-        table.c.message_id == message_id, table.c.kind == "call"
-    ).order_by(table.c.seq)
+    query = (
+        sa.select(table.c.seq, table.c.data_z)
+        .where(table.c.message_id == message_id, table.c.kind == "call")
+        .order_by(table.c.seq)
+    )
     async with store.engine.connect() as conn:
         return [(seq, json.loads(zlib.decompress(blob))) for seq, blob in await conn.execute(query)]
 
@@ -192,10 +202,14 @@ async def test_a_reference_the_event_log_does_not_back_is_an_error(open_client, 
     [[_, event_id]] = data["results"]
     async with store.engine.begin() as conn:  # the event now holds another call's result
         where = (t.events.c.message_id == mid, t.events.c.event_id == event_id)
-        row = (await conn.execute(sa.select(t.events.c.data, t.events.c.data_z).where(*where))).one()
+        row = (
+            await conn.execute(sa.select(t.events.c.data, t.events.c.data_z).where(*where))
+        ).one()
         event = json.loads(zlib.decompress(row.data_z) if row.data_z else row.data)
         assert event["result"]["data"] == text_of(6, 250)
         event["tool_call_id"] = "someone-else"
-        await conn.execute(t.events.update().where(*where).values(data=json.dumps(event), data_z=None))
+        await conn.execute(
+            t.events.update().where(*where).values(data=json.dumps(event), data_z=None)
+        )
     with pytest.raises(ValueError, match=f"refers to tool result event {event_id}"):
         await recorded_calls.rows(store, mid)

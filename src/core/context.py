@@ -8,8 +8,8 @@ process-wide `Services` (settings, agents, tools, the models, the app store, the
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..hooks.dispatch import HookRunner

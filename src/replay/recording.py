@@ -209,7 +209,9 @@ class RequestRecorder:
             return
         state.recent.append((seq, request.agent, messages, tools))
 
-    async def _refer(self, run: RunContext, state: _Message, append: list[Any]) -> tuple[list[Any], list[list[int]]]:
+    async def _refer(
+        self, run: RunContext, state: _Message, append: list[Any]
+    ) -> tuple[list[Any], list[list[int]]]:
         """`append` with the tool results the event log holds replaced by references
         (`result_refs.py`). A result whose event is still on its way to the store (emitted
         before this request was made) is waited for: the wait is short and rare."""

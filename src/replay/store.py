@@ -27,8 +27,8 @@ from .records import ModelCallRow
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
-    from ..core.store.rows import EventRow
     from ..core.store.repository import AppStore
+    from ..core.store.rows import EventRow
 
 CALL, CONFIG = "call", "config"
 
@@ -62,9 +62,12 @@ async def put(
     return len(blob)
 
 
-async def rows(store: AppStore, message_id: str) -> list[ModelCallRow]:
+async def rows(
+    store: AppStore, message_id: str, events: Sequence[EventRow] | None = None
+) -> list[ModelCallRow]:
     """Every row of a message in `seq` order, payloads unpacked into `data`, with the tool
-    results they refer to put back (`result_refs.py`): each request reads as it was sent."""
+    results they refer to put back (`result_refs.py`): each request reads as it was sent.
+    `events`: the message's event log when the caller has read it already."""
     table = t.model_calls
     query = sa.select(table).where(table.c.message_id == message_id).order_by(table.c.seq)
     async with store.engine.connect() as conn:
@@ -77,9 +80,13 @@ async def rows(store: AppStore, message_id: str) -> list[ModelCallRow]:
         payloads = [r["data"] for r in out if r["kind"] == CALL]
         ids = result_refs.wanted(payloads)
         if ids:
-            events = await _events(conn, message_id, ids)
+            by_id = (
+                {e["event_id"]: e for e in events if e["event_id"] in ids}
+                if events is not None
+                else await _events(conn, message_id, ids)
+            )
             for data in payloads:
-                result_refs.expand(data, events)
+                result_refs.expand(data, by_id)
     return out
 
 
