@@ -8,6 +8,7 @@ process-wide `Services` (settings, agents, tools, the models, the app store, the
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from ..hooks.dispatch import HookRunner
 if TYPE_CHECKING:
     from ..agents.model import Model, ModelPicker, ModelRegistry, ResolvedModel
     from ..agents.spec import AgentSpec
+    from ..events.envelope import Event
     from ..hooks.types import RunInfo
     from ..settings import Settings
     from ..tools.registry import ToolRegistry
@@ -79,3 +81,9 @@ class RunContext:
     run: RunInfo | None = None  # the segment, as hooks see it
     # Per-segment context-window state (token counters by invocation; see core/agent_window).
     window: dict[str, Any] = field(default_factory=dict)
+    # The segment's events already stored, in order (the live run's list, appended as the
+    # event sink commits them), and a wait until every event emitted so far is among them: the
+    # request recorder refers to stored tool results instead of copying them
+    # (replay/result_refs.py). Read-only here.
+    stored_events: Sequence[Event] = ()
+    settle_events: Callable[[], Awaitable[None]] | None = None

@@ -57,7 +57,8 @@ async def export_session(
             f"message {message_id} is a run of workflow '{workflow['workflow']}'; export and "
             "replay cover chat runs only (read a workflow run with `artifactflow lineage`)"
         )
-    rows = await calls.rows(store, message_id)
+    events = await store.events(message_id)
+    rows = await calls.rows(store, message_id, events)
     model_calls = _model_calls(rows)
     if not model_calls:
         raise UserError(
@@ -67,7 +68,6 @@ async def export_session(
         )
     conversation_id = message["conversation_id"]
     path = await conversations.path_to(message["parent_id"])
-    events = await store.events(message_id)
     session = Session(
         message_id=message_id,
         conversation_id=conversation_id,

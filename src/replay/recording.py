@@ -10,7 +10,9 @@ Storage. A request repeats the whole history of its invocation, so storing reque
 quadratic in the run's length. Each row keeps a prefix delta instead (`delta.py`): the longest
 prefix shared with one of the last few requests of the same message, plus the new messages;
 the tool specs only when they differ from that base's. That is linear: one tool round costs
-its assistant message and tool results once (figures: `benchmarks/replay_recording.py`).
+its assistant message and tool results once (figures: `benchmarks/replay_recording.py`). A
+tool result already stored in the event log is not stored again: the row refers to its
+`tool_complete` event (`result_refs.py`).
 A table rather than a new event type: requests are bulk internal data no reader of the event
 log (SSE, CLI, web page) wants streamed, event ids keep their meaning, and a delta refers to
 earlier rows. The first call of a message in a process also stores the configuration it ran
@@ -33,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..agents.model.base import DeltaCallback, Model, ModelRequest, ModelResponse
 from ..shapes import JsonObject
-from . import delta
+from . import delta, result_refs
 from . import store as calls
 from .records import (
     CallData,
@@ -125,6 +127,7 @@ class _Message:
     recent: deque[tuple[int, str | None, list[Any], list[Any] | None]] = field(
         default_factory=lambda: deque(maxlen=RECENT)
     )
+    results: result_refs.StoredResults = field(default_factory=result_refs.StoredResults)
 
 
 class RequestRecorder:
@@ -179,6 +182,7 @@ class RequestRecorder:
         messages = list(request.messages)
         tools = list(request.tools) if request.tools else None
         base, keep, append = delta.encode(messages, ((s, m) for s, _, m, _ in state.recent))
+        append, refs = await self._refer(run, state, append)
         data: CallData = {
             "agent": request.agent,
             "target": target_info(request.target),
@@ -187,6 +191,8 @@ class RequestRecorder:
             "append": append,
             "duration_ms": round((time.perf_counter() - started) * 1000, 2),
         }
+        if refs:
+            data["results"] = refs
         base_tools = next((tl for s, _, _, tl in state.recent if s == base), None)
         if base is not None and tools == base_tools:
             data["same_tools"] = True
@@ -202,6 +208,21 @@ class RequestRecorder:
             self._warn(run.message_id)
             return
         state.recent.append((seq, request.agent, messages, tools))
+
+    async def _refer(
+        self, run: RunContext, state: _Message, append: list[Any]
+    ) -> tuple[list[Any], list[list[int]]]:
+        """`append` with the tool results the event log holds replaced by references
+        (`result_refs.py`). A result whose event is still on its way to the store (emitted
+        before this request was made) is waited for: the wait is short and rare."""
+        state.results.update(run.stored_events)
+        if run.settle_events is not None and result_refs.unseen(append, state.results):
+            try:
+                await run.settle_events()
+            except Exception:  # the run meets a storage failure itself; keep the text
+                return append, []
+            state.results.update(run.stored_events)
+        return result_refs.shrink(append, state.results)
 
     async def _put(self, message_id: str, seq: int, kind: str, agent: str | None, data: Any) -> None:
         self.bytes_written += await calls.put(self.store, message_id, seq, kind, agent, data)

@@ -78,6 +78,10 @@ class CallData(TypedDict):
     tools: NotRequired[list[JsonObject] | None]  # OpenAI function specs
     response: NotRequired[ResponseRecord]
     error: NotRequired[ErrorRecord]
+    # As stored only (`store.rows` resolves and removes it): tool messages of `append` whose
+    # content is the result of a stored `tool_complete` event, as [index, event_id]
+    # (`result_refs.py`); those messages are stored with `content: None`.
+    results: NotRequired[list[list[int]]]
 
 
 class ModelCallRow(TypedDict):

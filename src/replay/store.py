@@ -18,12 +18,17 @@ from typing import TYPE_CHECKING, Any, cast
 import sqlalchemy as sa
 
 from ..core.store import schema as t
+from ..core.store.codec import event_record
 from ..core.store.group_commit import group_commit_for
 from ..core.window.history_store import HistorySummaryRow
+from . import result_refs
 from .records import ModelCallRow
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
     from ..core.store.repository import AppStore
+    from ..core.store.rows import EventRow
 
 CALL, CONFIG = "call", "config"
 
@@ -57,17 +62,46 @@ async def put(
     return len(blob)
 
 
-async def rows(store: AppStore, message_id: str) -> list[ModelCallRow]:
-    """Every row of a message in `seq` order, payloads unpacked into `data`."""
+async def rows(
+    store: AppStore, message_id: str, events: Sequence[EventRow] | None = None
+) -> list[ModelCallRow]:
+    """Every row of a message in `seq` order, payloads unpacked into `data`, with the tool
+    results they refer to put back (`result_refs.py`): each request reads as it was sent.
+    `events`: the message's event log when the caller has read it already."""
     table = t.model_calls
     query = sa.select(table).where(table.c.message_id == message_id).order_by(table.c.seq)
     async with store.engine.connect() as conn:
         found = (await conn.execute(query)).mappings().all()
-    out: list[ModelCallRow] = []
-    for row in found:
-        record = dict(row)
-        record["data"] = unpack(record.pop("data_z"))
-        out.append(cast(ModelCallRow, record))
+        out: list[ModelCallRow] = []
+        for row in found:
+            record = dict(row)
+            record["data"] = unpack(record.pop("data_z"))
+            out.append(cast(ModelCallRow, record))
+        payloads = [r["data"] for r in out if r["kind"] == CALL]
+        ids = result_refs.wanted(payloads)
+        if ids:
+            by_id = (
+                {e["event_id"]: e for e in events if e["event_id"] in ids}
+                if events is not None
+                else await _events(conn, message_id, ids)
+            )
+            for data in payloads:
+                result_refs.expand(data, by_id)
+    return out
+
+
+async def _events(conn: AsyncConnection, message_id: str, ids: set[int]) -> dict[int, EventRow]:
+    """Stored events of a message by id (in chunks: a long run refers to many)."""
+    table = t.events
+    out: dict[int, EventRow] = {}
+    ordered = sorted(ids)
+    for start in range(0, len(ordered), 500):
+        query = sa.select(table).where(
+            table.c.message_id == message_id, table.c.event_id.in_(ordered[start : start + 500])
+        )
+        for row in (await conn.execute(query)).mappings():
+            record = event_record(row)
+            out[record["event_id"]] = record
     return out
 
 

@@ -182,7 +182,8 @@ class Segment:
                         raise asyncio.CancelledError  # recorded by another worker (`cancel.py`)
                     self._last_id = await self.store.last_event_id(message_id)
                     self.spending = await Spending.load(self.rt, message_id)
-                context = RunContext(self.rt.services, self.message["conversation_id"], message_id, self.info)
+                context = RunContext(self.rt.services, self.message["conversation_id"], message_id, self.info,
+                                     stored_events=self.handle.events, settle_events=self._sink.flush)
                 lease = asyncio.create_task(keep_lease(self.rt, message_id, self.run_token))
                 for first in first_events:
                     await self.emit(*first)
