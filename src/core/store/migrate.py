@@ -39,8 +39,15 @@ def _v2_message_columns(conn: Connection) -> None:
         conn.execute(sa.text(f"ALTER TABLE {t.messages.name} ADD COLUMN {added.name} {kind}"))
 
 
+def _v3_result_references(conn: Connection) -> None:
+    """Version 3: recorded model requests may refer to a stored `tool_complete` result instead
+    of repeating it (`replay/result_refs.py`). No table changes; the version number makes an
+    older artifactflow, which cannot resolve those references, refuse the database instead of
+    exporting empty tool messages."""
+
+
 # version → step that upgrades a database from version - 1. Version 1 has no step.
-STEPS: dict[int, Callable[[Connection], None]] = {2: _v2_message_columns}
+STEPS: dict[int, Callable[[Connection], None]] = {2: _v2_message_columns, 3: _v3_result_references}
 
 
 def upgrade(conn: Connection) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 NUL = "\x00"
 REPLACEMENT = "\ufffd"
 
