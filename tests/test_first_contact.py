@@ -1,0 +1,78 @@
+"""Bugs a new user met in the first hour (issue 23), each through the path they took."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+from wf_helpers import workflow_config
+
+from artifactflow.api.app import create_app
+from artifactflow.cli.main import main
+
+API = "/api/v1"
+CONFIG = Path(__file__).resolve().parent.parent / "config" / "workflows"
+# A review loop whose back edge lacks `max_iterations`: the forward graph has a cycle, and the
+# first leftover node in name order ("done") lies after it, not on it.
+LOOP = """
+name: loop
+nodes:
+  - {id: start, role: start}
+  - {id: write, role: linear, kind: agent, agent: classifier, instruction: "Write"}
+  - {id: review, role: decision, route_on: "{{ nodes.write.output }}"}
+  - {id: done, role: exit}
+edges:
+  - {from: start, to: write}
+  - {from: write, to: review}
+  - {from: review, to: write, label: again}
+  - {from: review, to: done, label: ok}
+"""
+
+
+def _config(tmp_path: Path) -> Path:
+    agents = {"classifier": [], "bug_triager": [], "billing_agent": [], "support_agent": []}
+    return workflow_config(tmp_path, {"triage": (CONFIG / "triage.yaml").read_text(), "loop": LOOP},
+                           agents=agents)
+
+
+def cli(config: Path, data: Path, capsys, *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(["--config-dir", str(config), "--data-dir", str(data), *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_loop_edge_without_max_iterations_is_reported_not_a_crash(tmp_path, llm_env, capsys):
+    config, data = _config(tmp_path), tmp_path / "data"
+    path = config / "workflows" / "loop.yaml"
+    code, out, err = cli(config, data, capsys, "workflows", "--json")
+    assert code == 0, err
+    listed = {w["name"]: w for w in json.loads(out)}
+    assert listed["triage"]["valid"]
+    assert not listed["loop"]["valid"] and listed["loop"]["file"] == str(path)
+    messages = " | ".join(i["message"] for i in listed["loop"]["issues"])
+    assert "write -> review -> write" in messages and "review -> write" in messages
+    code, out, _ = cli(config, data, capsys, "workflows")
+    assert code == 0 and "✓ triage" in out and "✗ loop" in out
+    code, out, _ = cli(config, data, capsys, "workflow", "validate", str(path))
+    assert code == 2 and str(path) in out and "max_iterations" in out
+
+
+async def test_the_api_lists_valid_workflows_and_an_error_entry_per_bad_one(tmp_path, llm_env, make_client):
+    config = _config(tmp_path)
+    (config / "workflows" / "garbled.yaml").write_text("name: [unclosed\n")
+    client = await make_client(config_dir=config)
+    app = create_app(client=client)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+        response = await http.get(f"{API}/workflows")
+        assert response.status_code == 200, response.text
+        listed = {w["name"]: w for w in response.json()["items"]}
+        assert set(listed) == {"triage", "loop", "garbled"}
+        assert listed["triage"]["valid"] and not listed["loop"]["valid"] and not listed["garbled"]["valid"]
+        assert listed["garbled"]["file"].endswith("garbled.yaml") and listed["garbled"]["issues"]
+        # Another file's problem does not hide a valid workflow; the bad one answers its problem.
+        assert (await http.get(f"{API}/workflows/triage")).status_code == 200
+        bad = (await http.get(f"{API}/workflows/loop")).json()["error"]
+        assert bad["code"] == "config_error" and "loop.yaml" in bad["message"]
+        assert "edge review -> write goes back without max_iterations" in bad["message"]
