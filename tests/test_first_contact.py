@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import httpx
+from pg import ADMIN_URL, create_database, drop_database
 from wf_helpers import workflow_config
 
 from artifactflow.api.app import create_app
@@ -76,3 +78,18 @@ async def test_the_api_lists_valid_workflows_and_an_error_entry_per_bad_one(tmp_
         bad = (await http.get(f"{API}/workflows/loop")).json()["error"]
         assert bad["code"] == "config_error" and "loop.yaml" in bad["message"]
         assert "edge review -> write goes back without max_iterations" in bad["message"]
+
+
+def test_a_missing_postgresql_database_is_one_line_and_exit_2(tmp_path, llm_env, capsys, monkeypatch):
+    # The server must be there (tests/pg.py fails under CI otherwise); only the database is not.
+    existing = asyncio.run(create_database())
+    asyncio.run(drop_database(existing))
+    name = existing.rsplit("/", 1)[1]
+    monkeypatch.setenv("ARTIFACTFLOW_DATABASE_URL", f"{ADMIN_URL.rsplit('/', 1)[0]}/{name}")
+    config, data = _config(tmp_path), tmp_path / "data"
+    for args in (["conversations"], ["run", "hello"]):
+        code, out, err = cli(config, data, capsys, *args)
+        assert code == 2, (args, out, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and f"PostgreSQL database '{name}' does not exist" in lines[0], err
+        assert "Background on this error" not in err and "sqlalche" not in err and "DBAPIError" not in err

@@ -27,6 +27,7 @@ from .artifact_records import ArtifactRecords
 from .conversation_records import ConversationRecords
 from .eventlog import EventLog
 from .migrate import migrate
+from .config_errors import as_config_error
 from .run_records import FINAL_STATUSES, RunRecords
 from .sqlite_writer import close_sqlite_writer
 from .token_records import TokenRecords, hash_token
@@ -54,7 +55,11 @@ class AppStore(
             url, sqlite_path=sqlite_path, pool_size=pool_size, synchronous_commit=synchronous_commit
         )
         store = cls(engine)
-        await retry_when_locked(store.migrate)
+        try:
+            await retry_when_locked(store.migrate)
+        except Exception as exc:
+            await engine.dispose()
+            raise as_config_error(exc, url) or exc  # a missing database: our one line
         return store
 
     async def close(self) -> None:
