@@ -93,3 +93,43 @@ def test_a_missing_postgresql_database_is_one_line_and_exit_2(tmp_path, llm_env,
         lines = err.strip().splitlines()
         assert len(lines) == 1 and f"PostgreSQL database '{name}' does not exist" in lines[0], err
         assert "Background on this error" not in err and "sqlalche" not in err and "DBAPIError" not in err
+
+
+STAMP = '''
+from artifactflow import tool
+
+@tool
+def stamp() -> str:
+    """Return a stamp."""
+    return "stamped"
+'''
+
+
+async def test_tokens_of_a_cancelled_run_are_counted_in_the_totals(tmp_path, make_client, llm):
+    from conftest import make_config
+    from scripted_llm import Call, Text, ToolCalls
+
+    from artifactflow import Task
+
+    config = make_config(tmp_path, lead_tools=["stamp"], yaml_text="plugins: [stamp_tools]\n",
+                         plugin_files={"stamp_tools.py": STAMP})
+    client = await make_client(config_dir=config)
+    llm.script(ToolCalls([Call("stamp", {})]), Text("z" * 400, chunk_size=1, chunk_delay=0.05))
+    run = await client.runs.start(Task("stamp it"))
+    spent = None
+    async for event in run:
+        if event.type == "llm_complete":
+            spent = event.data.usage.prompt_tokens + event.data.usage.completion_tokens
+        if event.type == "llm_chunk":  # the second model call is streaming
+            break
+    assert spent
+    assert await run.cancel() is True
+    cancelled = await run.result()
+    assert cancelled.status == "cancelled"
+    message = await client.conversations.message(run.message_id)
+    assert message["metrics"]["tokens"]["total"] == spent  # the completed call of the cancelled run
+    llm.script(Text("next"))
+    events = [e async for e in await client.runs.start(Task("again", cancelled.conversation_id))]
+    complete = events[-1]
+    own = complete.data.metrics["tokens"]["total"]
+    assert complete.data.metrics["conversation"]["tokens"]["total"] == own + spent

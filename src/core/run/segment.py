@@ -61,7 +61,7 @@ from .eventlog import change_status, new_event
 from .interrupted import mark_interrupted
 from .limits import Spending, step_limit, step_limit_error
 from .live import EventSink, LiveRun
-from .maintenance import cleanup_checkpoints, keep_lease, run_metrics
+from .maintenance import cleanup_checkpoints, final_metrics, keep_lease, run_metrics
 from .ownership import owned_by
 from .runtime import Runtime
 
@@ -325,7 +325,7 @@ class Segment:
         await hook_runs.run_ended(self.hooks, self.info, RunEnd("cancelled"))
         await self._finish(
             "cancelled", CancelledData(partial_response=text, reason="cancelled by request"),
-            response=text or None, lease_expires_at=None,
+            response=text or None, lease_expires_at=None, **await final_metrics(self.rt, self.message["id"], self.started),
         )
         await cleanup_checkpoints(self.rt, self.message)
 
@@ -338,4 +338,5 @@ class Segment:
         text = str(exc) if isinstance(exc, ArtifactFlowError) else f"{type(exc).__name__}: {exc}"
         data = ErrorData.model_validate({"message": text, "kind": kind, **hook_runs.error_fields(exc)})  # a hook's: kind "hook"
         await hook_runs.run_failed(self.hooks, self.info, exc, text, data.kind or kind)
-        await self._finish("failed", data, getattr(exc, "agent", None), error=text, lease_expires_at=None)
+        await self._finish("failed", data, getattr(exc, "agent", None), error=text, lease_expires_at=None,
+                           **await final_metrics(self.rt, self.message["id"], self.started))
