@@ -34,8 +34,9 @@ edges:
 
 def _config(tmp_path: Path) -> Path:
     agents = {"classifier": [], "bug_triager": [], "billing_agent": [], "support_agent": []}
-    return workflow_config(tmp_path, {"triage": (CONFIG / "triage.yaml").read_text(), "loop": LOOP},
-                           agents=agents)
+    return workflow_config(
+        tmp_path, {"triage": (CONFIG / "triage.yaml").read_text(), "loop": LOOP}, agents=agents
+    )
 
 
 def cli(config: Path, data: Path, capsys, *args: str) -> tuple[int, str, str]:
@@ -61,17 +62,25 @@ def test_a_loop_edge_without_max_iterations_is_reported_not_a_crash(tmp_path, ll
     assert code == 2 and str(path) in out and "max_iterations" in out
 
 
-async def test_the_api_lists_valid_workflows_and_an_error_entry_per_bad_one(tmp_path, llm_env, make_client):
+async def test_the_api_lists_valid_workflows_and_an_error_entry_per_bad_one(
+    tmp_path, llm_env, make_client
+):
     config = _config(tmp_path)
     (config / "workflows" / "garbled.yaml").write_text("name: [unclosed\n")
     client = await make_client(config_dir=config)
     app = create_app(client=client)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://t"
+    ) as http:
         response = await http.get(f"{API}/workflows")
         assert response.status_code == 200, response.text
         listed = {w["name"]: w for w in response.json()["items"]}
         assert set(listed) == {"triage", "loop", "garbled"}
-        assert listed["triage"]["valid"] and not listed["loop"]["valid"] and not listed["garbled"]["valid"]
+        assert (
+            listed["triage"]["valid"]
+            and not listed["loop"]["valid"]
+            and not listed["garbled"]["valid"]
+        )
         assert listed["garbled"]["file"].endswith("garbled.yaml") and listed["garbled"]["issues"]
         # Another file's problem does not hide a valid workflow; the bad one answers its problem.
         assert (await http.get(f"{API}/workflows/triage")).status_code == 200
@@ -80,7 +89,9 @@ async def test_the_api_lists_valid_workflows_and_an_error_entry_per_bad_one(tmp_
         assert "edge review -> write goes back without max_iterations" in bad["message"]
 
 
-def test_a_missing_postgresql_database_is_one_line_and_exit_2(tmp_path, llm_env, capsys, monkeypatch):
+def test_a_missing_postgresql_database_is_one_line_and_exit_2(
+    tmp_path, llm_env, capsys, monkeypatch
+):
     # The server must be there (tests/pg.py fails under CI otherwise); only the database is not.
     existing = asyncio.run(create_database())
     asyncio.run(drop_database(existing))
@@ -92,7 +103,11 @@ def test_a_missing_postgresql_database_is_one_line_and_exit_2(tmp_path, llm_env,
         assert code == 2, (args, out, err)
         lines = err.strip().splitlines()
         assert len(lines) == 1 and f"PostgreSQL database '{name}' does not exist" in lines[0], err
-        assert "Background on this error" not in err and "sqlalche" not in err and "DBAPIError" not in err
+        assert (
+            "Background on this error" not in err
+            and "sqlalche" not in err
+            and "DBAPIError" not in err
+        )
 
 
 STAMP = '''
@@ -111,8 +126,12 @@ async def test_tokens_of_a_cancelled_run_are_counted_in_the_totals(tmp_path, mak
 
     from artifactflow import Task
 
-    config = make_config(tmp_path, lead_tools=["stamp"], yaml_text="plugins: [stamp_tools]\n",
-                         plugin_files={"stamp_tools.py": STAMP})
+    config = make_config(
+        tmp_path,
+        lead_tools=["stamp"],
+        yaml_text="plugins: [stamp_tools]\n",
+        plugin_files={"stamp_tools.py": STAMP},
+    )
     client = await make_client(config_dir=config)
     llm.script(ToolCalls([Call("stamp", {})]), Text("z" * 400, chunk_size=1, chunk_delay=0.05))
     run = await client.runs.start(Task("stamp it"))

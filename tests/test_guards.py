@@ -69,7 +69,9 @@ def last_tool_text(request: dict) -> str:
     return [m for m in request["messages"] if m["role"] == "tool"][-1]["content"]
 
 
-async def test_identical_failing_call_is_told_at_the_third_and_stopped_at_the_fifth(make_client, llm, tmp_path):
+async def test_identical_failing_call_is_told_at_the_third_and_stopped_at_the_fifth(
+    make_client, llm, tmp_path
+):
     client = await make_client(config_dir=config(tmp_path))
     llm.script(*failing(10), Text("never reached"))
     events = [e async for e in await client.runs.start(Task("update my notes"))]
@@ -77,6 +79,10 @@ async def test_identical_failing_call_is_told_at_the_third_and_stopped_at_the_fi
     assert complete.type == "complete", [e.type for e in events]
     assert complete.data.outcome == "loop_detected"
     assert complete.data.response == "Trying again (5)"  # the partial answer is kept
+    assert "same failing tool call 5 times in a row: update_doc(" in complete.data.reason
+    assert (
+        "no document 'notes'" in complete.data.reason and "run.loop_guard" in complete.data.reason
+    )
     assert llm.request_count == 5  # stopped at the fifth call: no sixth model request
     requests = llm.requests
     assert WARNING not in last_tool_text(requests[1]) and WARNING not in last_tool_text(requests[2])
@@ -88,7 +94,11 @@ async def test_identical_failing_call_is_told_at_the_third_and_stopped_at_the_fi
 
 
 async def test_other_arguments_or_a_success_start_the_count_again(make_client, llm, tmp_path):
-    client = await make_client(config_dir=config(tmp_path, yaml_text="run:\n  loop_guard: {warn_after: 2, stop_after: 3}\n"))
+    client = await make_client(
+        config_dir=config(
+            tmp_path, yaml_text="run:\n  loop_guard: {warn_after: 2, stop_after: 3}\n"
+        )
+    )
     other = {"doc_id": "other", "text": "hello"}
     llm.script(
         *failing(2),  # the second is told
@@ -121,12 +131,17 @@ async def test_loop_guard_counts_across_pauses_and_processes(make_client, llm, t
     assert outcomes == ["permission_request"] * 4 + ["complete"]
     assert events[-1].data.outcome == "loop_detected"
     assert llm.request_count == 5
-    assert WARNING in last_tool_text(llm.requests[3]) and WARNING not in last_tool_text(llm.requests[2])
+    assert WARNING in last_tool_text(llm.requests[3]) and WARNING not in last_tool_text(
+        llm.requests[2]
+    )
 
 
 async def test_loop_guard_can_be_turned_off(make_client, llm, tmp_path):
-    folder = config(tmp_path, yaml_text="run:\n  loop_guard: {warn_after: 0, stop_after: null}\n",
-                    max_tool_rounds=6)
+    folder = config(
+        tmp_path,
+        yaml_text="run:\n  loop_guard: {warn_after: 0, stop_after: null}\n",
+        max_tool_rounds=6,
+    )
     client = await make_client(config_dir=folder)
     llm.script(*failing(7))
     result = await client.run(Task("loop"))
@@ -134,7 +149,9 @@ async def test_loop_guard_can_be_turned_off(make_client, llm, tmp_path):
     assert not any(WARNING in last_tool_text(r) for r in llm.requests[1:])
 
 
-async def test_raw_newline_inside_an_argument_string_is_accepted(make_client, llm, tmp_path, journal):
+async def test_raw_newline_inside_an_argument_string_is_accepted(
+    make_client, llm, tmp_path, journal
+):
     client = await make_client(config_dir=config(tmp_path))
     raw = '{"text": "line one\nline two"}'  # a raw newline: invalid for strict JSON
     llm.script(ToolCalls([Call("append_line", raw, id="c1")]), Text("written"))
@@ -147,25 +164,33 @@ async def test_raw_newline_inside_an_argument_string_is_accepted(make_client, ll
     assert [json.loads(line) for line in journal.read_text().splitlines()] == ["line one\nline two"]
     # The history resent to the model carries the arguments as strict JSON.
     sent = llm.requests[-1]["messages"]
-    arguments = next(m for m in sent if m["role"] == "assistant")["tool_calls"][0]["function"]["arguments"]
+    arguments = next(m for m in sent if m["role"] == "assistant")["tool_calls"][0]["function"][
+        "arguments"
+    ]
     assert json.loads(arguments) == {"text": "line one\nline two"}
     assert last_tool_text(llm.requests[-1]) == "appended 'line one\\nline two'"
 
 
-async def test_invalid_arguments_never_reach_the_approval_prompt(make_client, llm, tmp_path, journal):
+async def test_invalid_arguments_never_reach_the_approval_prompt(
+    make_client, llm, tmp_path, journal
+):
     client = await make_client(config_dir=config(tmp_path))
     llm.script(
-        ToolCalls([
-            Call("append_line", '{"text": "unterminated', id="bad_json"),
-            Call("append_line", {"txt": "wrong key"}, id="bad_schema"),
-        ]),
+        ToolCalls(
+            [
+                Call("append_line", '{"text": "unterminated', id="bad_json"),
+                Call("append_line", {"txt": "wrong key"}, id="bad_schema"),
+            ]
+        ),
         Text("I will fix my arguments"),
     )
     events = [e async for e in await client.runs.start(Task("write"))]
     assert "permission_request" not in [e.type for e in events]
     assert events[-1].type == "complete" and events[-1].data.response == "I will fix my arguments"
     assert not journal.exists()
-    results = {m["tool_call_id"]: m["content"] for m in llm.requests[-1]["messages"] if m["role"] == "tool"}
+    results = {
+        m["tool_call_id"]: m["content"] for m in llm.requests[-1]["messages"] if m["role"] == "tool"
+    }
     assert results["bad_json"].startswith("ERROR: arguments are not valid JSON")
     assert results["bad_schema"].startswith("ERROR: invalid arguments for 'append_line'")
     assert "text" in results["bad_schema"]
@@ -193,5 +218,30 @@ def test_nothing_is_guessed(raw):
 def test_a_noted_result_still_counts_as_the_same_error():
     text = "ERROR: no such file"
     noted = loop_guard.with_note(text, "told")
-    assert loop_guard.signature("t", '{"b": 1, "a": 2}', text) == loop_guard.signature("t", '{"a": 2, "b": 1}', noted)
+    assert loop_guard.signature("t", '{"b": 1, "a": 2}', text) == loop_guard.signature(
+        "t", '{"a": 2, "b": 1}', noted
+    )
     assert loop_guard.signature("t", "{}", "fine") is None
+
+
+def test_cli_says_why_it_stopped_and_exits_4(tmp_path, llm_env, capsys):
+    from artifactflow.cli.main import main
+
+    llm_env.script(*failing(10))
+    folder = config(tmp_path)
+    code = main(
+        [
+            "--config-dir",
+            str(folder),
+            "--data-dir",
+            str(tmp_path / "data"),
+            "run",
+            "--no-input",
+            "loop",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 4, out
+    assert "⚠ stopped: the agent made the same failing tool call 5 times in a row" in " ".join(
+        out.split()
+    )

@@ -29,6 +29,8 @@ from ..tools.arguments import canonical_arguments
 FAILED_PREFIX = "ERROR: "  # `ToolResult.model_text` of a failed call
 NOTE_MARKER = "\n\n[loop guard] "
 
+SETTING_HINT = " (loop guard: run.loop_guard in config/artifactflow.yaml; 0 turns a step off)"
+
 Signature = tuple[str, str, str]  # tool, arguments (canonical), error text
 
 
@@ -92,11 +94,15 @@ def _history(memory: Sequence[ChatMessage], current: set[str]) -> Iterator[Signa
                 return
             for call in reversed(calls):
                 function = call.get("function") or {}
-                yield signature(str(function.get("name")), function.get("arguments"), results.get(call["id"]))
+                yield signature(
+                    str(function.get("name")), function.get("arguments"), results.get(call["id"])
+                )
             results = {}
 
 
-def _streak(memory: Sequence[ChatMessage], current: set[str], bound: int) -> tuple[Signature | None, int]:
+def _streak(
+    memory: Sequence[ChatMessage], current: set[str], bound: int
+) -> tuple[Signature | None, int]:
     """The signature repeated at the end of `memory` and how often (counted up to `bound`)."""
     history = _history(memory, current)
     first = next(history, None)
@@ -113,7 +119,7 @@ def _streak(memory: Sequence[ChatMessage], current: set[str], bound: int) -> tup
 def _described(sig: Signature) -> str:
     name, arguments, error = sig
     args = arguments if len(arguments) <= 200 else arguments[:200] + "…"
-    return f"{name}({args}) → {error[len(FAILED_PREFIX):][:300]}"
+    return f"{name}({args}) → {error[len(FAILED_PREFIX) :][:300]}"
 
 
 def judge(
@@ -138,9 +144,7 @@ def judge(
         count = count + 1 if sig == current else 1
         current = sig
         if config.stop_after and count >= config.stop_after:
-            verdict.stop = (
-                f"the agent made the same failing tool call {count} times in a row: {_described(sig)}"
-            )
+            verdict.stop = f"the agent made the same failing tool call {count} times in a row: {_described(sig)}"
             verdict.notes[call["id"]] = (
                 f"This identical call failed {count} times in a row; the run is stopped."
             )

@@ -127,6 +127,7 @@ class AgentState(TypedDict, total=False):
     held_tool_results: Annotated[Memories, DeltaChannel(_memories, dict, snapshot_frequency=_SNAPSHOT_EVERY)]
     graph_response: str | None
     outcome: OutcomeValue | None
+    outcome_reason: str | None  # why a run stopped early (the loop guard's finding)
     # Execution metrics are not kept in state: every LLM and tool call's usage and duration is
     # in its `llm_complete` / `tool_complete` event, and the controller aggregates them from the
     # event log (DESIGN: append-only records live in DeltaChannels or out of state).
@@ -146,6 +147,7 @@ class AgentUpdate(TypedDict, total=False):
     held_tool_results: Mapping[str, list[ChatMessage] | None]
     graph_response: str | None
     outcome: OutcomeValue | None
+    outcome_reason: str | None
 
 
 def create_initial_state(

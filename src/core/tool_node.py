@@ -339,5 +339,6 @@ async def tool_execution(state: AgentState, runtime: Runtime[RunContext]) -> Age
     if guard.stop is not None and "current_task" in state:  # a chat run (a workflow step warns only)
         lead_memory = (state.get("agent_memories") or {}).get(LEAD, [])
         update.update(phase=ExecutionPhase.COMPLETED.value, outcome=Outcome.LOOP_DETECTED.value,
+                      outcome_reason=guard.stop + loop_guard.SETTING_HINT,
                       graph_response=loop_guard.partial_answer(lead_memory, guard.stop))
     return update

@@ -307,8 +307,7 @@ class Segment:
         summary = {k: v for k, v in metrics.items() if k != "calls"}
         await hook_runs.run_ended(self.hooks, self.info, RunEnd("completed", response, outcome))
         data = CompleteData(response=response, outcome=outcome, metrics=summary)
-        if stopped:
-            data.reason = stopped.message
+        data.reason = stopped.message if stopped else values.get("outcome_reason")
         await self._finish(
             "completed", data,
             response=response, outcome=outcome, metrics=metrics,

@@ -25,7 +25,9 @@ def _sqlstate(exc: BaseException) -> str | None:
         if isinstance(code, str):
             return code
         orig = getattr(current, "orig", None)
-        current = orig if isinstance(orig, BaseException) else (current.__cause__ or current.__context__)
+        current = (
+            orig if isinstance(orig, BaseException) else (current.__cause__ or current.__context__)
+        )
     return None
 
 

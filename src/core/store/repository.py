@@ -24,10 +24,10 @@ import sqlalchemy as sa
 
 from . import schema as t
 from .artifact_records import ArtifactRecords
+from .config_errors import as_config_error
 from .conversation_records import ConversationRecords
 from .eventlog import EventLog
 from .migrate import migrate
-from .config_errors import as_config_error
 from .run_records import FINAL_STATUSES, RunRecords
 from .sqlite_writer import close_sqlite_writer
 from .token_records import TokenRecords, hash_token
@@ -59,7 +59,10 @@ class AppStore(
             await retry_when_locked(store.migrate)
         except Exception as exc:
             await engine.dispose()
-            raise as_config_error(exc, url) or exc  # a missing database: our one line
+            problem = as_config_error(exc, url)  # a missing database: our one line
+            if problem is None:
+                raise
+            raise problem from exc
         return store
 
     async def close(self) -> None:
