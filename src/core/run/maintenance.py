@@ -12,7 +12,6 @@ crash between two deletes).
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 import uuid
 from typing import Any, TypedDict
@@ -23,8 +22,6 @@ from ..metrics import RunMetrics, conversation_usage, records_from_events, summa
 from ..store.rows import MessageRow
 from .eventlog import change_status
 from .runtime import Runtime
-
-log = logging.getLogger("artifactflow")
 
 
 async def keep_lease(rt: Runtime, message_id: str, run_token: str) -> None:
@@ -50,18 +47,6 @@ async def run_metrics(rt: Runtime, message_id: str, started: float) -> RunMetric
     others = [m for m in await rt.store.list_messages(message["conversation_id"]) if m["id"] != message_id]
     metrics["conversation"] = conversation_usage([*others, {"metrics": metrics}])
     return metrics
-
-
-async def final_metrics(rt: Runtime, message_id: str, started: float) -> dict[str, RunMetrics]:
-    """`{"metrics": ...}` for a run ending cancelled or failed, so the tokens its finished
-    model calls spent count in the message's and the conversation's totals like a completed
-    run's; `{}` when they cannot be read (the store may be why the run failed: the ending must
-    still be recorded)."""
-    try:
-        return {"metrics": await run_metrics(rt, message_id, started)}
-    except Exception:  # noqa: BLE001 - a lost figure must not lose the run's ending
-        log.warning("could not compute the metrics of message %s", message_id, exc_info=True)
-        return {}
 
 
 async def cleanup_checkpoints(rt: Runtime, message: MessageRow) -> None:

@@ -61,7 +61,7 @@ from .eventlog import change_status, new_event
 from .interrupted import mark_interrupted
 from .limits import Spending, step_limit, step_limit_error
 from .live import EventSink, LiveRun
-from .maintenance import cleanup_checkpoints, final_metrics, keep_lease, run_metrics
+from .maintenance import cleanup_checkpoints, keep_lease, run_metrics
 from .ownership import owned_by
 from .runtime import Runtime
 
@@ -316,6 +316,18 @@ class Segment:
         await self.store.touch_conversation(self.message["conversation_id"])
         await cleanup_checkpoints(self.rt, self.message)
 
+    async def _final_metrics(self) -> dict[str, Any]:
+        """`{"metrics": ...}` for a run ending cancelled or failed, so the tokens its finished
+        model calls spent count in the message's and the conversation's totals like a completed
+        run's; `{}` when they cannot be read (the store may be why the run failed: the ending
+        must still be recorded)."""
+        try:
+            await self._sink.flush()
+            return {"metrics": await run_metrics(self.rt, self.message["id"], self.started)}
+        except Exception:  # a lost figure must not lose the run's ending
+            log.warning("could not compute the metrics of message %s", self.message["id"], exc_info=True)
+            return {}
+
     async def _cancelled(self) -> None:
         text = "".join(self.partial)
         # Sync tools still running on their threads: say so, rather than nothing.
@@ -324,7 +336,7 @@ class Segment:
         await hook_runs.run_ended(self.hooks, self.info, RunEnd("cancelled"))
         await self._finish(
             "cancelled", CancelledData(partial_response=text, reason="cancelled by request"),
-            response=text or None, lease_expires_at=None, **await final_metrics(self.rt, self.message["id"], self.started),
+            response=text or None, lease_expires_at=None, **await self._final_metrics(),
         )
         await cleanup_checkpoints(self.rt, self.message)
 
@@ -338,4 +350,4 @@ class Segment:
         data = ErrorData.model_validate({"message": text, "kind": kind, **hook_runs.error_fields(exc)})  # a hook's: kind "hook"
         await hook_runs.run_failed(self.hooks, self.info, exc, text, data.kind or kind)
         await self._finish("failed", data, getattr(exc, "agent", None), error=text, lease_expires_at=None,
-                           **await final_metrics(self.rt, self.message["id"], self.started))
+                           **await self._final_metrics())

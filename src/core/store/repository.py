@@ -55,14 +55,7 @@ class AppStore(
             url, sqlite_path=sqlite_path, pool_size=pool_size, synchronous_commit=synchronous_commit
         )
         store = cls(engine)
-        try:
-            await retry_when_locked(store.migrate)
-        except Exception as exc:
-            await engine.dispose()
-            problem = as_config_error(exc, url)  # a missing database: our one line
-            if problem is None:
-                raise
-            raise problem from exc
+        await retry_when_locked(store.migrate)
         return store
 
     async def close(self) -> None:
@@ -71,8 +64,16 @@ class AppStore(
 
     async def migrate(self) -> int:
         """Create missing tables and upgrade older schemas, under a lock (see migrate.py);
-        safe from any number of processes at once. Returns the version found before."""
-        return await migrate(self.engine)
+        safe from any number of processes at once. Returns the version found before. The
+        first statement of a store: a PostgreSQL database that does not exist is said here, as
+        the configuration error it is."""
+        try:
+            return await migrate(self.engine)
+        except Exception as exc:
+            problem = as_config_error(exc, self.engine.url.render_as_string(hide_password=True))
+            if problem is None:
+                raise
+            raise problem from exc
 
     async def schema_version(self) -> int:
         value = await self.fetch_value(sa.select(t.meta.c.value).where(t.meta.c.key == "schema"))
