@@ -152,3 +152,46 @@ async def test_tokens_of_a_cancelled_run_are_counted_in_the_totals(tmp_path, mak
     complete = events[-1]
     own = complete.data.metrics["tokens"]["total"]
     assert complete.data.metrics["conversation"]["tokens"]["total"] == own + spent
+
+
+def test_validation_never_crashes_on_random_graphs():
+    """Random node roles and edges (loops with and without max_iterations): validation
+    answers a list of issues for every one, and a cycle is always named by a real edge."""
+    import random
+
+    import yaml
+
+    from artifactflow.workflows import validate_workflow
+    from artifactflow.workflows.spec import parse_workflow
+
+    roles = ["linear", "linear", "decision", "split", "merge", "branch", "exit"]
+    rng = random.Random(23)
+    for case in range(300):
+        ids = ["start", *(f"n{i}" for i in range(rng.randint(1, 7)))]
+        nodes = [{"id": "start", "role": "start"}]
+        for node_id in ids[1:]:
+            role = rng.choice(roles)
+            node = {"id": node_id, "role": role}
+            if role == "linear":
+                node.update(kind="agent", agent="writer", instruction="x")
+            elif role == "decision":
+                node["route_on"] = "{{ input.x }}"
+            nodes.append(node)
+        edges = []
+        for _ in range(rng.randint(1, 12)):
+            edge = {"from": rng.choice(ids), "to": rng.choice(ids), "label": f"l{len(edges)}"}
+            if rng.random() < 0.2:
+                edge["max_iterations"] = 2
+            edges.append(edge)
+        text = yaml.safe_dump({"name": f"case{case}", "nodes": nodes, "edges": edges})
+        spec = parse_workflow(text, source=f"case{case}.yaml")
+        issues, topo = validate_workflow(spec, agents={"writer"}, tools={})
+        if topo.cycle is not None:
+            pairs = {(e["from"], e["to"]) for e in edges if "max_iterations" not in e}
+            assert all(
+                pair in pairs for pair in zip(topo.cycle[:-1], topo.cycle[1:], strict=True)
+            ), (
+                text,
+                topo.cycle,
+            )
+            assert any("cycle" in i.message for i in issues)

@@ -178,8 +178,8 @@ def judge_round(
 ) -> Verdict:
     """`judge` for every invocation of a round (a round may hold several subagents' calls)."""
     verdict = Verdict()
-    if not config.active:
-        return verdict
+    if not config.active or not any(t.startswith(FAILED_PREFIX) for t in texts.values()):
+        return verdict  # nothing failed: no streak goes on (the usual round reads no memory)
     by_invocation: dict[str, list[PendingToolCall]] = {}
     for call in calls:
         by_invocation.setdefault(call["invocation"], []).append(call)
