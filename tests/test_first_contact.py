@@ -154,6 +154,34 @@ async def test_tokens_of_a_cancelled_run_are_counted_in_the_totals(tmp_path, mak
     assert complete.data.metrics["conversation"]["tokens"]["total"] == own + spent
 
 
+async def test_a_failed_attempt_and_its_retry_both_count(tmp_path, make_client, llm):
+    from conftest import make_config
+    from scripted_llm import Call, Error, Text, ToolCalls
+
+    from artifactflow import Retry, Task
+
+    config = make_config(
+        tmp_path,
+        lead_tools=["stamp"],
+        yaml_text="plugins: [stamp_tools]\n",
+        plugin_files={"stamp_tools.py": STAMP},
+    )
+    client = await make_client(config_dir=config)
+    llm.script(ToolCalls([Call("stamp", {})]), Error(400, "bad request"))
+    failed = await client.run(Task("stamp it"))
+    assert failed.status == "failed"
+    events = await client.runs.events(failed.message_id)
+    usage = next(e.data.usage for e in events if e.type == "llm_complete")
+    spent = usage.prompt_tokens + usage.completion_tokens
+    message = await client.conversations.message(failed.message_id)
+    assert message["metrics"]["tokens"]["total"] == spent
+    llm.script(Text("done"))
+    retried = await client.run(Retry(failed.message_id))
+    assert retried.status == "completed"
+    own = retried.metrics["tokens"]["total"]
+    assert retried.metrics["conversation"]["tokens"]["total"] == own + spent
+
+
 def test_validation_never_crashes_on_random_graphs():
     """Random node roles and edges (loops with and without max_iterations): validation
     answers a list of issues for every one, and a cycle is always named by a real edge."""
