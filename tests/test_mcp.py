@@ -222,6 +222,8 @@ async def test_required_server_that_does_not_start_is_a_config_error(
     message = str(caught.value)
     assert "MCP server 'broken'" in message and "did not start" in message
     assert expected in message and "required: false" in message
+    assert message.count("The server's stderr") <= 1, message  # shown once (BROKEN has one)
+    assert script != BROKEN or message.count("ends with:\nboot failure: no token") == 1
 
 
 async def test_optional_server_that_does_not_start_is_a_warning(
@@ -236,6 +238,7 @@ async def test_optional_server_that_does_not_start_is_a_warning(
         )
     warning = next(r.getMessage() for r in caplog.records if "broken" in r.getMessage())
     assert "did not start" in warning and "boot failure: no token" in warning
+    assert warning.count("The server's stderr") == 1, warning  # once, not once per task group
     assert client.admin.services.lead.tools == ("demo__echo",)
     llm.script(ToolCalls([Call("demo__echo", {"text": "still here"})]), Text("fine"))
     result = await client.run("echo")

@@ -11,7 +11,7 @@
 |      | unknown conversation / message / artifact                                    |
 | 3    | paused: tool calls wait for approval and nobody could answer (no TTY or      |
 |      | `--no-input`); continue with `artifactflow resume MESSAGE_ID --approve`      |
-| 4    | the run stopped at the agent's `max_tool_rounds` limit                       |
+| 4    | the run stopped at the agent's `max_tool_rounds` limit, or by the loop guard |
 | 5    | conflict: the pause was already answered, the message is running, or a      |
 |      | retry of a message that neither failed nor was cancelled                     |
 | 6    | the run stopped at a budget (`budget.max_tokens`, `budget.max_cost_usd` or   |
@@ -38,7 +38,7 @@ TERMINATED = 143
 HELP = (
     "Exit codes: 0 success · 1 run failed or unexpected error · 2 bad usage, settings, "
     "missing credentials, invalid decisions or unknown id · 3 paused waiting for approval "
-    "(non-interactive) · 4 stopped at max_tool_rounds · 5 conflict (already resumed, running, "
+    "(non-interactive) · 4 stopped at max_tool_rounds or by the loop guard · 5 conflict (already resumed, running, "
     "or not retryable) · 6 stopped at a token or cost budget · 130 cancelled (Ctrl-C) "
     "· 143 cancelled (SIGTERM)."
 )
@@ -56,7 +56,8 @@ def for_exception(exc: BaseException) -> int:
 def for_outcome(event_type: EventType | str | None, outcome: str | None = None) -> int:
     """The exit code for the last word of a run's event stream."""
     if event_type == EventType.COMPLETE:
-        stopped: dict[str, int] = {Outcome.MAX_TOOL_ROUNDS: MAX_ROUNDS, Outcome.BUDGET_EXCEEDED: BUDGET}
+        stopped: dict[str, int] = {Outcome.MAX_TOOL_ROUNDS: MAX_ROUNDS, Outcome.LOOP_DETECTED: MAX_ROUNDS,
+                                   Outcome.BUDGET_EXCEEDED: BUDGET}
         return stopped.get(outcome or "", OK)
     if event_type == EventType.CANCELLED:
         return CANCELLED

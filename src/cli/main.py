@@ -10,7 +10,7 @@ Exit codes (stable; see `exitcodes`):
     1    the run failed (`error` event) or an unexpected error
     2    bad usage or settings, missing credentials, invalid resume decisions, unknown id
     3    paused waiting for approval and nobody could answer (no TTY or --no-input)
-    4    the run stopped at max_tool_rounds
+    4    the run stopped at max_tool_rounds, or by the loop guard
     5    conflict: already resumed, the message is running, or not retryable
     6    the run stopped at a token or cost budget (the partial answer is saved)
     130  cancelled with Ctrl-C (the partial answer is saved)

@@ -299,9 +299,9 @@ class LiveRenderer:
             self.out.print(Text(response))  # not streamed (e.g. a limit notice): show it
         if d.outcome == Outcome.MAX_TOOL_ROUNDS:
             self.out.print(f"[yellow]⚠ stopped at max_tool_rounds[/yellow] · {escape(closing_line(d))}")
-        elif d.outcome == Outcome.BUDGET_EXCEEDED:
+        elif d.outcome in (Outcome.BUDGET_EXCEEDED, Outcome.LOOP_DETECTED):
             self.out.print(
-                f"[yellow]⚠ stopped: {escape(d.reason or 'budget reached')}[/yellow]"
+                f"[yellow]⚠ stopped: {escape(d.reason or d.outcome)}[/yellow]"
                 f" · {escape(closing_line(d))}"
             )
         else:

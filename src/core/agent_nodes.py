@@ -36,6 +36,7 @@ from ..hooks import nodes as hook_points
 from ..hooks.dispatch import HookError
 from ..hooks.types import AgentStep
 from ..shapes import ChatMessage, RawToolCall
+from ..tools.arguments import argument_error
 from ..tools.base import Permission
 from .agent_window import node_result, windowed_call
 from .context import RunContext
@@ -98,9 +99,15 @@ async def approval_flags(
     context: RunContext, calls: list[RawToolCall]
 ) -> dict[str, bool]:
     """Call id → whether it waits for a person (a CONFIRM tool not always-allowed in this
-    conversation). Public: the workflow steps use it for their own tool calls."""
+    conversation). A call whose arguments cannot run (not JSON, not the tool's schema) asks
+    nobody: it fails in the tool node and the model gets the error. Public: the workflow
+    steps use it for their own tool calls."""
     svc = context.services
-    confirm = [c for c in calls if svc.tools.permission(c["name"]) is Permission.CONFIRM]
+    confirm = [
+        c for c in calls
+        if svc.tools.permission(c["name"]) is Permission.CONFIRM
+        and argument_error(svc.tools.get(c["name"]), c["arguments"]) is None
+    ]
     if not confirm:
         return {}
     allowed = await svc.store.always_allowed(context.conversation_id)

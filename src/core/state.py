@@ -11,7 +11,6 @@ All values are plain data (dicts, lists, str, numbers) so checkpoints deserializ
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, NotRequired, TypedDict, cast
@@ -21,6 +20,7 @@ from langgraph.channels.delta import DeltaChannel
 from ..events.status import ExecutionPhase, Outcome, SubagentStatus
 from ..hooks.types import LEAD_INVOCATION as LEAD  # invocation id of the lead agent
 from ..shapes import ChatMessage, PendingToolCall, RawToolCall
+from ..tools.arguments import canonical_arguments
 
 CALL_SUBAGENT = "call_subagent"
 # Snapshots copy a delta channel's whole value; we keep them rare because completed threads'
@@ -31,7 +31,7 @@ _SNAPSHOT_EVERY = 100_000
 # State holds the values of these enums as plain strings (see `status`): members compare
 # equal to them, and `ExecutionPhase.COMPLETED.value` has the literal type below.
 PhaseValue = Literal["lead_executing", "subagent_executing", "tool_executing", "completed"]
-OutcomeValue = Literal["completed", "max_tool_rounds", "budget_exceeded"]
+OutcomeValue = Literal["completed", "max_tool_rounds", "budget_exceeded", "loop_detected"]
 SubagentStatusValue = Literal["running", "tools", "done", "failed"]
 assert {*PhaseValue.__args__} == {*ExecutionPhase}  # noqa: S101 - one definition: the enums
 assert {*OutcomeValue.__args__} == {*Outcome}  # noqa: S101
@@ -127,6 +127,7 @@ class AgentState(TypedDict, total=False):
     held_tool_results: Annotated[Memories, DeltaChannel(_memories, dict, snapshot_frequency=_SNAPSHOT_EVERY)]
     graph_response: str | None
     outcome: OutcomeValue | None
+    outcome_reason: str | None  # why a run stopped early (the loop guard's finding)
     # Execution metrics are not kept in state: every LLM and tool call's usage and duration is
     # in its `llm_complete` / `tool_complete` event, and the controller aggregates them from the
     # event log (DESIGN: append-only records live in DeltaChannels or out of state).
@@ -146,6 +147,7 @@ class AgentUpdate(TypedDict, total=False):
     held_tool_results: Mapping[str, list[ChatMessage] | None]
     graph_response: str | None
     outcome: OutcomeValue | None
+    outcome_reason: str | None
 
 
 def create_initial_state(
@@ -197,14 +199,9 @@ def assistant_message(content: str, tool_calls: Sequence[RawToolCall]) -> ChatMe
 
 
 def history_arguments(raw: str | None) -> str:
-    """Tool-call arguments safe to send back: `raw` if it is a JSON object, else `"{}"`."""
-    if not raw:
-        return "{}"
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return "{}"
-    return raw if isinstance(value, dict) else "{}"
+    """Tool-call arguments safe to send back: `raw` if it is a JSON object, its leniently
+    parsed object re-serialized (a raw newline in a string, a code fence), else `"{}"`."""
+    return canonical_arguments(raw) or "{}"
 
 
 def merge_agent_response_to_state(

@@ -33,12 +33,13 @@ from langgraph.types import interrupt
 from ..agents.spec import AgentSpec
 from ..errors import CancelRequested
 from ..events.payloads import ToolCompleteData, ToolResultData, ToolStartData
-from ..events.status import DecisionAction
+from ..events.status import DecisionAction, Outcome
 from ..hooks import nodes as hook_points
 from ..shapes import ChatMessage, JsonObject
 from ..tools.base import ToolResult
 from ..tools.context import ToolContext
 from ..tools.registry import parse_arguments, run_tool_call
+from . import loop_guard
 from .agent_nodes import Emitter
 from .context import RunContext
 from .state import (
@@ -296,12 +297,18 @@ async def tool_execution(state: AgentState, runtime: Runtime[RunContext]) -> Age
     memories: dict[str, list[ChatMessage]] = {}
     held: list[ChatMessage] = []
     limit_default = svc.settings.tools.max_result_chars
+    texts: dict[str, str] = {}
+    for call in calls:
+        if call["id"] not in deferred:
+            tool = svc.tools.get(call["name"])
+            limit = (tool.max_result_chars if tool and tool.max_result_chars else limit_default)
+            texts[call["id"]], _ = model_text(results[call["id"]], limit)
+    guard = loop_guard.judge_round(loop_guard.LoopGuardConfig.of(svc.settings),
+                                   state.get("agent_memories") or {}, calls, texts)
     for call in calls:
         if call["id"] in deferred:
             continue
-        tool = svc.tools.get(call["name"])
-        limit = (tool.max_result_chars if tool and tool.max_result_chars else limit_default)
-        text, _ = model_text(results[call["id"]], limit)
+        text = loop_guard.with_note(texts[call["id"]], guard.notes.get(call["id"]))
         message: ChatMessage = {"role": "tool", "tool_call_id": call["id"], "content": text}
         if call["invocation"] == LEAD and hold:
             held.append(message)
@@ -329,4 +336,9 @@ async def tool_execution(state: AgentState, runtime: Runtime[RunContext]) -> Age
     update["phase"] = (
         ExecutionPhase.LEAD_EXECUTING.value if lead_waits else ExecutionPhase.SUBAGENT_EXECUTING.value
     )
+    if guard.stop is not None and "current_task" in state:  # a chat run (a workflow step warns only)
+        lead_memory = (state.get("agent_memories") or {}).get(LEAD, [])
+        update.update(phase=ExecutionPhase.COMPLETED.value, outcome=Outcome.LOOP_DETECTED.value,
+                      outcome_reason=guard.stop + loop_guard.SETTING_HINT,
+                      graph_response=loop_guard.partial_answer(lead_memory, guard.stop))
     return update

@@ -288,7 +288,8 @@ class CompleteData(EventData):
     response: str = Field(description="The final answer (the partial answer when stopped early)")
     outcome: Outcome | str = Field(default=Outcome.COMPLETED, description="Why the run stopped")
     reason: str | None = Field(
-        default=None, description="Why it stopped early (which budget, and the setting to raise)"
+        default=None,
+        description="Why it stopped early (which budget, or which call the loop guard saw repeated, and the setting)",
     )
     metrics: dict[str, Any] = Field(
         default_factory=dict,

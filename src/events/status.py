@@ -59,6 +59,7 @@ class Outcome(enum.StrEnum):
     COMPLETED = "completed"
     MAX_TOOL_ROUNDS = "max_tool_rounds"
     BUDGET_EXCEEDED = "budget_exceeded"
+    LOOP_DETECTED = "loop_detected"  # the same failing tool call, again and again (loop guard)
 
 
 class SubagentStatus(enum.StrEnum):

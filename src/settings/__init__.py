@@ -78,6 +78,15 @@ class WebSettings(BaseModel):
     search: SearchSettings = SearchSettings()
 
 
+class LoopGuardSettings(BaseModel):
+    """The loop guard (core/loop_guard.py): the same failing tool call repeated in a row is
+    told to change course at `warn_after`, and ends the run (`loop_detected`) at `stop_after`.
+    0 or null turns either off."""
+
+    warn_after: int | None = Field(default=3, ge=0)
+    stop_after: int | None = Field(default=5, ge=0)
+
+
 class RunSettings(BaseModel):
     recursion_limit: int = Field(default=400, ge=10)
     max_concurrent_runs: int = Field(default=4, ge=1)
@@ -87,6 +96,7 @@ class RunSettings(BaseModel):
     recover_on_start: bool = False
     max_runs_per_database: int | None = Field(default=None, ge=1)
     record_requests: bool = True  # store each model request for `artifactflow export` / replay
+    loop_guard: LoopGuardSettings = LoopGuardSettings()
 
 
 class ContextSettings(BaseModel):

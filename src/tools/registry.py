@@ -23,7 +23,7 @@ from typing import Any, NotRequired, TypedDict
 
 from ..errors import ConfigError
 from ..shapes import JsonObject
-from .arguments import parse_arguments, validate_arguments
+from .arguments import argument_error, parse_arguments, validate_arguments
 from .background import BackgroundCalls, call_key
 from .base import Permission, Tool, ToolResult
 from .context import ToolContext
@@ -38,6 +38,7 @@ __all__ = [
     "PLUGIN",
     "WILDCARD",
     "ToolRegistry",
+    "argument_error",
     "invoke_tool",
     "parse_arguments",
     "run_tool_call",

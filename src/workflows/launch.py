@@ -15,6 +15,7 @@ workflow text.
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -31,6 +32,8 @@ from .errors import WorkflowIssue, WorkflowValidationError
 from .schemas import problems
 from .spec import WorkflowSpec, load_workflow_file, parse_workflow, workflow_files
 from .validate import check_workflow, validate_workflow
+
+_log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from langgraph.pregel import Pregel
@@ -78,15 +81,29 @@ def list_workflows(services: Services) -> list[dict[str, Any]]:
                         "input": spec.input, "nodes": len(spec.nodes),
                         "valid": not issues, "issues": [i.to_dict() for i in issues]})
         except WorkflowValidationError as exc:
-            out.append({"name": path.stem, "description": "", "file": str(path), "input": None,
-                        "nodes": 0, "valid": False, "issues": [i.to_dict() for i in exc.issues]})
+            out.append(_bad_entry(path, exc.issues))
+        except Exception as exc:  # a validation bug: report it on this file, list the others
+            _log.exception("validating %s failed", path)
+            out.append(_bad_entry(path, [WorkflowIssue(
+                str(path), None, f"validation failed unexpectedly ({type(exc).__name__}: {exc})",
+                "report this as a bug, with the file")]))
     return out
+
+
+def _bad_entry(path: Path, issues: list[WorkflowIssue]) -> dict[str, Any]:
+    return {"name": path.stem, "description": "", "file": str(path), "input": None,
+            "nodes": 0, "valid": False, "issues": [i.to_dict() for i in issues]}
 
 
 def find_workflow(services: Services, name: str) -> WorkflowSpec:
     """The workflow called `name` (its `name:` or file name), validated."""
     for path in workflow_files(workflows_dir(services)):
-        spec = load_workflow_file(path)
+        try:
+            spec = load_workflow_file(path)
+        except WorkflowValidationError:
+            if path.stem == name:
+                raise
+            continue  # another file's problem: `list_workflows` reports it
         if spec.name == name or path.stem == name:
             agents, tools = known(services)
             check_workflow(spec, agents=agents, tools=tools)

@@ -75,11 +75,32 @@ def analyse(spec: WorkflowSpec) -> Topology:
     start = starts[0] if len(starts) == 1 else None
     reachable = _reach(start, out_edges) if start else set()
     order, cycle = _toposort(nodes, out_edges)
+    if cycle is not None and start is not None:
+        cycle = _from_nearest(cycle, start, out_edges)
     dominators = _dominators(start, order, in_edges, reachable) if start and cycle is None else {}
     topo = Topology(spec, nodes, dict(out_edges), dict(in_edges), loops, order, cycle, reachable,
                     dominators, {}, {}, {}, start)
     _scopes(topo)
     return topo
+
+
+def _from_nearest(cycle: list[str], start: str, out_edges: dict[str, list[EdgeSpec]]) -> list[str]:
+    """`cycle` (`a -> b -> a`) rotated to begin at its node nearest the start, so that its
+    last edge is the one going back: the edge a user meant as a loop."""
+    distance = {start: 0}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for node in frontier:
+            for edge in out_edges.get(node, []):
+                if edge.target not in distance:
+                    distance[edge.target] = distance[node] + 1
+                    nxt.append(edge.target)
+        frontier = nxt
+    ring = cycle[:-1]
+    first = min(range(len(ring)), key=lambda i: distance.get(ring[i], len(distance) + 1))
+    rotated = ring[first:] + ring[:first]
+    return [*rotated, rotated[0]]
 
 
 def _reach(start: str, out_edges: dict[str, list[EdgeSpec]]) -> set[str]:
@@ -114,17 +135,30 @@ def _toposort(
                     ready.append(e.target)
     if len(order) == len(nodes):
         return order, None
-    left = {n for n in nodes if n not in order}
-    # walk forward inside the leftover nodes until a node repeats: that is a cycle
-    path: list[str] = [next(iter(sorted(left)))]
-    while True:
-        nxt = next(
-            e.target for e in out_edges.get(path[-1], [])
-            if e.max_iterations is None and e.target in left
-        )
-        if nxt in path:
-            return order, [*path[path.index(nxt):], nxt]
-        path.append(nxt)
+    return order, _cycle_in([n for n in nodes if n not in order], out_edges)
+
+
+def _cycle_in(left: list[str], out_edges: dict[str, list[EdgeSpec]]) -> list[str]:
+    """One cycle among the nodes Kahn's algorithm could not order, as `a -> b -> a`.
+
+    Walks *backwards*: each of those nodes kept an incoming forward edge from another of them
+    (that is why it was left), so a predecessor always exists and the walk must repeat a node.
+    Walking forwards may not: a node after the cycle can have no edge back into it."""
+    remaining = set(left)
+    before: dict[str, str] = {}
+    for source in left:
+        for edge in out_edges.get(source, []):
+            if edge.max_iterations is None and edge.target in remaining:
+                before.setdefault(edge.target, source)
+    path = [left[0]]
+    while path[-1] in before and before[path[-1]] not in path:
+        path.append(before[path[-1]])
+    if path[-1] not in before:  # unreachable by the argument above; never crash validation
+        return [*reversed(path)]
+    start = before[path[-1]]
+    cycle = path[path.index(start):]
+    cycle.reverse()
+    return [*cycle, cycle[0]]
 
 
 def _dominators(

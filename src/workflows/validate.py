@@ -134,8 +134,11 @@ def _check_start_exit(spec: WorkflowSpec, topo: Topology, issues: _Issues) -> No
 
 def _check_shape(topo: Topology, issues: _Issues) -> None:
     if topo.cycle is not None:
-        issues.add(topo.cycle[0], "the graph has a cycle: " + " -> ".join(topo.cycle),
-                   "only a decision edge with max_iterations may go back to an earlier node")
+        back = f"{topo.cycle[-2]} -> {topo.cycle[-1]}"
+        issues.add(topo.cycle[-2], f"the graph has a cycle: {' -> '.join(topo.cycle)} (edge {back} "
+                   "goes back without max_iterations)",
+                   f"give edge {back} max_iterations (only a decision edge may go back to an "
+                   "earlier node), or remove it")
     if topo.start is not None:
         for node in topo.spec.nodes:
             if node.id not in topo.reachable:

@@ -316,8 +316,7 @@ class Segment:
         summary = {k: v for k, v in metrics.items() if k != "calls"}
         await hook_runs.run_ended(self.hooks, self.info, RunEnd("completed", response, outcome))
         data = CompleteData(response=response, outcome=outcome, metrics=summary)
-        if stopped:
-            data.reason = stopped.message
+        data.reason = stopped.message if stopped else values.get("outcome_reason")
         await self._finish(
             "completed", data,
             response=response, outcome=outcome, metrics=metrics,
@@ -325,6 +324,18 @@ class Segment:
         )
         await self.store.touch_conversation(self.message["conversation_id"])
         await cleanup_checkpoints(self.rt, self.message)
+
+    async def _final_metrics(self) -> dict[str, Any]:
+        """`{"metrics": ...}` for a run ending cancelled or failed, so the tokens its finished
+        model calls spent count in the message's and the conversation's totals like a completed
+        run's; `{}` when they cannot be read (the store may be why the run failed: the ending
+        must still be recorded)."""
+        try:
+            await self._sink.flush()
+            return {"metrics": await run_metrics(self.rt, self.message["id"], self.started)}
+        except Exception:  # a lost figure must not lose the run's ending
+            log.warning("could not compute the metrics of message %s", self.message["id"], exc_info=True)
+            return {}
 
     async def _cancelled(self) -> None:
         text = "".join(self.partial)
@@ -334,7 +345,7 @@ class Segment:
         await hook_runs.run_ended(self.hooks, self.info, RunEnd("cancelled"))
         await self._finish(
             "cancelled", CancelledData(partial_response=text, reason="cancelled by request"),
-            response=text or None, lease_expires_at=None,
+            response=text or None, lease_expires_at=None, **await self._final_metrics(),
         )
         await cleanup_checkpoints(self.rt, self.message)
 
@@ -351,4 +362,5 @@ class Segment:
         text = str(exc) if isinstance(exc, ArtifactFlowError) else f"{type(exc).__name__}: {exc}"
         data = ErrorData.model_validate({"message": text, "kind": kind, **hook_runs.error_fields(exc)})  # a hook's: kind "hook"
         await hook_runs.run_failed(self.hooks, self.info, exc, text, data.kind or kind)
-        await self._finish("failed", data, getattr(exc, "agent", None), error=text, lease_expires_at=None)
+        await self._finish("failed", data, getattr(exc, "agent", None), error=text, lease_expires_at=None,
+                           **await self._final_metrics())

@@ -24,6 +24,7 @@ import sqlalchemy as sa
 
 from . import schema as t
 from .artifact_records import ArtifactRecords
+from .config_errors import as_config_error
 from .conversation_records import ConversationRecords
 from .eventlog import EventLog
 from .migrate import migrate
@@ -64,8 +65,16 @@ class AppStore(
 
     async def migrate(self) -> int:
         """Create missing tables and upgrade older schemas, under a lock (see migrate.py);
-        safe from any number of processes at once. Returns the version found before."""
-        return await migrate(self.engine)
+        safe from any number of processes at once. Returns the version found before. The
+        first statement of a store: a PostgreSQL database that does not exist is said here, as
+        the configuration error it is."""
+        try:
+            return await migrate(self.engine)
+        except Exception as exc:
+            problem = as_config_error(exc, self.engine.url.render_as_string(hide_password=True))
+            if problem is None:
+                raise
+            raise problem from exc
 
     async def schema_version(self) -> int:
         value = await self.fetch_value(sa.select(t.meta.c.value).where(t.meta.c.key == "schema"))

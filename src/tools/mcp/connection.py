@@ -192,6 +192,14 @@ async def _list_tools(client: Any) -> list[Any]:
     return tools
 
 
+def _reason(exc: BaseException) -> str:
+    """The messages inside `exc`, task groups unwrapped (the SDK nests them several deep),
+    each distinct message once."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(dict.fromkeys(_reason(e) for e in exc.exceptions))
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 class McpConnection:
     """A configured server: its tool list, its current session, restarts on next use."""
 
@@ -266,10 +274,8 @@ class McpConnection:
         return tools
 
     def explain(self, exc: BaseException) -> str:
-        """Why a start failed, with the end of the server's stderr when there is one."""
-        text = " ".join(str(exc).split()) or type(exc).__name__
-        if isinstance(exc, BaseExceptionGroup):
-            text = "; ".join(self.explain(e) for e in exc.exceptions)
+        """Why a start failed, with the end of the server's stderr (once) when there is one."""
+        text = _reason(exc)
         tail = _tail(self.log_path, self._log_offset) if self.config.command else ""
         if tail:
             text += f". The server's stderr ({self.log_path}) ends with:\n{tail}"
