@@ -156,6 +156,7 @@ def _execute(
                 task = asyncio.current_task()
                 if not guard.interrupted or task is None or task.uncancel() > 0:
                     raise
+                guard.report_stopped()  # one line; a run's session reports its own
                 return guard.exit_code
             return code
 

@@ -66,6 +66,11 @@ class InterruptGuard:
         """The code for a cancelled command: 130 after Ctrl-C, 143 after SIGTERM."""
         return EXIT_CODES.get(self.signum, CANCELLED)  # type: ignore[call-overload]
 
+    def report_stopped(self) -> None:
+        """The one line for a command stopped by the signal before its outcome was known."""
+        what = "interrupted (Ctrl-C)" if self.signum == signal.SIGINT else "terminated (SIGTERM)"
+        self.err.print(f"[yellow]✗ {what}: stopped[/yellow]")
+
     def settle(self, code: int) -> None:
         """The outcome is final: later signals no longer change the exit code."""
         if self.settled is None:
@@ -87,10 +92,9 @@ class InterruptGuard:
             os._exit(EXIT_CODES.get(signum, CANCELLED))  # type: ignore[call-overload]
         self.signum = signum
         if self._target is not None:
+            # The session cancels the run and prints one line once it is cancelled (the
+            # message id, the partial answer); meanwhile a terminal's spinner says so.
             self._target()
-            again = "Ctrl-C" if signum == signal.SIGINT else "the signal"
-            what = "interrupted" if signum == signal.SIGINT else "terminated"
-            self.err.print(f"[yellow]{what}: cancelling… (send {again} again to quit at once)[/yellow]")
         elif self._task is not None:
             self._task.cancel()
 
