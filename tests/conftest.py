@@ -24,7 +24,7 @@ from artifactflow import Client, load_settings  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
-def _user_data_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def user_data_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A test that configures no data folder (nor a subprocess it starts) writes to a fresh
     user data folder (`XDG_DATA_HOME`, read by platformdirs), never the real one."""
     home = tmp_path_factory.mktemp("user-data")
