@@ -150,6 +150,35 @@ async def test_reader_answers_as_the_client_does(make_client, llm, tmp_path: Pat
             await reader.conversations.get("no-such-conversation")
 
 
+async def test_conversations_on_sqlite_read_without_sqlalchemy_and_answer_as_the_reader(
+    make_client, llm, tmp_path: Path
+) -> None:
+    client = await make_client()
+    llm.script(*[Text(f"answer {i}") for i in range(3)])
+    for i in range(3):
+        await client.run(f"question {i}")
+    where = ["--config-dir", str(tmp_path / "config"), "--data-dir", str(tmp_path / "data")]
+
+    codes, modules, out = _probe(["conversations", "--json", "--limit", "2", "--offset", "1", *where])
+
+    assert codes == [0]
+    assert sorted(modules & {"sqlalchemy", "aiosqlite", *ENGINE}) == []
+    async with await Reader.open(client.settings) as reader:
+        expected = {
+            "items": await reader.conversations.list(limit=2, offset=1),
+            "total": await reader.conversations.count(),
+            "limit": 2,
+            "offset": 1,
+        }
+    assert json.loads(out) == expected and expected["total"] == 3
+
+
+def test_conversations_without_a_store_yet_go_through_the_reader(tmp_path: Path) -> None:
+    codes, modules, out = _probe(["conversations", "--data-dir", str(tmp_path / "new")])
+    assert codes == [0] and "No conversations (0 in all)." in out
+    assert "sqlalchemy" in modules and (tmp_path / "new" / "artifactflow.db").is_file()
+
+
 def test_package_root_resolves_every_public_name() -> None:
     namespace: dict[str, object] = {}
     exec("from artifactflow import *", namespace)  # noqa: S102 - the star import is the test

@@ -13,12 +13,15 @@ import typer
 
 from ..events.status import EventType
 from . import views
-from .app import JsonOption, command, execute, read, show
+from .app import JsonOption, command, execute, quick_read, read, show
 from .options import argument, option
 from .text import console
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from ..client import Client, Reader
+    from ..core.store.rows import ConversationRow
 
 
 @command()
@@ -36,15 +39,25 @@ def conversations(
 ) -> None:
     """List conversations, newest first."""
 
-    async def work(reader: Reader) -> None:
-        rows = await reader.conversations.list(limit=limit, offset=offset)
-        total = await reader.conversations.count()
+    def present_page(rows: list[ConversationRow], total: int) -> None:
         if json_:
             views.print_json({"items": rows, "total": total, "limit": limit, "offset": offset})
         else:
             views.conversations(console(), rows, total, offset)
 
-    read(work)
+    def quick(conn: sqlite3.Connection) -> bool:  # the common case: a SQLite store, no SQLAlchemy
+        from ..core.store import quick_reads
+
+        rows = quick_reads.list_conversations(conn, limit=limit, offset=offset)
+        present_page(rows, quick_reads.count_conversations(conn))
+        return True
+
+    async def work(reader: Reader) -> None:
+        rows = await reader.conversations.list(limit=limit, offset=offset)
+        present_page(rows, await reader.conversations.count())
+
+    if not quick_read(quick):
+        read(work)
 
 
 @command()
