@@ -97,7 +97,9 @@ def test_a_full_id_still_works_and_an_unknown_handle_lists_the_valid_ones(
 # --- rendering --------------------------------------------------------------------------------
 
 
-def test_the_answer_is_markdown_on_a_terminal_and_plain_in_a_pipe(cli: CLI, llm: ScriptedLLM) -> None:
+def test_the_answer_is_markdown_on_a_terminal_and_plain_in_a_pipe(
+    cli: CLI, llm: ScriptedLLM
+) -> None:
     llm.script(Text(ANSWER), Text(ANSWER))
 
     piped = cli.sub("run", "plan it")
@@ -125,25 +127,31 @@ def test_a_terminal_shows_the_step_being_waited_on(cli: CLI, llm: ScriptedLLM) -
 # --- Ctrl-C -----------------------------------------------------------------------------------
 
 
-SLOW_PLUGIN = '''
+SLOW_PLUGIN = """
 import os, sys, time
 
 print("plugin loading", file=sys.stderr, flush=True)
 while not os.path.exists(os.environ["AF_GO_ON"]):  # the test says when start-up may go on
     time.sleep(0.02)
-'''
+"""
 
 
 def test_ctrl_c_while_starting_prints_one_line_and_exits_130(
     tmp_path: Path, llm_env: ScriptedLLM, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = make_config(tmp_path, yaml_text="plugins: [slow_start]\n",
-                         plugin_files={"slow_start.py": SLOW_PLUGIN})
+    config = make_config(
+        tmp_path, yaml_text="plugins: [slow_start]\n", plugin_files={"slow_start.py": SLOW_PLUGIN}
+    )
     cli = CLI(config, tmp_path / "data", capsys)
     go_on = tmp_path / "go-on"
     env = cli.env(AF_GO_ON=str(go_on))
-    proc = subprocess.Popen([ARTIFACTFLOW, *cli.args("run", "hello")], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        [ARTIFACTFLOW, *cli.args("run", "hello")],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     assert proc.stderr is not None
     reader = Reader(proc.stderr.fileno())
     reader.until("plugin loading")
@@ -169,7 +177,9 @@ def test_ctrl_c_while_the_command_line_loads_is_one_line(
     assert out == "" and err == cli_main.STARTUP_INTERRUPTED + "\n"
 
 
-def test_ctrl_c_while_streaming_prints_one_line_with_the_message(cli: CLI, llm: ScriptedLLM) -> None:
+def test_ctrl_c_while_streaming_prints_one_line_with_the_message(
+    cli: CLI, llm: ScriptedLLM
+) -> None:
     llm.script(Text("word " * 100, chunk_size=5, chunk_delay=0.2))
     with spawn(cli, "run", "talk slowly") as (proc, reader):
         reader.until("word word")
@@ -188,9 +198,15 @@ def run_in(folder: Path, config: Path, *args: str, **env: str) -> subprocess.Com
     """The console script in `folder` with no data folder configured."""
     folder.mkdir(parents=True, exist_ok=True)
     environ = CLI.env(**env)
-    return subprocess.run([ARTIFACTFLOW, "--config-dir", str(config), *args], cwd=folder,
-                          env=environ, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=TIMEOUT)
+    return subprocess.run(
+        [ARTIFACTFLOW, "--config-dir", str(config), *args],
+        cwd=folder,
+        env=environ,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
 
 
 def listed(proc: subprocess.CompletedProcess[str]) -> list[str]:
@@ -231,7 +247,9 @@ def test_an_old_data_folder_is_reported_not_used_and_never_moved(
     assert f"found data of an older artifactflow in {old.resolve()}" in notice
     assert f"ARTIFACTFLOW_DATA_DIR={old.resolve()}" in notice and "Nothing was moved" in notice
     assert sorted(p.name for p in old.iterdir()) == before
-    kept = run_in(tmp_path / "project", config, "conversations", "--json", ARTIFACTFLOW_DATA_DIR="data")
+    kept = run_in(
+        tmp_path / "project", config, "conversations", "--json", ARTIFACTFLOW_DATA_DIR="data"
+    )
     assert listed(kept) == [old_id] and kept.stderr == ""
     elsewhere = run_in(tmp_path / "other", config, "conversations", "--json")
     assert elsewhere.stderr == ""  # only where such a folder is

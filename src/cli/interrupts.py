@@ -7,8 +7,11 @@ opening the client to closing it (`app.execute`), with handlers on the event loo
 
 - While a run is driven, the first signal goes to the session (`handling`), which schedules
   `client.runs.cancel(message_id)`: the run records itself as cancelled with its partial answer
-  and its stream ends with a `cancelled` event.
-- Otherwise the first signal cancels the command's task (nothing of a run is lost).
+  and its stream ends with a `cancelled` event, which the renderer prints as one line with the
+  message id (meanwhile a terminal's spinner says "cancelling").
+- Otherwise the first signal cancels the command's task (nothing of a run is lost) and
+  `report_stopped` prints one line. Before a guard exists (the command line still loading or
+  parsing), Ctrl-C is a KeyboardInterrupt that `main` turns into one line and 130.
 - Once the command's outcome is known (`settle`), a signal can no longer change it: a run that
   completed exits 0 even if Ctrl-C lands while the client closes.
 

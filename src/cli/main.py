@@ -34,7 +34,7 @@ COMMAND_MODULES = (
 )
 STARTUP_INTERRUPTED = "✗ interrupted while starting; nothing was done"
 
-__all__ = ["app", "main"]
+__all__ = ["main"]  # `app` too, loaded on first use (`__getattr__`)
 
 
 def _load() -> typer.Typer:

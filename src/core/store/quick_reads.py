@@ -41,7 +41,9 @@ def open_existing(path: Path) -> sqlite3.Connection | None:
     return conn
 
 
-def list_conversations(conn: sqlite3.Connection, *, limit: int, offset: int) -> list[ConversationRow]:
+def list_conversations(
+    conn: sqlite3.Connection, *, limit: int, offset: int
+) -> list[ConversationRow]:
     """As `ConversationRecords.list_conversations` without a user: newest first."""
     rows = conn.execute(
         f"SELECT {', '.join(CONVERSATION_COLUMNS)} FROM af_conversations "
