@@ -29,8 +29,6 @@ from .options import (
 from .text import console
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from ..client import Client, Reader
     from ..settings import Settings
     from .session import Session
@@ -117,26 +115,6 @@ def read(work: Callable[[Reader], Awaitable[int | None]]) -> None:
         return await Reader.open(settings)
 
     _execute(open_reader, work)
-
-
-def quick_read(read_: Callable[[sqlite3.Connection], T]) -> T | None:
-    """`read_` on a read-only `sqlite3` connection to the app store, without SQLAlchemy
-    (`core.store.quick_reads`), after the same config checks as `read`; None when the store is
-    not an existing SQLite file at this schema version (the caller then uses `read`).
-    Nothing here awaits, so Ctrl-C is `main`'s: one line, exit 130."""
-    import contextlib
-
-    from ..core.store.quick_reads import open_existing
-
-    settings = GLOBALS.settings()
-    if settings.database_url:
-        return None
-    check_config_files(settings)
-    conn = open_existing(settings.app_db_path)
-    if conn is None:
-        return None
-    with contextlib.closing(conn):
-        return read_(conn)
 
 
 def check_config_files(settings: Settings) -> None:

@@ -13,15 +13,14 @@ import typer
 
 from ..events.status import EventType
 from . import views
-from .app import JsonOption, command, execute, quick_read, read, show
-from .options import argument, option
+from .app import JsonOption, check_config_files, command, execute, read, show
+from .options import GLOBALS, argument, option
 from .text import console
 
 if TYPE_CHECKING:
-    import sqlite3
+    from collections.abc import Mapping, Sequence
 
     from ..client import Client, Reader
-    from ..core.store.rows import ConversationRow
 
 
 @command()
@@ -39,25 +38,25 @@ def conversations(
 ) -> None:
     """List conversations, newest first."""
 
-    def present_page(rows: list[ConversationRow], total: int) -> None:
+    def present_page(rows: Sequence[Mapping[str, Any]], total: int) -> None:
         if json_:
             views.print_json({"items": rows, "total": total, "limit": limit, "offset": offset})
         else:
             views.conversations(console(), rows, total, offset)
 
-    def quick(conn: sqlite3.Connection) -> bool:  # the common case: a SQLite store, no SQLAlchemy
-        from ..core.store import quick_reads
-
-        rows = quick_reads.list_conversations(conn, limit=limit, offset=offset)
-        present_page(rows, quick_reads.count_conversations(conn))
-        return True
-
     async def work(reader: Reader) -> None:
         rows = await reader.conversations.list(limit=limit, offset=offset)
         present_page(rows, await reader.conversations.count())
 
-    if not quick_read(quick):
+    from ..client.quick import conversation_page  # SQLite: no SQLAlchemy (see there)
+
+    settings = GLOBALS.settings()
+    check_config_files(settings)
+    page = conversation_page(settings, limit=limit, offset=offset)
+    if page is None:
         read(work)
+    else:
+        present_page(*page)
 
 
 @command()
