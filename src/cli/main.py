@@ -32,7 +32,7 @@ COMMAND_MODULES = (
     "commands_run", "commands_data", "commands_tools", "commands_replay", "commands_admin",
     "commands_workflows",
 )
-STARTUP_INTERRUPTED = "✗ interrupted while starting; nothing was done"
+STARTUP_INTERRUPTED = "✗ interrupted (Ctrl-C)"  # before (or after) a command's own handling
 
 __all__ = ["main"]  # `app` too, loaded on first use (`__getattr__`)
 
@@ -113,7 +113,8 @@ def _report(exc: BaseException) -> int:
 
 
 def _interrupted() -> int:
-    """Ctrl-C outside a command's own handling (loading, parsing): one line, exit 130."""
+    """Ctrl-C outside a command's own handling (loading, parsing, the last teardown): one
+    line, exit 130."""
     sys.stdout.flush()
     print(STARTUP_INTERRUPTED, file=sys.stderr, flush=True)
     return 130  # exitcodes.CANCELLED, without importing it here
