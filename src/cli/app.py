@@ -184,8 +184,20 @@ def show(
     view: Callable[[Any, T], int | None],
     json_: bool,
     as_json: Callable[[T], Any] | None = None,
+    *,
+    quick: Callable[[Settings], T | None] | None = None,
 ) -> None:
-    """`read` one stored thing and `present` it."""
+    """`read` one stored thing and `present` it. `quick(settings)`, when given, may answer
+    first without opening a `Reader` (`artifactflow.client.quick`; None: it cannot)."""
+    if quick is not None:
+        settings = GLOBALS.settings()
+        check_config_files(settings)
+        value = quick(settings)
+        if value is not None:
+            code = present(value, view, json_, as_json)
+            if code:
+                raise typer.Exit(code)
+            return
 
     async def work(reader: Reader) -> int | None:
         return present(await fetch(reader), view, json_, as_json)

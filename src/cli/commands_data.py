@@ -26,8 +26,10 @@ if TYPE_CHECKING:
 @command()
 def pending(json_: JsonOption = False) -> None:
     """List paused messages and the tool calls they wait for."""
+    from ..client import quick
+
     show(lambda reader: reader.runs.pending(), views.pending, json_,
-         lambda messages: [views.public_message(m) for m in messages])
+         lambda messages: [views.public_message(m) for m in messages], quick=quick.pending)
 
 
 @command()
@@ -48,11 +50,11 @@ def conversations(
         rows = await reader.conversations.list(limit=limit, offset=offset)
         present_page(rows, await reader.conversations.count())
 
-    from ..client.quick import conversation_page  # SQLite: no SQLAlchemy (see there)
+    from ..client import quick  # SQLite: no SQLAlchemy (see there)
 
     settings = GLOBALS.settings()
     check_config_files(settings)
-    page = conversation_page(settings, limit=limit, offset=offset)
+    page = quick.conversation_page(settings, limit=limit, offset=offset)
     if page is None:
         read(work)
     else:
