@@ -23,6 +23,15 @@ from scripted_llm import ScriptedLLM  # noqa: E402
 from artifactflow import Client, load_settings  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def user_data_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A test that configures no data folder (nor a subprocess it starts) writes to a fresh
+    user data folder (`XDG_DATA_HOME`, read by platformdirs), never the real one."""
+    home = tmp_path_factory.mktemp("user-data")
+    monkeypatch.setenv("XDG_DATA_HOME", str(home))
+    return home
+
+
 @pytest.fixture
 def llm() -> Iterator[ScriptedLLM]:
     with ScriptedLLM() as server:

@@ -25,15 +25,44 @@ from artifactflow.agents.spec import load_agents, parse_agent_file
 from artifactflow.settings import packaged_config_dir
 
 
-def test_packaged_defaults_used_outside_a_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_packaged_defaults_used_outside_a_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user_data_home: Path
+):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("ARTIFACTFLOW_CONFIG_DIR", raising=False)
+    monkeypatch.delenv("ARTIFACTFLOW_DATA_DIR", raising=False)
     settings = load_settings()
     assert settings.config_dir == packaged_config_dir()
     agents = load_agents(settings.config_dir / "agents")
     assert {"lead_agent", "search_agent", "crawl_agent"} <= set(agents)
     assert agents["lead_agent"].role == "lead"
-    assert settings.data_dir == (tmp_path / "data").resolve()
+    assert settings.data_dir == (user_data_home / "artifactflow").resolve()  # not ./data
+
+
+def test_a_configured_data_dir_wins_and_silences_the_old_folder_notice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ARTIFACTFLOW_DATA_DIR", raising=False)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "artifactflow.db").write_bytes(b"")
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "artifactflow.yaml").write_text("data_dir: ./kept\n", encoding="utf-8")
+
+    assert load_settings(config).data_dir == (tmp_path / "kept").resolve()
+    monkeypatch.setenv("ARTIFACTFLOW_DATA_DIR", str(tmp_path / "from-env"))
+    assert load_settings(config).data_dir == (tmp_path / "from-env").resolve()
+    assert load_settings(config, tmp_path / "given").data_dir == (tmp_path / "given").resolve()
+    assert caplog.records == []
+    monkeypatch.delenv("ARTIFACTFLOW_DATA_DIR")
+    (config / "artifactflow.yaml").write_text("", encoding="utf-8")
+
+    with caplog.at_level("WARNING", logger="artifactflow.settings"):
+        load_settings(config)
+        load_settings(config)
+    (record,) = caplog.records  # once per process
+    assert str((tmp_path / "data").resolve()) in record.getMessage()
 
 
 def test_explicit_missing_config_dir_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

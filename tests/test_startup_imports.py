@@ -20,6 +20,8 @@ from scripted_llm import Call, Text, ToolCalls
 
 import artifactflow
 from artifactflow import Client, NotFoundError, Reader, RunResult, Task
+from artifactflow.cli import views
+from artifactflow.client import quick
 
 # What `--help` must not pay for (typer itself imports pydantic once a command is invoked, so
 # only importing the command line is held to that too); listing commands may import SQLAlchemy.
@@ -148,6 +150,52 @@ async def test_reader_answers_as_the_client_does(make_client, llm, tmp_path: Pat
                 await read("no-such-message")
         with pytest.raises(NotFoundError):
             await reader.conversations.get("no-such-conversation")
+
+
+async def test_conversations_on_sqlite_read_without_sqlalchemy_and_answer_as_the_reader(
+    make_client, llm, tmp_path: Path
+) -> None:
+    client = await make_client()
+    llm.script(*[Text(f"answer {i}") for i in range(3)])
+    for i in range(3):
+        await client.run(f"question {i}")
+    where = ["--config-dir", str(tmp_path / "config"), "--data-dir", str(tmp_path / "data")]
+
+    codes, modules, out = _probe(["conversations", "--json", "--limit", "2", "--offset", "1", *where])
+
+    assert codes == [0]
+    assert sorted(modules & {"sqlalchemy", "aiosqlite", *ENGINE}) == []
+    async with await Reader.open(client.settings) as reader:
+        expected = {
+            "items": await reader.conversations.list(limit=2, offset=1),
+            "total": await reader.conversations.count(),
+            "limit": 2,
+            "offset": 1,
+        }
+    assert json.loads(out) == expected and expected["total"] == 3
+
+
+async def test_pending_on_sqlite_reads_without_sqlalchemy_and_answers_as_the_reader(
+    make_client, llm, tmp_path: Path
+) -> None:
+    client, _, paused = await _written_then_paused(make_client, llm)
+    where = ["--config-dir", str(tmp_path / "config"), "--data-dir", str(tmp_path / "data")]
+
+    codes, modules, out = _probe(["pending", "--json", *where])
+
+    assert codes == [0]
+    assert sorted(modules & {"sqlalchemy", "aiosqlite", *ENGINE}) == []
+    async with await Reader.open(client.settings) as reader:
+        expected = await reader.runs.pending()
+    assert quick.pending(client.settings) == expected  # every column, decoded alike
+    assert json.loads(out) == [views.public_message(m) for m in expected]
+    assert [m["id"] for m in expected] == [paused.message_id]
+
+
+def test_conversations_without_a_store_yet_go_through_the_reader(tmp_path: Path) -> None:
+    codes, modules, out = _probe(["conversations", "--data-dir", str(tmp_path / "new")])
+    assert codes == [0] and "No conversations (0 in all)." in out
+    assert "sqlalchemy" in modules and (tmp_path / "new" / "artifactflow.db").is_file()
 
 
 def test_package_root_resolves_every_public_name() -> None:

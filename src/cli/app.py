@@ -156,6 +156,7 @@ def _execute(
                 task = asyncio.current_task()
                 if not guard.interrupted or task is None or task.uncancel() > 0:
                     raise
+                guard.report_stopped()  # one line; a run's session reports its own
                 return guard.exit_code
             return code
 
@@ -183,8 +184,20 @@ def show(
     view: Callable[[Any, T], int | None],
     json_: bool,
     as_json: Callable[[T], Any] | None = None,
+    *,
+    quick: Callable[[Settings], T | None] | None = None,
 ) -> None:
-    """`read` one stored thing and `present` it."""
+    """`read` one stored thing and `present` it. `quick(settings)`, when given, may answer
+    first without opening a `Reader` (`artifactflow.client.quick`; None: it cannot)."""
+    if quick is not None:
+        settings = GLOBALS.settings()
+        check_config_files(settings)
+        value = quick(settings)
+        if value is not None:
+            code = present(value, view, json_, as_json)
+            if code:
+                raise typer.Exit(code)
+            return
 
     async def work(reader: Reader) -> int | None:
         return present(await fetch(reader), view, json_, as_json)

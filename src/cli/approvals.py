@@ -5,6 +5,10 @@ with `decisions_from_body`); validation of call ids and edited arguments stays i
 which refuses bad data while the run stays paused, so a prompt can simply ask again. Prompts read stdin with `input()`: the caller
 suspends its signal handlers first, so Ctrl-C or SIGTERM at a prompt raises `PromptAborted` and
 the message stays paused for a later `artifactflow resume`.
+
+Tool-call ids from some servers are long (llama.cpp's are 30+ characters), so every listing of
+pending calls numbers them `#1`, `#2`, … in the order shown (the order of the pause), and
+`--decision` takes `#1` or `1` as well as the full id (`resolve_call`).
 """
 
 from __future__ import annotations
@@ -79,6 +83,8 @@ def decisions_from_flags(
         call_id, sep, action = (part.strip() for part in spec.partition("="))
         if not sep or not call_id or action not in FLAG_ACTIONS:
             raise UserError(f"--decision {spec!r}: expected CALL_ID=approve|deny|always")
+        if calls:  # empty when only the flags are checked, before the message is read
+            call_id = resolve_call(call_id, calls)
         if call_id in mapping:
             raise UserError(f"--decision: call {call_id} is given twice")
         mapping[call_id] = {"action": action}
@@ -99,9 +105,28 @@ def decisions_from_flags(
     return {"decisions": mapping} if mapping else None
 
 
-def call_line(call: Mapping[str, Any]) -> str:
+def handle(index: int) -> str:
+    """The short name of the `index`-th (from 1) pending call, as listings show it."""
+    return f"#{index}"
+
+
+def resolve_call(given: str, calls: list[AskedCall]) -> str:
+    """The tool-call id that `given` names: a full id, or a handle `#N` / `N` (N from 1, in the
+    order the calls are shown). Anything else is a `UserError` listing the valid names."""
+    ids = [c["tool_call_id"] for c in calls]
+    if given in ids:  # a full id wins, even one that looks like a number
+        return given
+    number = given.removeprefix("#")
+    if number.isdigit() and 1 <= int(number) <= len(ids):
+        return ids[int(number) - 1]
+    valid = ", ".join(f"{handle(i)} ({call_id})" for i, call_id in enumerate(ids, 1))
+    raise UserError(f"--decision: no pending tool call {given!r}; pending: {valid or 'none'}")
+
+
+def call_line(call: Mapping[str, Any], index: int | None = None) -> str:
+    number = f"{handle(index)}  " if index is not None else ""
     return (
-        f"{call.get('tool_call_id')}  {call.get('tool')}  {short(call.get('arguments'), 120)}"
+        f"{number}{call.get('tool_call_id')}  {call.get('tool')}  {short(call.get('arguments'), 120)}"
         f"  (agent {call.get('agent')})"
     )
 
@@ -116,13 +141,13 @@ def print_paused(
             style="yellow",
         )
     )
-    for call in calls:
-        console.print(Text("  " + call_line(call)))
+    for index, call in enumerate(calls, 1):
+        console.print(Text("  " + call_line(call, index)))
     console.print("Continue with:")
     console.print(Text(f"  {continue_cmd}"))
     console.print(
         Text(
-            "  (or --deny [--reason TEXT], --always, or --decision CALL_ID=approve|deny|always)",
+            "  (or --deny [--reason TEXT], --always, or --decision #N=approve|deny|always)",
             style="dim",
         )
     )
@@ -130,7 +155,8 @@ def print_paused(
 
 def show_call(console: Console, call: AskedCall, index: int, total: int) -> None:
     console.print(
-        Text(f"[{index}/{total}] ", style="dim")
+        Text(f"{handle(index)} ", style="bold")
+        + Text(f"[{index}/{total}] ", style="dim")
         + Text(str(call.get("tool")), style="bold")
         + Text(f"  call {call.get('tool_call_id')} · agent {call.get('agent')}", style="dim")
     )

@@ -13,19 +13,23 @@ import typer
 
 from ..events.status import EventType
 from . import views
-from .app import JsonOption, command, execute, read, show
-from .options import argument, option
+from .app import JsonOption, check_config_files, command, execute, read, show
+from .options import GLOBALS, argument, option
 from .text import console
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from ..client import Client, Reader
 
 
 @command()
 def pending(json_: JsonOption = False) -> None:
     """List paused messages and the tool calls they wait for."""
+    from ..client import quick
+
     show(lambda reader: reader.runs.pending(), views.pending, json_,
-         lambda messages: [views.public_message(m) for m in messages])
+         lambda messages: [views.public_message(m) for m in messages], quick=quick.pending)
 
 
 @command()
@@ -36,15 +40,25 @@ def conversations(
 ) -> None:
     """List conversations, newest first."""
 
-    async def work(reader: Reader) -> None:
-        rows = await reader.conversations.list(limit=limit, offset=offset)
-        total = await reader.conversations.count()
+    def present_page(rows: Sequence[Mapping[str, Any]], total: int) -> None:
         if json_:
             views.print_json({"items": rows, "total": total, "limit": limit, "offset": offset})
         else:
             views.conversations(console(), rows, total, offset)
 
-    read(work)
+    async def work(reader: Reader) -> None:
+        rows = await reader.conversations.list(limit=limit, offset=offset)
+        present_page(rows, await reader.conversations.count())
+
+    from ..client import quick  # SQLite: no SQLAlchemy (see there)
+
+    settings = GLOBALS.settings()
+    check_config_files(settings)
+    page = quick.conversation_page(settings, limit=limit, offset=offset)
+    if page is None:
+        read(work)
+    else:
+        present_page(*page)
 
 
 @command()

@@ -69,7 +69,9 @@ def resume(
     decision: Annotated[
         list[str] | None,
         option(
-            "--decision", help="Per call: CALL_ID=approve|deny|always (repeat for each pending call)."
+            "--decision",
+            help="Per call: CALL_ID=approve|deny|always, the call as its full id or its "
+            "number as listed (#1 or 1); repeat for each pending call.",
         ),
     ] = None,
     json_: JsonOption = False,

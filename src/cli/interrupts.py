@@ -7,8 +7,11 @@ opening the client to closing it (`app.execute`), with handlers on the event loo
 
 - While a run is driven, the first signal goes to the session (`handling`), which schedules
   `client.runs.cancel(message_id)`: the run records itself as cancelled with its partial answer
-  and its stream ends with a `cancelled` event.
-- Otherwise the first signal cancels the command's task (nothing of a run is lost).
+  and its stream ends with a `cancelled` event, which the renderer prints as one line with the
+  message id (meanwhile a terminal's spinner says "cancelling").
+- Otherwise the first signal cancels the command's task (nothing of a run is lost) and
+  `report_stopped` prints one line. Before a guard exists (the command line still loading or
+  parsing), Ctrl-C is a KeyboardInterrupt that `main` turns into one line and 130.
 - Once the command's outcome is known (`settle`), a signal can no longer change it: a run that
   completed exits 0 even if Ctrl-C lands while the client closes.
 
@@ -66,6 +69,11 @@ class InterruptGuard:
         """The code for a cancelled command: 130 after Ctrl-C, 143 after SIGTERM."""
         return EXIT_CODES.get(self.signum, CANCELLED)  # type: ignore[call-overload]
 
+    def report_stopped(self) -> None:
+        """The one line for a command stopped by the signal before its outcome was known."""
+        what = "interrupted (Ctrl-C)" if self.signum == signal.SIGINT else "terminated (SIGTERM)"
+        self.err.print(f"[yellow]✗ {what}: stopped[/yellow]")
+
     def settle(self, code: int) -> None:
         """The outcome is final: later signals no longer change the exit code."""
         if self.settled is None:
@@ -87,10 +95,9 @@ class InterruptGuard:
             os._exit(EXIT_CODES.get(signum, CANCELLED))  # type: ignore[call-overload]
         self.signum = signum
         if self._target is not None:
+            # The session cancels the run and prints one line once it is cancelled (the
+            # message id, the partial answer); meanwhile a terminal's spinner says so.
             self._target()
-            again = "Ctrl-C" if signum == signal.SIGINT else "the signal"
-            what = "interrupted" if signum == signal.SIGINT else "terminated"
-            self.err.print(f"[yellow]{what}: cancelling… (send {again} again to quit at once)[/yellow]")
         elif self._task is not None:
             self._task.cancel()
 

@@ -19,31 +19,48 @@ Exit codes (stable; see `exitcodes`):
 
 from __future__ import annotations
 
-import importlib
 import logging
 import sys
-import traceback
+from typing import TYPE_CHECKING, Any
 
-from rich.text import Text
+if TYPE_CHECKING:
+    import typer
 
-from ..errors import ArtifactFlowError
-from . import exitcodes
-from .app import app
-from .options import GLOBALS
-from .text import console
+# Only the standard library above: the console script imports this module before `main()` can
+# catch anything, so a Ctrl-C while typer, rich and pydantic load must land inside `main()`.
+COMMAND_MODULES = (
+    "commands_run", "commands_data", "commands_tools", "commands_replay", "commands_admin",
+    "commands_workflows",
+)
+STARTUP_INTERRUPTED = "✗ interrupted (Ctrl-C)"  # before (or after) a command's own handling
 
-# Importing a command module registers its commands; `--help` lists them in this order.
-for _module in ("commands_run", "commands_data", "commands_tools", "commands_replay", "commands_admin",
-                "commands_workflows"):
-    importlib.import_module(f"{__package__}.{_module}")
+__all__ = ["main"]  # `app` too, loaded on first use (`__getattr__`)
 
-__all__ = ["app", "main"]
+
+def _load() -> typer.Typer:
+    """The Typer app with every command registered (importing a command module registers its
+    commands; `--help` lists them in this order)."""
+    import importlib
+
+    from .app import app
+
+    for module in COMMAND_MODULES:
+        importlib.import_module(f"{__package__}.{module}")
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        return _load()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _LogFormatter(logging.Formatter):
     """One line per record; the traceback only in debug mode."""
 
     def format(self, record: logging.LogRecord) -> str:
+        from .options import GLOBALS
+
         if GLOBALS.debug:
             return super().format(record)
         return f"{record.levelname.lower()}: {record.getMessage()}"
@@ -51,12 +68,14 @@ class _LogFormatter(logging.Formatter):
 
 def _log_filter(record: logging.LogRecord) -> bool:
     """Our warnings always; other libraries' only from ERROR up, unless debugging."""
+    from .options import GLOBALS
+
     if GLOBALS.debug or record.name == "artifactflow" or record.name.startswith("artifactflow."):
         return True
     return record.levelno >= logging.ERROR
 
 
-def _configure_logging() -> None:
+def _configure_logging(debug: bool) -> None:
     root = logging.getLogger()
     if root.handlers:  # the host application (or pytest) configured logging already
         return
@@ -65,12 +84,20 @@ def _configure_logging() -> None:
     handler.addFilter(_log_filter)
     root.addHandler(handler)
     root.setLevel(logging.WARNING)
-    if GLOBALS.debug:
+    if debug:
         logging.getLogger("artifactflow").setLevel(logging.DEBUG)
 
 
 def _report(exc: BaseException) -> int:
+    import traceback
+
+    from rich.text import Text
+
     from ..client.faults import store_fault  # only on this error path: start-up stays lean
+    from ..errors import ArtifactFlowError
+    from . import exitcodes
+    from .options import GLOBALS
+    from .text import console
 
     if isinstance(exc, Exception):  # a database that is away is said so, in one line
         exc = store_fault(exc) or exc
@@ -88,10 +115,29 @@ def _report(exc: BaseException) -> int:
     return code
 
 
+def _interrupted() -> int:
+    """Ctrl-C outside a command's own handling (loading, parsing, the last teardown): one
+    line, exit 130."""
+    sys.stdout.flush()
+    print(STARTUP_INTERRUPTED, file=sys.stderr, flush=True)
+    return 130  # exitcodes.CANCELLED, without importing it here
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Console-script entry point; returns the exit code."""
-    GLOBALS.reset()
-    _configure_logging()
+    """Console-script entry point; returns the exit code.
+
+    Ctrl-C at any moment ends cleanly: while the command line loads or parses its arguments
+    it prints one line and exits 130; once a command runs, its `InterruptGuard` decides
+    (see `interrupts`)."""
+    try:
+        app = _load()
+        from . import exitcodes
+        from .options import GLOBALS
+
+        GLOBALS.reset()
+        _configure_logging(GLOBALS.debug)
+    except KeyboardInterrupt:
+        return _interrupted()
     excepthook = sys.excepthook  # typer installs its own; errors are reported here instead
     try:
         app(args=argv, prog_name="artifactflow")
@@ -101,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         print(exc.code, file=sys.stderr)
         return exitcodes.FAILED
     except KeyboardInterrupt:
-        return exitcodes.CANCELLED
+        return _interrupted()
     except Exception as exc:
         return _report(exc)
     finally:

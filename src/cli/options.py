@@ -44,7 +44,8 @@ DataDirOption = Annotated[
     Path | None,
     typer.Option(
         "--data-dir",
-        help="Folder for the databases. Default: $ARTIFACTFLOW_DATA_DIR or ./data.",
+        help="Folder for the databases. Default: $ARTIFACTFLOW_DATA_DIR, data_dir in "
+        "artifactflow.yaml, or the user data folder (~/.local/share/artifactflow on Linux).",
         show_default=False,
     ),
 ]

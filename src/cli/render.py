@@ -1,9 +1,11 @@
 """Drawing a run's events: live for people, JSON lines for scripts.
 
-`LiveRenderer` prints the answer as its deltas arrive and one line per step (agent, tool call
-with arguments and outcome, delegation, artifact change); a subagent's lines are indented and
-tagged with its name. When several agents stream at once, a switch of speaker starts a new
-line. `JsonRenderer` writes `event.model_dump_json()` per line and nothing else to stdout.
+`LiveRenderer` prints one line per step (agent, tool call with arguments and outcome,
+delegation, artifact change) and the answer; a subagent's lines are indented and tagged with
+its name. Piped (stdout not a terminal), the answer streams as its deltas arrive, plain; when
+several agents stream at once, a switch of speaker starts a new line. On a terminal each model
+call's text is rendered as Markdown (rich) once the call ends, and a spinner line shows the
+step being waited on with its elapsed time (`spinner.WaitLine`). `JsonRenderer` writes `event.model_dump_json()` per line and nothing else to stdout.
 `summary` is the one-line description `artifactflow events` shows for a stored event.
 """
 
@@ -20,6 +22,7 @@ from ..events import payloads
 from ..events.envelope import Event
 from ..events.status import Outcome
 from ..hooks.types import LEAD_INVOCATION as LEAD
+from .spinner import WaitLine
 from .text import short
 
 
@@ -131,6 +134,12 @@ class Renderer(Protocol):
     def break_line(self) -> None:
         """End a half-printed streamed line (before an out-of-band notice)."""
 
+    def cancelling(self) -> None:
+        """The run is being cancelled (Ctrl-C): say so while waiting, print nothing."""
+
+    def idle(self) -> None:
+        """Nothing is awaited any more (a prompt follows, or the stream ended)."""
+
 
 class JsonRenderer:
     """One JSON object per line on stdout, every event including `llm_chunk`; the one-line
@@ -141,6 +150,12 @@ class JsonRenderer:
         self.out = out
 
     def break_line(self) -> None:
+        pass
+
+    def cancelling(self) -> None:
+        pass
+
+    def idle(self) -> None:
         pass
 
     def event(self, event: Event) -> None:
@@ -159,9 +174,12 @@ class LiveRenderer:
     def __init__(self, out: Console, err: Console) -> None:
         self.out = out
         self.err = err
+        self.markdown = out.is_terminal  # rich: a TTY, or TTY_COMPATIBLE=1 / FORCE_COLOR set
+        self.waiting = WaitLine(out) if out.is_terminal and out.is_interactive else None
         self._lane: str | None = None  # invocation whose streamed text is on the open line
         self._at_line_start = True
         self._lead_text: list[str] = []
+        self._buffers: dict[str, list[str]] = {}  # terminal: each lane's text until its call ends
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -181,16 +199,57 @@ class LiveRenderer:
 
     def break_line(self) -> None:
         self._close_stream()
+        self.idle()
+
+    def cancelling(self) -> None:
+        self._close_stream()
+        self._wait("cancelling (Ctrl-C again quits at once)")
+
+    def idle(self) -> None:
+        if self.waiting is not None:
+            self.waiting.hide()
+
+    def _wait(self, step: str) -> None:
+        if self.waiting is not None:
+            self.waiting.show(step)
 
     def _line(self, event: Event, text: str, style: str = "") -> None:
         self._close_stream()
         self.out.print(Text(self._prefix(event) + text, style=style))
+
+    def _print_answer(self, text: str) -> None:
+        if self.markdown:
+            from rich.markdown import Markdown
+
+            self.out.print(Markdown(text, code_theme="ansi_dark"))
+        else:
+            self.out.print(Text(text))
+
+    def _flush(self, lane: str, event: Event | None = None) -> None:
+        """Terminal: print the text a lane's model call wrote (the lead's as Markdown)."""
+        text = "".join(self._buffers.pop(lane, ()))
+        if not text.strip():
+            return
+        if lane == LEAD:
+            self._print_answer(text.strip("\n"))
+        else:
+            prefix = f"    [{event.agent if event is not None and event.agent else lane}] "
+            for line in text.strip("\n").splitlines():
+                self.out.print(Text(prefix, style="dim") + Text(line, style="dim"))
+
+    def _flush_all(self) -> None:
+        for lane in list(self._buffers):
+            self._flush(lane)
 
     def _stream(self, event: Event, d: payloads.LLMChunkData) -> None:
         delta = d.delta
         lane = d.invocation or LEAD
         if lane == LEAD:
             self._lead_text.append(delta)
+        if self.markdown:
+            self._buffers.setdefault(lane, []).append(delta)
+            self._wait("writing" if lane == LEAD else f"{event.agent or 'subagent'} writing")
+            return
         if lane != self._lane:
             self._close_stream()
             self._lane = lane
@@ -208,26 +267,34 @@ class LiveRenderer:
             case payloads.MetadataData() as d:
                 what = "recovered run" if d.recovered else "conversation"
                 self.out.print(f"[dim]{what} {event.conversation_id} · message {event.message_id}[/dim]")
+                self._wait("starting")
             case payloads.AgentStartData() as d:
                 self._on_agent_start(event, d)
             case payloads.LLMChunkData() as d:
                 self._stream(event, d)
-            case (
-                payloads.LLMCompleteData()
-                | payloads.AgentCompleteData()
-                | payloads.PermissionRequestData()
-            ):
+            case payloads.LLMCompleteData() as d:
                 self._close_stream()
+                self._flush(d.invocation or LEAD, event)
+            case payloads.AgentCompleteData():
+                self._close_stream()
+            case payloads.PermissionRequestData():
+                self._close_stream()
+                self._flush_all()
+                self.idle()  # a prompt or the pause notice follows
             case payloads.ToolStartData() as d:
                 self._on_tool_start(event, d)
+                self._wait(f"running {d.tool}")
             case payloads.ToolCompleteData() as d:
                 self._on_tool_complete(event, d)
+                self._wait("thinking")
             case payloads.PermissionResultData() as d:
                 self._on_permission_result(event, d)
             case payloads.SubagentStartData() as d:
                 self._line(event, f"↳ delegated: {short(d.instruction)}", "magenta")
+                self._wait(f"{event.agent or 'subagent'} working")
             case payloads.SubagentCompleteData() as d:
                 self._on_subagent_complete(event, d)
+                self._wait("thinking")
             case payloads.ArtifactCreatedData() as d:
                 self._line(
                     event, f"◆ artifact {d.artifact_id} created (v{d.version}) · {short(d.title, 60)}", "yellow"
@@ -249,6 +316,8 @@ class LiveRenderer:
                 self._on_cancelled(event, d)
             case payloads.ErrorData() as d:
                 self._close_stream()
+                self._flush_all()
+                self.idle()
                 self.err.print(Text(f"✗ run failed: {short(d.message, 300)}", style="red"))
 
     def _on_agent_start(self, event: Event, d: payloads.AgentStartData) -> None:
@@ -257,6 +326,7 @@ class LiveRenderer:
             self._lead_text = []
         label = event.agent if lead else "working"
         self._line(event, f"● {label}" + (f" · round {d.round}" if d.round != 1 else ""), "bold blue")
+        self._wait("thinking" if lead else f"{event.agent or 'subagent'} thinking")
 
     def _on_tool_start(self, event: Event, d: payloads.ToolStartData) -> None:
         edited = " (edited)" if d.edited else ""
@@ -294,9 +364,11 @@ class LiveRenderer:
 
     def _on_complete(self, d: payloads.CompleteData) -> None:
         self._close_stream()
+        self._flush_all()
+        self.idle()
         response = d.response or ""
         if response.strip() and response.strip() != "".join(self._lead_text).strip():
-            self.out.print(Text(response))  # not streamed (e.g. a limit notice): show it
+            self._print_answer(response)  # not streamed (e.g. a limit notice): show it
         if d.outcome == Outcome.MAX_TOOL_ROUNDS:
             self.out.print(f"[yellow]⚠ stopped at max_tool_rounds[/yellow] · {escape(closing_line(d))}")
         elif d.outcome in (Outcome.BUDGET_EXCEEDED, Outcome.LOOP_DETECTED):
@@ -309,6 +381,8 @@ class LiveRenderer:
 
     def _on_cancelled(self, event: Event, d: payloads.CancelledData) -> None:
         self._close_stream()
+        self._flush_all()
+        self.idle()
         partial = d.partial_response or ""
         self.err.print(
             f"[yellow]✗ cancelled[/yellow] · partial answer saved ({len(partial)} characters) "

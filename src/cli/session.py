@@ -105,7 +105,10 @@ class Session:
                         await self._cancelling
 
     def _interrupt(self) -> None:
-        self.renderer.break_line()
+        if self.message_id is not None:
+            self.renderer.cancelling()
+        else:
+            self.renderer.break_line()
         if self.message_id is not None:
             if self._cancelling is None:
                 self._cancelling = asyncio.ensure_future(self.client.runs.cancel(self.message_id))
@@ -157,14 +160,17 @@ class Session:
             if cancel_on_exit:
                 await stack.enter_async_context(run)
             await stack.enter_async_context(contextlib.aclosing(stream))  # type: ignore[type-var]
-            async for event in stream:
-                if self.message_id is None:
-                    self.message_id = event.message_id
-                if event.is_final and event.type != EventType.PERMISSION_REQUEST:
-                    self.guard.settle(self._code(event))  # no later signal changes the outcome
-                self.renderer.event(event)
-                if event.is_final:
-                    final = event
+            try:
+                async for event in stream:
+                    if self.message_id is None:
+                        self.message_id = event.message_id
+                    if event.is_final and event.type != EventType.PERMISSION_REQUEST:
+                        self.guard.settle(self._code(event))  # no later signal changes the outcome
+                    self.renderer.event(event)
+                    if event.is_final:
+                        final = event
+            finally:
+                self.renderer.idle()  # the spinner never outlives the stream
         return final
 
     async def _settle(self, outcome: Event | int | None) -> int:

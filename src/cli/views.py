@@ -83,8 +83,8 @@ def pending(console: Console, messages: Sequence[Mapping[str, Any]]) -> None:
                 f" · {len(calls)} call(s) · {short(message.get('content'), 50)!r}"
             )
         )
-        for call in calls:
-            console.print(Text("    " + call_line(call)))
+        for index, call in enumerate(calls, 1):
+            console.print(Text("    " + call_line(call, index)))
 
 
 def conversations(console: Console, rows: Sequence[Mapping[str, Any]], total: int, offset: int) -> None:

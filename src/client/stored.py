@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.conversations import ConversationManager
 from ..core.run.data import StoredReads
-from ..core.store.repository import AppStore
 from ..settings import Settings, load_settings
 
 if TYPE_CHECKING:
     from ..artifacts.records import ArtifactSummary, ArtifactView, VersionSummary
     from ..core.conversations import ConversationTree
+    from ..core.store.repository import AppStore
     from ..core.store.rows import ConversationRow, LineageRow, MessageRow, WorkflowRunSummary
     from ..events.envelope import Event
 
@@ -160,6 +160,8 @@ class Reader:
     @classmethod
     async def open(cls, settings: Settings | None = None, **overrides: Any) -> Reader:
         """Open the app store that `settings` (default: `load_settings(**overrides)`) name."""
+        from ..core.store.repository import AppStore  # SQLAlchemy: only once a store opens
+
         settings = settings or load_settings(**overrides)
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         store = await AppStore.open(

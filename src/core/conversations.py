@@ -9,13 +9,15 @@ root. The lead sees only the path root → parent.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from ..errors import NotFoundError, UserError
 from .metrics import ConversationUsage, conversation_usage, message_usage
-from .store.repository import AppStore
 from .store.rows import ConversationRow, MessageRow
 from .titles import title_from
+
+if TYPE_CHECKING:  # importing `ACTIVE_BRANCH` (the facade's requests) needs no SQLAlchemy
+    from .store.repository import AppStore
 
 
 class _Active:

@@ -1,7 +1,8 @@
 """Settings: `config/artifactflow.yaml`, overridden by `ARTIFACTFLOW_*` environment variables.
 
 The config folder is `ARTIFACTFLOW_CONFIG_DIR` (default `./config`); when that folder does not
-exist the packaged defaults are used, so the CLI works outside a checkout. Environment beats
+exist the packaged defaults are used, so the CLI works outside a checkout. The data folder
+defaults to the user's data folder (`data_dir.py`), the same from every directory. Environment beats
 the YAML file (`ARTIFACTFLOW_WEB__ALLOW_PRIVATE_NETWORKS=true` sets `web.allow_private_networks`),
 and explicit keyword overrides from Python beat both (validated the same way: a bad value is a
 `ConfigError` naming the field).
@@ -25,6 +26,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ..errors import ConfigError
+from .data_dir import default_data_dir, notice_legacy_data_dir
 from .hooks import HooksSettings, TelemetrySettings
 from .mcp import McpServerConfig
 from .permissions import Permission, parse_permissions
@@ -136,7 +138,7 @@ class Settings(BaseSettings):
     )
 
     config_dir: Path = Path("config")
-    data_dir: Path = Path("data")
+    data_dir: Path = Field(default_factory=default_data_dir)  # the user's data folder (data_dir.py)
     model: str | None = None
     database_url: str | None = None
     database_pool_size: int = Field(default=10, ge=1)  # PostgreSQL connections per pool (app store, checkpoints)
@@ -238,6 +240,8 @@ def load_settings(
     updates: dict[str, Any] = {"config_dir": folder}
     if data_dir is not None:
         updates["data_dir"] = Path(data_dir)
+    elif "data_dir" not in settings.model_fields_set:  # neither the file nor the environment
+        notice_legacy_data_dir(settings.data_dir)
     updates.update({k: v for k, v in overrides.items() if v is not None})
     settings = _override(settings, updates)
     settings.data_dir = Path(settings.data_dir).expanduser().resolve()

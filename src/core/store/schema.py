@@ -15,7 +15,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 3
+from .version import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported: migrate.py reads it here
+
 NUL = "\x00"
 REPLACEMENT = "\ufffd"
 
