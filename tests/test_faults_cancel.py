@@ -241,3 +241,33 @@ async def test_a_version_1_database_gains_the_cancel_and_decision_columns(tmp_pa
 
 async def _has(client: Client, message_id: str, kind: str) -> bool:
     return kind in [e.type for e in await client.runs.events(message_id)]
+
+
+
+async def test_a_second_cancel_while_the_run_ends_cancelled_does_not_strand_it(
+    make_client: Any, config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The flag ends the run (its final change loses to the accepted cancel); while that is
+    being written, the bus notice of the same cancel arrives and cancels the task. That second
+    cancellation used to cut the final write short and leave the message `running`."""
+    from artifactflow.core.run import segment
+
+    ending = asyncio.Event()
+    cancelled = segment.Segment._cancelled
+
+    async def slow_cancelled(self: segment.Segment) -> None:
+        ending.set()
+        await asyncio.sleep(0.3)  # a loaded machine: the final write is still on its way
+        await cancelled(self)
+
+    monkeypatch.setattr(segment.Segment, "_cancelled", slow_cancelled)
+    client = await make_client(config_dir=config)
+    run = await client.runs.start("please wait")
+    await wait_until(lambda: _has(client, run.message_id, "tool_start"))
+    assert (await client.admin.store.request_cancel(run.message_id, now=time.time())).won
+    await asyncio.wait_for(ending.wait(), 20)
+    rt = client._engine.rt  # what the bus notice does on the owner (`workers._on_control`)
+    await asyncio.wait_for(segment.cancel(rt, run.message_id), 20)
+    message = await _ended(client, run.message_id)
+    assert message["status"] == "cancelled"
+    assert [e.type for e in await client.runs.events(run.message_id)].count("cancelled") == 1

@@ -41,7 +41,7 @@ async def keep_lease(rt: Runtime, message_id: str, run_token: str) -> None:
             log.warning("run %s: could not renew its lease (%s); trying again", message_id, exc)
             continue
         handle = rt.runs.get(message_id)
-        if cancelled and handle is not None and handle.task is not None:
+        if cancelled and handle is not None and handle.task is not None and not handle.cancel_requested:
             handle.cancel_requested = True
             handle.task.cancel()
             return

@@ -86,7 +86,11 @@ def launch(
     see it; `decisions` the permission results a resume starts with. `fresh`: a chat message
     just stored by `start_message` (no events yet, no spending, not a workflow run), so its
     first segment skips reading them back."""
-    if message["id"] in rt.runs and not rt.runs[message["id"]].done:
+    previous = rt.runs.get(message["id"])
+    # A segment whose final status is stored (`finishing`: it paused a moment ago and is only
+    # cleaning up) does not block the next one: its cleanup removes its handle only if it is
+    # still the registered one. Refusing here would strand a message its caller just claimed.
+    if previous is not None and not previous.done and not previous.finishing:
         raise ResumeConflictError(f"message {message['id']} is already running in this process")
     handle = LiveRun(message["id"])
     rt.runs[message["id"]] = handle
@@ -212,14 +216,14 @@ class Segment:
                 else:
                     await self._complete(stopped)
             except (asyncio.CancelledError, CancelRequested):
-                await self._cancelled()
+                await self._end_cancelled()
             except LeaseLostError:
                 raise
             except Exception as exc:  # the run failed: record it, never crash the process
                 try:
                     await self._failed(exc)
                 except CancelRequested:  # a cancel was accepted before the failure was stored
-                    await self._cancelled()
+                    await self._end_cancelled()
         except LeaseLostError:
             self._lost()
         except Exception as exc:  # the final write failed: the database is away (outage.py)
@@ -336,6 +340,30 @@ class Segment:
         except Exception:  # a lost figure must not lose the run's ending
             log.warning("could not compute the metrics of message %s", self.message["id"], exc_info=True)
             return {}
+
+    async def _end_cancelled(self) -> None:
+        """End the run `cancelled`, whatever else asks to cancel it meanwhile.
+
+        A cancel reaches a run by several paths: the flag read at the start, before an approved
+        tool or in the final compare-and-set (`CancelRequested`), and the bus or the lease
+        check, which cancel the task. A second one arriving while the first is being written
+        must not cut the final write short (the message would stay `running`): from here on the
+        handle says a cancel is in hand, so `segment.cancel` no longer cancels the task, and a
+        cancellation sent just before that is absorbed."""
+        self.handle.cancel_requested = True
+        task = asyncio.current_task()
+        for _ in range(3):
+            while task is not None and task.cancelling():
+                task.uncancel()  # what was asked is being done; timeouts inside must work
+            try:
+                if self.handle.finishing:  # stored by an attempt cut short after its write
+                    await cleanup_checkpoints(self.rt, self.message)
+                else:
+                    await self._cancelled()
+                return
+            except asyncio.CancelledError:
+                continue  # a cancel sent before the handle said so, delivered now
+        await self._cancelled()
 
     async def _cancelled(self) -> None:
         text = "".join(self.partial)
