@@ -35,6 +35,7 @@ unit: setup
 	$(BIN)/python -m pytest -q -rs -p no:cacheprovider @tests/unit_tests.txt
 
 bench: setup
-	$(BIN)/python benchmarks/storage_and_overhead.py
+	$(BIN)/pip install -q -e ".[bench]"
+	$(BIN)/python benchmarks/peers.py
 
 .PHONY: setup run test check lint types contracts unit bench
