@@ -140,5 +140,9 @@ async def test_kills_right_after_an_approval_never_ask_again(
         assert kinds.count("permission_request") == 1, (point, delay, kinds)
         assert kinds.count("permission_result") == 1, (point, delay, kinds)
         assert list(starts.values()) == [1], (point, delay, kinds)
-        assert journal.read_text(encoding="utf-8").splitlines().count(tag) == 1, (point, delay)
+        # Exactly once, or (the kill landed after the ledger's "started" record, before the
+        # tool's effect) not at all and said so: such a call is never run a second time.
+        effects = journal.read_text(encoding="utf-8").splitlines().count(tag)
+        interrupted = [e for e in events if e.type == "tool_complete" and e.data.outcome == "interrupted"]  # type: ignore[union-attr]
+        assert effects == 1 or (effects == 0 and len(interrupted) == 1), (point, delay, effects, kinds)
     assert asked_again == []
