@@ -18,7 +18,6 @@ import uuid
 from typing import Any, TypedDict
 
 from ...events.payloads import ErrorData
-from ..checkpoints import truncate_sqlite_wal
 from ..metrics import RunMetrics, conversation_usage, records_from_events, summarize
 from ..store.rows import MessageRow
 from .eventlog import change_status
@@ -67,11 +66,8 @@ async def cleanup_checkpoints(rt: Runtime, message: MessageRow) -> None:
         return
     await rt.checkpoints.delete_thread(message["thread_id"])
     await rt.store.update_message(message["id"], checkpoints_deleted=True)
-    if not any(not h.done for h in rt.runs.values() if h.message_id != message["id"]):
-        # A quiet moment: hand the freed pages back, empty the write-ahead logs.
-        await rt.checkpoints.vacuum()
-        if rt.store.is_sqlite:
-            await truncate_sqlite_wal(rt.store.engine)
+    if rt.upkeep is not None:  # hand the freed pages back, empty the logs: later (`upkeep.py`)
+        rt.upkeep.request()
 
 
 class GcReport(TypedDict):
