@@ -12,6 +12,7 @@ import contextlib
 import random
 import sqlite3
 import string
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ import sqlalchemy.exc
 from scripted_llm import Call, Text, ToolCalls
 
 from artifactflow import tool
+from artifactflow.core.run.maintenance import run_metrics
 from artifactflow.core.sqlite_saver import OneHopSqliteSaver
 from artifactflow.core.store import schema as t
 from artifactflow.core.store.one_hop import OneHopConnection
@@ -107,3 +109,17 @@ async def test_one_hop_checkpoint_saver_round_trip(make_client, llm):
     result = await client.run("add")
     assert result.status == "completed" and result.response == "five"
     assert llm.requests[1]["messages"][-1]["content"] == "5"
+
+
+async def test_fresh_run_metrics_equal_those_read_from_the_log(make_client, llm):
+    """A first segment computes its metrics from the events it published; they are the
+    metrics the stored log gives."""
+    client = await make_client(lead_tools=["add"], extra_tools=[add])
+    llm.script(ToolCalls([Call("add", {"a": 1, "b": 1})]), Text("two"))
+    result = await client.run("add")
+    assert result.status == "completed" and result.metrics
+    from_log = await run_metrics(client._engine.rt, result.message_id, time.perf_counter())
+    stored = dict(result.metrics)
+    assert stored.pop("wall_ms") >= 0 and from_log.pop("wall_ms") >= 0
+    assert stored.pop("conversation") and from_log.pop("conversation")
+    assert stored == from_log and stored["llm_calls"] == 2
