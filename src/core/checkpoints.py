@@ -20,6 +20,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from .sqlite_saver import OneHopSqliteSaver
 from .store.readonly import read_only_target, writable
 from .store.unit_of_work import SQLITE_PRAGMAS, WAL_BOUNDS, retry_when_locked
 
@@ -115,7 +116,7 @@ class CheckpointStore:
         # snapshot fails at once, whatever busy_timeout says, and is retried briefly.
         for pragma in SQLITE_PRAGMAS:
             await conn.execute(pragma)
-        saver = AsyncSqliteSaver(conn, serde=CompressingSerializer(allowed_types))
+        saver = OneHopSqliteSaver(conn, serde=CompressingSerializer(allowed_types))
         await retry_when_locked(saver.setup, sqlite3.OperationalError)
         return cls(saver, stack, path)
 

@@ -79,6 +79,9 @@ class RunContext:
     conversation_id: str
     message_id: str
     run: RunInfo | None = None  # the segment, as hooks see it
+    # The message's first segment, just stored by this process: nothing of it is stored yet
+    # but the user message (no events, spending or recorded model calls to read back).
+    fresh: bool = False
     # Per-segment context-window state (token counters by invocation; see core/agent_window).
     window: dict[str, Any] = field(default_factory=dict)
     # The segment's events already stored, in order (the live run's list, appended as the

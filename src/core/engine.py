@@ -32,6 +32,7 @@ from .run.ownership import guard_saver
 from .run.resume import resume_start
 from .run.runtime import GraphProvider, Runtime
 from .run.start import start_message
+from .run.upkeep import QuietUpkeep
 from .store.repository import AppStore
 
 ModelWrap = Callable[[Model], Model]
@@ -142,6 +143,7 @@ class Engine:
         self.conversations = ConversationManager(services.store)
         self.graph = build_graph(guard_saver(checkpoints.saver))  # a stale run writes none
         self.rt = Runtime(services, checkpoints, self.graph, graph_providers=list(graphs))
+        self.rt.upkeep = QuietUpkeep(checkpoints, services.store, self.rt.runs)
         self.workers: workers.Workers | None = None
 
     @classmethod
@@ -172,6 +174,8 @@ class Engine:
         await self.services.llm.aclose()
         await self.services.tools.aclose()  # stops MCP servers
         await self.services.hooks.aclose()  # ends open spans, flushes exporters
+        if self.rt.upkeep is not None:
+            await self.rt.upkeep.close()  # what is still due, before the files close
         await self.checkpoints.close()
         await self.store.close()
 

@@ -156,7 +156,8 @@ class RequestRecorder:
             if state.next_seq is None:
                 async with state.lock:
                     if state.next_seq is None:
-                        seq = await calls.next_seq(self.store, run.message_id)
+                        # A message just stored by this run has no rows yet: no need to look.
+                        seq = 1 if run.fresh else await calls.next_seq(self.store, run.message_id)
                         await self._put(run.message_id, seq, calls.CONFIG, None,
                                         config_snapshot(run.services))
                         state.next_seq = seq + 1

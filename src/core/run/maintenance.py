@@ -15,10 +15,10 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
 from ...events.payloads import ErrorData
-from ..checkpoints import truncate_sqlite_wal
 from ..metrics import RunMetrics, conversation_usage, records_from_events, summarize
 from ..store.rows import MessageRow
 from .eventlog import change_status
@@ -47,12 +47,23 @@ async def keep_lease(rt: Runtime, message_id: str, run_token: str) -> None:
             return
 
 
-async def run_metrics(rt: Runtime, message_id: str, started: float) -> RunMetrics:
-    """The message's metrics from its event log; wall time adds up over resumed segments."""
-    message = await rt.message(message_id)
+async def run_metrics(
+    rt: Runtime,
+    message_id: str,
+    started: float,
+    *,
+    events: Sequence[Mapping[str, Any]] | None = None,
+    message: MessageRow | None = None,
+) -> RunMetrics:
+    """The message's metrics from its event log; wall time adds up over resumed segments.
+    `events` and `message`: the whole log and the row, when the caller has them already."""
+    if message is None:
+        message = await rt.message(message_id)
     previous = message.get("metrics") or {}
     wall = (time.perf_counter() - started) * 1000 + float(previous.get("wall_ms", 0.0))
-    metrics = summarize(records_from_events(await rt.store.events(message_id)), wall)
+    if events is None:
+        events = await rt.store.events(message_id)
+    metrics = summarize(records_from_events(events), wall)
     others = [m for m in await rt.store.list_messages(message["conversation_id"]) if m["id"] != message_id]
     metrics["conversation"] = conversation_usage([*others, {"metrics": metrics}])
     return metrics
@@ -61,17 +72,13 @@ async def run_metrics(rt: Runtime, message_id: str, started: float) -> RunMetric
 async def cleanup_checkpoints(rt: Runtime, message: MessageRow) -> None:
     """A message finished: forget its tool ledger, hook marks and (unless configured to keep them) its
     thread's checkpoints."""
-    await rt.store.ledger_clear(message["id"])
-    await rt.store.hook_marks_clear(message["id"])
+    await rt.store.run_records_clear(message["id"])  # its tool ledger and hook marks
     if rt.services.settings.checkpoints.keep_completed:
         return
     await rt.checkpoints.delete_thread(message["thread_id"])
     await rt.store.update_message(message["id"], checkpoints_deleted=True)
-    if not any(not h.done for h in rt.runs.values() if h.message_id != message["id"]):
-        # A quiet moment: hand the freed pages back, empty the write-ahead logs.
-        await rt.checkpoints.vacuum()
-        if rt.store.is_sqlite:
-            await truncate_sqlite_wal(rt.store.engine)
+    if rt.upkeep is not None:  # hand the freed pages back, empty the logs: later (`upkeep.py`)
+        rt.upkeep.request()
 
 
 class GcReport(TypedDict):

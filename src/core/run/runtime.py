@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ..checkpoints import CheckpointStore
     from ..context import Services
     from ..store.repository import AppStore
+    from .upkeep import QuietUpkeep
 
 
 class GraphProvider(Protocol):
@@ -54,6 +55,7 @@ class Runtime:
     graph_providers: list[GraphProvider] = field(default_factory=list)
     bus: Any = field(default_factory=NullBus)
     clock: Callable[[], float] = time.time
+    upkeep: QuietUpkeep | None = None  # storage upkeep at quiet moments, set by the engine
 
     @property
     def store(self) -> AppStore:

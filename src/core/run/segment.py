@@ -41,7 +41,7 @@ from ...errors import (
     ResumeConflictError,
     StoreUnavailableError,
 )
-from ...events.envelope import Emitted, Event, EventType
+from ...events.envelope import EPHEMERAL_TYPES, Emitted, Event, EventType
 from ...events.payloads import (
     CancelledData,
     CompleteData,
@@ -56,6 +56,7 @@ from ...hooks import runs as hook_runs
 from ...hooks.types import RunEnd, RunInfo
 from ...shapes import AskedCall, PauseRecord, RecordedDecision
 from ..context import RunContext
+from ..metrics import RunMetrics
 from ..state import LEAD
 from ..store.faults import store_fault
 from ..store.rows import MessageRow
@@ -186,8 +187,10 @@ class Segment:
                         raise asyncio.CancelledError  # recorded by another worker (`cancel.py`)
                     self._last_id = await self.store.last_event_id(message_id)
                     self.spending = await Spending.load(self.rt, message_id)
-                context = RunContext(self.rt.services, self.message["conversation_id"], message_id, self.info,
-                                     stored_events=self.handle.events, settle_events=self._sink.flush)
+                context = RunContext(
+                    self.rt.services, self.message["conversation_id"], message_id, self.info,
+                    fresh=self.fresh, stored_events=self.handle.events, settle_events=self._sink.flush,
+                )
                 lease = asyncio.create_task(keep_lease(self.rt, message_id, self.run_token))
                 for first in first_events:
                     await self.emit(*first)
@@ -299,12 +302,20 @@ class Segment:
         waiting["calls"] = await mark_interrupted(self.rt, self.message["id"], waiting["calls"], self._pending_calls)
         waiting = await hook_runs.run_paused(self.hooks, self.info, waiting, self._pending_calls)  # + trace
         await self._sink.flush()  # the metrics below are read from the log
-        metrics = await run_metrics(self.rt, self.message["id"], self.started)
+        metrics = await self._metrics()
         await hook_runs.run_ended(self.hooks, self.info, RunEnd("waiting"))
         await self._finish(
             "waiting", PermissionRequestData.model_validate(hook_runs.event_view(waiting)),
             waiting_for=waiting, metrics=metrics, lease_expires_at=None, decisions=None,
         )
+
+    async def _metrics(self) -> RunMetrics:
+        """The run's metrics. A fresh message's first segment published its whole log to its
+        handle (stored first), so its events and its row are at hand, not read back."""
+        if self.fresh and self.handle.whole and not self.handle.lost:
+            events = [e.model_dump(mode="json") for e in self.handle.events if e.type not in EPHEMERAL_TYPES]
+            return await run_metrics(self.rt, self.message["id"], self.started, events=events, message=self.message)
+        return await run_metrics(self.rt, self.message["id"], self.started)
 
     async def _pending_calls(self) -> list[dict[str, Any]]:
         return await self.rt.pending_calls(self.message, self.graph, self.config)
@@ -312,7 +323,7 @@ class Segment:
     async def _complete(self, stopped: BudgetExceeded | None = None) -> None:
         values = (await self.graph.aget_state(self.config)).values
         await self._sink.flush()  # metrics are read from the log: group-committed events first
-        metrics = await run_metrics(self.rt, self.message["id"], self.started)
+        metrics = await self._metrics()
         response = values.get("graph_response") or ""
         outcome = values.get("outcome") or "completed"
         if stopped is not None:

@@ -116,6 +116,13 @@ class RunRecords(UnitOfWork):
     async def ledger_clear(self, message_id: str) -> None:
         await self.write(t.tool_executions.delete().where(t.tool_executions.c.message_id == message_id))
 
+    async def run_records_clear(self, message_id: str) -> None:
+        """A message finished: drop its tool ledger and hook marks, in one transaction."""
+        await self.write(
+            t.tool_executions.delete().where(t.tool_executions.c.message_id == message_id),
+            t.hook_marks.delete().where(t.hook_marks.c.message_id == message_id),
+        )
+
     async def ledger_clear_finished(self) -> None:
         """Drop ledger rows of messages that can no longer resume."""
         await self.write(

@@ -1,0 +1,205 @@
+"""LangGraph's `AsyncSqliteSaver` with one thread hop per operation on the hot path.
+
+aiosqlite runs each call (execute, fetch, commit, closing a cursor) on its connection's
+thread and hands the result back through the event loop: a hop costs a queue put, a wake-up
+of the loop and a GIL hand-over. LangGraph's saver makes 3 hops per checkpoint (`aput`), 4 per
+step's pending writes (`aput_writes`), 6 per read (`aget_tuple`) and 4 per thread deletion;
+at 100 concurrent conversations these hops were most of the checkpointer's cost. Here each of
+those operations is one function run on the same connection's thread: the same statements in
+the same order, under the same lock, with the same commits (durability is unchanged: a
+checkpoint is committed before `aput` returns, as with `durability="sync"` before). Encoding
+and decoding stay on the event loop, as in LangGraph's saver.
+
+Everything else (setup, `alist`, delta-channel history, the sync API) is LangGraph's.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+)
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.checkpoint.sqlite.utils import load_pending_writes, pending_writes_sql
+
+T = TypeVar("T")
+
+_PUT = (
+    "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
+    "parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_WRITES = (
+    "INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, "
+    "type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_LATEST = (
+    "SELECT thread_id, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata FROM "
+    "checkpoints WHERE thread_id = ? AND checkpoint_ns = ? ORDER BY checkpoint_id DESC LIMIT 1"
+)
+_BY_ID = (
+    "SELECT thread_id, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata FROM "
+    "checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+)
+
+
+def _configurable(config: RunnableConfig) -> dict[str, Any]:
+    return cast(dict[str, Any], config)["configurable"]  # a KeyError without it, as LangGraph's
+
+
+class OneHopSqliteSaver(AsyncSqliteSaver):
+    """`AsyncSqliteSaver` whose put, put_writes, get_tuple and delete_thread each make one trip
+    to the connection's thread."""
+
+    async def _on_thread(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn(connection)` on the aiosqlite connection's own thread (its only user)."""
+        conn = self.conn
+        return await conn._execute(lambda: fn(conn._conn))  # noqa: SLF001  # aiosqlite's own queue
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        await self.setup()
+        configurable = _configurable(config)
+        thread_id = configurable["thread_id"]
+        checkpoint_ns = configurable["checkpoint_ns"]
+        type_, serialized_checkpoint = self.serde.dumps_typed(checkpoint)
+        serialized_metadata = json.dumps(
+            get_checkpoint_metadata(config, metadata), ensure_ascii=False
+        ).encode("utf-8", "ignore")
+        row = (
+            str(thread_id),
+            checkpoint_ns,
+            checkpoint["id"],
+            configurable.get("checkpoint_id"),
+            type_,
+            serialized_checkpoint,
+            serialized_metadata,
+        )
+
+        def put(conn: sqlite3.Connection) -> None:
+            conn.execute(_PUT, row).close()
+            conn.commit()
+
+        async with self.lock:
+            await self._on_thread(put)
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        verb = (
+            "INSERT OR REPLACE "
+            if all(w[0] in WRITES_IDX_MAP for w in writes)
+            else "INSERT OR IGNORE "
+        )
+        await self.setup()
+        configurable = _configurable(config)
+        rows = [
+            (
+                str(configurable["thread_id"]),
+                str(configurable["checkpoint_ns"]),
+                str(configurable["checkpoint_id"]),
+                task_id,
+                task_path,
+                WRITES_IDX_MAP.get(channel, idx),
+                channel,
+                *self.serde.dumps_typed(value),
+            )
+            for idx, (channel, value) in enumerate(writes)
+        ]
+
+        def put(conn: sqlite3.Connection) -> None:
+            conn.executemany(verb + _WRITES, rows).close()
+            conn.commit()
+
+        async with self.lock:
+            await self._on_thread(put)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        await self.setup()
+        configurable = _configurable(config)
+        checkpoint_ns = configurable.get("checkpoint_ns", "")
+        checkpoint_id = get_checkpoint_id(config)
+        thread_id = str(configurable["thread_id"])
+        writes_sql = pending_writes_sql(self._has_task_path)
+
+        def read(conn: sqlite3.Connection) -> tuple[Any, list[Any]] | None:
+            if checkpoint_id:
+                cursor = conn.execute(_BY_ID, (thread_id, checkpoint_ns, checkpoint_id))
+            else:
+                cursor = conn.execute(_LATEST, (thread_id, checkpoint_ns))
+            try:
+                value = cursor.fetchone()
+                if value is None:
+                    return None
+                cursor.execute(writes_sql, (thread_id, checkpoint_ns, str(value[1])))
+                return value, cursor.fetchall()
+            finally:
+                cursor.close()
+
+        async with self.lock:
+            found = await self._on_thread(read)
+        if found is None:
+            return None
+        (found_thread, found_id, parent_id, type_, checkpoint, metadata), writes = found
+        if not checkpoint_id:
+            config = {
+                "configurable": {
+                    "thread_id": found_thread,
+                    "checkpoint_ns": checkpoint_ns,
+                    "checkpoint_id": found_id,
+                }
+            }
+        return CheckpointTuple(
+            config,
+            self.serde.loads_typed((type_, checkpoint)),
+            cast(CheckpointMetadata, json.loads(metadata) if metadata is not None else {}),
+            {
+                "configurable": {
+                    "thread_id": found_thread,
+                    "checkpoint_ns": checkpoint_ns,
+                    "checkpoint_id": parent_id,
+                }
+            }
+            if parent_id
+            else None,
+            load_pending_writes(writes, self.serde),
+        )
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        def delete(conn: sqlite3.Connection) -> None:
+            cursor = conn.cursor()
+            try:
+                cursor.execute("DELETE FROM checkpoints WHERE thread_id = ?", (str(thread_id),))
+                cursor.execute("DELETE FROM writes WHERE thread_id = ?", (str(thread_id),))
+            finally:
+                cursor.close()
+            conn.commit()
+
+        async with self.lock:
+            await self._on_thread(delete)

@@ -1,0 +1,99 @@
+"""Storage upkeep off the runs' path, and the one-hop SQLite drivers under the stores.
+
+The upkeep (vacuum of the checkpoint file, emptying both write-ahead logs) is only asked for
+when a message finishes and is done once for many runs at a quiet moment, or when the engine
+closes. The one-hop checkpoint saver must read back exactly what it wrote.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import sqlite3
+import string
+import time
+from pathlib import Path
+
+from scripted_llm import Call, Text, ToolCalls
+
+from artifactflow import tool
+from artifactflow.core.run.maintenance import run_metrics
+from artifactflow.core.sqlite_saver import OneHopSqliteSaver
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers (a sync tool).
+
+    Args:
+        a: First.
+        b: Second.
+    """
+    return a + b
+
+
+@tool
+def page(n: int) -> str:
+    """A long page (its checkpoints fill pages of the file).
+
+    Args:
+        n: Page number.
+    """
+    rng = random.Random(n)
+    return "".join(rng.choice(string.ascii_letters) for _ in range(100_000))  # incompressible
+
+
+async def test_upkeep_waits_for_a_quiet_moment_and_runs_once_at_close(make_client, llm):
+    client = await make_client(lead_tools=["page"], extra_tools=[page])
+    rt = client._engine.rt
+    rt.upkeep.quiet_seconds = 3600  # never quiet during the test: only close does it
+    for n in range(3):
+        llm.script(ToolCalls([Call("page", {"n": n})]), Text(f"done {n}"))
+        result = await client.run(f"add {n}")
+        assert result.status == "completed" and result.response == f"done {n}"
+        assert not await client.admin.checkpoints.has_checkpoint(result.thread_id)
+    assert rt.upkeep.passes == 0 and rt.upkeep.due  # asked three times, not done yet
+    path = client.settings.checkpoint_db_path
+    assert free_pages(path) > 0  # the deleted checkpoints' pages, not handed back yet
+    await client.aclose()
+    assert rt.upkeep.passes == 1 and not rt.upkeep.due  # once, for all three
+    assert free_pages(path) == 0
+
+
+def free_pages(path: Path) -> int:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return conn.execute("PRAGMA freelist_count").fetchone()[0]
+
+
+async def test_upkeep_runs_when_quiet(make_client, llm):
+    client = await make_client()
+    upkeep = client._engine.rt.upkeep
+    upkeep.quiet_seconds = 0.01
+    llm.script(Text("hello"))
+    assert (await client.run("hi")).status == "completed"
+    await upkeep.idle()  # waits for the pass itself, not for time
+    assert upkeep.passes == 1 and not upkeep.due
+
+
+async def test_one_hop_checkpoint_saver_round_trip(make_client, llm):
+    client = await make_client(lead_tools=["add"], extra_tools=[add])
+    saver = client.admin.checkpoints.saver
+    assert isinstance(saver, OneHopSqliteSaver)
+    llm.script(ToolCalls([Call("add", {"a": 2, "b": 3})]), Text("five"))
+    result = await client.run("add")
+    assert result.status == "completed" and result.response == "five"
+    assert llm.requests[1]["messages"][-1]["content"] == "5"
+
+
+async def test_fresh_run_metrics_equal_those_read_from_the_log(make_client, llm):
+    """A first segment computes its metrics from the events it published; they are the
+    metrics the stored log gives."""
+    client = await make_client(lead_tools=["add"], extra_tools=[add])
+    llm.script(ToolCalls([Call("add", {"a": 1, "b": 1})]), Text("two"))
+    result = await client.run("add")
+    assert result.status == "completed" and result.metrics
+    from_log = await run_metrics(client._engine.rt, result.message_id, time.perf_counter())
+    stored = dict(result.metrics)
+    assert stored.pop("wall_ms") >= 0 and from_log.pop("wall_ms") >= 0
+    assert stored.pop("conversation") and from_log.pop("conversation")
+    assert stored == from_log and stored["llm_calls"] == 2
