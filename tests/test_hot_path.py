@@ -2,7 +2,8 @@
 
 The upkeep (vacuum of the checkpoint file, emptying both write-ahead logs) is only asked for
 when a message finishes and is done once for many runs at a quiet moment, or when the engine
-closes. The one-hop checkpoint saver must read back exactly what it wrote.
+closes. The one-hop drivers (the app store's aiosqlite cursors, the checkpoint saver) must
+read back exactly what they wrote, and keep the driver's errors.
 """
 
 from __future__ import annotations
@@ -14,11 +15,17 @@ import string
 import time
 from pathlib import Path
 
+import pytest
+import sqlalchemy as sa
+import sqlalchemy.exc
 from scripted_llm import Call, Text, ToolCalls
 
 from artifactflow import tool
 from artifactflow.core.run.maintenance import run_metrics
 from artifactflow.core.sqlite_saver import OneHopSqliteSaver
+from artifactflow.core.store import schema as t
+from artifactflow.core.store.one_hop import OneHopConnection
+from artifactflow.core.store.repository import AppStore
 
 
 @tool
@@ -73,6 +80,25 @@ async def test_upkeep_runs_when_quiet(make_client, llm):
     assert (await client.run("hi")).status == "completed"
     await upkeep.idle()  # waits for the pass itself, not for time
     assert upkeep.passes == 1 and not upkeep.due
+
+
+async def test_one_hop_app_store_reads_back_and_keeps_driver_errors(tmp_path: Path):
+    store = await AppStore.open(None, sqlite_path=tmp_path / "app.db")
+    try:
+        async with store.engine.connect() as conn:
+            raw = await conn.get_raw_connection()
+            assert isinstance(raw.driver_connection, OneHopConnection)
+        conversation = await store.create_conversation("c1", user_id="u")
+        assert conversation["id"] == "c1"
+        rows = await store.fetch_all(sa.select(t.conversations), dict)
+        assert [r["id"] for r in rows] == ["c1"] and rows[0]["user_id"] == "u"
+        count = await store.write(sa.update(t.conversations).values(title="x"))
+        assert count == 1  # rowcount of a write
+        with pytest.raises(sqlalchemy.exc.IntegrityError):
+            await store.create_conversation("c1", user_id="u")
+        assert await store.fetch_value(sa.select(sa.func.count()).select_from(t.conversations)) == 1
+    finally:
+        await store.close()
 
 
 async def test_one_hop_checkpoint_saver_round_trip(make_client, llm):

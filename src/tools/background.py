@@ -4,7 +4,9 @@ Python cannot stop a thread. When a sync tool outlives its timeout, or the cance
 it keeps running and its effect may still happen. So instead of pretending it failed:
 
 - each sync call runs on a daemon thread (a hung tool never blocks the process from exiting),
-  and the event loop learns its result through a future;
+  and the event loop learns its result through a future. Threads are kept for the next call
+  (`_Threads`): `Thread.start` waits until the new thread runs, which blocked the event loop
+  for a millisecond or more per call under load; a call never waits for a busy thread;
 - a call we stop waiting for is recorded here, per message, with its outcome (`timed_out`,
   `abandoned`) and, once the thread ends, its late result (and a log line saying so);
 - by default a call runs at most once: an identical call (same tool, same arguments) in the
@@ -20,6 +22,7 @@ import asyncio
 import contextvars
 import json
 import logging
+import queue
 import threading
 import time
 from collections import OrderedDict
@@ -38,6 +41,39 @@ MAX_RECORDS = 1000
 def call_key(tool: str, args: dict[str, Any]) -> str:
     """What makes two calls 'the same call': the tool and its validated arguments."""
     return tool + ":" + json.dumps(args, sort_keys=True, default=str)
+
+
+class _Threads:
+    """Daemon threads that run one job at a time and wait for the next: a job goes to an idle
+    thread, or to a new one when all are busy (a hung tool holds its thread, never another
+    call). At most `IDLE` threads wait; more end when their job is done."""
+
+    IDLE = 16
+
+    def __init__(self) -> None:
+        self._idle: list[queue.SimpleQueue[tuple[Callable[[], None], str]]] = []
+        self._lock = threading.Lock()
+
+    def submit(self, job: Callable[[], None], name: str) -> None:
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(target=self._serve, args=(inbox,), name=name, daemon=True).start()
+        inbox.put((job, name))
+
+    def _serve(self, inbox: queue.SimpleQueue[tuple[Callable[[], None], str]]) -> None:
+        while True:
+            job, name = inbox.get()
+            threading.current_thread().name = name
+            job()
+            with self._lock:
+                if len(self._idle) >= self.IDLE:
+                    return
+                self._idle.append(inbox)
+
+
+_THREADS = _Threads()
 
 
 class ThreadCall:
@@ -61,7 +97,7 @@ class ThreadCall:
             except RuntimeError:  # the loop is closed: nobody is left to tell
                 pass
 
-        threading.Thread(target=target, name=f"artifactflow-tool-{name}", daemon=True).start()
+        _THREADS.submit(target, f"artifactflow-tool-{name}")
 
     def _settle(self, outcome: tuple[bool, Any]) -> None:
         ok, value = outcome

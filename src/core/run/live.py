@@ -47,6 +47,12 @@ class LiveRun:
             self.events.append(event)
             self._changed.notify_all()
 
+    async def publish_all(self, events: list[Event]) -> None:
+        """Publish a stored batch at once (one wake-up of the readers, not one per event)."""
+        async with self._changed:
+            self.events.extend(events)
+            self._changed.notify_all()
+
     async def finish(self) -> None:
         async with self._changed:
             self.done = True
@@ -140,8 +146,7 @@ class EventSink:
                         await self._bus.publish(self._handle.message_id, batch)
                     except Exception:
                         log.warning("run %s: could not announce events", self._handle.message_id, exc_info=True)
-                for event in batch:
-                    await self._handle.publish(event)
+                await self._handle.publish_all(batch)
             finally:
                 for _ in batch:
                     self._queue.task_done()

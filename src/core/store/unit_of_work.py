@@ -33,6 +33,7 @@ from sqlalchemy.engine import ExceptionContext, RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from ...errors import ConfigError
+from . import one_hop
 from .readonly import read_only_uri, writable
 
 log = logging.getLogger("artifactflow.store")
@@ -104,8 +105,11 @@ def open_engine(
             return _with_hidden_sql(create_async_engine(f"sqlite+aiosqlite:///{read_only_uri(sqlite_path)}&uri=true"))
         # No reset on return: every transaction here ends in its own commit or rollback
         # (`engine.begin()`, and `connect()` rolls back what it began), so the pool's extra
-        # ROLLBACK per checkout was a wasted thread hop, several per round.
-        engine = create_async_engine(f"sqlite+aiosqlite:///{sqlite_path}", pool_reset_on_return=None)
+        # ROLLBACK per checkout was a wasted thread hop, several per round. One hop per
+        # statement, too (`one_hop.py`).
+        engine = create_async_engine(
+            f"sqlite+aiosqlite:///{sqlite_path}", pool_reset_on_return=None, module=one_hop.dbapi()
+        )
 
         @sa_event.listens_for(engine.sync_engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
