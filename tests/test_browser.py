@@ -392,7 +392,8 @@ async def test_timeline_details_markdown_retry_phone_and_offline_docs(
         await page.press("#input", "Enter")
         retry = page.locator(".turn:last-child .status-line button.retry")
         await retry.wait_for()
-        assert "the model refused" in await page.inner_text(".turn:last-child .status-line")
+        # the reason follows the status (the error event may land a moment after it)
+        await page.locator(".turn:last-child .status-line", has_text="the model refused").wait_for()
         error = page.locator("#timeline li[data-type=error]")
         assert "the model refused" in await error.inner_text()  # the timeline says why
         await retry.click()
