@@ -12,9 +12,9 @@ something needs them; `from artifactflow import Client` works as before.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .lazy import lazy_exports
 from .version import __version__
 
 if TYPE_CHECKING:
@@ -166,13 +166,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
 _MODULE_OF = {name: module for module, names in _SOURCES.items() for name in names}
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _MODULE_OF)
 
 
 def __dir__() -> list[str]:

@@ -7,9 +7,9 @@ reads (`artifactflow.client.stored`) never imports the engine, LangGraph or the 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..lazy import lazy_exports
 from .requests import Decisions, Request, Resume, Retry, Task, WorkflowTask
 from .stored import Reader
 
@@ -20,13 +20,7 @@ if TYPE_CHECKING:
 _LAZY = {"Client": ".client", "Run": ".run", "RunResult": ".run"}
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

@@ -12,9 +12,9 @@ use (PEP 562), so a reader of statuses alone (the store, the command line) does 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..lazy import lazy_exports
 from .status import (
     FINAL_STATUSES,
     DecisionAction,
@@ -62,15 +62,6 @@ if TYPE_CHECKING:
 _ENVELOPE = frozenset({"EPHEMERAL_TYPES", "FINAL_TYPES", "Emitted", "Event", "TypedEvent"})
 
 
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(".envelope" if name in _ENVELOPE else ".payloads", __name__)
-    value = getattr(module, name)
-    globals()[name] = value
-    return value
-
-
 __all__ = [
     "AgentCompleteData",
     "AgentEventData",
@@ -114,3 +105,7 @@ __all__ = [
     "WorkflowNodeStartData",
     "WorkflowNodeStatus",
 ]
+__getattr__ = lazy_exports(
+    __name__,
+    {name: ".envelope" if name in _ENVELOPE else ".payloads" for name in __all__ if name not in globals()},
+)
