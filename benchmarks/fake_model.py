@@ -21,28 +21,16 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import random
-import string
 import sys
 from typing import Any
 
-PAYLOAD_BYTES = 4096
-_WORDS = [
-    "".join(random.Random(i).choices(string.ascii_lowercase, k=random.Random(i).randint(2, 9)))
-    for i in range(2000)
-]
+from pages import PAYLOAD_BYTES
+from pages import page as _text
 
 
 def page(n: int) -> str:
-    """Page `n`: `PAYLOAD_BYTES` of word-like text (compressible like real pages, not trivially)."""
-    rng = random.Random(n)
-    out: list[str] = []
-    size = 0
-    while size < PAYLOAD_BYTES:
-        word = rng.choice(_WORDS)
-        out.append(word)
-        size += len(word) + 1
-    text = " ".join(out)[: PAYLOAD_BYTES - 1]
+    """Page `n`: `PAYLOAD_BYTES` of word-like text (`pages.py`) that never ends in whitespace."""
+    text = _text(n)[: PAYLOAD_BYTES - 1]
     return (
         text + "." if text.endswith(" ") else text + "s"
     )  # never ends in whitespace (peers strip it)

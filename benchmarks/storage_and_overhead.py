@@ -14,8 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import random
-import string
 import sys
 import tempfile
 import time
@@ -28,26 +26,11 @@ from langgraph.graph import END, START, StateGraph
 
 os.environ.setdefault("OPENAI_API_KEY", "benchmark-no-network")
 
+from pages import PAYLOAD_BYTES  # noqa: E402
+from pages import page as payload
+
 from artifactflow import Client, load_settings, tool  # noqa: E402
 from artifactflow.agents.model import ModelRequest, Reply, ScriptedModel, ToolCall, Usage  # noqa: E402
-
-PAYLOAD_BYTES = 4096
-WORDS = [
-    "".join(random.Random(i).choices(string.ascii_lowercase, k=random.Random(i).randint(2, 9)))
-    for i in range(2000)
-]
-
-
-def payload(seed: int) -> str:
-    """4 KB of word-like text (compressible like real pages, but not trivially)."""
-    rng = random.Random(seed)
-    out: list[str] = []
-    size = 0
-    while size < PAYLOAD_BYTES:
-        word = rng.choice(WORDS)
-        out.append(word)
-        size += len(word) + 1
-    return " ".join(out)[:PAYLOAD_BYTES]
 
 
 @tool

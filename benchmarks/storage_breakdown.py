@@ -20,35 +20,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import random
 import sqlite3
-import string
 import tempfile
 from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("OPENAI_API_KEY", "benchmark-no-network")
 
+from pages import PAYLOAD_BYTES, page  # noqa: E402
+
 from artifactflow import Client, load_settings, tool  # noqa: E402
 from artifactflow.testing import Call, ScriptedLLM, Text, ToolCalls  # noqa: E402
-
-PAYLOAD_BYTES = 4096
-WORDS = [
-    "".join(random.Random(i).choices(string.ascii_lowercase, k=random.Random(i).randint(2, 9)))
-    for i in range(2000)
-]
-
-
-def page(n: int) -> str:
-    """Page `n`: 4 KB of word-like text (compressible like real pages, not trivially)."""
-    rng = random.Random(n)
-    out: list[str] = []
-    size = 0
-    while size < PAYLOAD_BYTES:
-        word = rng.choice(WORDS)
-        out.append(word)
-        size += len(word) + 1
-    return " ".join(out)[:PAYLOAD_BYTES]
 
 
 @tool
