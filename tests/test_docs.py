@@ -71,6 +71,13 @@ def test_the_quick_start_is_in_the_first_60_lines() -> None:
         assert needed in head, needed
 
 
+def test_the_peers_table_has_one_place_to_be_written() -> None:
+    """`benchmarks/peers.py --write-readme` replaces what lies between these markers."""
+    text = README.read_text(encoding="utf-8")
+    assert text.count("<!-- peers:begin -->") == 1 and text.count("<!-- peers:end -->") == 1
+    assert text.index("<!-- peers:begin -->") < text.index("<!-- peers:end -->")
+
+
 @pytest.mark.parametrize("page", [README, *PAGES], ids=lambda p: p.name)
 def test_relative_links_point_at_files_and_headings(page: Path) -> None:
     broken = []
