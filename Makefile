@@ -1,6 +1,7 @@
 # `make run TASK="..."` sets up and runs a task; `make test` sets up and runs the tests (lint,
 # types, import contracts, then the whole suite); `make check` is the fast loop: the same
-# checks with the unit tests only (tests/unit_tests.txt), two at a time.
+# checks with the unit tests only (tests/unit_tests.txt), two at a time; `make test-fast` is
+# the same target under the name people look for.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -22,6 +23,8 @@ test: lint types contracts
 check: setup
 	$(MAKE) --no-print-directory -j2 --output-sync=target lint types contracts unit
 
+test-fast: check
+
 lint: setup
 	$(BIN)/ruff check src tests benchmarks
 
@@ -38,4 +41,4 @@ bench: setup
 	$(BIN)/pip install -q -e ".[bench]"
 	$(BIN)/python benchmarks/peers.py
 
-.PHONY: setup run test check lint types contracts unit bench
+.PHONY: setup run test check test-fast lint types contracts unit bench

@@ -71,7 +71,7 @@ async def main() -> None:
             async with await client.runs.start("Compare how SQLite and PostgreSQL handle concurrent writers") as run:
                 async for event in run:
                     if event.type in ("subagent_start", "subagent_complete", "artifact_created", "artifact_updated", "complete"):
-                        detail = {k: v for k, v in event.data.items() if k in ("artifact_id", "version", "change", "status", "response")}
+                        detail = {k: v for k, v in event.data.to_dict().items() if k in ("artifact_id", "version", "change", "status", "response")}
                         print(f"{event.event_id:>3} {event.type:<18} {event.agent or '':<13} {detail}")
             conversation = run.conversation_id
     print(f"\nconversation: {conversation}")

@@ -133,12 +133,12 @@ def test_environment_overrides_the_telemetry_section(tmp_path, monkeypatch):
 
 
 def _readme_block(language: str, first_line: str) -> str:
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parent.parent / "docs" / "hooks.md").read_text(encoding="utf-8")
     for block in readme.split(f"```{language}\n")[1:]:
         body = block.split("```", 1)[0]
         if body.startswith(first_line):
             return body
-    raise AssertionError(f"README has no {language} block starting with {first_line!r}")
+    raise AssertionError(f"docs/hooks.md has no {language} block starting with {first_line!r}")
 
 
 async def test_the_readme_hook_example_loads_from_config_and_acts(tmp_path, capsys):

@@ -21,19 +21,38 @@ HEADER = """# Event reference
 
 Every event is one JSON object: the envelope below plus `data`, whose fields depend on `type`.
 This page is generated from `src/events/payloads.py` (`python -m artifactflow.events.docs`);
-the HTTP API publishes the same shapes in its OpenAPI schema (`TypedEvent`, discriminated on
-`type`). Fields marked optional are left out of `data` when the emitter did not set them.
+the HTTP API publishes the same shapes in its OpenAPI schema (`Event`, a union discriminated on
+`type`; `TypedEvent` in Python). Fields marked optional are left out of `data` when the emitter
+did not set them.
 
 | envelope field | type | meaning |
 |---|---|---|
 | `type` | string | one of the types below; names never change |
-| `event_id` | integer | monotonic and gap-free per message (0 for `llm_chunk`) |
+| `event_id` | integer | monotonic and gap-free per message; an `llm_chunk` carries the id of the last stored event |
 | `timestamp` | number | seconds since the epoch |
 | `agent` | string or null | the agent that produced it |
 | `conversation_id`, `message_id`, `thread_id` | string | where it belongs |
 
 From Python, `event.data` is the typed payload, one class per type in
-`artifactflow.events.payloads` (`event.data.delta`, `isinstance(event.data, ToolCompleteData)`).
+`artifactflow.events.payloads` (`event.data.delta`, `isinstance(event.data, ToolCompleteData)`
+or a `match` on the class; `event.data.to_dict()` gives the JSON object); `event.type` is the
+`EventType` enum, equal to its string.
+
+## Delivery
+
+- Every event but `llm_chunk` is stored in the message's event log before anyone sees it;
+  `llm_chunk` (a token delta, not the accumulated text) is streamed only.
+- A run segment ends with one final event: `complete`, `cancelled`, `error`, or
+  `permission_request` when it pauses for approval (the resumed segment goes on with
+  `permission_result`, in the same message and numbering).
+- A reader reattaches from any `event_id` and gets the stored events after it, then live
+  ones, with no loss and no duplicates: `client.runs.get(message_id, after_event_id=N)`,
+  `artifactflow events MESSAGE_ID --after N --follow`, or SSE on
+  `GET /api/v1/stream/{message_id}` with `Last-Event-ID: N` or `?after=N`.
+- Over SSE each event is one message: `id` = `event_id`, `event` = `type`, `data` = the event
+  as JSON; with several workers on PostgreSQL a reader on any worker sees the same stream,
+  token deltas included (on SQLite, a reader in another process polls the log and gets no
+  deltas).
 """
 
 

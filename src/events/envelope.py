@@ -30,7 +30,7 @@ class EventSchemaError(ValueError):
 
 
 class _Envelope(BaseModel):
-    event_id: int = Field(description="Monotonic, gap-free per message; 0 for llm_chunk")
+    event_id: int = Field(description="Monotonic, gap-free per message; llm_chunk: the last stored event's id")
     timestamp: float = Field(default_factory=time.time)
     agent: str | None = None
     conversation_id: str

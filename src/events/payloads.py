@@ -229,7 +229,7 @@ class _WorkflowNodeData(EventData):
 
 
 class WorkflowNodeStartData(_WorkflowNodeData):
-    """A workflow node execution started (README "Workflows")."""
+    """A workflow node execution started (docs/workflows.md)."""
 
     type = EventType.WORKFLOW_NODE_START
 

@@ -1,6 +1,6 @@
 """The decision role: a node that picks one of its outgoing edge labels.
 
-The label is chosen by its agent (a JSON choice constrained to the labels, one repair round)
+The label is chosen by its agent (asked for a JSON choice among the labels and checked, one repair round)
 or read from `route_on` (after a tool step, its output is `output` there). A loop edge
 (`max_iterations`) counts its uses; once exhausted the decision takes its `fallback` label.
 A decision that cannot choose takes its fallback when it may continue; otherwise the run fails.

@@ -8,7 +8,7 @@ A workflow node of kind `group` names its members and a mode:
 - `order`: the members speak in the listed order (list an agent twice for a second round);
   a handoff jumps to its target, and the order continues after it.
 - `moderator`: after each turn a moderator agent chooses the next speaker, or `finish`, as a
-  JSON choice constrained to those names (one repair round, like any schema).
+  JSON choice among those names, checked (one repair round, like any schema).
 
 `max_turns` bounds the turns; reaching it ends the group with outcome `max_turns` (its output
 says so) instead of looping forever. Every change of speaker emits a `handoff` event.

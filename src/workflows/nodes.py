@@ -8,7 +8,7 @@ values its templates reference). It records its lineage, emits `workflow_node_st
 node, a list of `Send`s, or a decision label (see `compile.py`).
 
 - start: validates the input. linear: one step (an agent loop or a tool call, `step.py`).
-- decision: a label chosen by its agent (a JSON choice constrained to the edge labels) or read
+- decision: a label chosen by its agent (a JSON choice among the edge labels, asked for and checked) or read
   from `route_on`; loop edges count their uses and fall back when exhausted.
 - split: fans out over a list, one `Send` per item; the merge waits for every item.
 - branch: clones its input into one `Send` per path; the first path to succeed wins and the

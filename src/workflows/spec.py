@@ -49,7 +49,7 @@ ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$"
 
 
 class NodeSpec(BaseModel):
-    """One node. Which fields apply depends on `role` and `kind` (see the README table)."""
+    """One node. Which fields apply depends on `role` and `kind` (see the table in docs/workflows.md)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
