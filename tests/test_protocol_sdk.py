@@ -67,15 +67,21 @@ async def test_meta_assistants_threads(server: Any, llm: Any) -> None:
     assert [t["thread_id"] for t in found] == [thread["thread_id"]]
 
     llm.script(Text("hello there", chunk_size=3))
-    result = await sdk.runs.wait(thread["thread_id"], "lead_agent",
-                                 input={"messages": [{"role": "user", "content": "hi"}]})
+    result = await sdk.runs.wait(
+        thread["thread_id"], "lead_agent", input={"messages": [{"role": "user", "content": "hi"}]}
+    )
     assert [m["type"] for m in result["messages"]] == ["human", "ai"]
     assert result["messages"][-1]["content"] == "hello there"
     got = await sdk.threads.get(thread["thread_id"])
     assert got["status"] == "idle"
-    assert got["metadata"]["graph_id"] == "lead_agent" and got["metadata"]["assistant_id"] == "lead_agent"
+    assert (
+        got["metadata"]["graph_id"] == "lead_agent"
+        and got["metadata"]["assistant_id"] == "lead_agent"
+    )
     assert [m["content"] for m in got["values"]["messages"]] == ["hi", "hello there"]
-    assert [t["thread_id"] for t in await sdk.threads.search(metadata={"graph_id": "lead_agent"})] == [thread["thread_id"]]
+    assert [
+        t["thread_id"] for t in await sdk.threads.search(metadata={"graph_id": "lead_agent"})
+    ] == [thread["thread_id"]]
     await sdk.threads.delete("t-fixed")
     with pytest.raises(httpx.HTTPStatusError):
         await sdk.threads.get("t-fixed")
@@ -86,10 +92,14 @@ async def test_stream_three_modes_chunks_add_up(server: Any, llm: Any) -> None:
     thread = await sdk.threads.create()
     answer = "The quick brown fox jumps over the lazy dog."
     llm.script(Text(answer, chunk_size=4))
-    got = await parts(sdk.runs.stream(
-        thread["thread_id"], "lead_agent", input={"messages": [{"type": "human", "content": "tell me"}]},
-        stream_mode=["values", "updates", "messages-tuple"],
-    ))
+    got = await parts(
+        sdk.runs.stream(
+            thread["thread_id"],
+            "lead_agent",
+            input={"messages": [{"type": "human", "content": "tell me"}]},
+            stream_mode=["values", "updates", "messages-tuple"],
+        )
+    )
     assert got[0].event == "metadata" and set(got[0].data) == {"run_id", "attempt"}
     tokens = [p.data[0] for p in got if p.event == "messages"]
     assert all(t["type"] == "AIMessageChunk" for t in tokens)
@@ -108,26 +118,43 @@ async def test_confirm_interrupt_and_resume_exactly_once(server: Any, llm: Any) 
     thread = await sdk.threads.create()
     tid = thread["thread_id"]
     llm.script(ToolCalls([Call("deploy", {"target": "prod"}, id="c1")]), Text("deployed."))
-    got = await parts(sdk.runs.stream(tid, "lead_agent", input={"messages": [{"role": "user", "content": "ship"}]},
-                                      stream_mode=["updates", "values"]))
-    interrupts = [p.data["__interrupt__"] for p in got if p.event == "updates" and "__interrupt__" in p.data]
+    got = await parts(
+        sdk.runs.stream(
+            tid,
+            "lead_agent",
+            input={"messages": [{"role": "user", "content": "ship"}]},
+            stream_mode=["updates", "values"],
+        )
+    )
+    interrupts = [
+        p.data["__interrupt__"] for p in got if p.event == "updates" and "__interrupt__" in p.data
+    ]
     assert len(interrupts) == 1
     value = interrupts[0][0]["value"]
     assert value["action_requests"][0]["name"] == "deploy"
     assert value["action_requests"][0]["args"] == {"target": "prod"}
     assert value["action_requests"][0]["tool_call_id"] == "c1"
-    assert value["review_configs"] == [{"action_name": "deploy", "allowed_decisions": ["approve", "edit", "reject"]}]
+    assert value["review_configs"] == [
+        {"action_name": "deploy", "allowed_decisions": ["approve", "edit", "reject"]}
+    ]
     run_id = got[0].data["run_id"]
     assert (await sdk.runs.get(tid, run_id))["status"] == "success"
     state = await sdk.threads.get(tid)
-    assert state["status"] == "interrupted" and list(state["interrupts"].values())[0][0]["value"] == value
+    assert (
+        state["status"] == "interrupted"
+        and list(state["interrupts"].values())[0][0]["value"] == value
+    )
     assert DEPLOYS == []
 
-    resumed = await sdk.runs.wait(tid, "lead_agent", command={"resume": {"decisions": [{"type": "approve"}]}})
+    resumed = await sdk.runs.wait(
+        tid, "lead_agent", command={"resume": {"decisions": [{"type": "approve"}]}}
+    )
     assert resumed["messages"][-1]["content"] == "deployed."
     assert DEPLOYS == ["prod"]
     with pytest.raises(httpx.HTTPStatusError) as again:
-        await sdk.runs.wait(tid, "lead_agent", command={"resume": {"decisions": [{"type": "approve"}]}})
+        await sdk.runs.wait(
+            tid, "lead_agent", command={"resume": {"decisions": [{"type": "approve"}]}}
+        )
     assert again.value.response.status_code == 409
     assert DEPLOYS == ["prod"]
     assert (await sdk.threads.get(tid))["status"] == "idle"
@@ -140,11 +167,23 @@ async def test_agent_chat_ui_edit_and_reject_shapes(server: Any, llm: Any) -> No
     tid = (await sdk.threads.create())["thread_id"]
     llm.script(ToolCalls([Call("deploy", {"target": "prod"}, id="c1")]), Text("edited"))
     await sdk.runs.wait(tid, "lead_agent", input={"messages": [{"role": "user", "content": "go"}]})
-    await sdk.runs.wait(tid, "lead_agent", command={"resume": [{"type": "edit", "args": {"action": "deploy", "args": {"target": "staging"}}}]})
+    await sdk.runs.wait(
+        tid,
+        "lead_agent",
+        command={
+            "resume": [
+                {"type": "edit", "args": {"action": "deploy", "args": {"target": "staging"}}}
+            ]
+        },
+    )
     assert DEPLOYS == ["staging"]
     llm.script(ToolCalls([Call("deploy", {"target": "prod"}, id="c2")]), Text("ok, not deployed"))
-    await sdk.runs.wait(tid, "lead_agent", input={"messages": [{"role": "user", "content": "again"}]})
-    out = await sdk.runs.wait(tid, "lead_agent", command={"resume": {"decisions": [{"type": "reject", "message": "no"}]}})
+    await sdk.runs.wait(
+        tid, "lead_agent", input={"messages": [{"role": "user", "content": "again"}]}
+    )
+    out = await sdk.runs.wait(
+        tid, "lead_agent", command={"resume": {"decisions": [{"type": "reject", "message": "no"}]}}
+    )
     assert DEPLOYS == ["staging"]
     assert out["messages"][-1]["content"] == "ok, not deployed"
 
@@ -153,8 +192,12 @@ async def test_state_history_and_fork(server: Any, llm: Any) -> None:
     sdk, _ = server
     tid = (await sdk.threads.create())["thread_id"]
     llm.script(Text("one"), Text("two"), Text("forked"))
-    await sdk.runs.wait(tid, "lead_agent", input={"messages": [{"role": "user", "content": "first"}]})
-    await sdk.runs.wait(tid, "lead_agent", input={"messages": [{"role": "user", "content": "second"}]})
+    await sdk.runs.wait(
+        tid, "lead_agent", input={"messages": [{"role": "user", "content": "first"}]}
+    )
+    await sdk.runs.wait(
+        tid, "lead_agent", input={"messages": [{"role": "user", "content": "second"}]}
+    )
     state = await sdk.threads.get_state(tid)
     assert [m["content"] for m in state["values"]["messages"]] == ["first", "one", "second", "two"]
     history = await sdk.threads.get_history(tid)
@@ -163,11 +206,17 @@ async def test_state_history_and_fork(server: Any, llm: Any) -> None:
     assert history[0]["parent_checkpoint"]["checkpoint_id"] == first_cp
     old = await sdk.threads.get_state(tid, checkpoint_id=first_cp)
     assert [m["content"] for m in old["values"]["messages"]] == ["first", "one"]
-    forked = await sdk.runs.wait(tid, "lead_agent", input={"messages": [{"role": "user", "content": "other"}]},
-                                 checkpoint_id=first_cp)
+    forked = await sdk.runs.wait(
+        tid,
+        "lead_agent",
+        input={"messages": [{"role": "user", "content": "other"}]},
+        checkpoint_id=first_cp,
+    )
     assert [m["content"] for m in forked["messages"]] == ["first", "one", "other", "forked"]
     # time travel: move the head back and the state follows
-    await sdk.threads.update_state(tid, None, checkpoint_id=history[0]["checkpoint"]["checkpoint_id"])
+    await sdk.threads.update_state(
+        tid, None, checkpoint_id=history[0]["checkpoint"]["checkpoint_id"]
+    )
     assert len((await sdk.threads.get_state(tid))["values"]["messages"]) == 4
     with pytest.raises(httpx.HTTPStatusError) as bad:
         await sdk.threads.get_state(tid, checkpoint_id="nope")
@@ -177,12 +226,21 @@ async def test_state_history_and_fork(server: Any, llm: Any) -> None:
 async def test_background_join_and_join_stream_from_start_and_middle(server: Any, llm: Any) -> None:
     sdk, _ = server
     tid = (await sdk.threads.create())["thread_id"]
-    llm.script(ToolCalls([Call("create_artifact", {"id": "a", "title": "A", "content": "x"})]), Text("done"))
-    run = await sdk.runs.create(tid, "lead_agent", input={"messages": [{"role": "user", "content": "go"}]})
+    llm.script(
+        ToolCalls([Call("create_artifact", {"id": "a", "title": "A", "content": "x"})]),
+        Text("done"),
+    )
+    run = await sdk.runs.create(
+        tid, "lead_agent", input={"messages": [{"role": "user", "content": "go"}]}
+    )
     assert run["status"] in ("running", "success")
     joined = await sdk.runs.join(tid, run["run_id"])
     assert joined["messages"][-1]["content"] == "done"
-    full = await parts(sdk.runs.join_stream(tid, run["run_id"], stream_mode=["values", "custom"], last_event_id="-1"))
+    full = await parts(
+        sdk.runs.join_stream(
+            tid, run["run_id"], stream_mode=["values", "custom"], last_event_id="-1"
+        )
+    )
     # a frame made from a stored event carries its id on the last frame it produced; the SDK
     # repeats the last id seen on frames without one (token chunks, earlier frames)
     seen = [int(p.id) for p in full if p.id]
@@ -192,7 +250,11 @@ async def test_background_join_and_join_stream_from_start_and_middle(server: Any
     custom = [p.data["type"] for p in full if p.event == "custom"]
     assert "artifact_created" in custom and "complete" in custom
     middle = ids[len(ids) // 2]
-    rest = await parts(sdk.runs.join_stream(tid, run["run_id"], stream_mode=["values", "custom"], last_event_id=str(middle)))
+    rest = await parts(
+        sdk.runs.join_stream(
+            tid, run["run_id"], stream_mode=["values", "custom"], last_event_id=str(middle)
+        )
+    )
     rest_ids = sorted({int(p.id) for p in rest if p.id and int(p.id) != middle})
     assert rest_ids == [i for i in ids if i > middle]
     assert rest[-1].data == full[-1].data
@@ -211,8 +273,12 @@ async def test_cancel_and_multitask_strategies(server: Any, llm: Any) -> None:
     assert rejected.value.response.status_code == 409
     # enqueue: pending until the first ends
     llm.script(Text("queued answer"))
-    queued = await sdk.runs.create(tid, "lead_agent", input={"messages": [{"role": "user", "content": "q"}]},
-                                   multitask_strategy="enqueue")
+    queued = await sdk.runs.create(
+        tid,
+        "lead_agent",
+        input={"messages": [{"role": "user", "content": "q"}]},
+        multitask_strategy="enqueue",
+    )
     assert queued["status"] == "pending"
     # cancel the slow one: the queued one starts
     cancelled = await sdk.runs.cancel(tid, slow["run_id"], wait=True)
@@ -225,17 +291,27 @@ async def test_cancel_and_multitask_strategies(server: Any, llm: Any) -> None:
     first = await sdk.runs.create(tid, "lead_agent", input=human)
     await wait_until(lambda: af.admin.active_run_count() > 0)
     llm.script(Text("after interrupt"))
-    second = await sdk.runs.wait(tid, "lead_agent", input={"messages": [{"role": "user", "content": "now"}]},
-                                 multitask_strategy="interrupt")
+    second = await sdk.runs.wait(
+        tid,
+        "lead_agent",
+        input={"messages": [{"role": "user", "content": "now"}]},
+        multitask_strategy="interrupt",
+    )
     assert second["messages"][-1]["content"] == "after interrupt"
     assert (await sdk.runs.get(tid, first["run_id"]))["status"] == "interrupted"
     assert "slow" in [m["content"] for m in second["messages"]]  # kept on the branch
     # rollback: the running one is discarded
     llm.script(Delay(5.0, Text("never")))
-    third = await sdk.runs.create(tid, "lead_agent", input={"messages": [{"role": "user", "content": "doomed"}]})
+    third = await sdk.runs.create(
+        tid, "lead_agent", input={"messages": [{"role": "user", "content": "doomed"}]}
+    )
     llm.script(Text("after rollback"))
-    fourth = await sdk.runs.wait(tid, "lead_agent", input={"messages": [{"role": "user", "content": "instead"}]},
-                                 multitask_strategy="rollback")
+    fourth = await sdk.runs.wait(
+        tid,
+        "lead_agent",
+        input={"messages": [{"role": "user", "content": "instead"}]},
+        multitask_strategy="rollback",
+    )
     assert "doomed" not in [m["content"] for m in fourth["messages"]]
     assert fourth["messages"][-1]["content"] == "after rollback"
     with pytest.raises(httpx.HTTPStatusError) as gone:
@@ -256,13 +332,20 @@ async def test_auth_isolation_with_api_key_and_bearer(make_client: Any, llm: Any
         assert unauthorized.value.response.status_code == 401
         llm.script(Text("secret"))
         tid = (await as_alice.threads.create(metadata={"k": "v"}))["thread_id"]
-        run = await as_alice.runs.create(tid, "lead_agent", input={"messages": [{"role": "user", "content": "x"}]})
+        run = await as_alice.runs.create(
+            tid, "lead_agent", input={"messages": [{"role": "user", "content": "x"}]}
+        )
         await as_alice.runs.join(tid, run["run_id"])
         assert await as_bob.threads.search() == []
         for call in (
-            as_bob.threads.get(tid), as_bob.threads.get_state(tid), as_bob.runs.get(tid, run["run_id"]),
-            as_bob.runs.list(tid), as_bob.runs.join(tid, run["run_id"]),
-            as_bob.runs.wait(tid, "lead_agent", input={"messages": [{"role": "user", "content": "y"}]}),
+            as_bob.threads.get(tid),
+            as_bob.threads.get_state(tid),
+            as_bob.runs.get(tid, run["run_id"]),
+            as_bob.runs.list(tid),
+            as_bob.runs.join(tid, run["run_id"]),
+            as_bob.runs.wait(
+                tid, "lead_agent", input={"messages": [{"role": "user", "content": "y"}]}
+            ),
         ):
             with pytest.raises(httpx.HTTPStatusError) as hidden:
                 await call

@@ -25,21 +25,41 @@ ALLOWED = ["approve", "edit", "reject"]
 
 
 def ai_id(message_id: str, index: int, invocation: str = LEAD) -> str:
-    return f"{message_id}:ai:{index}" if invocation == LEAD else f"{message_id}:{invocation}:ai:{index}"
+    return (
+        f"{message_id}:ai:{index}"
+        if invocation == LEAD
+        else f"{message_id}:{invocation}:ai:{index}"
+    )
 
 
 def human(message: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "human", "content": message["content"], "id": f"{message['id']}:human",
-            "additional_kwargs": {}, "response_metadata": {}, "name": None}
+    return {
+        "type": "human",
+        "content": message["content"],
+        "id": f"{message['id']}:human",
+        "additional_kwargs": {},
+        "response_metadata": {},
+        "name": None,
+    }
 
 
-def ai(msg_id: str, content: str, tool_calls: Sequence[dict[str, Any]] = (), *, chunk: bool = False) -> dict[str, Any]:
-    calls = [{"name": c["name"], "args": _args(c.get("arguments")), "id": c["id"], "type": "tool_call"}
-             for c in tool_calls]
+def ai(
+    msg_id: str, content: str, tool_calls: Sequence[dict[str, Any]] = (), *, chunk: bool = False
+) -> dict[str, Any]:
+    calls = [
+        {"name": c["name"], "args": _args(c.get("arguments")), "id": c["id"], "type": "tool_call"}
+        for c in tool_calls
+    ]
     out: dict[str, Any] = {
-        "type": "AIMessageChunk" if chunk else "ai", "content": content, "id": msg_id,
-        "tool_calls": calls, "invalid_tool_calls": [], "additional_kwargs": {},
-        "response_metadata": {}, "name": None, "usage_metadata": None,
+        "type": "AIMessageChunk" if chunk else "ai",
+        "content": content,
+        "id": msg_id,
+        "tool_calls": calls,
+        "invalid_tool_calls": [],
+        "additional_kwargs": {},
+        "response_metadata": {},
+        "name": None,
+        "usage_metadata": None,
     }
     if chunk:
         out["tool_call_chunks"] = []
@@ -51,10 +71,16 @@ def tool_message(data: Any) -> dict[str, Any]:
     content = result.data if result.success else (result.error or "")
     if not isinstance(content, str):
         content = json.dumps(content, default=str)
-    return {"type": "tool", "content": content, "id": f"tool:{data.tool_call_id}",
-            "tool_call_id": data.tool_call_id, "name": data.tool,
-            "status": "success" if data.success else "error",
-            "additional_kwargs": {}, "response_metadata": {}}
+    return {
+        "type": "tool",
+        "content": content,
+        "id": f"tool:{data.tool_call_id}",
+        "tool_call_id": data.tool_call_id,
+        "name": data.tool,
+        "status": "success" if data.success else "error",
+        "additional_kwargs": {},
+        "response_metadata": {},
+    }
 
 
 def _args(raw: Any) -> Any:
@@ -114,25 +140,40 @@ def interrupt_of(pause: dict[str, Any]) -> dict[str, Any]:
     """A permission pause (`waiting_for` / `permission_request` data) as LangChain's HITL
     request."""
     calls = pause.get("calls") or []
-    requests = [{
-        "name": c["tool"], "args": c.get("arguments"), "tool_call_id": c["tool_call_id"],
-        "description": f"Tool execution pending approval\n\nTool: {c['tool']}\nArgs: "
-                       f"{json.dumps(c.get('arguments'), default=str)}",
-    } for c in calls]
-    configs = [{"action_name": name, "allowed_decisions": ALLOWED}
-               for name in dict.fromkeys(c["tool"] for c in calls)]
-    return {"value": {"action_requests": requests, "review_configs": configs},
-            "id": pause.get("interrupt_id") or ""}
+    requests = [
+        {
+            "name": c["tool"],
+            "args": c.get("arguments"),
+            "tool_call_id": c["tool_call_id"],
+            "description": f"Tool execution pending approval\n\nTool: {c['tool']}\nArgs: "
+            f"{json.dumps(c.get('arguments'), default=str)}",
+        }
+        for c in calls
+    ]
+    configs = [
+        {"action_name": name, "allowed_decisions": ALLOWED}
+        for name in dict.fromkeys(c["tool"] for c in calls)
+    ]
+    return {
+        "value": {"action_requests": requests, "review_configs": configs},
+        "id": pause.get("interrupt_id") or "",
+    }
 
 
 def decisions_of(resume: Any, pause: dict[str, Any]) -> Any:
     """Our decisions (keyed by tool-call id) for a `Command(resume=...)` value."""
     calls = pause.get("calls") or []
     ids = [c["tool_call_id"] for c in calls]
-    if isinstance(resume, dict) and pause.get("interrupt_id") in resume and "decisions" not in resume:
+    if (
+        isinstance(resume, dict)
+        and pause.get("interrupt_id") in resume
+        and "decisions" not in resume
+    ):
         resume = resume[pause["interrupt_id"]]  # keyed by interrupt id
     if isinstance(resume, str):
-        return {"accept": "approve", "approve": "approve", "reject": "deny", "ignore": "deny"}.get(resume, resume)
+        return {"accept": "approve", "approve": "approve", "reject": "deny", "ignore": "deny"}.get(
+            resume, resume
+        )
     if isinstance(resume, dict) and "decisions" in resume:
         items = resume["decisions"]
     elif isinstance(resume, list):
@@ -142,7 +183,7 @@ def decisions_of(resume: Any, pause: dict[str, Any]) -> Any:
     else:
         raise InvalidResumeError(
             'resume must be {"decisions": [{"type": "approve" | "edit" | "reject"}, ...]}, one per '
-            "action request, or agent-chat-ui's [{\"type\": \"accept\" | \"edit\" | \"ignore\" | \"response\"}]"
+            'action request, or agent-chat-ui\'s [{"type": "accept" | "edit" | "ignore" | "response"}]'
         )
     if not isinstance(items, list):
         raise InvalidResumeError("resume decisions must be a list, one per action request")
@@ -187,7 +228,8 @@ def text_of(content: Any) -> str:
     if isinstance(content, list):
         return "".join(
             part if isinstance(part, str) else str(part.get("text", ""))
-            for part in content if isinstance(part, str) or part.get("type") == "text"
+            for part in content
+            if isinstance(part, str) or part.get("type") == "text"
         )
     return "" if content is None else str(content)
 
@@ -207,6 +249,8 @@ def task_text(value: Any) -> str:
     for message in reversed(messages):
         if isinstance(message, str):
             return message
-        if isinstance(message, dict) and (message.get("role") in ("user", "human") or message.get("type") == "human"):
+        if isinstance(message, dict) and (
+            message.get("role") in ("user", "human") or message.get("type") == "human"
+        ):
             return text_of(message.get("content"))
-    raise UserError("input has no user message: send {\"role\": \"user\", \"content\": \"...\"}")
+    raise UserError('input has no user message: send {"role": "user", "content": "..."}')

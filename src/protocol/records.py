@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 metadata = sa.MetaData()
 
 threads = sa.Table(
-    "ap_threads", metadata,
+    "ap_threads",
+    metadata,
     sa.Column("thread_id", sa.String(64), primary_key=True),
     sa.Column("user_id", sa.String(64), nullable=True, index=True),
     sa.Column("metadata", sa.Text, nullable=False, default="{}"),
@@ -34,7 +35,8 @@ threads = sa.Table(
 )
 
 runs = sa.Table(
-    "ap_runs", metadata,
+    "ap_runs",
+    metadata,
     sa.Column("run_id", sa.String(64), primary_key=True),
     sa.Column("thread_id", sa.String(64), nullable=False, index=True),
     sa.Column("user_id", sa.String(64), nullable=True),
@@ -73,33 +75,51 @@ class ProtocolRecords:
     # --- threads ---------------------------------------------------------------------------
 
     async def thread_row(self, thread_id: str) -> dict[str, Any] | None:
-        rows = await self.store.fetch_rows(sa.select(threads).where(threads.c.thread_id == thread_id))
+        rows = await self.store.fetch_rows(
+            sa.select(threads).where(threads.c.thread_id == thread_id)
+        )
         return _decoded(rows[0]) if rows else None
 
     async def thread_rows(self, thread_ids: list[str]) -> dict[str, dict[str, Any]]:
         if not thread_ids:
             return {}
-        rows = await self.store.fetch_rows(sa.select(threads).where(threads.c.thread_id.in_(thread_ids)))
+        rows = await self.store.fetch_rows(
+            sa.select(threads).where(threads.c.thread_id.in_(thread_ids))
+        )
         return {r["thread_id"]: _decoded(r) for r in rows}
 
-    async def put_thread(self, thread_id: str, user_id: str | None, meta: dict[str, Any]) -> dict[str, Any]:
+    async def put_thread(
+        self, thread_id: str, user_id: str | None, meta: dict[str, Any]
+    ) -> dict[str, Any]:
         """Insert or replace the thread's metadata row."""
         now = time.time()
         existing = await self.thread_row(thread_id)
         if existing is None:
-            await self.store.insert_once(threads.insert().values(
-                thread_id=thread_id, user_id=user_id, metadata=json.dumps(meta),
-                created_at=now, updated_at=now,
-            ))
+            await self.store.insert_once(
+                threads.insert().values(
+                    thread_id=thread_id,
+                    user_id=user_id,
+                    metadata=json.dumps(meta),
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
         else:
-            await self.store.write(threads.update().where(threads.c.thread_id == thread_id).values(
-                metadata=json.dumps(meta), updated_at=now,
-            ))
+            await self.store.write(
+                threads.update()
+                .where(threads.c.thread_id == thread_id)
+                .values(
+                    metadata=json.dumps(meta),
+                    updated_at=now,
+                )
+            )
         row = await self.thread_row(thread_id)
         assert row is not None
         return row
 
-    async def merge_thread_metadata(self, thread_id: str, user_id: str | None, extra: dict[str, Any]) -> dict[str, Any]:
+    async def merge_thread_metadata(
+        self, thread_id: str, user_id: str | None, extra: dict[str, Any]
+    ) -> dict[str, Any]:
         row = await self.thread_row(thread_id)
         meta = {**(row["metadata"] if row else {}), **extra}
         return await self.put_thread(thread_id, user_id, meta)
@@ -128,7 +148,12 @@ class ProtocolRecords:
         return _decoded(rows[0]) if rows else None
 
     async def thread_runs(
-        self, thread_id: str, *, statuses: tuple[str, ...] = (), limit: int = 100, offset: int = 0,
+        self,
+        thread_id: str,
+        *,
+        statuses: tuple[str, ...] = (),
+        limit: int = 100,
+        offset: int = 0,
         oldest_first: bool = False,
     ) -> list[dict[str, Any]]:
         order = runs.c.created_at.asc() if oldest_first else runs.c.created_at.desc()

@@ -34,7 +34,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("artifactflow.protocol")
 
 STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
-MESSAGE_TO_RUN = {"waiting": "success", "completed": "success", "failed": "error", "cancelled": "interrupted"}
+MESSAGE_TO_RUN = {
+    "waiting": "success",
+    "completed": "success",
+    "failed": "error",
+    "cancelled": "interrupted",
+}
 
 
 class ConflictError(ResumeConflictError):
@@ -42,7 +47,9 @@ class ConflictError(ResumeConflictError):
 
 
 class Assistant:
-    def __init__(self, assistant_id: str, graph_id: str, kind: str, name: str, description: str) -> None:
+    def __init__(
+        self, assistant_id: str, graph_id: str, kind: str, name: str, description: str
+    ) -> None:
         self.assistant_id, self.graph_id, self.kind = assistant_id, graph_id, kind
         self.name, self.description = name, description
 
@@ -60,11 +67,22 @@ class Protocol:
     def assistants(self) -> list[Assistant]:
         services = self.client.admin.services
         lead = services.lead
-        out = [Assistant(lead.name, lead.name, "agent", lead.name, getattr(lead, "description", "") or "")]
+        out = [
+            Assistant(
+                lead.name, lead.name, "agent", lead.name, getattr(lead, "description", "") or ""
+            )
+        ]
         for workflow in self.client.workflows.list():
             if not workflow.get("problems"):
-                out.append(Assistant(f"workflow:{workflow['name']}", f"workflow:{workflow['name']}",
-                                     "workflow", workflow["name"], workflow.get("description") or ""))
+                out.append(
+                    Assistant(
+                        f"workflow:{workflow['name']}",
+                        f"workflow:{workflow['name']}",
+                        "workflow",
+                        workflow["name"],
+                        workflow.get("description") or "",
+                    )
+                )
         return out
 
     def assistant(self, assistant_id: str) -> Assistant:
@@ -73,7 +91,9 @@ class Protocol:
                 return assistant
         if assistant_id == "agent":  # LangGraph's template graph name: the lead agent
             return self.assistants()[0]
-        raise NotFoundError(f"assistant {assistant_id} not found; GET /assistants/search lists them")
+        raise NotFoundError(
+            f"assistant {assistant_id} not found; GET /assistants/search lists them"
+        )
 
     # --- threads -------------------------------------------------------------------------------
 
@@ -92,7 +112,9 @@ class Protocol:
 
     async def active_runs(self, thread_id: str) -> list[dict[str, Any]]:
         """The thread's pending and running runs, after settling those that ended."""
-        rows = await self.records.thread_runs(thread_id, statuses=("pending", "starting", "running"), oldest_first=True)
+        rows = await self.records.thread_runs(
+            thread_id, statuses=("pending", "starting", "running"), oldest_first=True
+        )
         out = []
         for row in rows:
             row = await self.settle(row)
@@ -109,8 +131,11 @@ class Protocol:
         message = await self.client.conversations.message(run["message_id"])
         status = MESSAGE_TO_RUN.get(message["status"])
         if status is None and message["status"] == "running":
-            later = [r for r in await self.records.thread_runs(run["thread_id"])
-                     if r["message_id"] == run["message_id"] and r["cursor"] > run["cursor"]]
+            later = [
+                r
+                for r in await self.records.thread_runs(run["thread_id"])
+                if r["message_id"] == run["message_id"] and r["cursor"] > run["cursor"]
+            ]
             status = "success" if later else None  # a later segment (a resume) took over
         if status is not None:
             await self.records.set_run(run["run_id"], when=("running",), status=status)
@@ -119,13 +144,19 @@ class Protocol:
 
     async def run_row(self, thread_id: str, run_id: str, user: str | None) -> dict[str, Any]:
         run = await self.records.run(run_id)
-        if run is None or run["thread_id"] != thread_id or (user is not None and run["user_id"] != user):
+        if (
+            run is None
+            or run["thread_id"] != thread_id
+            or (user is not None and run["user_id"] != user)
+        ):
             raise NotFoundError(f"run {run_id} not found")
         return await self.settle(run)
 
     # --- starting ------------------------------------------------------------------------------
 
-    async def create(self, thread_id: str | None, body: dict[str, Any], user: str | None) -> tuple[dict[str, Any], Run | None]:
+    async def create(
+        self, thread_id: str | None, body: dict[str, Any], user: str | None
+    ) -> tuple[dict[str, Any], Run | None]:
         """Start (or queue) the run `body` asks for; its row and, when it started, its handle."""
         await self.records.ready()
         assistant = self.assistant(str(body.get("assistant_id") or ""))
@@ -133,22 +164,35 @@ class Protocol:
         if strategy not in STRATEGIES:
             raise UserError(f"multitask_strategy must be one of {', '.join(STRATEGIES)}")
         thread_id = await self._thread_for(thread_id, body, user)
-        await self.records.merge_thread_metadata(thread_id, user, await self._first_run_metadata(thread_id, assistant))
+        await self.records.merge_thread_metadata(
+            thread_id, user, await self._first_run_metadata(thread_id, assistant)
+        )
         command = body.get("command") or {}
         if command.get("update") is not None or command.get("goto") is not None:
-            raise UserError("command.update and command.goto are not supported; resume with command.resume")
-        values = dict(thread_id=thread_id, user_id=user, assistant_id=assistant.assistant_id,
-                      multitask_strategy=strategy, metadata=body.get("metadata") or {})
+            raise UserError(
+                "command.update and command.goto are not supported; resume with command.resume"
+            )
+        values = dict(
+            thread_id=thread_id,
+            user_id=user,
+            assistant_id=assistant.assistant_id,
+            multitask_strategy=strategy,
+            metadata=body.get("metadata") or {},
+        )
         if "resume" in command:
             return await self._resume(thread_id, command["resume"], values, user)
         active = await self.active_runs(thread_id)
         parent: Any = ACTIVE_BRANCH
         if body.get("checkpoint_id") or (body.get("checkpoint") or {}).get("checkpoint_id"):
-            parent = await self._fork_point(thread_id, body.get("checkpoint_id") or body["checkpoint"]["checkpoint_id"])
+            parent = await self._fork_point(
+                thread_id, body.get("checkpoint_id") or body["checkpoint"]["checkpoint_id"]
+            )
         if active:
             if strategy == "reject":
-                raise ConflictError(f"thread {thread_id} is busy with run {active[0]['run_id']}; "
-                                    'pass multitask_strategy "enqueue", "interrupt" or "rollback"')
+                raise ConflictError(
+                    f"thread {thread_id} is busy with run {active[0]['run_id']}; "
+                    'pass multitask_strategy "enqueue", "interrupt" or "rollback"'
+                )
             if strategy == "enqueue":
                 row = await self.records.add_run(status="pending", request=_request(body), **values)
                 return row, None
@@ -159,7 +203,9 @@ class Protocol:
         await self._close_pause(thread_id)
         return await self._start(thread_id, assistant, body, parent, values, user)
 
-    async def _thread_for(self, thread_id: str | None, body: dict[str, Any], user: str | None) -> str:
+    async def _thread_for(
+        self, thread_id: str | None, body: dict[str, Any], user: str | None
+    ) -> str:
         store = self.client.admin.store
         if thread_id is None:
             return (await store.create_conversation(None, user_id=user))["id"]
@@ -173,8 +219,11 @@ class Protocol:
     async def _first_run_metadata(self, thread_id: str, assistant: Assistant) -> dict[str, Any]:
         row = await self.records.thread_row(thread_id)
         meta = row["metadata"] if row else {}
-        return {k: v for k, v in (("assistant_id", assistant.assistant_id), ("graph_id", assistant.graph_id))
-                if k not in meta}
+        return {
+            k: v
+            for k, v in (("assistant_id", assistant.assistant_id), ("graph_id", assistant.graph_id))
+            if k not in meta
+        }
 
     async def _fork_point(self, thread_id: str, checkpoint_id: str) -> str | None:
         if checkpoint_id == ROOT:
@@ -193,31 +242,53 @@ class Protocol:
             await self.client.runs.cancel(tip["id"])
 
     async def _start(
-        self, thread_id: str, assistant: Assistant, body: dict[str, Any], parent: Any,
-        values: dict[str, Any], user: str | None, *, run_id: str | None = None,
+        self,
+        thread_id: str,
+        assistant: Assistant,
+        body: dict[str, Any],
+        parent: Any,
+        values: dict[str, Any],
+        user: str | None,
+        *,
+        run_id: str | None = None,
     ) -> tuple[dict[str, Any], Run]:
         if assistant.kind == "workflow":
             data = body.get("input")
             run = await self.client.runs.start(
-                WorkflowTask(assistant.name, data if isinstance(data, dict) else None, conversation_id=thread_id),
-                user_id=user)
+                WorkflowTask(
+                    assistant.name,
+                    data if isinstance(data, dict) else None,
+                    conversation_id=thread_id,
+                ),
+                user_id=user,
+            )
         else:
-            run = await self.client.runs.start(Task(task_text(body.get("input")), thread_id, parent), user_id=user)
+            run = await self.client.runs.start(
+                Task(task_text(body.get("input")), thread_id, parent), user_id=user
+            )
         if run_id is None:
-            row = await self.records.add_run(status="running", message_id=run.message_id, cursor=0, **values)
+            row = await self.records.add_run(
+                status="running", message_id=run.message_id, cursor=0, **values
+            )
         else:
-            await self.records.set_run(run_id, status="running", message_id=run.message_id, cursor=0, request=None)
+            await self.records.set_run(
+                run_id, status="running", message_id=run.message_id, cursor=0, request=None
+            )
             row = await self.records.run(run_id) or {}
         self.watch(row, run.message_id, 0)
         return row, run
 
-    async def _resume(self, thread_id: str, resume: Any, values: dict[str, Any], user: str | None) -> tuple[dict[str, Any], Run]:
+    async def _resume(
+        self, thread_id: str, resume: Any, values: dict[str, Any], user: str | None
+    ) -> tuple[dict[str, Any], Run]:
         tip = await self.tip(await self.conversation(thread_id, user))
         if tip is None or tip["status"] != "waiting":
             raise ConflictError(f"thread {thread_id} is not interrupted: nothing to resume")
         decisions = decisions_of(resume, tip.get("waiting_for") or {})
         run = await self.client.runs.start(Resume(tip["id"], decisions), user_id=user)
-        row = await self.records.add_run(status="running", message_id=tip["id"], cursor=run.cursor, **values)
+        row = await self.records.add_run(
+            status="running", message_id=tip["id"], cursor=run.cursor, **values
+        )
         self.watch(row, tip["id"], run.cursor)
         return row, run
 
@@ -237,7 +308,9 @@ class Protocol:
             finally:
                 self._watchers.pop(run["run_id"], None)
 
-        self._watchers[run["run_id"]] = asyncio.create_task(follow(), name=f"protocol-run-{run['run_id']}")
+        self._watchers[run["run_id"]] = asyncio.create_task(
+            follow(), name=f"protocol-run-{run['run_id']}"
+        )
 
     async def dispatch(self, thread_id: str) -> None:
         """Start the oldest queued run of an idle thread (the first worker to claim it does)."""
@@ -250,10 +323,23 @@ class Protocol:
         body = run["request"] or {}
         try:
             assistant = self.assistant(run["assistant_id"])
-            values = dict(thread_id=thread_id, user_id=run["user_id"], assistant_id=run["assistant_id"],
-                          multitask_strategy=run["multitask_strategy"], metadata=run["metadata"])
+            values = dict(
+                thread_id=thread_id,
+                user_id=run["user_id"],
+                assistant_id=run["assistant_id"],
+                multitask_strategy=run["multitask_strategy"],
+                metadata=run["metadata"],
+            )
             await self._close_pause(thread_id)
-            await self._start(thread_id, assistant, body, ACTIVE_BRANCH, values, run["user_id"], run_id=run["run_id"])
+            await self._start(
+                thread_id,
+                assistant,
+                body,
+                ACTIVE_BRANCH,
+                values,
+                run["user_id"],
+                run_id=run["run_id"],
+            )
         except Exception:
             log.exception("starting queued protocol run %s", run["run_id"])
             await self.records.set_run(run["run_id"], status="error")
@@ -273,7 +359,8 @@ class Protocol:
                 parent = message["parent_id"] or ""
                 if message["parent_id"]:
                     await self.client.admin.store.touch_conversation(
-                        run["thread_id"], active_message_id=message["parent_id"])
+                        run["thread_id"], active_message_id=message["parent_id"]
+                    )
         if rollback:
             await self.records.delete_run(run["run_id"])
         return parent
@@ -311,4 +398,8 @@ class Protocol:
 
 
 def _request(body: dict[str, Any]) -> dict[str, Any]:
-    return {k: body.get(k) for k in ("input", "assistant_id", "metadata", "config", "context") if body.get(k) is not None}
+    return {
+        k: body.get(k)
+        for k in ("input", "assistant_id", "metadata", "config", "context")
+        if body.get(k) is not None
+    }

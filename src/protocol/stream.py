@@ -24,10 +24,21 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..events.envelope import Event, EventType
+from ..events.payloads import ToolCompleteData, ToolStartData
 from .convert import LEAD, MessageBuilder, ai, ai_id, interrupt_of
 from .views import NODE, checkpoint
 
-MODES = ("values", "updates", "messages", "messages-tuple", "events", "custom", "debug", "tasks", "checkpoints")
+MODES = (
+    "values",
+    "updates",
+    "messages",
+    "messages-tuple",
+    "events",
+    "custom",
+    "debug",
+    "tasks",
+    "checkpoints",
+)
 Frame = tuple[str, Any, int | None]
 
 
@@ -46,8 +57,15 @@ class Frames:
     """Turns one run's events into protocol frames for `modes`."""
 
     def __init__(
-        self, modes: Sequence[str], *, run_id: str, thread_id: str, message: dict[str, Any],
-        base: list[dict[str, Any]], prior: Sequence[Event], graph_id: str,
+        self,
+        modes: Sequence[str],
+        *,
+        run_id: str,
+        thread_id: str,
+        message: dict[str, Any],
+        base: list[dict[str, Any]],
+        prior: Sequence[Event],
+        graph_id: str,
     ) -> None:
         self.modes = set(modes)
         self.run_id, self.thread_id, self.graph_id = run_id, thread_id, graph_id
@@ -63,9 +81,16 @@ class Frames:
         return {"messages": self.base + self.builder.messages}
 
     def _meta(self, event: Event, node: str) -> dict[str, Any]:
-        return {"run_id": self.run_id, "thread_id": self.thread_id, "graph_id": self.graph_id,
-                "langgraph_node": node, "langgraph_step": self.step, "langgraph_checkpoint_ns": "",
-                "agent": event.agent, "ls_provider": "openai"}
+        return {
+            "run_id": self.run_id,
+            "thread_id": self.thread_id,
+            "graph_id": self.graph_id,
+            "langgraph_node": node,
+            "langgraph_step": self.step,
+            "langgraph_checkpoint_ns": "",
+            "agent": event.agent,
+            "ls_provider": "openai",
+        }
 
     def start(self) -> list[Frame]:
         frames: list[Frame] = [("metadata", {"run_id": self.run_id, "attempt": 1}, None)]
@@ -79,18 +104,30 @@ class Frames:
         invocation = getattr(data, "invocation", None) or LEAD
         node = "lead_agent" if invocation == LEAD else (event.agent or invocation)
         if event.type == EventType.LLM_CHUNK:
-            msg_id = self.builder.current_ai_id if invocation == LEAD else ai_id(self.message_id, 0, invocation)
+            msg_id = (
+                self.builder.current_ai_id
+                if invocation == LEAD
+                else ai_id(self.message_id, 0, invocation)
+            )
             delta = data.delta  # type: ignore[attr-defined]
             chunk = ai(msg_id, delta, chunk=True)
             if "messages-tuple" in self.modes:
                 frames.append(("messages", [chunk, self._meta(event, node)], None))
             if "messages" in self.modes:
                 if msg_id not in self.partial:
-                    frames.append(("messages/metadata", {msg_id: {"metadata": self._meta(event, node)}}, None))
+                    frames.append(
+                        ("messages/metadata", {msg_id: {"metadata": self._meta(event, node)}}, None)
+                    )
                 self.partial[msg_id] = self.partial.get(msg_id, "") + delta
                 frames.append(("messages/partial", [ai(msg_id, self.partial[msg_id])], None))
             if "events" in self.modes:
-                frames.append(("events", self._lc_event("on_chat_model_stream", node, event, {"chunk": chunk}), None))
+                frames.append(
+                    (
+                        "events",
+                        self._lc_event("on_chat_model_stream", node, event, {"chunk": chunk}),
+                        None,
+                    )
+                )
             return frames
         self.step += 1
         before = len(self.builder.messages)
@@ -106,13 +143,23 @@ class Frames:
                 frames.append(("messages/complete", [message], None))
         if "events" in self.modes:
             if event.type == EventType.AGENT_START and invocation == LEAD:
-                frames.append(("events", self._lc_event("on_chat_model_start", node, event, {}), None))
+                frames.append(
+                    ("events", self._lc_event("on_chat_model_start", node, event, {}), None)
+                )
             elif event.type == EventType.LLM_COMPLETE and added:
-                frames.append(("events", self._lc_event("on_chat_model_end", node, event, {"output": added[0]}), None))
-            elif event.type == EventType.TOOL_START:
-                frames.append(("events", self._lc_event("on_tool_start", NODE, event, {"input": data.arguments}), None))  # type: ignore[attr-defined]
-            elif event.type == EventType.TOOL_COMPLETE:
-                frames.append(("events", self._lc_event("on_tool_end", NODE, event, {"output": data.result.to_dict()}), None))  # type: ignore[attr-defined]
+                frames.append(
+                    (
+                        "events",
+                        self._lc_event("on_chat_model_end", node, event, {"output": added[0]}),
+                        None,
+                    )
+                )
+            elif isinstance(data, ToolStartData):
+                start = self._lc_event("on_tool_start", NODE, event, {"input": data.arguments})
+                frames.append(("events", start, None))
+            elif isinstance(data, ToolCompleteData):
+                output = {"output": data.result.to_dict()}
+                frames.append(("events", self._lc_event("on_tool_end", NODE, event, output), None))
         if event.type == EventType.PERMISSION_REQUEST:
             interrupt = interrupt_of(data.to_dict())
             if "updates" in self.modes:
@@ -122,18 +169,48 @@ class Frames:
         elif "values" in self.modes and (added or event.type == EventType.COMPLETE):
             frames.append(("values", self.values(), None))
         if event.type == EventType.ERROR:
-            frames.append(("error", {"error": getattr(data, "kind", None) or "Error",
-                                     "message": getattr(data, "message", "")}, None))
+            frames.append(
+                (
+                    "error",
+                    {
+                        "error": getattr(data, "kind", None) or "Error",
+                        "message": getattr(data, "message", ""),
+                    },
+                    None,
+                )
+            )
         if "custom" in self.modes and event.type not in (EventType.METADATA,):
-            frames.append(("custom", {"type": str(event.type), "event_id": event.event_id,
-                                      "agent": event.agent, "data": data.to_dict()}, None))
+            frames.append(
+                (
+                    "custom",
+                    {
+                        "type": str(event.type),
+                        "event_id": event.event_id,
+                        "agent": event.agent,
+                        "data": data.to_dict(),
+                    },
+                    None,
+                )
+            )
         if "debug" in self.modes and (added or event.is_final):
-            frames.append(("debug", {
-                "type": "checkpoint", "step": self.step, "timestamp": datetime.now(UTC).isoformat(),
-                "payload": {"config": {"configurable": checkpoint(self.thread_id, self.message_id)},
-                            "values": self.values(), "metadata": {"source": "loop", "step": self.step},
-                            "next": [], "tasks": []},
-            }, None))
+            frames.append(
+                (
+                    "debug",
+                    {
+                        "type": "checkpoint",
+                        "step": self.step,
+                        "timestamp": datetime.now(UTC).isoformat(),
+                        "payload": {
+                            "config": {"configurable": checkpoint(self.thread_id, self.message_id)},
+                            "values": self.values(),
+                            "metadata": {"source": "loop", "step": self.step},
+                            "next": [],
+                            "tasks": [],
+                        },
+                    },
+                    None,
+                )
+            )
         del before, msg_id
         if frames:
             name, payload, _ = frames[-1]
@@ -141,11 +218,19 @@ class Frames:
         return frames
 
     def _lc_event(self, kind: str, node: str, event: Event, data: dict[str, Any]) -> dict[str, Any]:
-        return {"event": kind, "name": node, "run_id": self.run_id, "tags": [],
-                "metadata": self._meta(event, node), "data": data}
+        return {
+            "event": kind,
+            "name": node,
+            "run_id": self.run_id,
+            "tags": [],
+            "metadata": self._meta(event, node),
+            "data": data,
+        }
 
 
-async def frames_of(frames: Frames, events: AsyncIterator[Event], *, first: bool) -> AsyncIterator[bytes]:
+async def frames_of(
+    frames: Frames, events: AsyncIterator[Event], *, first: bool
+) -> AsyncIterator[bytes]:
     if first:
         for name, data, event_id in frames.start():
             yield sse(name, data, event_id)

@@ -45,24 +45,55 @@ def path_to(by_id: dict[str, dict[str, Any]], tip: str | None) -> list[dict[str,
 
 
 def checkpoint(thread_id: str, checkpoint_id: str | None) -> dict[str, Any]:
-    return {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id, "checkpoint_map": None}
+    return {
+        "thread_id": thread_id,
+        "checkpoint_ns": "",
+        "checkpoint_id": checkpoint_id,
+        "checkpoint_map": None,
+    }
 
 
 async def state_at(
-    client: Client, thread_id: str, path: list[dict[str, Any]], *, messages: list[dict[str, Any]] | None = None
+    client: Client,
+    thread_id: str,
+    path: list[dict[str, Any]],
+    *,
+    messages: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The thread's state after the last message of `path` (the empty state for `[]`)."""
     tip = path[-1] if path else None
-    values: dict[str, Any] = {"messages": messages if messages is not None else await path_messages(client, path)}
+    values: dict[str, Any] = {
+        "messages": messages if messages is not None else await path_messages(client, path)
+    }
     tasks: list[dict[str, Any]] = []
     interrupts: list[dict[str, Any]] = []
     if tip is not None and tip["status"] == "waiting" and tip.get("waiting_for"):
         interrupts = [interrupt_of(tip["waiting_for"])]
-        tasks = [{"id": tip["id"], "name": NODE, "path": [], "error": None, "interrupts": interrupts,
-                  "checkpoint": None, "state": None, "result": None}]
+        tasks = [
+            {
+                "id": tip["id"],
+                "name": NODE,
+                "path": [],
+                "error": None,
+                "interrupts": interrupts,
+                "checkpoint": None,
+                "state": None,
+                "result": None,
+            }
+        ]
     elif tip is not None and tip["status"] == "running":
-        tasks = [{"id": tip["id"], "name": "lead_agent", "path": [], "error": None, "interrupts": [],
-                  "checkpoint": None, "state": None, "result": None}]
+        tasks = [
+            {
+                "id": tip["id"],
+                "name": "lead_agent",
+                "path": [],
+                "error": None,
+                "interrupts": [],
+                "checkpoint": None,
+                "state": None,
+                "result": None,
+            }
+        ]
     parent = (path[-2]["id"] if len(path) > 1 else ROOT) if path else None
     return {
         "values": values if path else {},
@@ -70,8 +101,12 @@ async def state_at(
         "tasks": tasks,
         "checkpoint": checkpoint(thread_id, tip["id"] if tip else ROOT),
         "parent_checkpoint": checkpoint(thread_id, parent) if parent else None,
-        "metadata": {"source": "loop", "step": len(path), "message_id": tip["id"] if tip else None,
-                     "status": tip["status"] if tip else None},
+        "metadata": {
+            "source": "loop",
+            "step": len(path),
+            "message_id": tip["id"] if tip else None,
+            "status": tip["status"] if tip else None,
+        },
         "created_at": iso(tip["updated_at"] if tip else None),
         "interrupts": interrupts,
     }
@@ -84,10 +119,15 @@ def thread_status(tip: dict[str, Any] | None, busy: bool) -> str:
 
 
 def thread_view(
-    conversation: dict[str, Any], row: dict[str, Any] | None, *, status: str,
+    conversation: dict[str, Any],
+    row: dict[str, Any] | None,
+    *,
+    status: str,
     state: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    interrupts = {t["id"]: t["interrupts"] for t in (state or {}).get("tasks", []) if t["interrupts"]}
+    interrupts = {
+        t["id"]: t["interrupts"] for t in (state or {}).get("tasks", []) if t["interrupts"]
+    }
     return {
         "thread_id": conversation["id"],
         "created_at": iso(conversation["created_at"]),
