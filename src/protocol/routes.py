@@ -360,30 +360,42 @@ def _threads(router: APIRouter) -> None:
     async def history(
         thread_id: str, body: JSON = Body(default_factory=dict), ctx: Ctx = CtxDep
     ) -> list[JSON]:
-        conversation = await ctx.p.conversation(thread_id, ctx.user)
-        messages = _plain(await ctx.p.client.conversations.messages(thread_id))
-        by_id = {m["id"]: m for m in messages}
-        before = (
-            (body.get("before") or {}).get("checkpoint_id")
-            if isinstance(body.get("before"), dict)
-            else body.get("before")
+        return await _history(ctx, thread_id, body)
+
+    @router.get("/threads/{thread_id}/history")
+    async def history_by_query(
+        thread_id: str, limit: int = Query(10, ge=1), before: str | None = None, ctx: Ctx = CtxDep
+    ) -> list[JSON]:
+        return await _history(ctx, thread_id, {"limit": limit, "before": before})
+
+
+async def _history(ctx: Ctx, thread_id: str, body: JSON) -> list[JSON]:
+    """The states of the thread's head path, newest first: one per message, then the empty
+    state before the first (`root`), each with its complete values."""
+    conversation = await ctx.p.conversation(thread_id, ctx.user)
+    messages = _plain(await ctx.p.client.conversations.messages(thread_id))
+    by_id = {m["id"]: m for m in messages}
+    before = body.get("before")
+    if isinstance(before, dict):
+        before = before.get("checkpoint_id") or (before.get("configurable") or {}).get(
+            "checkpoint_id"
         )
-        start = (body.get("checkpoint") or {}).get("checkpoint_id") or conversation.get(
-            "active_message_id"
-        )
-        path = path_to(by_id, start)
-        if not path:
-            return []
-        full = await path_messages(ctx.p.client, path)
-        counts = [len(message_messages(m, await ctx.p.client.runs.events(m["id"]))) for m in path]
-        states = []
-        for i in range(len(path), -1, -1):
-            upto = sum(counts[:i])
-            states.append(await state_at(ctx.p.client, thread_id, path[:i], messages=full[:upto]))
-        if before:
-            ids = [s["checkpoint"]["checkpoint_id"] for s in states]
-            states = states[ids.index(before) + 1 :] if before in ids else states
-        return states[: int(body.get("limit") or 10)]
+    checkpoint = body.get("checkpoint") or {}
+    start = checkpoint.get("checkpoint_id") or conversation.get("active_message_id")
+    path = path_to(by_id, start)
+    if not path:
+        return []
+    per_message = [message_messages(m, await ctx.p.client.runs.events(m["id"])) for m in path]
+    states: list[JSON] = []
+    flat: list[JSON] = [m for messages_of in per_message for m in messages_of]
+    counts = [len(messages_of) for messages_of in per_message]
+    for i in range(len(path), -1, -1):
+        shown = flat[: sum(counts[:i])]
+        states.append(await state_at(ctx.p.client, thread_id, path[:i], messages=shown))
+    if before:
+        ids = [s["checkpoint"]["checkpoint_id"] for s in states]
+        states = states[ids.index(before) + 1 :] if before in ids else states
+    return states[: int(body.get("limit") or 10)]
 
 
 async def _search(ctx: Ctx, body: JSON) -> tuple[list[JSON], int]:
@@ -612,6 +624,25 @@ def _runs(router: APIRouter) -> None:
         ctx: Ctx = CtxDep,
     ) -> Response:
         run = await ctx.p.run_row(thread_id, run_id, ctx.user)
+        after = _last_event_id(request)
+        return _stream_response(
+            _frames(ctx, run, modes_of(stream_mode), after), _run_location(run, stream=True)
+        )
+
+    @router.get("/threads/{thread_id}/stream")
+    async def thread_stream_join(
+        thread_id: str,
+        request: Request,
+        stream_mode: list[str] | None = Query(None),
+        ctx: Ctx = CtxDep,
+    ) -> Response:
+        """The thread's current run (else its latest), as `join_stream` gives it."""
+        await ctx.p.conversation(thread_id, ctx.user)
+        active = await ctx.p.active_runs(thread_id)
+        runs = active or await ctx.p.records.thread_runs(thread_id, limit=1)
+        if not runs:
+            raise ProtocolError(404, f"thread {thread_id} has no runs")
+        run = runs[0]
         after = _last_event_id(request)
         return _stream_response(
             _frames(ctx, run, modes_of(stream_mode), after), _run_location(run, stream=True)
