@@ -231,7 +231,10 @@ async def test_background_join_and_join_stream_from_start_and_middle(server: Any
         Text("done"),
     )
     run = await sdk.runs.create(
-        tid, "lead_agent", input={"messages": [{"role": "user", "content": "go"}]}
+        tid,
+        "lead_agent",
+        input={"messages": [{"role": "user", "content": "go"}]},
+        stream_mode=["updates"],
     )
     assert run["status"] in ("running", "success")
     joined = await sdk.runs.join(tid, run["run_id"])
@@ -241,23 +244,42 @@ async def test_background_join_and_join_stream_from_start_and_middle(server: Any
             tid, run["run_id"], stream_mode=["values", "custom"], last_event_id="-1"
         )
     )
-    # a frame made from a stored event carries its id on the last frame it produced; the SDK
-    # repeats the last id seen on frames without one (token chunks, earlier frames)
-    seen = [int(p.id) for p in full if p.id]
-    assert seen == sorted(seen)
-    ids = sorted(set(seen))
-    assert len(ids) >= 3
+    # every frame but the first (metadata) has an id `E-k`: the k-th frame since our event E
+    frames = [p for p in full if p.event != "metadata"]
+    keys = [tuple(int(x) for x in p.id.split("-")) for p in frames]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys) and len(keys) >= 3
     custom = [p.data["type"] for p in full if p.event == "custom"]
     assert "artifact_created" in custom and "complete" in custom
-    middle = ids[len(ids) // 2]
+    assert full[0].event == "metadata" and frames[0].event == "values"  # the state it started from
+    # from a middle frame (inside an event's group, and at a group's end), and by a plain event id
+    for middle in (len(frames) // 2, len(frames) // 2 + 1):
+        rest = await parts(
+            sdk.runs.join_stream(
+                tid,
+                run["run_id"],
+                stream_mode=["values", "custom"],
+                last_event_id=frames[middle].id,
+            )
+        )
+        assert [(p.event, p.id, p.data) for p in rest[1:]] == [
+            (p.event, p.id, p.data) for p in frames[middle + 1 :]
+        ]
+    event_id = keys[len(keys) // 2][0]
     rest = await parts(
         sdk.runs.join_stream(
-            tid, run["run_id"], stream_mode=["values", "custom"], last_event_id=str(middle)
+            tid, run["run_id"], stream_mode=["values", "custom"], last_event_id=str(event_id)
         )
     )
-    rest_ids = sorted({int(p.id) for p in rest if p.id and int(p.id) != middle})
-    assert rest_ids == [i for i in ids if i > middle]
-    assert rest[-1].data == full[-1].data
+    assert [p.id for p in rest[1:]] == [
+        p.id for p, k in zip(frames, keys, strict=True) if k[0] > event_id
+    ]
+    # without stream_mode a join uses the run's own modes (the SDK's reconnect via Location)
+    async with httpx.AsyncClient(base_url=str(sdk.http.client.base_url)) as raw:
+        again = (await raw.get(f"/threads/{tid}/runs/{run['run_id']}/stream")).text
+    assert {line for line in again.splitlines() if line.startswith("event:")} == {
+        "event: metadata",
+        "event: updates",
+    }
 
 
 async def test_cancel_and_multitask_strategies(server: Any, llm: Any) -> None:

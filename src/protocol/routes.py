@@ -27,7 +27,7 @@ from ..version import __version__
 from .convert import LEAD, message_messages
 from .records import FINAL
 from .service import Protocol
-from .stream import Frames, frames_of, modes_of, sse
+from .stream import Frames, ResumeAt, frames_of, modes_of, sse
 from .views import (
     NODE,
     ROOT,
@@ -456,9 +456,15 @@ async def _output(ctx: Ctx, thread_id: str, run: JSON) -> JSON:
 
 
 async def _frames(
-    ctx: Ctx, run: JSON, modes: list[str], after: int | None, *, fresh_handle: Any = None
+    ctx: Ctx,
+    run: JSON,
+    modes: list[str] | None,
+    after: ResumeAt | None,
+    *,
+    fresh_handle: Any = None,
 ) -> AsyncIterator[bytes]:
-    """The run's frames after event `after` (None: from the run's start)."""
+    """The run's frames from its start (`after` None) or after frame `after` (see
+    `stream.frames_of`); `modes` None: those the run was started with."""
     p = ctx.p
     while run["status"] in ("pending", "starting") or run["message_id"] is None:
         if run["status"] in FINAL:
@@ -467,10 +473,17 @@ async def _frames(
         await p.dispatch(run["thread_id"])
         await asyncio.sleep(0.05)
         run = await p.records.run(run["run_id"]) or run
+    request = run.get("request") or {}
+    if modes is None:
+        modes = modes_of(request.get("stream_mode"))
     message: JSON = dict(await p.client.conversations.message(run["message_id"]))
-    cursor = run["cursor"] if after is None else max(after, run["cursor"])
-    prior = await p.client.runs.events(run["message_id"])
-    prior = [e for e in prior if e.event_id <= cursor]
+    start = run["cursor"]
+    if after is not None and after[0] <= start:
+        after = (start, after[1])  # within the frames before the run's first event
+    # Re-read from the event whose group the client is inside (its frames are made again and
+    # the ones it saw skipped).
+    read_after = start if after is None or after[0] == start else after[0] - 1
+    prior = [e for e in await p.client.runs.events(run["message_id"]) if e.event_id <= read_after]
     messages = _plain(await p.client.conversations.messages(run["thread_id"]))
     base_path = path_to({m["id"]: m for m in messages}, message["parent_id"])
     frames = Frames(
@@ -481,14 +494,15 @@ async def _frames(
         base=await path_messages(p.client, base_path),
         prior=prior,
         graph_id=run["assistant_id"] or LEAD,
+        subgraphs=bool(request.get("stream_subgraphs")),
     )
     handle = (
         fresh_handle
         if fresh_handle is not None and after is None
-        else await p.client.runs.get(run["message_id"], after_event_id=cursor)
+        else await p.client.runs.get(run["message_id"], after_event_id=read_after)
     )
     try:
-        async for chunk in frames_of(frames, aiter(handle), first=after is None):
+        async for chunk in frames_of(frames, aiter(handle), start=start, resume=after):
             yield chunk
     finally:
         await p.settle(await p.records.run(run["run_id"]) or run)
@@ -519,14 +533,19 @@ def _stream_response(
     )
 
 
-def _last_event_id(request: Request) -> int | None:
-    raw = request.headers.get("last-event-id")
-    if raw is None or raw.strip() in ("", "-1"):
+def _last_event_id(request: Request) -> ResumeAt | None:
+    """`Last-Event-ID`: `E-k` (a frame), `E` (after our event E), `-1` or none (the start)."""
+    raw = (request.headers.get("last-event-id") or "").strip()
+    if raw in ("", "-1"):
         return None
+    event, _, index = raw.partition("-")
     try:
-        return int(raw.split(".")[0])
+        return int(event), int(index) if index else 2**31
     except ValueError:
-        raise ProtocolError(422, f"Last-Event-ID must be an event id or -1, not {raw!r}") from None
+        raise ProtocolError(
+            422,
+            f"Last-Event-ID must be an id this stream sent (E-k), an event id or -1, not {raw!r}",
+        ) from None
 
 
 def _runs(router: APIRouter) -> None:
@@ -626,7 +645,8 @@ def _runs(router: APIRouter) -> None:
         run = await ctx.p.run_row(thread_id, run_id, ctx.user)
         after = _last_event_id(request)
         return _stream_response(
-            _frames(ctx, run, modes_of(stream_mode), after), _run_location(run, stream=True)
+            _frames(ctx, run, (modes_of(stream_mode) if stream_mode else None), after),
+            _run_location(run, stream=True),
         )
 
     @router.get("/threads/{thread_id}/stream")
@@ -645,7 +665,8 @@ def _runs(router: APIRouter) -> None:
         run = runs[0]
         after = _last_event_id(request)
         return _stream_response(
-            _frames(ctx, run, modes_of(stream_mode), after), _run_location(run, stream=True)
+            _frames(ctx, run, (modes_of(stream_mode) if stream_mode else None), after),
+            _run_location(run, stream=True),
         )
 
     @router.post("/threads/{thread_id}/runs/{run_id}/cancel")

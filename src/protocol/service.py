@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -185,6 +186,7 @@ class Protocol:
             metadata=body.get("metadata") or {},
         )
         if "resume" in command:
+            values["request"] = _streaming(body)
             return await self._resume(thread_id, command["resume"], values, user)
         active = await self.active_runs(thread_id)
         parent: Any = ACTIVE_BRANCH
@@ -279,11 +281,19 @@ class Protocol:
             )
         if run_id is None:
             row = await self.records.add_run(
-                status="running", message_id=run.message_id, cursor=0, **values
+                status="running",
+                message_id=run.message_id,
+                cursor=0,
+                request=_streaming(body),
+                **values,
             )
         else:
             await self.records.set_run(
-                run_id, status="running", message_id=run.message_id, cursor=0, request=None
+                run_id,
+                status="running",
+                message_id=run.message_id,
+                cursor=0,
+                request=json.dumps(_streaming(body)),
             )
             row = await self.records.run(run_id) or {}
         self.watch(row, run.message_id, 0)
@@ -428,9 +438,23 @@ class Protocol:
                 await task
 
 
+def _streaming(body: dict[str, Any]) -> dict[str, Any]:
+    """What a join or a reconnect needs of the request: its stream modes."""
+    return {k: body[k] for k in ("stream_mode", "stream_subgraphs") if body.get(k) is not None}
+
+
 def _request(body: dict[str, Any]) -> dict[str, Any]:
+    """A queued run's request, to start it later."""
     return {
         k: body.get(k)
-        for k in ("input", "assistant_id", "metadata", "config", "context")
+        for k in (
+            "input",
+            "assistant_id",
+            "metadata",
+            "config",
+            "context",
+            "stream_mode",
+            "stream_subgraphs",
+        )
         if body.get(k) is not None
     }
