@@ -526,3 +526,33 @@ async def test_hitl_edit_rollback_cancel_delayed_run_and_get_history(server: Any
     async with httpx.AsyncClient(base_url=str(sdk.http.client.base_url)) as raw:
         got = (await raw.get(f"/threads/{tid}/history", params={"limit": 2})).json()
     assert len(got) == 2 and got[0]["values"]["messages"][-1]["content"] == "later"
+
+
+async def test_heartbeats_and_on_disconnect_cancel(make_client: Any, llm: Any) -> None:
+    af = await make_client(yaml_text="server:\n  heartbeat_seconds: 0.05\n")
+    async with serving(create_app(client=af)) as url:
+        sdk = get_client(url=url, api_key=None)
+        tid = (await sdk.threads.create())["thread_id"]
+        llm.script(Delay(0.5, Text("after a pause")))
+        body = {
+            "assistant_id": "lead_agent",
+            "input": {"messages": [{"role": "user", "content": "x"}]},
+        }
+        async with httpx.AsyncClient(base_url=url, timeout=10) as raw:
+            text = (await raw.post(f"/threads/{tid}/runs/stream", json=body)).text
+            assert ": ping" in text and "after a pause" in text
+            # the client leaves mid-run with on_disconnect=cancel: the run is cancelled
+            llm.script(Delay(5.0, Text("never")))
+            async with raw.stream(
+                "POST", f"/threads/{tid}/runs/stream", json={**body, "on_disconnect": "cancel"}
+            ) as response:
+                location = response.headers["location"]
+                async for line in response.aiter_lines():
+                    if line.startswith("event: metadata"):
+                        break
+        run_id = location.split("/")[-2]
+
+        async def interrupted() -> bool:
+            return (await sdk.runs.get(tid, run_id))["status"] == "interrupted"
+
+        await wait_until(interrupted)

@@ -8,6 +8,7 @@ import importlib.util
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
+import anyio
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -27,7 +28,7 @@ from ..version import __version__
 from .convert import LEAD, message_messages
 from .records import FINAL
 from .service import Protocol
-from .stream import Frames, ResumeAt, frames_of, modes_of, sse
+from .stream import Frames, ResumeAt, frames_of, modes_of, sse, with_heartbeat
 from .views import (
     NODE,
     ROOT,
@@ -119,14 +120,16 @@ async def _user(request: Request) -> str | None:
 
 
 class Ctx:
-    def __init__(self, protocol: Protocol, user: str | None) -> None:
-        self.p, self.user = protocol, user
+    """A request's protocol, caller (None with auth off) and SSE heartbeat interval."""
+
+    def __init__(self, protocol: Protocol, user: str | None, heartbeat: float = 0.0) -> None:
+        self.p, self.user, self.heartbeat = protocol, user, heartbeat
 
 
 async def _ctx(request: Request, user: str | None = Depends(_user)) -> Ctx:
     protocol = _protocol(request)
     await protocol.records.ready()
-    return Ctx(protocol, user)
+    return Ctx(protocol, user, float(getattr(request.app.state, "heartbeat_seconds", 0) or 0))
 
 
 CtxDep = Depends(_ctx)
@@ -513,20 +516,24 @@ class _SSE(StreamingResponse):
 
 
 def _stream_response(
+    ctx: Ctx,
     body: AsyncIterator[bytes],
     headers: dict[str, str],
     *,
     on_disconnect: Callable[[], Any] | None = None,
 ) -> Response:
+    """The SSE response; `on_disconnect` runs (shielded) when the client leaves before the end."""
+
     async def guarded() -> AsyncIterator[bytes]:
         finished = False
         try:
-            async for chunk in body:
+            async for chunk in with_heartbeat(body, ctx.heartbeat):
                 yield chunk
             finished = True
         finally:
             if not finished and on_disconnect is not None:
-                await on_disconnect()
+                with anyio.CancelScope(shield=True):
+                    await on_disconnect()
 
     return _SSE(
         guarded(), headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no", **headers}
@@ -564,6 +571,7 @@ def _runs(router: APIRouter) -> None:
                     await ctx.p.cancel(current, action="interrupt", wait=False)
 
         return _stream_response(
+            ctx,
             _frames(ctx, run, modes, None, fresh_handle=handle),
             _run_location(run, stream=True),
             on_disconnect=cancel,
@@ -645,6 +653,7 @@ def _runs(router: APIRouter) -> None:
         run = await ctx.p.run_row(thread_id, run_id, ctx.user)
         after = _last_event_id(request)
         return _stream_response(
+            ctx,
             _frames(ctx, run, (modes_of(stream_mode) if stream_mode else None), after),
             _run_location(run, stream=True),
         )
@@ -665,6 +674,7 @@ def _runs(router: APIRouter) -> None:
         run = runs[0]
         after = _last_event_id(request)
         return _stream_response(
+            ctx,
             _frames(ctx, run, (modes_of(stream_mode) if stream_mode else None), after),
             _run_location(run, stream=True),
         )

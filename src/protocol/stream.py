@@ -20,10 +20,14 @@ ones a client missed are not sent again (the model call's full message follows i
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
+
+import anyio
 
 from ..events.envelope import Event, EventType
 from ..events.payloads import ToolCompleteData, ToolStartData
@@ -244,3 +248,46 @@ async def frames_of(
             group, index = event.event_id, 0
         for chunk in framed(frames.event(event)):
             yield chunk
+
+
+PING = b": ping\n\n"
+
+
+async def with_heartbeat(body: AsyncIterator[bytes], seconds: float) -> AsyncIterator[bytes]:
+    """`body`, with a comment line (`: ping`) after `seconds` without a frame (none if
+    `seconds <= 0`): keeps proxies from closing a quiet stream (a long tool call). A producer
+    task reads `body` into a queue, so a timeout never cancels the body mid-read."""
+    if seconds <= 0:
+        async for chunk in body:
+            yield chunk
+        return
+    queue: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue()
+
+    async def pump() -> None:
+        try:
+            async for chunk in body:
+                await queue.put(chunk)
+        except Exception as exc:  # re-raised by the consumer
+            await queue.put(exc)
+        else:
+            await queue.put(None)
+
+    producer = asyncio.create_task(pump(), name="artifactflow-protocol-sse")
+    try:
+        while True:
+            try:
+                item = await asyncio.wait_for(queue.get(), seconds)
+            except TimeoutError:
+                yield PING
+                continue
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        producer.cancel()
+        with anyio.CancelScope(shield=True), contextlib.suppress(asyncio.CancelledError):
+            await producer
+        with anyio.CancelScope(shield=True):
+            await body.aclose()  # type: ignore[attr-defined]
