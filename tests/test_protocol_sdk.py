@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -186,6 +187,15 @@ async def test_agent_chat_ui_edit_and_reject_shapes(server: Any, llm: Any) -> No
     )
     assert DEPLOYS == ["staging"]
     assert out["messages"][-1]["content"] == "ok, not deployed"
+    # new input while paused closes the pause (nothing runs) and starts the new message
+    llm.script(ToolCalls([Call("deploy", {"target": "prod"}, id="c3")]), Text("moved on"))
+    await sdk.runs.wait(tid, "lead_agent", input={"messages": [{"role": "user", "content": "3"}]})
+    assert (await sdk.threads.get(tid))["status"] == "interrupted"
+    out = await sdk.runs.wait(
+        tid, "lead_agent", input={"messages": [{"role": "user", "content": "4"}]}
+    )
+    assert out["messages"][-1]["content"] == "moved on" and DEPLOYS == ["staging"]
+    assert (await sdk.threads.get(tid))["status"] == "idle"
 
 
 async def test_state_history_and_fork(server: Any, llm: Any) -> None:
@@ -556,3 +566,28 @@ async def test_heartbeats_and_on_disconnect_cancel(make_client: Any, llm: Any) -
             return (await sdk.runs.get(tid, run_id))["status"] == "interrupted"
 
         await wait_until(interrupted)
+
+
+async def test_a_workflow_is_an_assistant(make_client: Any, llm: Any, tmp_path: Any) -> None:
+    from wf_helpers import ByAgent, as_json, workflow_config
+
+    shipped = (Path(__file__).parents[1] / "config" / "workflows" / "triage.yaml").read_text()
+    agents = {"classifier": [], "bug_triager": [], "billing_agent": [], "support_agent": []}
+    config = workflow_config(tmp_path, {"triage": shipped}, agents=agents)
+    af = await make_client(config_dir=config)
+    async with serving(create_app(client=af)) as url:
+        sdk = get_client(url=url, api_key=None)
+        assistants = {a["assistant_id"]: a for a in await sdk.assistants.search()}
+        assert assistants["workflow:triage"]["graph_id"] == "workflow:triage"
+        ByAgent(
+            llm,
+            {
+                "classifier": [Text(as_json({"category": "billing", "summary": "s"}))],
+                "billing_agent": [Text("refunded")],
+            },
+        )
+        out = await sdk.runs.wait(None, "workflow:triage", input={"ticket": "charged twice"})
+        assert out["messages"][-1]["content"] == "refunded"
+        assert (await sdk.threads.search(metadata={"graph_id": "workflow:triage"}))[0][
+            "status"
+        ] == "idle"
