@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -231,6 +232,26 @@ async def test_state_history_and_fork(server: Any, llm: Any) -> None:
     with pytest.raises(httpx.HTTPStatusError) as bad:
         await sdk.threads.get_state(tid, checkpoint_id="nope")
     assert bad.value.response.status_code == 404
+    # a state update appends finished turns (nothing runs); the next run answers after them
+    turn = [{"role": "user", "content": "added"}, {"type": "ai", "content": "by hand"}]
+    updated = await sdk.threads.update_state(tid, {"messages": turn}, as_node="lead_agent")
+    state = await sdk.threads.get_state(tid)
+    assert state["checkpoint"]["checkpoint_id"] == updated["checkpoint"]["checkpoint_id"]
+    assert [m["content"] for m in state["values"]["messages"][-2:]] == ["added", "by hand"]
+    llm.script(Text("after the update"))
+    out = await sdk.runs.wait(
+        tid, "lead_agent", input={"messages": [{"role": "user", "content": "next"}]}
+    )
+    assert [m["content"] for m in out["messages"]][-4:] == [
+        "added",
+        "by hand",
+        "next",
+        "after the update",
+    ]
+    assert "by hand" in json.dumps(llm.requests[-1])  # the model saw the added turn
+    with pytest.raises(httpx.HTTPStatusError) as bad:
+        await sdk.threads.update_state(tid, {"messages": [{"role": "assistant", "content": "x"}]})
+    assert bad.value.response.status_code == 422
 
 
 async def test_background_join_and_join_stream_from_start_and_middle(server: Any, llm: Any) -> None:

@@ -254,3 +254,31 @@ def task_text(value: Any) -> str:
         ):
             return text_of(message.get("content"))
     raise UserError('input has no user message: send {"role": "user", "content": "..."}')
+
+
+def turns_of(values: Any) -> list[tuple[str, str]]:
+    """`values.messages` as finished turns: each user message with the text of the assistant
+    messages after it (a thread's state update)."""
+    messages = values.get("messages") if isinstance(values, dict) else None
+    if isinstance(messages, dict):
+        messages = [messages]
+    if not isinstance(messages, list) or not messages:
+        raise UserError(
+            'values must be {"messages": [{"role": "user", ...}, {"role": "assistant", ...}]}'
+        )
+    turns: list[list[str]] = []
+    for message in messages:
+        if not isinstance(message, dict):
+            raise UserError("each message must be an object with a role or a type")
+        kind = message.get("role") or message.get("type")
+        text = text_of(message.get("content"))
+        if kind in ("user", "human"):
+            turns.append([text, ""])
+        elif kind in ("assistant", "ai") and turns:
+            turns[-1][1] = (turns[-1][1] + "\n\n" + text).strip()
+        else:
+            raise UserError(
+                "a state update adds turns: a user message first, then the assistant's answer "
+                f"(got {kind!r} {'first' if not turns else ''})".replace(" )", ")")
+            )
+    return [(content, response) for content, response in turns]

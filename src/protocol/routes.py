@@ -25,7 +25,7 @@ from ..errors import (
     UserError,
 )
 from ..version import __version__
-from .convert import LEAD, message_messages
+from .convert import LEAD, message_messages, turns_of
 from .records import FINAL
 from .service import Protocol
 from .stream import Frames, ResumeAt, frames_of, modes_of, sse, with_heartbeat
@@ -334,29 +334,36 @@ def _threads(router: APIRouter) -> None:
     async def update_state(
         thread_id: str, body: JSON = Body(default_factory=dict), ctx: Ctx = CtxDep
     ) -> JSON:
-        """Time travel only: `checkpoint_id` (and no `values`) moves the thread's head there,
-        so the next run answers after it. Writing values is not supported (422)."""
+        """`checkpoint_id` moves the thread's head there (time travel: the next run answers
+        after it); `values.messages` then appends finished turns (a user message and the
+        answer after it, written as a completed message; nothing runs). `as_node` is accepted
+        and ignored: every turn is the lead's."""
         conversation = await ctx.p.conversation(thread_id, ctx.user)
-        if body.get("values") not in (None, {}, []):
-            raise ProtocolError(
-                422,
-                "updating a thread's values is not supported: its messages are its "
-                "conversation's; fork with a run's checkpoint_id instead",
-            )
         checkpoint_id = body.get("checkpoint_id") or (body.get("checkpoint") or {}).get(
             "checkpoint_id"
         )
-        if not checkpoint_id:
+        values = body.get("values")
+        turns = turns_of(values) if values not in (None, {}, []) else []
+        if not checkpoint_id and not turns:
             raise ProtocolError(
-                422, "give checkpoint_id: the checkpoint to move the thread's head to"
+                422, "give checkpoint_id (where to move the head) or values.messages"
             )
         if await ctx.p.busy(thread_id):
             raise ProtocolError(409, f"thread {thread_id} is busy")
-        state = await _state(ctx, conversation, checkpoint_id)
-        if checkpoint_id != ROOT:
-            await ctx.p.client.admin.store.touch_conversation(
-                thread_id, active_message_id=checkpoint_id
+        head = conversation.get("active_message_id")
+        if checkpoint_id:
+            head = (await _state(ctx, conversation, checkpoint_id))["checkpoint"]["checkpoint_id"]
+            head = None if head == ROOT else head
+            await ctx.p.move_head(thread_id, head)
+        store = ctx.p.client.admin.store
+        for content, response in turns:
+            message = await store.add_message(
+                conversation_id=thread_id, content=content, parent_id=head, status="completed"
             )
+            await store.update_message(message["id"], response=response, outcome="completed")
+            head = message["id"]
+            await store.touch_conversation(thread_id, active_message_id=head)
+        state = await _state(ctx, await ctx.p.conversation(thread_id, ctx.user))
         return {"checkpoint": state["checkpoint"]}
 
     @router.post("/threads/{thread_id}/history")
