@@ -105,3 +105,26 @@ async def test_two_workers_racing_to_resume_one_pause(workers: Any, llm: Any) ->
     joined = await a.runs.join(tid, won[0]["run_id"])
     assert joined["messages"][-1]["content"] == "once"
     assert EFFECTS == ["prod"]
+
+
+async def test_join_stream_on_the_other_worker_gets_the_tokens(workers: Any, llm: Any) -> None:
+    a, b = workers
+    tid = (await a.threads.create())["thread_id"]
+    answer = "tokens travel between workers"
+    llm.script(Text(answer, chunk_size=3, chunk_delay=0.05))
+    run = await a.runs.create(
+        tid,
+        "lead_agent",
+        input={"messages": [{"role": "user", "content": "x"}]},
+        stream_mode=["messages-tuple", "values"],
+    )
+    joined = [
+        p
+        async for p in b.runs.join_stream(
+            tid, run["run_id"], stream_mode=["messages-tuple", "values"], last_event_id="-1"
+        )
+    ]
+    tokens = "".join(p.data[0]["content"] for p in joined if p.event == "messages")
+    assert answer.endswith(tokens) and tokens  # joined while it ran: the tokens from then on
+    assert joined[-1].event == "values" and joined[-1].data["messages"][-1]["content"] == answer
+    assert (await b.runs.get(tid, run["run_id"]))["status"] == "success"

@@ -399,11 +399,29 @@ async def test_auth_isolation_with_api_key_and_bearer(make_client: Any, llm: Any
             as_bob.runs.wait(
                 tid, "lead_agent", input={"messages": [{"role": "user", "content": "y"}]}
             ),
+            as_bob.runs.create(tid, "lead_agent", command={"resume": "approve"}),
+            as_bob.runs.cancel(tid, run["run_id"]),
+            as_bob.threads.get_history(tid),
+            as_bob.threads.update_state(tid, None, checkpoint_id="root"),
+            as_bob.threads.update(tid, metadata={"k": "bob"}),
+            as_bob.threads.delete(tid),
+            parts(as_bob.runs.join_stream(tid, run["run_id"])),
         ):
             with pytest.raises(httpx.HTTPStatusError) as hidden:
                 await call
             assert hidden.value.response.status_code == 404
-        assert [t["thread_id"] for t in await as_alice.threads.search()] == [tid]
+        # bob cannot take alice's thread id either, nor see it by if_not_exists
+        with pytest.raises(httpx.HTTPStatusError) as taken:
+            await as_bob.runs.wait(
+                tid,
+                "lead_agent",
+                if_not_exists="create",
+                input={"messages": [{"role": "user", "content": "y"}]},
+            )
+        assert taken.value.response.status_code == 404
+        mine = await as_alice.threads.search()
+        assert [t["thread_id"] for t in mine] == [tid] and mine[0]["metadata"]["k"] == "v"
+        assert await as_alice.assistants.search()
 
 
 async def test_remaining_modes_threadless_and_errors(server: Any, llm: Any) -> None:
