@@ -630,3 +630,19 @@ async def test_a_workflow_is_an_assistant(make_client: Any, llm: Any, tmp_path: 
         assert (await sdk.threads.search(metadata={"graph_id": "workflow:triage"}))[0][
             "status"
         ] == "idle"
+
+
+async def test_a_text_plain_body_is_read_as_json(server: Any, llm: Any) -> None:
+    """agent-chat-ui's API passthrough forwards bodies as text/plain."""
+    sdk, _ = server
+    async with httpx.AsyncClient(base_url=str(sdk.http.client.base_url)) as raw:
+        response = await raw.post(
+            "/threads",
+            content=json.dumps({"metadata": {"via": "proxy"}}),
+            headers={"Content-Type": "text/plain;charset=UTF-8"},
+        )
+        assert response.status_code == 200 and response.json()["metadata"] == {"via": "proxy"}
+        bad = await raw.post(
+            "/threads/search", content="{not json", headers={"Content-Type": "text/plain"}
+        )
+        assert bad.status_code == 422 and "detail" in bad.json()
