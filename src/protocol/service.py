@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("artifactflow.protocol")
 
 STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
+STARTING_SECONDS = 30.0  # a claimed queued run not started by then is queued again
 MESSAGE_TO_RUN = {
     "waiting": "success",
     "completed": "success",
@@ -111,7 +112,13 @@ class Protocol:
         return None if active is None else dict(await self.client.conversations.message(active))
 
     async def busy(self, thread_id: str) -> bool:
-        return bool(await self.active_runs(thread_id))
+        """Whether the thread has a queued or running run; a queued one whose turn has come is
+        started here (its dispatcher may be gone: any reader moves the queue on)."""
+        active = await self.active_runs(thread_id)
+        if active and active[0]["status"] == "pending":
+            await self.dispatch(thread_id)
+            active = await self.active_runs(thread_id)
+        return bool(active)
 
     async def active_runs(self, thread_id: str) -> list[dict[str, Any]]:
         """The thread's pending and running runs, after settling those that ended."""
@@ -120,6 +127,10 @@ class Protocol:
         )
         out = []
         for row in rows:
+            if row["status"] == "starting" and row["updated_at"] < time.time() - STARTING_SECONDS:
+                # its starter died between claiming it and starting it: queue it again
+                await self.records.set_run(row["run_id"], when=("starting",), status="pending")
+                row = {**row, "status": "pending"}
             row = await self.settle(row)
             if row["status"] not in FINAL:
                 out.append(row)
