@@ -1,0 +1,132 @@
+"""What every protocol endpoint shares: the caller (auth), the per-app `Protocol`, and errors
+as the protocol answers them (`{"detail": ...}` with 404/409/422)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi import Depends, Request, Response
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+
+from ..client import Client
+from ..client.faults import store_fault
+from ..errors import (
+    ArtifactFlowError,
+    InvalidResumeError,
+    NotFoundError,
+    ResumeConflictError,
+    UserError,
+)
+from .service import Protocol
+
+JSON = dict[str, Any]
+
+
+def plain(rows: Any) -> list[JSON]:
+    """Store rows (TypedDicts) as plain dicts."""
+    return [dict(row) for row in rows]
+
+
+class ProtocolError(Exception):
+    def __init__(self, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(detail)
+        self.status, self.detail, self.headers = status, detail, headers
+
+
+_STATUS: list[tuple[type[Exception], int]] = [
+    (NotFoundError, 404),
+    (ResumeConflictError, 409),
+    (InvalidResumeError, 422),
+    (UserError, 422),
+]
+
+
+def _as_json(request: Request) -> None:
+    """Read a body as JSON whatever its `Content-Type`, as LangGraph's server does: a proxy in
+    front (agent-chat-ui's API passthrough) may forward it as `text/plain`."""
+    headers = request.scope["headers"]
+    kind = next((v for k, v in headers if k == b"content-type"), b"")
+    if request.method in ("POST", "PUT", "PATCH") and b"json" not in kind:
+        request.scope["headers"] = [
+            *((k, v) for k, v in headers if k != b"content-type"),
+            (b"content-type", b"application/json"),
+        ]
+        request.__dict__.pop("_headers", None)
+
+
+class ProtocolRoute(APIRoute):
+    """Errors as the protocol answers them: `{"detail": ...}` with 404/409/422; bodies read as
+    JSON."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def guarded(request: Request) -> Response:
+            _as_json(request)
+            try:
+                return await handler(request)
+            except ProtocolError as exc:
+                return JSONResponse({"detail": exc.detail}, exc.status, headers=exc.headers)
+            except RequestValidationError as exc:
+                return JSONResponse({"detail": jsonable_encoder(exc.errors())}, 422)
+            except ArtifactFlowError as exc:
+                if store_fault(exc) is not None:
+                    raise
+                for cls, status in _STATUS:
+                    if isinstance(exc, cls):
+                        return JSONResponse({"detail": str(exc)}, status)
+                raise
+
+        return guarded
+
+
+def protocol_of(request: Request) -> Protocol:
+    state = request.app.state
+    client: Client | None = state.client
+    if client is None:
+        raise ProtocolError(503, "the server is starting or shutting down; retry shortly")
+    protocol = getattr(state, "protocol", None)
+    if protocol is None or protocol.client is not client:
+        protocol = state.protocol = Protocol(client)
+    return protocol
+
+
+async def caller(request: Request) -> str | None:
+    """The caller: `X-Api-Key: <token>` or `Authorization: Bearer <token>` (None with auth off)."""
+    protocol = protocol_of(request)
+    if not getattr(request.app.state, "auth_enabled", False):
+        return None
+    token = request.headers.get("x-api-key")
+    scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+    if not token and scheme.lower() == "bearer":
+        token = credentials.strip()
+    if not token:
+        raise ProtocolError(
+            401,
+            "missing API key: send 'X-Api-Key: <token>' or 'Authorization: Bearer <token>'",
+            {"WWW-Authenticate": "Bearer"},
+        )
+    user = await protocol.client.admin.user_for_token(token)
+    if user is None:
+        raise ProtocolError(401, "invalid or revoked token", {"WWW-Authenticate": "Bearer"})
+    return user
+
+
+class Ctx:
+    """A request's protocol, caller (None with auth off) and SSE heartbeat interval."""
+
+    def __init__(self, protocol: Protocol, user: str | None, heartbeat: float = 0.0) -> None:
+        self.p, self.user, self.heartbeat = protocol, user, heartbeat
+
+
+async def context(request: Request, user: str | None = Depends(caller)) -> Ctx:
+    protocol = protocol_of(request)
+    await protocol.records.ready()
+    return Ctx(protocol, user, float(getattr(request.app.state, "heartbeat_seconds", 0) or 0))
+
+
+CtxDep = Depends(context)

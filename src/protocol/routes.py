@@ -1,0 +1,126 @@
+"""The Agent Protocol's endpoints, as `langgraph_sdk` calls them (`protocol_router()`): meta and
+assistants here, threads in `threads.py`, runs in `runs.py`."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import Any
+
+from fastapi import APIRouter, Body
+
+from ..version import __version__
+from .deps import JSON, Ctx, CtxDep, ProtocolError, ProtocolRoute
+from .runs import add_runs
+from .threads import add_threads
+from .views import NODE, iso
+
+__all__ = ["ProtocolError", "protocol_router"]
+
+
+def protocol_router() -> APIRouter:
+    """The LangGraph Agent Server API at the server root. Reads `app.state.client` and
+    `app.state.auth_enabled` (set by the HTTP app); includes `store.py`'s `store_router()`
+    when that module is present."""
+    # Not in our OpenAPI document: LangGraph's clients are the protocol's spec, and its paths
+    # overlap by design (`GET /threads/search` is thread "search", not a 405).
+    router = APIRouter(route_class=ProtocolRoute, tags=["agent protocol"], include_in_schema=False)
+    add_meta(router)
+    add_assistants(router)
+    add_threads(router)
+    add_runs(router)
+    if importlib.util.find_spec(f"{__package__}.store") is not None:  # apextra's store endpoints
+        store = importlib.import_module(f"{__package__}.store")
+        router.include_router(store.store_router())
+    return router
+
+
+# --- meta and assistants -----------------------------------------------------------------------
+
+
+def add_meta(router: APIRouter) -> None:
+    @router.get("/ok")
+    async def ok() -> JSON:
+        return {"ok": True}
+
+    @router.get("/info")
+    async def info() -> JSON:
+        return {
+            "version": __version__,
+            "langgraph_py_version": None,
+            "flags": {"assistants": True, "crons": False, "langsmith": False},
+            "host": {"kind": "artifactflow"},
+        }
+
+
+def _assistant_view(a: Any, created: float | None = None) -> JSON:
+    return {
+        "assistant_id": a.assistant_id,
+        "graph_id": a.graph_id,
+        "name": a.name,
+        "description": a.description,
+        "config": {},
+        "context": {},
+        "metadata": {"kind": a.kind},
+        "version": 1,
+        "created_at": iso(created or 0),
+        "updated_at": iso(created or 0),
+    }
+
+
+def add_assistants(router: APIRouter) -> None:
+    @router.post("/assistants/search")
+    async def search(body: JSON = Body(default_factory=dict), ctx: Ctx = CtxDep) -> list[JSON]:
+        out = [_assistant_view(a) for a in ctx.p.assistants()]
+        if body.get("graph_id"):
+            out = [a for a in out if a["graph_id"] == body["graph_id"]]
+        if body.get("name"):
+            out = [a for a in out if body["name"] in a["name"]]
+        offset, limit = int(body.get("offset") or 0), int(body.get("limit") or 10)
+        return out[offset : offset + limit]
+
+    @router.post("/assistants/count")
+    async def count(body: JSON = Body(default_factory=dict), ctx: Ctx = CtxDep) -> int:
+        return len(await search(body | {"limit": 10_000}, ctx))
+
+    @router.get("/assistants/{assistant_id}")
+    async def get(assistant_id: str, ctx: Ctx = CtxDep) -> JSON:
+        return _assistant_view(ctx.p.assistant(assistant_id))
+
+    @router.get("/assistants/{assistant_id}/graph")
+    async def graph(assistant_id: str, ctx: Ctx = CtxDep) -> JSON:
+        ctx.p.assistant(assistant_id)
+        nodes = ["__start__", "lead_agent", NODE, "subagent", "__end__"]
+        edges = [
+            ("__start__", "lead_agent", False),
+            ("lead_agent", NODE, True),
+            ("lead_agent", "subagent", True),
+            ("lead_agent", "__end__", True),
+            (NODE, "lead_agent", False),
+            ("subagent", "lead_agent", False),
+        ]
+        return {
+            "nodes": [{"id": n, "type": "runnable", "data": n} for n in nodes],
+            "edges": [{"source": s, "target": t, "conditional": c} for s, t, c in edges],
+        }
+
+    @router.get("/assistants/{assistant_id}/schemas")
+    async def schemas(assistant_id: str, ctx: Ctx = CtxDep) -> JSON:
+        a = ctx.p.assistant(assistant_id)
+        messages = {
+            "type": "object",
+            "properties": {"messages": {"type": "array", "items": {"type": "object"}}},
+        }
+        return {
+            "graph_id": a.graph_id,
+            "input_schema": messages,
+            "output_schema": messages,
+            "state_schema": messages,
+            "config_schema": {"type": "object", "properties": {}},
+            "context_schema": {"type": "object", "properties": {}},
+        }
+
+    @router.get("/assistants/{assistant_id}/subgraphs")
+    async def subgraphs(assistant_id: str, ctx: Ctx = CtxDep) -> JSON:
+        ctx.p.assistant(assistant_id)
+        return {}

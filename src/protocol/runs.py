@@ -1,0 +1,281 @@
+"""Runs: start (background, stream, wait), list, get, join, join_stream, cancel."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import anyio
+from fastapi import APIRouter, Body, Query, Request, Response
+from fastapi.responses import JSONResponse
+from starlette.responses import StreamingResponse
+
+from .convert import LEAD
+from .deps import JSON, Ctx, CtxDep, ProtocolError, plain
+from .records import FINAL
+from .stream import Frames, ResumeAt, frames_of, modes_of, sse, with_heartbeat
+from .threads import state_of
+from .views import path_messages, path_to, run_view
+
+# --- runs --------------------------------------------------------------------------------------
+
+
+def _run_location(run: JSON, *, stream: bool) -> dict[str, str]:
+    base = f"/threads/{run['thread_id']}/runs/{run['run_id']}"
+    return {"Location": base + ("/stream" if stream else ""), "Content-Location": base}
+
+
+async def _output(ctx: Ctx, thread_id: str, run: JSON) -> JSON:
+    conversation = await ctx.p.conversation(thread_id, ctx.user)
+    state = await state_of(ctx, conversation)
+    values = dict(state["values"])
+    if state["interrupts"]:
+        values["__interrupt__"] = state["interrupts"]
+    if run["status"] == "error":
+        tip = await ctx.p.tip(conversation)
+        values["__error__"] = {
+            "error": "RunError",
+            "message": (tip or {}).get("error") or "the run failed",
+        }
+    return values
+
+
+async def _frames(
+    ctx: Ctx,
+    run: JSON,
+    modes: list[str] | None,
+    after: ResumeAt | None,
+    *,
+    fresh_handle: Any = None,
+) -> AsyncIterator[bytes]:
+    """The run's frames from its start (`after` None) or after frame `after` (see
+    `stream.frames_of`); `modes` None: those the run was started with."""
+    p = ctx.p
+    while run["status"] in ("pending", "starting") or run["message_id"] is None:
+        if run["status"] in FINAL:
+            yield sse("metadata", {"run_id": run["run_id"], "attempt": 1}, None)
+            return  # cancelled before it started
+        await p.dispatch(run["thread_id"])
+        await asyncio.sleep(0.05)
+        run = await p.records.run(run["run_id"]) or run
+    request = run.get("request") or {}
+    if modes is None:
+        modes = modes_of(request.get("stream_mode"))
+    message: JSON = dict(await p.client.conversations.message(run["message_id"]))
+    start = run["cursor"]
+    if after is not None and after[0] <= start:
+        after = (start, after[1])  # within the frames before the run's first event
+    # Re-read from the event whose group the client is inside (its frames are made again and
+    # the ones it saw skipped).
+    read_after = start if after is None or after[0] == start else after[0] - 1
+    prior = [e for e in await p.client.runs.events(run["message_id"]) if e.event_id <= read_after]
+    messages = plain(await p.client.conversations.messages(run["thread_id"]))
+    base_path = path_to({m["id"]: m for m in messages}, message["parent_id"])
+    frames = Frames(
+        modes,
+        run_id=run["run_id"],
+        thread_id=run["thread_id"],
+        message=message,
+        base=await path_messages(p.client, base_path),
+        prior=prior,
+        graph_id=run["assistant_id"] or LEAD,
+        subgraphs=bool(request.get("stream_subgraphs")),
+    )
+    handle = (
+        fresh_handle
+        if fresh_handle is not None and after is None
+        else await p.client.runs.get(run["message_id"], after_event_id=read_after)
+    )
+    try:
+        async for chunk in frames_of(frames, aiter(handle), start=start, resume=after):
+            yield chunk
+    finally:
+        await p.settle(await p.records.run(run["run_id"]) or run)
+
+
+class _SSE(StreamingResponse):
+    media_type = "text/event-stream"
+
+
+def _stream_response(
+    ctx: Ctx,
+    body: AsyncIterator[bytes],
+    headers: dict[str, str],
+    *,
+    on_disconnect: Callable[[], Any] | None = None,
+) -> Response:
+    """The SSE response; `on_disconnect` runs (shielded) when the client leaves before the end."""
+
+    async def guarded() -> AsyncIterator[bytes]:
+        finished = False
+        try:
+            async for chunk in with_heartbeat(body, ctx.heartbeat):
+                yield chunk
+            finished = True
+        finally:
+            if not finished and on_disconnect is not None:
+                with anyio.CancelScope(shield=True):
+                    await on_disconnect()
+
+    return _SSE(
+        guarded(), headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no", **headers}
+    )
+
+
+def _last_event_id(request: Request) -> ResumeAt | None:
+    """`Last-Event-ID`: `E-k` (a frame), `E` (after our event E), `-1` or none (the start)."""
+    raw = (request.headers.get("last-event-id") or "").strip()
+    if raw in ("", "-1"):
+        return None
+    event, _, index = raw.partition("-")
+    try:
+        return int(event), int(index) if index else 2**31
+    except ValueError:
+        raise ProtocolError(
+            422,
+            f"Last-Event-ID must be an id this stream sent (E-k), an event id or -1, not {raw!r}",
+        ) from None
+
+
+def add_runs(router: APIRouter) -> None:
+    async def create(ctx: Ctx, thread_id: str | None, body: JSON) -> tuple[JSON, Any]:
+        run, handle = await ctx.p.create(thread_id, body, ctx.user)
+        return run, handle
+
+    async def stream(ctx: Ctx, thread_id: str | None, body: JSON) -> Response:
+        run, handle = await create(ctx, thread_id, body)
+        modes = modes_of(body.get("stream_mode"))
+
+        async def cancel() -> None:
+            if body.get("on_disconnect") == "cancel":
+                current = await ctx.p.records.run(run["run_id"])
+                if current is not None and current["status"] not in FINAL:
+                    await ctx.p.cancel(current, action="interrupt", wait=False)
+
+        return _stream_response(
+            ctx,
+            _frames(ctx, run, modes, None, fresh_handle=handle),
+            _run_location(run, stream=True),
+            on_disconnect=cancel,
+        )
+
+    async def wait(ctx: Ctx, thread_id: str | None, body: JSON) -> Response:
+        run, _ = await create(ctx, thread_id, body)
+        run = await ctx.p.join(run)
+        return JSONResponse(
+            await _output(ctx, run["thread_id"], run), headers=_run_location(run, stream=False)
+        )
+
+    @router.post("/threads/{thread_id}/runs/stream")
+    async def thread_stream(thread_id: str, body: JSON = Body(...), ctx: Ctx = CtxDep) -> Response:
+        return await stream(ctx, thread_id, body)
+
+    @router.post("/runs/stream")
+    async def threadless_stream(body: JSON = Body(...), ctx: Ctx = CtxDep) -> Response:
+        return await stream(ctx, None, body)
+
+    @router.post("/threads/{thread_id}/runs/wait")
+    async def thread_wait(thread_id: str, body: JSON = Body(...), ctx: Ctx = CtxDep) -> Response:
+        return await wait(ctx, thread_id, body)
+
+    @router.post("/runs/wait")
+    async def threadless_wait(body: JSON = Body(...), ctx: Ctx = CtxDep) -> Response:
+        return await wait(ctx, None, body)
+
+    @router.post("/threads/{thread_id}/runs")
+    async def background(thread_id: str, body: JSON = Body(...), ctx: Ctx = CtxDep) -> Response:
+        run, _ = await create(ctx, thread_id, body)
+        return JSONResponse(run_view(run), headers=_run_location(run, stream=False))
+
+    @router.post("/runs")
+    async def threadless_background(body: JSON = Body(...), ctx: Ctx = CtxDep) -> Response:
+        run, _ = await create(ctx, None, body)
+        return JSONResponse(run_view(run), headers=_run_location(run, stream=False))
+
+    @router.get("/threads/{thread_id}/runs")
+    async def list_runs(
+        thread_id: str,
+        limit: int = Query(10, ge=0),
+        offset: int = Query(0, ge=0),
+        status: str | None = None,
+        ctx: Ctx = CtxDep,
+    ) -> list[JSON]:
+        await ctx.p.conversation(thread_id, ctx.user)
+        rows = await ctx.p.records.thread_runs(thread_id, limit=10_000)
+        rows = [await ctx.p.settle(r) for r in rows]
+        if status:
+            rows = [r for r in rows if r["status"] == status]
+        return [run_view(r) for r in rows[offset : offset + limit]]
+
+    @router.get("/threads/{thread_id}/runs/{run_id}")
+    async def get_run(thread_id: str, run_id: str, ctx: Ctx = CtxDep) -> JSON:
+        return run_view(await ctx.p.run_row(thread_id, run_id, ctx.user))
+
+    @router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204)
+    async def delete_run(thread_id: str, run_id: str, ctx: Ctx = CtxDep) -> Response:
+        run = await ctx.p.run_row(thread_id, run_id, ctx.user)
+        if run["status"] not in FINAL:
+            raise ProtocolError(409, f"run {run_id} is {run['status']}: cancel it first")
+        await ctx.p.records.delete_run(run_id)
+        return Response(status_code=204)
+
+    @router.get("/threads/{thread_id}/runs/{run_id}/join")
+    async def join(thread_id: str, run_id: str, ctx: Ctx = CtxDep) -> JSON:
+        run = await ctx.p.join(await ctx.p.run_row(thread_id, run_id, ctx.user))
+        return await _output(ctx, thread_id, run)
+
+    @router.get("/threads/{thread_id}/runs/{run_id}/stream")
+    async def join_stream(
+        thread_id: str,
+        run_id: str,
+        request: Request,
+        stream_mode: list[str] | None = Query(None),
+        ctx: Ctx = CtxDep,
+    ) -> Response:
+        run = await ctx.p.run_row(thread_id, run_id, ctx.user)
+        after = _last_event_id(request)
+        return _stream_response(
+            ctx,
+            _frames(ctx, run, (modes_of(stream_mode) if stream_mode else None), after),
+            _run_location(run, stream=True),
+        )
+
+    @router.get("/threads/{thread_id}/stream")
+    async def thread_stream_join(
+        thread_id: str,
+        request: Request,
+        stream_mode: list[str] | None = Query(None),
+        ctx: Ctx = CtxDep,
+    ) -> Response:
+        """The thread's current run (else its latest), as `join_stream` gives it."""
+        await ctx.p.conversation(thread_id, ctx.user)
+        active = await ctx.p.active_runs(thread_id)
+        runs = active or await ctx.p.records.thread_runs(thread_id, limit=1)
+        if not runs:
+            raise ProtocolError(404, f"thread {thread_id} has no runs")
+        run = runs[0]
+        after = _last_event_id(request)
+        return _stream_response(
+            ctx,
+            _frames(ctx, run, (modes_of(stream_mode) if stream_mode else None), after),
+            _run_location(run, stream=True),
+        )
+
+    @router.post("/threads/{thread_id}/runs/{run_id}/cancel")
+    async def cancel(
+        thread_id: str,
+        run_id: str,
+        wait: int = Query(0),
+        action: str = Query("interrupt"),
+        ctx: Ctx = CtxDep,
+    ) -> Response:
+        if action not in ("interrupt", "rollback"):
+            raise ProtocolError(422, "action must be interrupt or rollback")
+        run = await ctx.p.run_row(thread_id, run_id, ctx.user)
+        if run["status"] in FINAL:
+            raise ProtocolError(409, f"run {run_id} has already ended ({run['status']})")
+        run = await ctx.p.cancel(run, action=action, wait=bool(wait))
+        if wait:
+            return JSONResponse(run_view(run))
+        return Response(status_code=202)

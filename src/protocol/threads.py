@@ -1,0 +1,210 @@
+"""Threads (conversations), their states, history and time travel."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Body, Query, Response
+
+from ..errors import NotFoundError
+from .convert import message_messages, turns_of
+from .deps import JSON, Ctx, CtxDep, ProtocolError, plain
+from .views import ROOT, path_to, state_at, thread_status, thread_view
+
+# --- threads -----------------------------------------------------------------------------------
+
+
+async def _thread(ctx: Ctx, thread_id: str, *, with_values: bool = True) -> JSON:
+    conversation = await ctx.p.conversation(thread_id, ctx.user)
+    row = await ctx.p.records.thread_row(thread_id)
+    tip = await ctx.p.tip(conversation)
+    state = await state_of(ctx, conversation) if with_values else None
+    return thread_view(
+        conversation, row, status=thread_status(tip, await ctx.p.busy(thread_id)), state=state
+    )
+
+
+async def state_of(ctx: Ctx, conversation: JSON, checkpoint_id: str | None = None) -> JSON:
+    messages = plain(await ctx.p.client.conversations.messages(conversation["id"]))
+    by_id = {m["id"]: m for m in messages}
+    tip = conversation.get("active_message_id") if checkpoint_id is None else checkpoint_id
+    if tip == ROOT:
+        tip = None
+    elif tip is not None and tip not in by_id:
+        raise NotFoundError(f"checkpoint {checkpoint_id} not found in thread {conversation['id']}")
+    return await state_at(ctx.p.client, conversation["id"], path_to(by_id, tip))
+
+
+def add_threads(router: APIRouter) -> None:
+    @router.post("/threads")
+    async def create(body: JSON = Body(default_factory=dict), ctx: Ctx = CtxDep) -> JSON:
+        store = ctx.p.client.admin.store
+        thread_id = body.get("thread_id")
+        if thread_id:
+            existing = await store.get_conversation(thread_id)
+            if existing is not None:
+                if body.get("if_exists") == "do_nothing" and (
+                    ctx.user is None or existing["user_id"] == ctx.user
+                ):
+                    return await _thread(ctx, thread_id)
+                raise ProtocolError(409, f"thread {thread_id} already exists")
+        conversation = await store.create_conversation(thread_id, user_id=ctx.user)
+        await ctx.p.records.put_thread(
+            conversation["id"], ctx.user, dict(body.get("metadata") or {})
+        )
+        return await _thread(ctx, conversation["id"])
+
+    @router.get("/threads/{thread_id}")
+    async def get(thread_id: str, ctx: Ctx = CtxDep) -> JSON:
+        return await _thread(ctx, thread_id)
+
+    @router.patch("/threads/{thread_id}")
+    async def patch(
+        thread_id: str, body: JSON = Body(default_factory=dict), ctx: Ctx = CtxDep
+    ) -> JSON:
+        await ctx.p.conversation(thread_id, ctx.user)
+        await ctx.p.records.merge_thread_metadata(
+            thread_id, ctx.user, dict(body.get("metadata") or {})
+        )
+        return await _thread(ctx, thread_id)
+
+    @router.delete("/threads/{thread_id}", status_code=204)
+    async def delete(thread_id: str, ctx: Ctx = CtxDep) -> Response:
+        await ctx.p.conversation(thread_id, ctx.user)
+        await ctx.p.client.conversations.delete(thread_id, user_id=ctx.user)
+        await ctx.p.records.delete_thread(thread_id)
+        return Response(status_code=204)
+
+    @router.post("/threads/search")
+    async def search(body: JSON = Body(default_factory=dict), ctx: Ctx = CtxDep) -> list[JSON]:
+        return (await _search(ctx, body))[0]
+
+    @router.post("/threads/count")
+    async def count(body: JSON = Body(default_factory=dict), ctx: Ctx = CtxDep) -> int:
+        return (await _search(ctx, body | {"limit": 0}))[1]
+
+    @router.get("/threads/{thread_id}/state")
+    async def state(thread_id: str, ctx: Ctx = CtxDep) -> JSON:
+        return await state_of(ctx, await ctx.p.conversation(thread_id, ctx.user))
+
+    @router.get("/threads/{thread_id}/state/{checkpoint_id}")
+    async def state_at_checkpoint(thread_id: str, checkpoint_id: str, ctx: Ctx = CtxDep) -> JSON:
+        return await state_of(ctx, await ctx.p.conversation(thread_id, ctx.user), checkpoint_id)
+
+    @router.post("/threads/{thread_id}/state/checkpoint")
+    async def state_by_body(
+        thread_id: str, body: JSON = Body(default_factory=dict), ctx: Ctx = CtxDep
+    ) -> JSON:
+        checkpoint_id = (body.get("checkpoint") or {}).get("checkpoint_id")
+        return await state_of(ctx, await ctx.p.conversation(thread_id, ctx.user), checkpoint_id)
+
+    @router.post("/threads/{thread_id}/state")
+    async def update_state(
+        thread_id: str, body: JSON = Body(default_factory=dict), ctx: Ctx = CtxDep
+    ) -> JSON:
+        """`checkpoint_id` moves the thread's head there (time travel: the next run answers
+        after it); `values.messages` then appends finished turns (a user message and the
+        answer after it, written as a completed message; nothing runs). `as_node` is accepted
+        and ignored: every turn is the lead's."""
+        conversation = await ctx.p.conversation(thread_id, ctx.user)
+        checkpoint_id = body.get("checkpoint_id") or (body.get("checkpoint") or {}).get(
+            "checkpoint_id"
+        )
+        values = body.get("values")
+        turns = turns_of(values) if values not in (None, {}, []) else []
+        if not checkpoint_id and not turns:
+            raise ProtocolError(
+                422, "give checkpoint_id (where to move the head) or values.messages"
+            )
+        if await ctx.p.busy(thread_id):
+            raise ProtocolError(409, f"thread {thread_id} is busy")
+        head = conversation.get("active_message_id")
+        if checkpoint_id:
+            head = (await state_of(ctx, conversation, checkpoint_id))["checkpoint"]["checkpoint_id"]
+            head = None if head == ROOT else head
+            await ctx.p.move_head(thread_id, head)
+        store = ctx.p.client.admin.store
+        for content, response in turns:
+            message = await store.add_message(
+                conversation_id=thread_id, content=content, parent_id=head, status="completed"
+            )
+            await store.update_message(message["id"], response=response, outcome="completed")
+            head = message["id"]
+            await store.touch_conversation(thread_id, active_message_id=head)
+        state = await state_of(ctx, await ctx.p.conversation(thread_id, ctx.user))
+        return {"checkpoint": state["checkpoint"]}
+
+    @router.post("/threads/{thread_id}/history")
+    async def history(
+        thread_id: str, body: JSON = Body(default_factory=dict), ctx: Ctx = CtxDep
+    ) -> list[JSON]:
+        return await _history(ctx, thread_id, body)
+
+    @router.get("/threads/{thread_id}/history")
+    async def history_by_query(
+        thread_id: str, limit: int = Query(10, ge=1), before: str | None = None, ctx: Ctx = CtxDep
+    ) -> list[JSON]:
+        return await _history(ctx, thread_id, {"limit": limit, "before": before})
+
+
+async def _history(ctx: Ctx, thread_id: str, body: JSON) -> list[JSON]:
+    """The states of the thread's head path, newest first: one per message, then the empty
+    state before the first (`root`), each with its complete values."""
+    conversation = await ctx.p.conversation(thread_id, ctx.user)
+    messages = plain(await ctx.p.client.conversations.messages(thread_id))
+    by_id = {m["id"]: m for m in messages}
+    before = body.get("before")
+    if isinstance(before, dict):
+        before = before.get("checkpoint_id") or (before.get("configurable") or {}).get(
+            "checkpoint_id"
+        )
+    checkpoint = body.get("checkpoint") or {}
+    start = checkpoint.get("checkpoint_id") or conversation.get("active_message_id")
+    path = path_to(by_id, start)
+    if not path:
+        return []
+    per_message = [message_messages(m, await ctx.p.client.runs.events(m["id"])) for m in path]
+    states: list[JSON] = []
+    flat: list[JSON] = [m for messages_of in per_message for m in messages_of]
+    counts = [len(messages_of) for messages_of in per_message]
+    for i in range(len(path), -1, -1):
+        shown = flat[: sum(counts[:i])]
+        states.append(await state_at(ctx.p.client, thread_id, path[:i], messages=shown))
+    if before:
+        ids = [s["checkpoint"]["checkpoint_id"] for s in states]
+        states = states[ids.index(before) + 1 :] if before in ids else states
+    return states[: int(body.get("limit") or 10)]
+
+
+async def _search(ctx: Ctx, body: JSON) -> tuple[list[JSON], int]:
+    p = ctx.p
+    conversations = plain(await p.client.conversations.list(user_id=ctx.user, limit=10_000))
+    rows = await p.records.thread_rows([c["id"] for c in conversations])
+    if body.get("ids"):
+        conversations = [c for c in conversations if c["id"] in set(body["ids"])]
+    wanted = body.get("metadata") or {}
+    conversations = [
+        c
+        for c in conversations
+        if all((rows.get(c["id"]) or {}).get("metadata", {}).get(k) == v for k, v in wanted.items())
+    ]
+    out = []
+    for c in conversations:
+        tip = await p.tip(c)
+        out.append(
+            thread_view(c, rows.get(c["id"]), status=thread_status(tip, await p.busy(c["id"])))
+        )
+    if body.get("status"):
+        out = [t for t in out if t["status"] == body["status"]]
+    key = body.get("sort_by") or "updated_at"
+    if key in ("thread_id", "status", "created_at", "updated_at"):
+        out.sort(key=lambda t: t[key] or "", reverse=(body.get("sort_order") or "desc") == "desc")
+    total = len(out)
+    offset, limit = (
+        int(body.get("offset") or 0),
+        int(body["limit"] if body.get("limit") is not None else 10),
+    )
+    page = out[offset : offset + limit]
+    for t in page:  # values only for the page
+        t["values"] = (await state_of(ctx, await p.conversation(t["thread_id"], ctx.user)))[
+            "values"
+        ]
+    return page, total
