@@ -17,6 +17,12 @@ from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
 from artifactflow.api.app import create_app
 from artifactflow.protocol.store import store_router
 
+from .conftest import REFERENCE_URL
+
+pytestmark = pytest.mark.skipif(
+    bool(REFERENCE_URL), reason="artifactflow's own store endpoints (auth, errors), not protocol"
+)
+
 
 def with_store(app: Any) -> Any:
     """The app with the store endpoints (the protocol router includes them once it exists)."""
