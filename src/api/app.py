@@ -27,6 +27,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from ..client import Client
+from ..protocol import protocol_router
 from ..settings import ServerSettings, Settings, load_settings
 from ..version import __version__
 from .auth import RedactTokens, auth_enabled
@@ -93,6 +94,9 @@ def create_app(
             yield
         finally:
             drain_streams(app.state.streams)
+            protocol = getattr(app.state, "protocol", None)
+            if protocol is not None:
+                await protocol.aclose()
             if owned:
                 current, app.state.client = app.state.client, None
                 await current.aclose()
@@ -118,6 +122,7 @@ def create_app(
     app.include_router(data_router, prefix=API_PREFIX)
     app.include_router(workflows_router, prefix=API_PREFIX)
     app.include_router(page_router, prefix=API_PREFIX)
+    app.include_router(protocol_router())  # the Agent Protocol, at the root
     install_page(app)
     return app
 

@@ -1,0 +1,183 @@
+"""What the Agent Protocol needs stored beyond our conversations: a thread's metadata and the
+protocol's runs (one per started segment: a new message, a resume, a workflow; or a queued
+request not started yet).
+
+A thread IS a conversation (same id); `ap_threads` only adds its free-form metadata. A run row
+points at the message whose segment it is (`message_id`, `cursor`: the event id its segment
+starts after), so its events, status and answer are read from our event log, never copied.
+The tables live in their own `MetaData` (this layer sits above the engine, whose schema knows
+nothing of it) and are created on first use; every row is the user's own (`user_id`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+if TYPE_CHECKING:
+    from ..core.store.repository import AppStore
+
+metadata = sa.MetaData()
+
+threads = sa.Table(
+    "ap_threads",
+    metadata,
+    sa.Column("thread_id", sa.String(64), primary_key=True),
+    sa.Column("user_id", sa.String(64), nullable=True, index=True),
+    sa.Column("metadata", sa.Text, nullable=False, default="{}"),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+runs = sa.Table(
+    "ap_runs",
+    metadata,
+    sa.Column("run_id", sa.String(64), primary_key=True),
+    sa.Column("thread_id", sa.String(64), nullable=False, index=True),
+    sa.Column("user_id", sa.String(64), nullable=True),
+    sa.Column("assistant_id", sa.String(200), nullable=False),
+    sa.Column("message_id", sa.String(64), nullable=True, index=True),
+    sa.Column("cursor", sa.Integer, nullable=False, default=0),
+    # pending | running | success | error | interrupted | timeout
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("multitask_strategy", sa.String(16), nullable=False),
+    sa.Column("metadata", sa.Text, nullable=False, default="{}"),
+    sa.Column("request", sa.Text, nullable=True),  # a queued run's body, JSON
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+FINAL = frozenset({"success", "error", "interrupted", "timeout"})
+
+
+class ProtocolRecords:
+    """Thread metadata and protocol runs over the app store's engine."""
+
+    def __init__(self, store: AppStore) -> None:
+        self.store = store
+        self._ready = False
+        self._lock = asyncio.Lock()
+
+    async def ready(self) -> ProtocolRecords:
+        if not self._ready:
+            async with self._lock:
+                if not self._ready:
+                    async with self.store.engine.begin() as conn:
+                        await conn.run_sync(metadata.create_all, checkfirst=True)
+                    self._ready = True
+        return self
+
+    # --- threads ---------------------------------------------------------------------------
+
+    async def thread_row(self, thread_id: str) -> dict[str, Any] | None:
+        rows = await self.store.fetch_rows(
+            sa.select(threads).where(threads.c.thread_id == thread_id)
+        )
+        return _decoded(rows[0]) if rows else None
+
+    async def thread_rows(self, thread_ids: list[str]) -> dict[str, dict[str, Any]]:
+        if not thread_ids:
+            return {}
+        rows = await self.store.fetch_rows(
+            sa.select(threads).where(threads.c.thread_id.in_(thread_ids))
+        )
+        return {r["thread_id"]: _decoded(r) for r in rows}
+
+    async def put_thread(
+        self, thread_id: str, user_id: str | None, meta: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Insert or replace the thread's metadata row."""
+        now = time.time()
+        existing = await self.thread_row(thread_id)
+        if existing is None:
+            await self.store.insert_once(
+                threads.insert().values(
+                    thread_id=thread_id,
+                    user_id=user_id,
+                    metadata=json.dumps(meta),
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+        else:
+            await self.store.write(
+                threads.update()
+                .where(threads.c.thread_id == thread_id)
+                .values(
+                    metadata=json.dumps(meta),
+                    updated_at=now,
+                )
+            )
+        row = await self.thread_row(thread_id)
+        assert row is not None
+        return row
+
+    async def merge_thread_metadata(
+        self, thread_id: str, user_id: str | None, extra: dict[str, Any]
+    ) -> dict[str, Any]:
+        row = await self.thread_row(thread_id)
+        meta = {**(row["metadata"] if row else {}), **extra}
+        return await self.put_thread(thread_id, user_id, meta)
+
+    async def delete_thread(self, thread_id: str) -> None:
+        await self.store.write(
+            runs.delete().where(runs.c.thread_id == thread_id),
+            threads.delete().where(threads.c.thread_id == thread_id),
+        )
+
+    # --- runs ------------------------------------------------------------------------------
+
+    async def add_run(self, **values: Any) -> dict[str, Any]:
+        now = time.time()
+        values.setdefault("run_id", str(uuid.uuid4()))
+        values["metadata"] = json.dumps(values.get("metadata") or {})
+        if values.get("request") is not None:
+            values["request"] = json.dumps(values["request"])
+        await self.store.write(runs.insert().values(created_at=now, updated_at=now, **values))
+        run = await self.run(values["run_id"])
+        assert run is not None
+        return run
+
+    async def run(self, run_id: str) -> dict[str, Any] | None:
+        rows = await self.store.fetch_rows(sa.select(runs).where(runs.c.run_id == run_id))
+        return _decoded(rows[0]) if rows else None
+
+    async def thread_runs(
+        self,
+        thread_id: str,
+        *,
+        statuses: tuple[str, ...] = (),
+        limit: int = 100,
+        offset: int = 0,
+        oldest_first: bool = False,
+    ) -> list[dict[str, Any]]:
+        order = runs.c.created_at.asc() if oldest_first else runs.c.created_at.desc()
+        query = sa.select(runs).where(runs.c.thread_id == thread_id).order_by(order, runs.c.run_id)
+        if statuses:
+            query = query.where(runs.c.status.in_(statuses))
+        rows = await self.store.fetch_rows(query.limit(limit).offset(offset))
+        return [_decoded(r) for r in rows]
+
+    async def set_run(self, run_id: str, *, when: tuple[str, ...] = (), **values: Any) -> bool:
+        """Update the run; with `when`, only if its status is one of those (compare-and-set:
+        the row count says who won)."""
+        query = runs.update().where(runs.c.run_id == run_id)
+        if when:
+            query = query.where(runs.c.status.in_(when))
+        return await self.store.write(query.values(updated_at=time.time(), **values)) == 1
+
+    async def delete_run(self, run_id: str) -> None:
+        await self.store.write(runs.delete().where(runs.c.run_id == run_id))
+
+
+def _decoded(row: Any) -> dict[str, Any]:
+    out = dict(row)
+    out["metadata"] = json.loads(out.get("metadata") or "{}")
+    if out.get("request"):
+        out["request"] = json.loads(out["request"])
+    return out

@@ -1,0 +1,353 @@
+"""The Agent Protocol driven by the real `langgraph_sdk` client against a real uvicorn server
+(SQLite, real checkpoints, the scripted model over real HTTP)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from browser_helpers import serving
+from langgraph_sdk import get_client
+from scripted_llm import Call, Delay, Text, ToolCalls
+from waiting import wait_until
+
+from artifactflow import tool
+from artifactflow.api.app import create_app
+
+DEPLOYS: list[str] = []
+
+
+@tool(permission="confirm")
+async def deploy(target: str) -> str:
+    """Deploy the service (needs a person's approval).
+
+    Args:
+        target: Where to deploy.
+    """
+    DEPLOYS.append(target)
+    return f"deployed to {target}"
+
+
+@pytest.fixture
+async def server(make_client: Any) -> AsyncIterator[tuple[Any, Any]]:
+    DEPLOYS.clear()
+    af = await make_client(extra_tools=[deploy], lead_tools=["deploy", "create_artifact"])
+    async with serving(create_app(client=af)) as url:
+        yield get_client(url=url, api_key=None), af
+
+
+async def parts(stream: Any) -> list[Any]:
+    return [part async for part in stream]
+
+
+async def test_meta_assistants_threads(server: Any, llm: Any) -> None:
+    sdk, _ = server
+    assistants = await sdk.assistants.search()
+    assert [a["graph_id"] for a in assistants][0] == "lead_agent"
+    assert (await sdk.assistants.get("lead_agent"))["assistant_id"] == "lead_agent"
+    with pytest.raises(httpx.HTTPStatusError) as missing:
+        await sdk.assistants.get("nope")
+    assert missing.value.response.status_code == 404
+    assert "detail" in missing.value.response.json()
+
+    thread = await sdk.threads.create(metadata={"owner": "me"})
+    assert thread["status"] == "idle" and thread["metadata"] == {"owner": "me"}
+    fixed = await sdk.threads.create(thread_id="t-fixed")
+    assert fixed["thread_id"] == "t-fixed"
+    again = await sdk.threads.create(thread_id="t-fixed", if_exists="do_nothing")
+    assert again["thread_id"] == "t-fixed"
+    with pytest.raises(httpx.HTTPStatusError) as conflict:
+        await sdk.threads.create(thread_id="t-fixed")
+    assert conflict.value.response.status_code == 409
+    patched = await sdk.threads.update(thread["thread_id"], metadata={"tag": "x"})
+    assert patched["metadata"] == {"owner": "me", "tag": "x"}
+    found = await sdk.threads.search(metadata={"tag": "x"})
+    assert [t["thread_id"] for t in found] == [thread["thread_id"]]
+
+    llm.script(Text("hello there", chunk_size=3))
+    result = await sdk.runs.wait(
+        thread["thread_id"], "lead_agent", input={"messages": [{"role": "user", "content": "hi"}]}
+    )
+    assert [m["type"] for m in result["messages"]] == ["human", "ai"]
+    assert result["messages"][-1]["content"] == "hello there"
+    got = await sdk.threads.get(thread["thread_id"])
+    assert got["status"] == "idle"
+    assert (
+        got["metadata"]["graph_id"] == "lead_agent"
+        and got["metadata"]["assistant_id"] == "lead_agent"
+    )
+    assert [m["content"] for m in got["values"]["messages"]] == ["hi", "hello there"]
+    assert [
+        t["thread_id"] for t in await sdk.threads.search(metadata={"graph_id": "lead_agent"})
+    ] == [thread["thread_id"]]
+    await sdk.threads.delete("t-fixed")
+    with pytest.raises(httpx.HTTPStatusError):
+        await sdk.threads.get("t-fixed")
+
+
+async def test_stream_three_modes_chunks_add_up(server: Any, llm: Any) -> None:
+    sdk, _ = server
+    thread = await sdk.threads.create()
+    answer = "The quick brown fox jumps over the lazy dog."
+    llm.script(Text(answer, chunk_size=4))
+    got = await parts(
+        sdk.runs.stream(
+            thread["thread_id"],
+            "lead_agent",
+            input={"messages": [{"type": "human", "content": "tell me"}]},
+            stream_mode=["values", "updates", "messages-tuple"],
+        )
+    )
+    assert got[0].event == "metadata" and set(got[0].data) == {"run_id", "attempt"}
+    tokens = [p.data[0] for p in got if p.event == "messages"]
+    assert all(t["type"] == "AIMessageChunk" for t in tokens)
+    assert "".join(t["content"] for t in tokens) == answer
+    values = [p.data for p in got if p.event == "values"]
+    assert values[-1]["messages"][-1]["content"] == answer
+    assert values[-1]["messages"][-1]["id"] == tokens[0]["id"]  # chunks merge into the message
+    updates = [p.data for p in got if p.event == "updates"]
+    assert updates and updates[0]["lead_agent"]["messages"][0]["content"] == answer
+    run = (await sdk.runs.list(thread["thread_id"]))[0]
+    assert run["run_id"] == got[0].data["run_id"] and run["status"] == "success"
+
+
+async def test_confirm_interrupt_and_resume_exactly_once(server: Any, llm: Any) -> None:
+    sdk, _ = server
+    thread = await sdk.threads.create()
+    tid = thread["thread_id"]
+    llm.script(ToolCalls([Call("deploy", {"target": "prod"}, id="c1")]), Text("deployed."))
+    got = await parts(
+        sdk.runs.stream(
+            tid,
+            "lead_agent",
+            input={"messages": [{"role": "user", "content": "ship"}]},
+            stream_mode=["updates", "values"],
+        )
+    )
+    interrupts = [
+        p.data["__interrupt__"] for p in got if p.event == "updates" and "__interrupt__" in p.data
+    ]
+    assert len(interrupts) == 1
+    value = interrupts[0][0]["value"]
+    assert value["action_requests"][0]["name"] == "deploy"
+    assert value["action_requests"][0]["args"] == {"target": "prod"}
+    assert value["action_requests"][0]["tool_call_id"] == "c1"
+    assert value["review_configs"] == [
+        {"action_name": "deploy", "allowed_decisions": ["approve", "edit", "reject"]}
+    ]
+    run_id = got[0].data["run_id"]
+    assert (await sdk.runs.get(tid, run_id))["status"] == "success"
+    state = await sdk.threads.get(tid)
+    assert (
+        state["status"] == "interrupted"
+        and list(state["interrupts"].values())[0][0]["value"] == value
+    )
+    assert DEPLOYS == []
+
+    resumed = await sdk.runs.wait(
+        tid, "lead_agent", command={"resume": {"decisions": [{"type": "approve"}]}}
+    )
+    assert resumed["messages"][-1]["content"] == "deployed."
+    assert DEPLOYS == ["prod"]
+    with pytest.raises(httpx.HTTPStatusError) as again:
+        await sdk.runs.wait(
+            tid, "lead_agent", command={"resume": {"decisions": [{"type": "approve"}]}}
+        )
+    assert again.value.response.status_code == 409
+    assert DEPLOYS == ["prod"]
+    assert (await sdk.threads.get(tid))["status"] == "idle"
+    types = [m["type"] for m in resumed["messages"]]
+    assert types == ["human", "ai", "tool", "ai"]
+
+
+async def test_agent_chat_ui_edit_and_reject_shapes(server: Any, llm: Any) -> None:
+    sdk, _ = server
+    tid = (await sdk.threads.create())["thread_id"]
+    llm.script(ToolCalls([Call("deploy", {"target": "prod"}, id="c1")]), Text("edited"))
+    await sdk.runs.wait(tid, "lead_agent", input={"messages": [{"role": "user", "content": "go"}]})
+    await sdk.runs.wait(
+        tid,
+        "lead_agent",
+        command={
+            "resume": [
+                {"type": "edit", "args": {"action": "deploy", "args": {"target": "staging"}}}
+            ]
+        },
+    )
+    assert DEPLOYS == ["staging"]
+    llm.script(ToolCalls([Call("deploy", {"target": "prod"}, id="c2")]), Text("ok, not deployed"))
+    await sdk.runs.wait(
+        tid, "lead_agent", input={"messages": [{"role": "user", "content": "again"}]}
+    )
+    out = await sdk.runs.wait(
+        tid, "lead_agent", command={"resume": {"decisions": [{"type": "reject", "message": "no"}]}}
+    )
+    assert DEPLOYS == ["staging"]
+    assert out["messages"][-1]["content"] == "ok, not deployed"
+
+
+async def test_state_history_and_fork(server: Any, llm: Any) -> None:
+    sdk, _ = server
+    tid = (await sdk.threads.create())["thread_id"]
+    llm.script(Text("one"), Text("two"), Text("forked"))
+    await sdk.runs.wait(
+        tid, "lead_agent", input={"messages": [{"role": "user", "content": "first"}]}
+    )
+    await sdk.runs.wait(
+        tid, "lead_agent", input={"messages": [{"role": "user", "content": "second"}]}
+    )
+    state = await sdk.threads.get_state(tid)
+    assert [m["content"] for m in state["values"]["messages"]] == ["first", "one", "second", "two"]
+    history = await sdk.threads.get_history(tid)
+    assert [len(h["values"].get("messages", [])) for h in history] == [4, 2, 0]  # newest first
+    first_cp = history[1]["checkpoint"]["checkpoint_id"]
+    assert history[0]["parent_checkpoint"]["checkpoint_id"] == first_cp
+    old = await sdk.threads.get_state(tid, checkpoint_id=first_cp)
+    assert [m["content"] for m in old["values"]["messages"]] == ["first", "one"]
+    forked = await sdk.runs.wait(
+        tid,
+        "lead_agent",
+        input={"messages": [{"role": "user", "content": "other"}]},
+        checkpoint_id=first_cp,
+    )
+    assert [m["content"] for m in forked["messages"]] == ["first", "one", "other", "forked"]
+    # time travel: move the head back and the state follows
+    await sdk.threads.update_state(
+        tid, None, checkpoint_id=history[0]["checkpoint"]["checkpoint_id"]
+    )
+    assert len((await sdk.threads.get_state(tid))["values"]["messages"]) == 4
+    with pytest.raises(httpx.HTTPStatusError) as bad:
+        await sdk.threads.get_state(tid, checkpoint_id="nope")
+    assert bad.value.response.status_code == 404
+
+
+async def test_background_join_and_join_stream_from_start_and_middle(server: Any, llm: Any) -> None:
+    sdk, _ = server
+    tid = (await sdk.threads.create())["thread_id"]
+    llm.script(
+        ToolCalls([Call("create_artifact", {"id": "a", "title": "A", "content": "x"})]),
+        Text("done"),
+    )
+    run = await sdk.runs.create(
+        tid, "lead_agent", input={"messages": [{"role": "user", "content": "go"}]}
+    )
+    assert run["status"] in ("running", "success")
+    joined = await sdk.runs.join(tid, run["run_id"])
+    assert joined["messages"][-1]["content"] == "done"
+    full = await parts(
+        sdk.runs.join_stream(
+            tid, run["run_id"], stream_mode=["values", "custom"], last_event_id="-1"
+        )
+    )
+    # a frame made from a stored event carries its id on the last frame it produced; the SDK
+    # repeats the last id seen on frames without one (token chunks, earlier frames)
+    seen = [int(p.id) for p in full if p.id]
+    assert seen == sorted(seen)
+    ids = sorted(set(seen))
+    assert len(ids) >= 3
+    custom = [p.data["type"] for p in full if p.event == "custom"]
+    assert "artifact_created" in custom and "complete" in custom
+    middle = ids[len(ids) // 2]
+    rest = await parts(
+        sdk.runs.join_stream(
+            tid, run["run_id"], stream_mode=["values", "custom"], last_event_id=str(middle)
+        )
+    )
+    rest_ids = sorted({int(p.id) for p in rest if p.id and int(p.id) != middle})
+    assert rest_ids == [i for i in ids if i > middle]
+    assert rest[-1].data == full[-1].data
+
+
+async def test_cancel_and_multitask_strategies(server: Any, llm: Any) -> None:
+    sdk, af = server
+    tid = (await sdk.threads.create())["thread_id"]
+    human = {"messages": [{"role": "user", "content": "slow"}]}
+    llm.script(Delay(5.0, Text("never")))
+    slow = await sdk.runs.create(tid, "lead_agent", input=human)
+    assert (await sdk.threads.get(tid))["status"] == "busy"
+    # reject
+    with pytest.raises(httpx.HTTPStatusError) as rejected:
+        await sdk.runs.create(tid, "lead_agent", input=human, multitask_strategy="reject")
+    assert rejected.value.response.status_code == 409
+    # enqueue: pending until the first ends
+    llm.script(Text("queued answer"))
+    queued = await sdk.runs.create(
+        tid,
+        "lead_agent",
+        input={"messages": [{"role": "user", "content": "q"}]},
+        multitask_strategy="enqueue",
+    )
+    assert queued["status"] == "pending"
+    # cancel the slow one: the queued one starts
+    cancelled = await sdk.runs.cancel(tid, slow["run_id"], wait=True)
+    assert cancelled["status"] == "interrupted"
+    out = await sdk.runs.join(tid, queued["run_id"])
+    assert out["messages"][-1]["content"] == "queued answer"
+    assert (await sdk.runs.get(tid, queued["run_id"]))["status"] == "success"
+    # interrupt: the running one stops interrupted, the new one runs
+    llm.script(Delay(5.0, Text("never")))
+    first = await sdk.runs.create(tid, "lead_agent", input=human)
+    await wait_until(lambda: af.admin.active_run_count() > 0)
+    llm.script(Text("after interrupt"))
+    second = await sdk.runs.wait(
+        tid,
+        "lead_agent",
+        input={"messages": [{"role": "user", "content": "now"}]},
+        multitask_strategy="interrupt",
+    )
+    assert second["messages"][-1]["content"] == "after interrupt"
+    assert (await sdk.runs.get(tid, first["run_id"]))["status"] == "interrupted"
+    assert "slow" in [m["content"] for m in second["messages"]]  # kept on the branch
+    # rollback: the running one is discarded
+    llm.script(Delay(5.0, Text("never")))
+    third = await sdk.runs.create(
+        tid, "lead_agent", input={"messages": [{"role": "user", "content": "doomed"}]}
+    )
+    llm.script(Text("after rollback"))
+    fourth = await sdk.runs.wait(
+        tid,
+        "lead_agent",
+        input={"messages": [{"role": "user", "content": "instead"}]},
+        multitask_strategy="rollback",
+    )
+    assert "doomed" not in [m["content"] for m in fourth["messages"]]
+    assert fourth["messages"][-1]["content"] == "after rollback"
+    with pytest.raises(httpx.HTTPStatusError) as gone:
+        await sdk.runs.get(tid, third["run_id"])
+    assert gone.value.response.status_code == 404
+
+
+async def test_auth_isolation_with_api_key_and_bearer(make_client: Any, llm: Any) -> None:
+    af = await make_client(yaml_text="auth:\n  enabled: true\n")
+    _, alice = await af.admin.store.create_token("alice")
+    _, bob = await af.admin.store.create_token("bob")
+    async with serving(create_app(client=af)) as url:
+        as_alice = get_client(url=url, api_key=alice)
+        as_bob = get_client(url=url, headers={"Authorization": f"Bearer {bob}"})
+        nobody = get_client(url=url, api_key=None)
+        with pytest.raises(httpx.HTTPStatusError) as unauthorized:
+            await nobody.threads.search()
+        assert unauthorized.value.response.status_code == 401
+        llm.script(Text("secret"))
+        tid = (await as_alice.threads.create(metadata={"k": "v"}))["thread_id"]
+        run = await as_alice.runs.create(
+            tid, "lead_agent", input={"messages": [{"role": "user", "content": "x"}]}
+        )
+        await as_alice.runs.join(tid, run["run_id"])
+        assert await as_bob.threads.search() == []
+        for call in (
+            as_bob.threads.get(tid),
+            as_bob.threads.get_state(tid),
+            as_bob.runs.get(tid, run["run_id"]),
+            as_bob.runs.list(tid),
+            as_bob.runs.join(tid, run["run_id"]),
+            as_bob.runs.wait(
+                tid, "lead_agent", input={"messages": [{"role": "user", "content": "y"}]}
+            ),
+        ):
+            with pytest.raises(httpx.HTTPStatusError) as hidden:
+                await call
+            assert hidden.value.response.status_code == 404
+        assert [t["thread_id"] for t in await as_alice.threads.search()] == [tid]
