@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from ..errors import ConfigError
+from .words import STOP_WORDS
 
 if TYPE_CHECKING:
     from ..settings.memory import MemorySettings
@@ -71,12 +72,24 @@ class StaticEmbedder:
         self.tokenizer.no_truncation()
         self.dims = int(self.table.shape[1])
         self.name = f"static:wordllama-{self.dims}"
+        vocab = self.tokenizer.get_vocab()
+        # function words carry no meaning of their own but dominate an average of a short
+        # text's tokens: they are left out of it (measured on tests/data: 16 → 17 of 20
+        # paraphrase targets in the top 3)
+        self.skip = np.zeros(self.table.shape[0], dtype=bool)
+        for token, index in vocab.items():
+            word = token.lstrip("\u2581").lower()
+            if index < self.skip.size and (word in STOP_WORDS or not any(c.isalnum() for c in word)):
+                self.skip[index] = True
 
     def embed_sync(self, texts: list[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dims), dtype=np.float32)
         last = self.table.shape[0] - 1
         for row, encoding in enumerate(self.tokenizer.encode_batch(texts, add_special_tokens=False)):
             ids = np.clip(np.asarray(encoding.ids, dtype=np.int64), 0, last)
+            content = ids[~self.skip[ids]]
+            if content.size:
+                ids = content  # a text of function words only keeps them all
             if ids.size:
                 out[row] = self.table[ids].mean(axis=0)
         return normalize(out)
