@@ -20,6 +20,7 @@ from ..core.store.schema import MEMORY_FTS
 from .records import m
 from .words import coverage, terms
 
+
 async def lexical_scores(
     conn: AsyncConnection, namespaces: Sequence[str], query: str, limit: int
 ) -> list[tuple[str, float]]:
