@@ -9,7 +9,14 @@ from __future__ import annotations
 from typing import Literal
 
 from ..errors import NotFoundError
-from ..memory import LOCAL_USER, MemoryHit, MemorySearchResult, MemoryStore, SavedMemory, scope_namespace
+from ..memory import (
+    LOCAL_USER,
+    MemoryHit,
+    MemorySearchResult,
+    MemoryStore,
+    SavedMemory,
+    scope_namespace,
+)
 
 MemoryScope = Literal["global", "project", "conversation"]
 SearchMode = Literal["recency", "semantic", "hybrid"]
