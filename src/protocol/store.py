@@ -10,7 +10,8 @@ store's `(user, "global")`. That is exactly memory's layout (`(user, "global")`,
 "project", name)`, `(user, "conversation", id)`, `(user, "knowledge", base)`), so a client sees
 its own memories at `["global"]`, `["project", name]`, … and never another user's: another
 user's item is 404 and absent from searches and namespace listings, with no way to name it.
-With auth off there is one user, `LOCAL_USER`, the one the CLI writes memories as.
+With auth off there is one user, `LOCAL_USER` (memory's own), the one the CLI writes
+memories as: `artifactflow memory add` and `client.store.search_items(["global"])` meet.
 
 Errors are LangGraph's shape, `{"detail": ...}` with 401/404/422 (`DetailRoute`), not the
 `/api/v1` `{"error": {...}}` envelope; request bodies are validated inside the route, so a
@@ -29,15 +30,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from langgraph.store.base import BaseStore, InvalidNamespaceError, Item, SearchItem
-from langgraph.store.memory import InMemoryStore
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from ..api.auth import _user_for
 from ..api.errors import ApiError
+from ..memory import LOCAL_USER
 
-LOCAL_USER = "local"
-"""The namespace owner when auth is off (one user: whoever runs the server)."""
 
 UserDependency = Callable[..., Awaitable[str | None]]
 StoreSource = BaseStore | Callable[[Request], BaseStore]
@@ -78,13 +77,12 @@ async def protocol_user(request: Request) -> str | None:
 
 
 def app_memory_store(request: Request) -> BaseStore:
-    """The app's store: memory's `MemoryStore` once the server has one, else an in-process
-    `InMemoryStore` kept on the app (items last as long as the process)."""
-    state = request.app.state
-    store = getattr(state, "memory_store", None)
-    if store is None:
-        store = state.memory_store = InMemoryStore()
-    return store
+    """The app's long-term memory store (`MemoryStore`, durable in the app store): the one the
+    graph's `get_store()`, the memory tools, the CLI and `/api/v1/memories` use."""
+    client = request.app.state.client
+    if client is None:
+        raise HTTPException(503, "the server is starting or shutting down; retry shortly")
+    return client.memories.store
 
 
 # --- wire formats ------------------------------------------------------------------------------

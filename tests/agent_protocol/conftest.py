@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
 import pytest_asyncio
 from browser_helpers import serving
 from langgraph_sdk import get_client
@@ -34,31 +33,19 @@ class Server:
     local: bool  # artifactflow in this process (side effects observable), not a remote URL
 
 
-def _has_protocol(app: Any) -> bool:
-    return any(getattr(r, "path", None) == "/assistants/search" for r in app.routes)
-
-
 @pytest_asyncio.fixture
-async def server(request: pytest.FixtureRequest) -> AsyncIterator[Server]:
+async def server(llm_env: Any, make_client: Any) -> AsyncIterator[Server]:
     if REFERENCE_URL:
         client = get_client(url=REFERENCE_URL, api_key=None)
         assistants = await client.assistants.search(graph_id=os.environ.get("AGENT_PROTOCOL_GRAPH"))
         yield Server(REFERENCE_URL, client, assistants[0]["assistant_id"], local=False)
         return
-    llm = request.getfixturevalue("llm_env")
-    make_client = request.getfixturevalue("make_client")
     from artifactflow.api.app import create_app
 
-    llm.route(toy_route)
+    llm_env.route(toy_route)
     NOTES.clear()
     af = await make_client(extra_tools=[write_note], lead_tools=["write_note"])
-    app = create_app(client=af)
-    if not _has_protocol(app):
-        reason = "this tree's HTTP app serves no Agent Protocol (src/protocol/ not merged yet)"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    async with serving(app) as url:
+    async with serving(create_app(client=af)) as url:
         client = get_client(url=url, api_key=None)
         assistants = await client.assistants.search()
         yield Server(url, client, assistants[0]["assistant_id"], local=True)

@@ -15,7 +15,6 @@ from langgraph_sdk import get_client
 from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
 
 from artifactflow.api.app import create_app
-from artifactflow.protocol.store import store_router
 
 from .conftest import REFERENCE_URL
 
@@ -24,17 +23,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def with_store(app: Any) -> Any:
-    """The app with the store endpoints (the protocol router includes them once it exists)."""
-    if not any(getattr(r, "path", None) == "/store/items" for r in app.routes):
-        app.include_router(store_router())
-    return app
-
-
 @pytest_asyncio.fixture
 async def open_server(make_client: Any) -> AsyncIterator[str]:
     af = await make_client()
-    async with serving(with_store(create_app(client=af))) as base:
+    async with serving(create_app(client=af)) as base:
         yield base
 
 
@@ -43,7 +35,7 @@ async def authed(make_client: Any) -> AsyncIterator[tuple[str, str, str]]:
     af = await make_client(yaml_text="auth:\n  enabled: true\n")
     _, alice = await af.admin.store.create_token("alice")
     _, bob = await af.admin.store.create_token("bob")
-    async with serving(with_store(create_app(client=af))) as base:
+    async with serving(create_app(client=af)) as base:
         yield base, alice, bob
 
 
