@@ -33,10 +33,7 @@ from langgraph.store.base import BaseStore, InvalidNamespaceError, Item, SearchI
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
-from ..api.auth import _user_for
-from ..api.errors import ApiError
 from ..memory import LOCAL_USER
-
 
 UserDependency = Callable[..., Awaitable[str | None]]
 StoreSource = BaseStore | Callable[[Request], BaseStore]
@@ -58,31 +55,44 @@ class DetailRoute(APIRoute):
                 return JSONResponse(
                     {"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers
                 )
-            except ApiError as exc:
-                return JSONResponse(
-                    {"detail": exc.message}, status_code=exc.status, headers=exc.headers
-                )
 
         return detail_errors
 
 
+def _client(request: Request) -> Any:
+    client = request.app.state.client
+    if client is None:
+        raise HTTPException(503, "the server is starting or shutting down; retry shortly")
+    return client
+
+
 async def protocol_user(request: Request) -> str | None:
     """The caller's user id from `X-Api-Key` (what `langgraph_sdk` sends) or `Authorization:
-    Bearer` (what `@langchain/langgraph-sdk` sends with `defaultHeaders`); None with auth off."""
+    Bearer` (what `@langchain/langgraph-sdk` sends with `defaultHeaders`); None with auth off
+    (`app.state.auth_enabled`, set by the HTTP app)."""
+    client = _client(request)
+    if not getattr(request.app.state, "auth_enabled", False):
+        return None
     token = request.headers.get("x-api-key")
+    scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+    if not token and scheme.lower() == "bearer":
+        token = credentials.strip()
+    challenge = {"WWW-Authenticate": "Bearer"}
     if not token:
-        scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
-        token = credentials.strip() if scheme.lower() == "bearer" else None
-    return await _user_for(request, token or None)
+        raise HTTPException(
+            401, "missing API key: send 'X-Api-Key: <token>' or 'Authorization: Bearer <token>'",
+            headers=challenge,
+        )
+    user = await client.admin.user_for_token(token)
+    if user is None:
+        raise HTTPException(401, "invalid or revoked token", headers=challenge)
+    return user
 
 
 def app_memory_store(request: Request) -> BaseStore:
     """The app's long-term memory store (`MemoryStore`, durable in the app store): the one the
     graph's `get_store()`, the memory tools, the CLI and `/api/v1/memories` use."""
-    client = request.app.state.client
-    if client is None:
-        raise HTTPException(503, "the server is starting or shutting down; retry shortly")
-    return client.memories.store
+    return _client(request).memories.store
 
 
 # --- wire formats ------------------------------------------------------------------------------
