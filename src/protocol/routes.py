@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
+from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
@@ -27,6 +28,7 @@ from ..version import __version__
 from .convert import LEAD, message_messages
 from .records import FINAL
 from .service import Protocol
+from .store import assume_json
 from .stream import Frames, frames_of, modes_of, sse
 from .views import (
     NODE,
@@ -69,12 +71,13 @@ class ProtocolRoute(APIRoute):
         handler = super().get_route_handler()
 
         async def guarded(request: Request) -> Response:
+            assume_json(request)  # agent-chat-ui's passthrough forwards JSON as text/plain
             try:
                 return await handler(request)
             except ProtocolError as exc:
                 return JSONResponse({"detail": exc.detail}, exc.status, headers=exc.headers)
-            except RequestValidationError as exc:
-                return JSONResponse({"detail": exc.errors()}, 422)
+            except RequestValidationError as exc:  # errors may hold the raw body (bytes)
+                return JSONResponse({"detail": jsonable_encoder(exc.errors())}, 422)
             except ArtifactFlowError as exc:
                 if store_fault(exc) is not None:
                     raise

@@ -39,6 +39,22 @@ UserDependency = Callable[..., Awaitable[str | None]]
 StoreSource = BaseStore | Callable[[Request], BaseStore]
 
 
+def assume_json(request: Request) -> None:
+    """Read a request body as JSON whatever its `Content-Type`, as LangGraph's server does:
+    proxies in front of it (agent-chat-ui's API passthrough) forward bodies as `text/plain`,
+    which FastAPI would hand to a model as bytes (a 422)."""
+    if request.method not in ("POST", "PUT", "PATCH", "DELETE"):
+        return
+    headers = request.scope["headers"]
+    kind = next((v for k, v in headers if k == b"content-type"), b"")
+    if b"json" not in kind:
+        request.scope["headers"] = [
+            *((k, v) for k, v in headers if k != b"content-type"),
+            (b"content-type", b"application/json"),
+        ]
+        request.__dict__.pop("_headers", None)
+
+
 class DetailRoute(APIRoute):
     """A route whose errors leave as `{"detail": ...}` (LangGraph's shape), including request
     validation and its dependencies' errors (auth), which run inside the route handler."""
@@ -47,6 +63,7 @@ class DetailRoute(APIRoute):
         handler = super().get_route_handler()
 
         async def detail_errors(request: Request) -> Response:
+            assume_json(request)
             try:
                 return await handler(request)
             except RequestValidationError as exc:

@@ -125,3 +125,41 @@ async def test_each_user_sees_only_their_items(authed: tuple[str, str, str]) -> 
             headers={"X-Api-Key": "af_not-a-token"},
         )
         assert wrong.status_code == 401
+
+
+async def test_the_store_is_long_term_memory(make_client: Any) -> None:
+    """What the memory verbs save the store endpoints read, and the reverse (one `MemoryStore`),
+    in memory's namespaces without the user label."""
+    af = await make_client()
+    saved = await af.memories.add("the staging database is PostgreSQL 16")
+    async with serving(create_app(client=af)) as base:
+        store = get_client(url=base, api_key=None).store
+        found = await store.search_items(["global"])
+        assert [i["value"]["text"] for i in found["items"]] == ["the staging database is PostgreSQL 16"]
+        assert found["items"][0]["namespace"] == ["global"]
+        ranked = await store.search_items(["global"], query="which database does staging use")
+        assert ranked["items"][0]["key"] == found["items"][0]["key"]
+        assert isinstance(ranked["items"][0]["score"], float)
+        await store.put_item(["global"], "pref", {"text": "answers in French"})
+    listed = await af.memories.list()
+    assert sorted(h.text for h in listed) == ["answers in French", "the staging database is PostgreSQL 16"]
+    assert saved.id
+
+
+async def test_json_bodies_sent_as_text_plain_are_read(open_server: str) -> None:
+    """A proxy in front of the server (agent-chat-ui's API passthrough) forwards JSON bodies as
+    text/plain; LangGraph's server reads them as JSON, and so do these endpoints."""
+    plain = {"Content-Type": "text/plain;charset=UTF-8"}
+    async with httpx.AsyncClient(base_url=open_server) as http:
+        put = await http.put(
+            "/store/items", content=b'{"namespace": ["global"], "key": "k", "value": {"a": 1}}',
+            headers=plain,
+        )
+        assert put.status_code == 204, put.text
+        found = await http.post("/store/items/search", content=b'{"namespace_prefix": []}',
+                                headers=plain)
+        assert [i["key"] for i in found.json()["items"]] == ["k"]
+        threads = await http.post("/threads/search", content=b'{"limit": 5}', headers=plain)
+        assert threads.status_code == 200 and isinstance(threads.json(), list)
+        broken = await http.post("/threads/search", content=b'{"limit": ', headers=plain)
+        assert broken.status_code == 422 and "detail" in broken.json()
