@@ -38,11 +38,18 @@ async def workers(make_client: Any, tmp_path: Any) -> AsyncIterator[tuple[Any, A
     async with fresh_database() as url:
         opened = []
         for name in ("a", "b"):  # one after another: the first creates the schema
-            opened.append(await make_client(
-                extra_tools=[deploy], lead_tools=["deploy"], data_dir=tmp_path / f"data-{name}",
-                yaml_text=f"database_url: {url}\n",
-            ))
-        async with serving(create_app(client=opened[0])) as url_a, serving(create_app(client=opened[1])) as url_b:
+            opened.append(
+                await make_client(
+                    extra_tools=[deploy],
+                    lead_tools=["deploy"],
+                    data_dir=tmp_path / f"data-{name}",
+                    yaml_text=f"database_url: {url}\n",
+                )
+            )
+        async with (
+            serving(create_app(client=opened[0])) as url_a,
+            serving(create_app(client=opened[1])) as url_b,
+        ):
             yield get_client(url=url_a, api_key=None), get_client(url=url_b, api_key=None)
         for client in opened:
             await client.aclose()
@@ -54,16 +61,23 @@ async def test_interrupt_answered_through_the_other_worker(workers: Any, llm: An
     tid = thread["thread_id"]
     assert (await b.threads.get(tid))["metadata"] == {"team": "ops"}
     llm.script(ToolCalls([Call("deploy", {"target": "prod"}, id="c1")]), Text("done on b"))
-    parts = [p async for p in a.runs.stream(
-        tid, "lead_agent", input={"messages": [{"role": "user", "content": "ship it"}]},
-        stream_mode=["updates", "messages-tuple"],
-    )]
+    parts = [
+        p
+        async for p in a.runs.stream(
+            tid,
+            "lead_agent",
+            input={"messages": [{"role": "user", "content": "ship it"}]},
+            stream_mode=["updates", "messages-tuple"],
+        )
+    ]
     assert any(p.event == "updates" and "__interrupt__" in p.data for p in parts)
     assert (await b.threads.get(tid))["status"] == "interrupted"
     state = await b.threads.get_state(tid)
     assert state["next"] == ["tool_execution"] and state["tasks"][0]["interrupts"]
 
-    out = await b.runs.wait(tid, "lead_agent", command={"resume": {"decisions": [{"type": "approve"}]}})
+    out = await b.runs.wait(
+        tid, "lead_agent", command={"resume": {"decisions": [{"type": "approve"}]}}
+    )
     assert out["messages"][-1]["content"] == "done on b"
     assert EFFECTS == ["prod"]
     assert (await a.threads.get(tid))["status"] == "idle"

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from browser_helpers import serving
 from langgraph_sdk import get_client
-from scripted_llm import Call, Delay, Text, ToolCalls
+from scripted_llm import Call, Delay, Error, Text, ToolCalls
 from waiting import wait_until
 
 from artifactflow import tool
@@ -231,7 +231,10 @@ async def test_background_join_and_join_stream_from_start_and_middle(server: Any
         Text("done"),
     )
     run = await sdk.runs.create(
-        tid, "lead_agent", input={"messages": [{"role": "user", "content": "go"}]}
+        tid,
+        "lead_agent",
+        input={"messages": [{"role": "user", "content": "go"}]},
+        stream_mode=["updates"],
     )
     assert run["status"] in ("running", "success")
     joined = await sdk.runs.join(tid, run["run_id"])
@@ -241,23 +244,42 @@ async def test_background_join_and_join_stream_from_start_and_middle(server: Any
             tid, run["run_id"], stream_mode=["values", "custom"], last_event_id="-1"
         )
     )
-    # a frame made from a stored event carries its id on the last frame it produced; the SDK
-    # repeats the last id seen on frames without one (token chunks, earlier frames)
-    seen = [int(p.id) for p in full if p.id]
-    assert seen == sorted(seen)
-    ids = sorted(set(seen))
-    assert len(ids) >= 3
+    # every frame but the first (metadata) has an id `E-k`: the k-th frame since our event E
+    frames = [p for p in full if p.event != "metadata"]
+    keys = [tuple(int(x) for x in p.id.split("-")) for p in frames]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys) and len(keys) >= 3
     custom = [p.data["type"] for p in full if p.event == "custom"]
     assert "artifact_created" in custom and "complete" in custom
-    middle = ids[len(ids) // 2]
+    assert full[0].event == "metadata" and frames[0].event == "values"  # the state it started from
+    # from a middle frame (inside an event's group, and at a group's end), and by a plain event id
+    for middle in (len(frames) // 2, len(frames) // 2 + 1):
+        rest = await parts(
+            sdk.runs.join_stream(
+                tid,
+                run["run_id"],
+                stream_mode=["values", "custom"],
+                last_event_id=frames[middle].id,
+            )
+        )
+        assert [(p.event, p.id, p.data) for p in rest[1:]] == [
+            (p.event, p.id, p.data) for p in frames[middle + 1 :]
+        ]
+    event_id = keys[len(keys) // 2][0]
     rest = await parts(
         sdk.runs.join_stream(
-            tid, run["run_id"], stream_mode=["values", "custom"], last_event_id=str(middle)
+            tid, run["run_id"], stream_mode=["values", "custom"], last_event_id=str(event_id)
         )
     )
-    rest_ids = sorted({int(p.id) for p in rest if p.id and int(p.id) != middle})
-    assert rest_ids == [i for i in ids if i > middle]
-    assert rest[-1].data == full[-1].data
+    assert [p.id for p in rest[1:]] == [
+        p.id for p, k in zip(frames, keys, strict=True) if k[0] > event_id
+    ]
+    # without stream_mode a join uses the run's own modes (the SDK's reconnect via Location)
+    async with httpx.AsyncClient(base_url=str(sdk.http.client.base_url)) as raw:
+        again = (await raw.get(f"/threads/{tid}/runs/{run['run_id']}/stream")).text
+    assert {line for line in again.splitlines() if line.startswith("event:")} == {
+        "event: metadata",
+        "event: updates",
+    }
 
 
 async def test_cancel_and_multitask_strategies(server: Any, llm: Any) -> None:
@@ -351,3 +373,186 @@ async def test_auth_isolation_with_api_key_and_bearer(make_client: Any, llm: Any
                 await call
             assert hidden.value.response.status_code == 404
         assert [t["thread_id"] for t in await as_alice.threads.search()] == [tid]
+
+
+async def test_remaining_modes_threadless_and_errors(server: Any, llm: Any) -> None:
+    sdk, _ = server
+    llm.script(
+        ToolCalls([Call("create_artifact", {"id": "n", "title": "N", "content": "x"})]),
+        Text("all modes", chunk_size=3),
+    )
+    got = await parts(
+        sdk.runs.stream(
+            None,
+            "lead_agent",
+            input={"messages": [{"role": "user", "content": "modes"}]},
+            stream_mode=["messages", "events", "custom", "debug"],
+        )
+    )
+    names = {p.event for p in got}
+    assert {
+        "metadata",
+        "messages/metadata",
+        "messages/partial",
+        "messages/complete",
+        "events",
+        "custom",
+        "debug",
+    } <= names
+    partial = [p.data[0]["content"] for p in got if p.event == "messages/partial"]
+    assert partial[-1] == "all modes"
+    complete = [p.data[0] for p in got if p.event == "messages/complete"]
+    assert complete[-1]["content"] == "all modes"
+    kinds = [p.data["event"] for p in got if p.event == "events"]
+    assert {
+        "on_chat_model_start",
+        "on_chat_model_stream",
+        "on_chat_model_end",
+        "on_tool_start",
+        "on_tool_end",
+    } <= set(kinds)
+    custom = [p.data["type"] for p in got if p.event == "custom"]
+    assert custom[-1] == "complete" and "artifact_created" in custom
+    assert all(p.data["type"] == "checkpoint" for p in got if p.event == "debug")
+
+    # threadless wait: a thread is made for the run
+    llm.script(Text("no thread given"))
+    out = await sdk.runs.wait(
+        None, "lead_agent", input={"messages": [{"role": "user", "content": "x"}]}
+    )
+    assert out["messages"][-1]["content"] == "no thread given"
+
+    # if_not_exists=create makes the named thread
+    llm.script(Text("made"))
+    out = await sdk.runs.wait(
+        "named-thread",
+        "lead_agent",
+        if_not_exists="create",
+        input={"messages": [{"role": "user", "content": "x"}]},
+    )
+    assert (await sdk.threads.get("named-thread"))["values"]["messages"][-1]["content"] == "made"
+    with pytest.raises(httpx.HTTPStatusError) as missing:
+        await sdk.runs.wait(
+            "no-such-thread", "lead_agent", input={"messages": [{"role": "user", "content": "x"}]}
+        )
+    assert missing.value.response.status_code == 404
+
+    # a failing model: an error event, the run `error`, the thread `error`
+    tid = (await sdk.threads.create())["thread_id"]
+    llm.script(Error(400, "bad request from the model"))
+    failed = await parts(
+        sdk.runs.stream(tid, "lead_agent", input={"messages": [{"role": "user", "content": "x"}]})
+    )
+    assert failed[-1].event == "error" and failed[-1].data["message"]
+    assert (await sdk.runs.list(tid))[0]["status"] == "error"
+    assert (await sdk.threads.get(tid))["status"] == "error"
+    assert [t["thread_id"] for t in await sdk.threads.search(status="error")] == [tid]
+
+    # validation: unknown assistant, bad input, bad strategy
+    for kwargs, status in (
+        ({"assistant_id": "nope", "input": {"messages": []}}, 404),
+        ({"assistant_id": "lead_agent", "input": {"messages": []}}, 422),
+        (
+            {
+                "assistant_id": "lead_agent",
+                "input": {"messages": [{"role": "user", "content": "x"}]},
+                "multitask_strategy": "sometimes",
+            },
+            422,
+        ),
+    ):
+        with pytest.raises(httpx.HTTPStatusError) as bad:
+            await sdk.runs.create(tid, **kwargs)
+        assert bad.value.response.status_code == status
+        assert "detail" in bad.value.response.json()
+
+
+async def test_hitl_edit_rollback_cancel_delayed_run_and_get_history(server: Any, llm: Any) -> None:
+    sdk, af = server
+    tid = (await sdk.threads.create())["thread_id"]
+    llm.script(ToolCalls([Call("deploy", {"target": "prod"}, id="c1")]), Text("edited it"))
+    await sdk.runs.wait(tid, "lead_agent", input={"messages": [{"role": "user", "content": "go"}]})
+    interrupt = (await sdk.threads.get_state(tid))["interrupts"][0]
+    out = await sdk.runs.wait(
+        tid,
+        "lead_agent",
+        command={
+            "resume": {
+                interrupt["id"]: {
+                    "decisions": [
+                        {
+                            "type": "edit",
+                            "edited_action": {"name": "deploy", "args": {"target": "canary"}},
+                        }
+                    ]
+                }
+            }
+        },
+    )
+    assert DEPLOYS == ["canary"] and out["messages"][-1]["content"] == "edited it"
+    tool_message = [m for m in out["messages"] if m["type"] == "tool"][0]
+    assert tool_message["tool_call_id"] == "c1" and "canary" in tool_message["content"]
+
+    # cancel with action=rollback: the run is gone and the head is back where it was
+    head = (await sdk.threads.get_state(tid))["checkpoint"]["checkpoint_id"]
+    llm.script(Delay(5.0, Text("never")))
+    doomed = await sdk.runs.create(
+        tid, "lead_agent", input={"messages": [{"role": "user", "content": "doomed"}]}
+    )
+    await wait_until(lambda: af.admin.active_run_count() > 0)
+    await sdk.runs.cancel(tid, doomed["run_id"], wait=True, action="rollback")
+    assert (await sdk.threads.get_state(tid))["checkpoint"]["checkpoint_id"] == head
+    assert doomed["run_id"] not in [r["run_id"] for r in await sdk.runs.list(tid)]
+    with pytest.raises(httpx.HTTPStatusError) as ended:
+        await sdk.runs.cancel(tid, (await sdk.runs.list(tid))[0]["run_id"])
+    assert ended.value.response.status_code == 409
+
+    # a delayed run is pending, then runs
+    llm.script(Text("later"))
+    delayed = await sdk.runs.create(
+        tid,
+        "lead_agent",
+        after_seconds=0.2,
+        input={"messages": [{"role": "user", "content": "soon"}]},
+    )
+    assert delayed["status"] == "pending"
+    assert (await sdk.runs.join(tid, delayed["run_id"]))["messages"][-1]["content"] == "later"
+
+    # the thread's own stream joins its latest run; GET history as agent-chat-ui's lib calls it
+    joined = await parts(
+        await sdk.threads.join_stream(tid, stream_mode="values", last_event_id="-1")
+    )
+    assert joined[-1].data["messages"][-1]["content"] == "later"
+    async with httpx.AsyncClient(base_url=str(sdk.http.client.base_url)) as raw:
+        got = (await raw.get(f"/threads/{tid}/history", params={"limit": 2})).json()
+    assert len(got) == 2 and got[0]["values"]["messages"][-1]["content"] == "later"
+
+
+async def test_heartbeats_and_on_disconnect_cancel(make_client: Any, llm: Any) -> None:
+    af = await make_client(yaml_text="server:\n  heartbeat_seconds: 0.05\n")
+    async with serving(create_app(client=af)) as url:
+        sdk = get_client(url=url, api_key=None)
+        tid = (await sdk.threads.create())["thread_id"]
+        llm.script(Delay(0.5, Text("after a pause")))
+        body = {
+            "assistant_id": "lead_agent",
+            "input": {"messages": [{"role": "user", "content": "x"}]},
+        }
+        async with httpx.AsyncClient(base_url=url, timeout=10) as raw:
+            text = (await raw.post(f"/threads/{tid}/runs/stream", json=body)).text
+            assert ": ping" in text and "after a pause" in text
+            # the client leaves mid-run with on_disconnect=cancel: the run is cancelled
+            llm.script(Delay(5.0, Text("never")))
+            async with raw.stream(
+                "POST", f"/threads/{tid}/runs/stream", json={**body, "on_disconnect": "cancel"}
+            ) as response:
+                location = response.headers["location"]
+                async for line in response.aiter_lines():
+                    if line.startswith("event: metadata"):
+                        break
+        run_id = location.split("/")[-2]
+
+        async def interrupted() -> bool:
+            return (await sdk.runs.get(tid, run_id))["status"] == "interrupted"
+
+        await wait_until(interrupted)

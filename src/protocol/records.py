@@ -18,6 +18,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError
 
 if TYPE_CHECKING:
     from ..core.store.repository import AppStore
@@ -67,10 +68,17 @@ class ProtocolRecords:
         if not self._ready:
             async with self._lock:
                 if not self._ready:
-                    async with self.store.engine.begin() as conn:
-                        await conn.run_sync(metadata.create_all, checkfirst=True)
+                    try:
+                        await self._create()
+                    except DBAPIError:  # another worker created them at the same moment
+                        await asyncio.sleep(0.1)
+                        await self._create()
                     self._ready = True
         return self
+
+    async def _create(self) -> None:
+        async with self.store.engine.begin() as conn:
+            await conn.run_sync(metadata.create_all, checkfirst=True)
 
     # --- threads ---------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ import importlib.util
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
+import anyio
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
@@ -29,7 +30,7 @@ from .convert import LEAD, message_messages
 from .records import FINAL
 from .service import Protocol
 from .store import assume_json
-from .stream import Frames, frames_of, modes_of, sse
+from .stream import Frames, ResumeAt, frames_of, modes_of, sse, with_heartbeat
 from .views import (
     NODE,
     ROOT,
@@ -122,14 +123,16 @@ async def _user(request: Request) -> str | None:
 
 
 class Ctx:
-    def __init__(self, protocol: Protocol, user: str | None) -> None:
-        self.p, self.user = protocol, user
+    """A request's protocol, caller (None with auth off) and SSE heartbeat interval."""
+
+    def __init__(self, protocol: Protocol, user: str | None, heartbeat: float = 0.0) -> None:
+        self.p, self.user, self.heartbeat = protocol, user, heartbeat
 
 
 async def _ctx(request: Request, user: str | None = Depends(_user)) -> Ctx:
     protocol = _protocol(request)
     await protocol.records.ready()
-    return Ctx(protocol, user)
+    return Ctx(protocol, user, float(getattr(request.app.state, "heartbeat_seconds", 0) or 0))
 
 
 CtxDep = Depends(_ctx)
@@ -363,30 +366,42 @@ def _threads(router: APIRouter) -> None:
     async def history(
         thread_id: str, body: JSON = Body(default_factory=dict), ctx: Ctx = CtxDep
     ) -> list[JSON]:
-        conversation = await ctx.p.conversation(thread_id, ctx.user)
-        messages = _plain(await ctx.p.client.conversations.messages(thread_id))
-        by_id = {m["id"]: m for m in messages}
-        before = (
-            (body.get("before") or {}).get("checkpoint_id")
-            if isinstance(body.get("before"), dict)
-            else body.get("before")
+        return await _history(ctx, thread_id, body)
+
+    @router.get("/threads/{thread_id}/history")
+    async def history_by_query(
+        thread_id: str, limit: int = Query(10, ge=1), before: str | None = None, ctx: Ctx = CtxDep
+    ) -> list[JSON]:
+        return await _history(ctx, thread_id, {"limit": limit, "before": before})
+
+
+async def _history(ctx: Ctx, thread_id: str, body: JSON) -> list[JSON]:
+    """The states of the thread's head path, newest first: one per message, then the empty
+    state before the first (`root`), each with its complete values."""
+    conversation = await ctx.p.conversation(thread_id, ctx.user)
+    messages = _plain(await ctx.p.client.conversations.messages(thread_id))
+    by_id = {m["id"]: m for m in messages}
+    before = body.get("before")
+    if isinstance(before, dict):
+        before = before.get("checkpoint_id") or (before.get("configurable") or {}).get(
+            "checkpoint_id"
         )
-        start = (body.get("checkpoint") or {}).get("checkpoint_id") or conversation.get(
-            "active_message_id"
-        )
-        path = path_to(by_id, start)
-        if not path:
-            return []
-        full = await path_messages(ctx.p.client, path)
-        counts = [len(message_messages(m, await ctx.p.client.runs.events(m["id"]))) for m in path]
-        states = []
-        for i in range(len(path), -1, -1):
-            upto = sum(counts[:i])
-            states.append(await state_at(ctx.p.client, thread_id, path[:i], messages=full[:upto]))
-        if before:
-            ids = [s["checkpoint"]["checkpoint_id"] for s in states]
-            states = states[ids.index(before) + 1 :] if before in ids else states
-        return states[: int(body.get("limit") or 10)]
+    checkpoint = body.get("checkpoint") or {}
+    start = checkpoint.get("checkpoint_id") or conversation.get("active_message_id")
+    path = path_to(by_id, start)
+    if not path:
+        return []
+    per_message = [message_messages(m, await ctx.p.client.runs.events(m["id"])) for m in path]
+    states: list[JSON] = []
+    flat: list[JSON] = [m for messages_of in per_message for m in messages_of]
+    counts = [len(messages_of) for messages_of in per_message]
+    for i in range(len(path), -1, -1):
+        shown = flat[: sum(counts[:i])]
+        states.append(await state_at(ctx.p.client, thread_id, path[:i], messages=shown))
+    if before:
+        ids = [s["checkpoint"]["checkpoint_id"] for s in states]
+        states = states[ids.index(before) + 1 :] if before in ids else states
+    return states[: int(body.get("limit") or 10)]
 
 
 async def _search(ctx: Ctx, body: JSON) -> tuple[list[JSON], int]:
@@ -447,9 +462,15 @@ async def _output(ctx: Ctx, thread_id: str, run: JSON) -> JSON:
 
 
 async def _frames(
-    ctx: Ctx, run: JSON, modes: list[str], after: int | None, *, fresh_handle: Any = None
+    ctx: Ctx,
+    run: JSON,
+    modes: list[str] | None,
+    after: ResumeAt | None,
+    *,
+    fresh_handle: Any = None,
 ) -> AsyncIterator[bytes]:
-    """The run's frames after event `after` (None: from the run's start)."""
+    """The run's frames from its start (`after` None) or after frame `after` (see
+    `stream.frames_of`); `modes` None: those the run was started with."""
     p = ctx.p
     while run["status"] in ("pending", "starting") or run["message_id"] is None:
         if run["status"] in FINAL:
@@ -458,10 +479,17 @@ async def _frames(
         await p.dispatch(run["thread_id"])
         await asyncio.sleep(0.05)
         run = await p.records.run(run["run_id"]) or run
+    request = run.get("request") or {}
+    if modes is None:
+        modes = modes_of(request.get("stream_mode"))
     message: JSON = dict(await p.client.conversations.message(run["message_id"]))
-    cursor = run["cursor"] if after is None else max(after, run["cursor"])
-    prior = await p.client.runs.events(run["message_id"])
-    prior = [e for e in prior if e.event_id <= cursor]
+    start = run["cursor"]
+    if after is not None and after[0] <= start:
+        after = (start, after[1])  # within the frames before the run's first event
+    # Re-read from the event whose group the client is inside (its frames are made again and
+    # the ones it saw skipped).
+    read_after = start if after is None or after[0] == start else after[0] - 1
+    prior = [e for e in await p.client.runs.events(run["message_id"]) if e.event_id <= read_after]
     messages = _plain(await p.client.conversations.messages(run["thread_id"]))
     base_path = path_to({m["id"]: m for m in messages}, message["parent_id"])
     frames = Frames(
@@ -472,14 +500,15 @@ async def _frames(
         base=await path_messages(p.client, base_path),
         prior=prior,
         graph_id=run["assistant_id"] or LEAD,
+        subgraphs=bool(request.get("stream_subgraphs")),
     )
     handle = (
         fresh_handle
         if fresh_handle is not None and after is None
-        else await p.client.runs.get(run["message_id"], after_event_id=cursor)
+        else await p.client.runs.get(run["message_id"], after_event_id=read_after)
     )
     try:
-        async for chunk in frames_of(frames, aiter(handle), first=after is None):
+        async for chunk in frames_of(frames, aiter(handle), start=start, resume=after):
             yield chunk
     finally:
         await p.settle(await p.records.run(run["run_id"]) or run)
@@ -490,34 +519,43 @@ class _SSE(StreamingResponse):
 
 
 def _stream_response(
+    ctx: Ctx,
     body: AsyncIterator[bytes],
     headers: dict[str, str],
     *,
     on_disconnect: Callable[[], Any] | None = None,
 ) -> Response:
+    """The SSE response; `on_disconnect` runs (shielded) when the client leaves before the end."""
+
     async def guarded() -> AsyncIterator[bytes]:
         finished = False
         try:
-            async for chunk in body:
+            async for chunk in with_heartbeat(body, ctx.heartbeat):
                 yield chunk
             finished = True
         finally:
             if not finished and on_disconnect is not None:
-                await on_disconnect()
+                with anyio.CancelScope(shield=True):
+                    await on_disconnect()
 
     return _SSE(
         guarded(), headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no", **headers}
     )
 
 
-def _last_event_id(request: Request) -> int | None:
-    raw = request.headers.get("last-event-id")
-    if raw is None or raw.strip() in ("", "-1"):
+def _last_event_id(request: Request) -> ResumeAt | None:
+    """`Last-Event-ID`: `E-k` (a frame), `E` (after our event E), `-1` or none (the start)."""
+    raw = (request.headers.get("last-event-id") or "").strip()
+    if raw in ("", "-1"):
         return None
+    event, _, index = raw.partition("-")
     try:
-        return int(raw.split(".")[0])
+        return int(event), int(index) if index else 2**31
     except ValueError:
-        raise ProtocolError(422, f"Last-Event-ID must be an event id or -1, not {raw!r}") from None
+        raise ProtocolError(
+            422,
+            f"Last-Event-ID must be an id this stream sent (E-k), an event id or -1, not {raw!r}",
+        ) from None
 
 
 def _runs(router: APIRouter) -> None:
@@ -536,6 +574,7 @@ def _runs(router: APIRouter) -> None:
                     await ctx.p.cancel(current, action="interrupt", wait=False)
 
         return _stream_response(
+            ctx,
             _frames(ctx, run, modes, None, fresh_handle=handle),
             _run_location(run, stream=True),
             on_disconnect=cancel,
@@ -617,7 +656,30 @@ def _runs(router: APIRouter) -> None:
         run = await ctx.p.run_row(thread_id, run_id, ctx.user)
         after = _last_event_id(request)
         return _stream_response(
-            _frames(ctx, run, modes_of(stream_mode), after), _run_location(run, stream=True)
+            ctx,
+            _frames(ctx, run, (modes_of(stream_mode) if stream_mode else None), after),
+            _run_location(run, stream=True),
+        )
+
+    @router.get("/threads/{thread_id}/stream")
+    async def thread_stream_join(
+        thread_id: str,
+        request: Request,
+        stream_mode: list[str] | None = Query(None),
+        ctx: Ctx = CtxDep,
+    ) -> Response:
+        """The thread's current run (else its latest), as `join_stream` gives it."""
+        await ctx.p.conversation(thread_id, ctx.user)
+        active = await ctx.p.active_runs(thread_id)
+        runs = active or await ctx.p.records.thread_runs(thread_id, limit=1)
+        if not runs:
+            raise ProtocolError(404, f"thread {thread_id} has no runs")
+        run = runs[0]
+        after = _last_event_id(request)
+        return _stream_response(
+            ctx,
+            _frames(ctx, run, (modes_of(stream_mode) if stream_mode else None), after),
+            _run_location(run, stream=True),
         )
 
     @router.post("/threads/{thread_id}/runs/{run_id}/cancel")

@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from ..client import Resume, Run, Task, WorkflowTask
 from ..core.conversations import ACTIVE_BRANCH
+from ..core.store.schema import conversations as conversation_table
 from ..errors import NotFoundError, ResumeConflictError, UserError
 from .convert import decisions_of, task_text
 from .records import FINAL, ProtocolRecords
@@ -150,6 +153,9 @@ class Protocol:
             or (user is not None and run["user_id"] != user)
         ):
             raise NotFoundError(f"run {run_id} not found")
+        if run["status"] == "pending":
+            await self.dispatch(thread_id)
+            run = await self.records.run(run_id) or run
         return await self.settle(run)
 
     # --- starting ------------------------------------------------------------------------------
@@ -180,6 +186,7 @@ class Protocol:
             metadata=body.get("metadata") or {},
         )
         if "resume" in command:
+            values["request"] = _streaming(body)
             return await self._resume(thread_id, command["resume"], values, user)
         active = await self.active_runs(thread_id)
         parent: Any = ACTIVE_BRANCH
@@ -187,6 +194,12 @@ class Protocol:
             parent = await self._fork_point(
                 thread_id, body.get("checkpoint_id") or body["checkpoint"]["checkpoint_id"]
             )
+        delay = float(body.get("after_seconds") or 0)
+        if delay > 0:  # queued now, started by the first to see it due (see `dispatch`)
+            request = {**_request(body), "not_before": time.time() + delay}
+            row = await self.records.add_run(status="pending", request=request, **values)
+            self.later(thread_id, delay)
+            return row, None
         if active:
             if strategy == "reject":
                 raise ConflictError(
@@ -268,11 +281,19 @@ class Protocol:
             )
         if run_id is None:
             row = await self.records.add_run(
-                status="running", message_id=run.message_id, cursor=0, **values
+                status="running",
+                message_id=run.message_id,
+                cursor=0,
+                request=_streaming(body),
+                **values,
             )
         else:
             await self.records.set_run(
-                run_id, status="running", message_id=run.message_id, cursor=0, request=None
+                run_id,
+                status="running",
+                message_id=run.message_id,
+                cursor=0,
+                request=json.dumps(_streaming(body)),
             )
             row = await self.records.run(run_id) or {}
         self.watch(row, run.message_id, 0)
@@ -312,12 +333,23 @@ class Protocol:
             follow(), name=f"protocol-run-{run['run_id']}"
         )
 
+    async def move_head(self, thread_id: str, message_id: str | None) -> None:
+        """Make `message_id` the thread's head (None: before its first message), so its state
+        and the next run's parent follow."""
+        table = conversation_table
+        await self.client.admin.store.write(
+            table.update().where(table.c.id == thread_id).values(active_message_id=message_id)
+        )
+
     async def dispatch(self, thread_id: str) -> None:
         """Start the oldest queued run of an idle thread (the first worker to claim it does)."""
         active = await self.active_runs(thread_id)
         if not active or active[0]["status"] != "pending":
             return
         run = active[0]
+        not_before = (run["request"] or {}).get("not_before") or 0
+        if not_before > time.time():
+            return
         if not await self.records.set_run(run["run_id"], when=("pending",), status="starting"):
             return
         body = run["request"] or {}
@@ -357,10 +389,7 @@ class Protocol:
             if rollback:
                 message = await self.client.conversations.message(run["message_id"])
                 parent = message["parent_id"] or ""
-                if message["parent_id"]:
-                    await self.client.admin.store.touch_conversation(
-                        run["thread_id"], active_message_id=message["parent_id"]
-                    )
+                await self.move_head(run["thread_id"], message["parent_id"])
         if rollback:
             await self.records.delete_run(run["run_id"])
         return parent
@@ -389,6 +418,18 @@ class Protocol:
             await handle.result()
             await asyncio.sleep(0.01)  # the status write may trail the final event
 
+    def later(self, thread_id: str, delay: float) -> None:
+        async def due() -> None:
+            await asyncio.sleep(delay)
+            try:
+                await self.dispatch(thread_id)
+            except Exception:
+                log.exception("starting a delayed protocol run on thread %s", thread_id)
+
+        task = asyncio.create_task(due(), name=f"protocol-later-{thread_id}")
+        self._watchers[f"later:{id(task)}"] = task
+        task.add_done_callback(lambda _: self._watchers.pop(f"later:{id(task)}", None))
+
     async def aclose(self) -> None:
         for task in list(self._watchers.values()):
             task.cancel()
@@ -397,9 +438,23 @@ class Protocol:
                 await task
 
 
+def _streaming(body: dict[str, Any]) -> dict[str, Any]:
+    """What a join or a reconnect needs of the request: its stream modes."""
+    return {k: body[k] for k in ("stream_mode", "stream_subgraphs") if body.get(k) is not None}
+
+
 def _request(body: dict[str, Any]) -> dict[str, Any]:
+    """A queued run's request, to start it later."""
     return {
         k: body.get(k)
-        for k in ("input", "assistant_id", "metadata", "config", "context")
+        for k in (
+            "input",
+            "assistant_id",
+            "metadata",
+            "config",
+            "context",
+            "stream_mode",
+            "stream_subgraphs",
+        )
         if body.get(k) is not None
     }

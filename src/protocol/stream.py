@@ -1,9 +1,11 @@
 """A run's events as the Agent Protocol's server-sent events, per stream mode.
 
-Every frame is `event: <mode>` / `data: <JSON>`; a frame made from a stored event carries that
-event's id (`id: <event_id>`, increasing) on the last frame it produced, so `Last-Event-ID`
-resumes after it; frames from token chunks carry no id (they are never stored, as in our own
-API). The first frame is `metadata {run_id, attempt}`.
+Every frame is `event: <mode>` / `data: <JSON>` / `id: <E>-<k>`: the k-th frame since our
+stored event E (ids unique and increasing; the form of LangGraph's own `<ms>-<seq>`). A
+reconnect with `Last-Event-ID: E-k` re-reads event E and sends what followed frame k; a plain
+`E` resumes after event E, `-1` from the run's start. Token chunks are never stored, so the
+ones a client missed are not sent again (the model call's full message follows in
+`values`/`updates`). The first frame is `metadata {run_id, attempt}`, without an id.
 
 | mode | made from |
 |---|---|
@@ -18,10 +20,14 @@ API). The first frame is `metadata {run_id, attempt}`.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
+
+import anyio
 
 from ..events.envelope import Event, EventType
 from ..events.payloads import ToolCompleteData, ToolStartData
@@ -39,7 +45,8 @@ MODES = (
     "tasks",
     "checkpoints",
 )
-Frame = tuple[str, Any, int | None]
+Frame = tuple[str, Any]
+ResumeAt = tuple[int, int]  # (event id, index of the last frame seen in its group)
 
 
 def modes_of(value: Any) -> list[str]:
@@ -47,7 +54,7 @@ def modes_of(value: Any) -> list[str]:
     return [m for m in modes if m in MODES] or ["values"]
 
 
-def sse(name: str, data: Any, event_id: int | None) -> bytes:
+def sse(name: str, data: Any, event_id: str | None) -> bytes:
     lines = [] if event_id is None else [f"id: {event_id}"]
     lines += [f"event: {name}", "data: " + json.dumps(data, default=str, separators=(",", ":"))]
     return ("\n".join(lines) + "\n\n").encode()
@@ -66,7 +73,9 @@ class Frames:
         base: list[dict[str, Any]],
         prior: Sequence[Event],
         graph_id: str,
+        subgraphs: bool = False,
     ) -> None:
+        self.subgraphs = subgraphs
         self.modes = set(modes)
         self.run_id, self.thread_id, self.graph_id = run_id, thread_id, graph_id
         self.message_id = message["id"]
@@ -93,10 +102,8 @@ class Frames:
         }
 
     def start(self) -> list[Frame]:
-        frames: list[Frame] = [("metadata", {"run_id": self.run_id, "attempt": 1}, None)]
-        if "values" in self.modes:
-            frames.append(("values", self.values(), None))
-        return frames
+        """The frames before the run's first event: the state it starts from."""
+        return [("values", self.values())] if "values" in self.modes else []
 
     def event(self, event: Event) -> list[Frame]:
         frames: list[Frame] = []
@@ -104,6 +111,9 @@ class Frames:
         invocation = getattr(data, "invocation", None) or LEAD
         node = "lead_agent" if invocation == LEAD else (event.agent or invocation)
         if event.type == EventType.LLM_CHUNK:
+            if invocation != LEAD and not self.subgraphs:
+                return frames  # a subagent's tokens: only with stream_subgraphs
+            ns = "" if invocation == LEAD else f"|{node}:{invocation}"
             msg_id = (
                 self.builder.current_ai_id
                 if invocation == LEAD
@@ -112,62 +122,51 @@ class Frames:
             delta = data.delta  # type: ignore[attr-defined]
             chunk = ai(msg_id, delta, chunk=True)
             if "messages-tuple" in self.modes:
-                frames.append(("messages", [chunk, self._meta(event, node)], None))
+                frames.append(("messages" + ns, [chunk, self._meta(event, node)]))
             if "messages" in self.modes:
                 if msg_id not in self.partial:
-                    frames.append(
-                        ("messages/metadata", {msg_id: {"metadata": self._meta(event, node)}}, None)
-                    )
+                    metadata = {msg_id: {"metadata": self._meta(event, node)}}
+                    frames.append(("messages/metadata" + ns, metadata))
                 self.partial[msg_id] = self.partial.get(msg_id, "") + delta
-                frames.append(("messages/partial", [ai(msg_id, self.partial[msg_id])], None))
+                frames.append(("messages/partial" + ns, [ai(msg_id, self.partial[msg_id])]))
             if "events" in self.modes:
-                frames.append(
-                    (
-                        "events",
-                        self._lc_event("on_chat_model_stream", node, event, {"chunk": chunk}),
-                        None,
-                    )
-                )
+                stream = self._lc_event("on_chat_model_stream", node, event, {"chunk": chunk})
+                frames.append(("events" + ns, stream))
             return frames
         self.step += 1
-        before = len(self.builder.messages)
-        msg_id = self.builder.current_ai_id
         added = self.builder.add(event)
         if added and "updates" in self.modes:
             update_node = NODE if event.type == EventType.TOOL_COMPLETE else node
-            frames.append(("updates", {update_node: {"messages": added}}, None))
+            frames.append(("updates", {update_node: {"messages": added}}))
         for message in added:
             if "messages-tuple" in self.modes and message["type"] == "tool":
-                frames.append(("messages", [message, self._meta(event, NODE)], None))
+                frames.append(("messages", [message, self._meta(event, NODE)]))
             if "messages" in self.modes and message["type"] == "ai":
-                frames.append(("messages/complete", [message], None))
+                frames.append(("messages/complete", [message]))
         if "events" in self.modes:
             if event.type == EventType.AGENT_START and invocation == LEAD:
-                frames.append(
-                    ("events", self._lc_event("on_chat_model_start", node, event, {}), None)
-                )
+                frames.append(("events", self._lc_event("on_chat_model_start", node, event, {})))
             elif event.type == EventType.LLM_COMPLETE and added:
                 frames.append(
                     (
                         "events",
                         self._lc_event("on_chat_model_end", node, event, {"output": added[0]}),
-                        None,
                     )
                 )
             elif isinstance(data, ToolStartData):
                 start = self._lc_event("on_tool_start", NODE, event, {"input": data.arguments})
-                frames.append(("events", start, None))
+                frames.append(("events", start))
             elif isinstance(data, ToolCompleteData):
                 output = {"output": data.result.to_dict()}
-                frames.append(("events", self._lc_event("on_tool_end", NODE, event, output), None))
+                frames.append(("events", self._lc_event("on_tool_end", NODE, event, output)))
         if event.type == EventType.PERMISSION_REQUEST:
             interrupt = interrupt_of(data.to_dict())
             if "updates" in self.modes:
-                frames.append(("updates", {"__interrupt__": [interrupt]}, None))
+                frames.append(("updates", {"__interrupt__": [interrupt]}))
             if "values" in self.modes:
-                frames.append(("values", {**self.values(), "__interrupt__": [interrupt]}, None))
+                frames.append(("values", {**self.values(), "__interrupt__": [interrupt]}))
         elif "values" in self.modes and (added or event.type == EventType.COMPLETE):
-            frames.append(("values", self.values(), None))
+            frames.append(("values", self.values()))
         if event.type == EventType.ERROR:
             frames.append(
                 (
@@ -176,7 +175,6 @@ class Frames:
                         "error": getattr(data, "kind", None) or "Error",
                         "message": getattr(data, "message", ""),
                     },
-                    None,
                 )
             )
         if "custom" in self.modes and event.type not in (EventType.METADATA,):
@@ -189,7 +187,6 @@ class Frames:
                         "agent": event.agent,
                         "data": data.to_dict(),
                     },
-                    None,
                 )
             )
         if "debug" in self.modes and (added or event.is_final):
@@ -208,13 +205,8 @@ class Frames:
                             "tasks": [],
                         },
                     },
-                    None,
                 )
             )
-        del before, msg_id
-        if frames:
-            name, payload, _ = frames[-1]
-            frames[-1] = (name, payload, event.event_id)
         return frames
 
     def _lc_event(self, kind: str, node: str, event: Event, data: dict[str, Any]) -> dict[str, Any]:
@@ -229,13 +221,73 @@ class Frames:
 
 
 async def frames_of(
-    frames: Frames, events: AsyncIterator[Event], *, first: bool
+    frames: Frames, events: AsyncIterator[Event], *, start: int, resume: ResumeAt | None
 ) -> AsyncIterator[bytes]:
-    if first:
-        for name, data, event_id in frames.start():
-            yield sse(name, data, event_id)
-    else:
-        yield sse("metadata", {"run_id": frames.run_id, "attempt": 1}, None)
+    """The SSE bytes: `metadata` first (no id), then every frame with the id `E-k`: the k-th
+    frame since stored event E (E = `start`, the run's cursor, for the frames before its first
+    event; token chunks continue the count of the event before them). `resume` (E, k) skips
+    the frames of group E up to index k, which the caller re-reads from event E."""
+    yield sse("metadata", {"run_id": frames.run_id, "attempt": 1}, None)
+    group, index = start, 0
+    skip_group, skip_to = resume if resume is not None else (start, -1)
+
+    def framed(items: list[Frame]) -> list[bytes]:
+        nonlocal index
+        out = []
+        for name, data in items:
+            if not (group == skip_group and index <= skip_to):
+                out.append(sse(name, data, f"{group}-{index}"))
+            index += 1
+        return out
+
+    if skip_group <= start:
+        for chunk in framed(frames.start()):
+            yield chunk
     async for event in events:
-        for name, data, event_id in frames.event(event):
-            yield sse(name, data, event_id)
+        if event.type != EventType.LLM_CHUNK:
+            group, index = event.event_id, 0
+        for chunk in framed(frames.event(event)):
+            yield chunk
+
+
+PING = b": ping\n\n"
+
+
+async def with_heartbeat(body: AsyncIterator[bytes], seconds: float) -> AsyncIterator[bytes]:
+    """`body`, with a comment line (`: ping`) after `seconds` without a frame (none if
+    `seconds <= 0`): keeps proxies from closing a quiet stream (a long tool call). A producer
+    task reads `body` into a queue, so a timeout never cancels the body mid-read."""
+    if seconds <= 0:
+        async for chunk in body:
+            yield chunk
+        return
+    queue: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue()
+
+    async def pump() -> None:
+        try:
+            async for chunk in body:
+                await queue.put(chunk)
+        except Exception as exc:  # re-raised by the consumer
+            await queue.put(exc)
+        else:
+            await queue.put(None)
+
+    producer = asyncio.create_task(pump(), name="artifactflow-protocol-sse")
+    try:
+        while True:
+            try:
+                item = await asyncio.wait_for(queue.get(), seconds)
+            except TimeoutError:
+                yield PING
+                continue
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        producer.cancel()
+        with anyio.CancelScope(shield=True), contextlib.suppress(asyncio.CancelledError):
+            await producer
+        with anyio.CancelScope(shield=True):
+            await body.aclose()  # type: ignore[attr-defined]
