@@ -149,10 +149,9 @@ async def test_state_and_history(server: Server) -> None:
 
 
 JOIN_GAPS = (
-    "artifactflow's join_stream (src/protocol, apcore) gives an id to one frame per event only "
-    "(updates/messages frames have none, so a reconnect cannot resume between them), and "
-    "joined from -1 while the run is live it starts from a state snapshot and may skip frames "
-    "already sent; without stream_mode it replays `values` only, not the run's own modes"
+    "artifactflow (src/protocol, apcore): join_stream without stream_mode replays `values` only "
+    "for a run created with POST /threads/{id}/runs and stream_mode [values, updates, "
+    "messages-tuple], not the run's own modes (with an explicit stream_mode it passes)"
 )
 
 
@@ -176,7 +175,7 @@ async def test_join_stream_from_start_and_middle(server: Server) -> None:
         # LangGraph's in-memory dev server gives two events of one millisecond the same id
         # ("<ms>-0"), so a reconnect after the first would lose the second; ours are unique.
         assert len(set(ids)) == len(ids)
-    assert {"values", "updates"} <= {p.event for p in everything}
+    assert {"values", "updates"} <= {p.event for p in everything}, [(p.event, p.id) for p in everything]
     middle = next(
         i for i in range(len(everything) // 2, len(everything))
         if everything[i].id and ids.count(everything[i].id) == 1
