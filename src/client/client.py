@@ -7,8 +7,9 @@ async with await Client.open() as client:
     result = await run.result()
 ```
 `open` builds the engine (`core/engine.py`) and plugs in what sits above it: the request
-recorder around every model (`replay/recording.py`) and the workflow graphs
-(`workflows/launch.py`).
+recorder around every model (`replay/recording.py`), the workflow graphs
+(`workflows/launch.py`) and long-term memory (`memory/`: the `memory_*` tools, their
+`memory` service and the graph's `BaseStore`).
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from typing import Any
 from ..agents.model import Model
 from ..core.engine import Engine
 from ..core.run.data import StoredData
+from ..memory import MemoryStore
+from ..memory.tools import MEMORY_TOOLS
 from ..replay.recording import recording
 from ..settings import Settings
 from ..workflows.launch import WorkflowGraphs
+from .memories import Memories
 from .nouns import Admin, Conversations, Runs, Workflows
 from .requests import Request
 from .run import RunResult
@@ -29,7 +33,8 @@ from .stored import Artifacts
 
 
 class Client:
-    """One process's way in: `runs`, `conversations`, `artifacts`, `workflows`, `admin`, and
+    """One process's way in: `runs`, `conversations`, `artifacts`, `workflows`, `memories`,
+    `admin`, and
     `run(request)` for a run's result in one call."""
 
     def __init__(self, engine: Engine) -> None:
@@ -40,6 +45,7 @@ class Client:
         self.artifacts = Artifacts(data)
         self.workflows = Workflows(engine, data)
         self.admin = Admin(engine, data)
+        self.memories = Memories(engine.services.extras["memory"])
 
     @classmethod
     async def open(
@@ -57,9 +63,12 @@ class Client:
         `hooks:`; `model` (a `Model`, e.g. `ScriptedModel`) answers for every agent instead of
         the configured endpoints, so no API key is needed."""
         engine = await Engine.open(
-            settings, extra_tools=extra_tools, hooks=hooks, model_wrap=recording,
-            graphs=[WorkflowGraphs()], **overrides,
+            settings, extra_tools=[*MEMORY_TOOLS, *(extra_tools or [])], hooks=hooks,
+            model_wrap=recording, graphs=[WorkflowGraphs()], **overrides,
         )
+        memory = MemoryStore(engine.services.store, engine.services.settings.memory)
+        engine.services.extras["memory"] = memory  # the memory tools' service
+        engine.use_store(memory)  # and the graph's `get_store()`
         if model is not None:
             engine.services.use_model(model)
         return cls(engine)
@@ -76,7 +85,10 @@ class Client:
 
     async def aclose(self, *, cancel_running: bool = True) -> None:
         """Stop background runs (they stay resumable from their checkpoints) and close."""
-        await self._engine.aclose(cancel_running=cancel_running)
+        try:
+            await self._engine.aclose(cancel_running=cancel_running)
+        finally:
+            await self.memories.store.aclose()
 
     async def __aenter__(self) -> Client:
         return self

@@ -11,6 +11,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
 
 from ..client import Client
 from ..client.faults import store_fault
@@ -50,7 +51,7 @@ def _as_json(request: Request) -> None:
     front (agent-chat-ui's API passthrough) may forward it as `text/plain`."""
     headers = request.scope["headers"]
     kind = next((v for k, v in headers if k == b"content-type"), b"")
-    if request.method in ("POST", "PUT", "PATCH") and b"json" not in kind:
+    if request.method in ("POST", "PUT", "PATCH", "DELETE") and b"json" not in kind:
         request.scope["headers"] = [
             *((k, v) for k, v in headers if k != b"content-type"),
             (b"content-type", b"application/json"),
@@ -71,8 +72,10 @@ class ProtocolRoute(APIRoute):
                 return await handler(request)
             except ProtocolError as exc:
                 return JSONResponse({"detail": exc.detail}, exc.status, headers=exc.headers)
-            except RequestValidationError as exc:
+            except RequestValidationError as exc:  # errors may hold the raw body (bytes)
                 return JSONResponse({"detail": jsonable_encoder(exc.errors())}, 422)
+            except HTTPException as exc:  # not the /api/v1 error envelope
+                return JSONResponse({"detail": exc.detail}, exc.status_code, headers=exc.headers)
             except ArtifactFlowError as exc:
                 if store_fault(exc) is not None:
                     raise

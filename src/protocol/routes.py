@@ -3,8 +3,6 @@ assistants here, threads in `threads.py`, runs in `runs.py`."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from typing import Any
 
 from fastapi import APIRouter, Body
@@ -12,6 +10,7 @@ from fastapi import APIRouter, Body
 from ..version import __version__
 from .deps import JSON, Ctx, CtxDep, ProtocolError, ProtocolRoute
 from .runs import add_runs
+from .store import store_router
 from .threads import add_threads
 from .views import NODE, iso
 
@@ -20,8 +19,8 @@ __all__ = ["ProtocolError", "protocol_router"]
 
 def protocol_router() -> APIRouter:
     """The LangGraph Agent Server API at the server root. Reads `app.state.client` and
-    `app.state.auth_enabled` (set by the HTTP app); includes `store.py`'s `store_router()`
-    when that module is present."""
+    `app.state.auth_enabled` (set by the HTTP app); includes the store endpoints
+    (`store.py`)."""
     # Not in our OpenAPI document: LangGraph's clients are the protocol's spec, and its paths
     # overlap by design (`GET /threads/search` is thread "search", not a 405).
     router = APIRouter(route_class=ProtocolRoute, tags=["agent protocol"], include_in_schema=False)
@@ -29,9 +28,7 @@ def protocol_router() -> APIRouter:
     add_assistants(router)
     add_threads(router)
     add_runs(router)
-    if importlib.util.find_spec(f"{__package__}.store") is not None:  # apextra's store endpoints
-        store = importlib.import_module(f"{__package__}.store")
-        router.include_router(store.store_router())
+    router.include_router(store_router())
     return router
 
 

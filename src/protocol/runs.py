@@ -123,6 +123,13 @@ def _stream_response(
     )
 
 
+def _asked_modes(stream_mode: list[str] | None) -> list[str] | None:
+    """A join's `stream_mode` query, None when not given: `langgraph_sdk` sends `stream_mode=`
+    (empty) for "the run's own modes", since httpx writes a None parameter as an empty one."""
+    asked = [mode for mode in stream_mode or [] if mode]
+    return modes_of(asked) if asked else None
+
+
 def _last_event_id(request: Request) -> ResumeAt | None:
     """`Last-Event-ID`: `E-k` (a frame), `E` (after our event E), `-1` or none (the start)."""
     raw = (request.headers.get("last-event-id") or "").strip()
@@ -237,7 +244,7 @@ def add_runs(router: APIRouter) -> None:
         after = _last_event_id(request)
         return _stream_response(
             ctx,
-            _frames(ctx, run, (modes_of(stream_mode) if stream_mode else None), after),
+            _frames(ctx, run, _asked_modes(stream_mode), after),
             _run_location(run, stream=True),
         )
 
@@ -258,7 +265,7 @@ def add_runs(router: APIRouter) -> None:
         after = _last_event_id(request)
         return _stream_response(
             ctx,
-            _frames(ctx, run, (modes_of(stream_mode) if stream_mode else None), after),
+            _frames(ctx, run, _asked_modes(stream_mode), after),
             _run_location(run, stream=True),
         )
 

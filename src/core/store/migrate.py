@@ -46,6 +46,9 @@ def _v3_result_references(conn: Connection) -> None:
     exporting empty tool messages."""
 
 
+# Version 4 (long-term memory: `af_memories`, `af_memory_namespaces` and the full-text index
+# made with them) adds tables only: `create_all` makes them, so it has no step.
+
 # version → step that upgrades a database from version - 1. Version 1 has no step.
 STEPS: dict[int, Callable[[Connection], None]] = {2: _v2_message_columns, 3: _v3_result_references}
 
