@@ -282,3 +282,34 @@ async def test_loop_guard_stops_a_workflow_step(make_client, llm, tmp_path):
     assert "same failing tool call 5 times in a row: update_doc(" in step.error
     assert "run.loop_guard" in step.error
     assert events[-1].type == "error" and "loop" in events[-1].data.message
+
+
+GROUP_WORKFLOW = """
+name: desk
+input: {type: object, properties: {doc: {type: string}}}
+nodes:
+  - {id: start, role: start}
+  - {id: talk, role: linear, kind: group, mode: order, agents: [editor, critic], instruction: "Edit {{ input.doc }}"}
+  - {id: done, role: exit}
+edges:
+  - {from: start, to: talk}
+  - {from: talk, to: done}
+"""
+
+
+async def test_loop_guard_stops_a_group_member(make_client, llm, tmp_path):
+    from wf_helpers import workflow_config
+
+    from artifactflow import WorkflowTask
+
+    folder = workflow_config(
+        tmp_path, {"desk": GROUP_WORKFLOW}, agents={"editor": ["update_doc"], "critic": []},
+        yaml_text="plugins: [guard_tools]\n", plugin_files={"guard_tools.py": PLUGIN},
+    )
+    client = await make_client(config_dir=folder)
+    llm.script(*failing(10), Text("never reached"))
+    events = [e async for e in await client.runs.start(WorkflowTask("desk", {"doc": "notes"}))]
+    assert llm.request_count == 5  # the critic never speaks: the group step failed
+    step = next(e.data for e in events if e.type == "workflow_node_complete" and e.data.node == "talk")
+    assert step.status == "failed"
+    assert "editor failed: the agent made the same failing tool call 5 times" in step.error
