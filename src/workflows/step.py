@@ -76,8 +76,8 @@ async def agent(state: StepState, runtime: Runtime[RunContext]) -> StepUpdate:
     record = (state.get("subagent_invocations") or {})[invocation]
     if record["status"] == "failed":  # stopped in the tool node (the loop guard): no model call
         stopped: StepResult = {"status": "failed", "output": None, "error": record.get("error")}
-        if record.get("outcome"):
-            stopped["outcome"] = record["outcome"]
+        if outcome := record.get("outcome"):
+            stopped["outcome"] = outcome
         return {"result": stopped}
     memory = list((state.get("agent_memories") or {}).get(invocation, []))
     answer_update, _compacted = await subagent_step(runtime.context, runtime, invocation, record, memory, None, set())
