@@ -125,6 +125,7 @@ async def test_tokens_of_a_cancelled_run_are_counted_in_the_totals(tmp_path, mak
     from scripted_llm import Call, Text, ToolCalls
 
     from artifactflow import Task
+    from artifactflow.core.window.tokens import text_tokens
 
     config = make_config(
         tmp_path,
@@ -145,8 +146,17 @@ async def test_tokens_of_a_cancelled_run_are_counted_in_the_totals(tmp_path, mak
     assert await run.cancel() is True
     cancelled = await run.result()
     assert cancelled.status == "cancelled"
+    # The call cut off mid-stream is stored too, its usage estimated (no provider reported it).
+    calls = [e.data for e in await client.runs.events(run.message_id) if e.type == "llm_complete"]
+    assert [c.finish_reason for c in calls] == ["tool_calls", "cancelled"]
+    cut = calls[1]
+    assert cut.usage_estimated is True and calls[0].usage_estimated is None
+    assert cut.content and set(cut.content) == {"z"} and cut.content.startswith(cancelled.response)
+    assert cut.usage.prompt_tokens > 0 and cut.usage.completion_tokens == text_tokens(cut.content)
+    spent += cut.usage.prompt_tokens + cut.usage.completion_tokens
     message = await client.conversations.message(run.message_id)
-    assert message["metrics"]["tokens"]["total"] == spent  # the completed call of the cancelled run
+    assert message["metrics"]["tokens"]["total"] == spent  # both calls of the cancelled run
+    assert message["metrics"]["llm_calls"] == 2
     llm.script(Text("next"))
     events = [e async for e in await client.runs.start(Task("again", cancelled.conversation_id))]
     complete = events[-1]

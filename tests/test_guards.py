@@ -245,3 +245,71 @@ def test_cli_says_why_it_stopped_and_exits_4(tmp_path, llm_env, capsys):
     assert "⚠ stopped: the agent made the same failing tool call 5 times in a row" in " ".join(
         out.split()
     )
+
+
+EDIT_WORKFLOW = """
+name: edit
+input: {type: object, properties: {doc: {type: string}}, required: [doc]}
+nodes:
+  - {id: start, role: start}
+  - {id: work, role: linear, kind: agent, agent: editor, instruction: "Edit {{ input.doc }}"}
+  - {id: done, role: exit}
+edges:
+  - {from: start, to: work}
+  - {from: work, to: done}
+"""
+
+
+async def test_loop_guard_stops_a_workflow_step(make_client, llm, tmp_path):
+    """In a workflow step there is no chat run to end: the step fails with outcome
+    loop_detected at the fifth identical failing call, and its agent is not asked again."""
+    from wf_helpers import workflow_config
+
+    from artifactflow import WorkflowTask
+
+    folder = workflow_config(
+        tmp_path, {"edit": EDIT_WORKFLOW}, agents={"editor": ["update_doc"]},
+        yaml_text="plugins: [guard_tools]\n", plugin_files={"guard_tools.py": PLUGIN},
+    )
+    client = await make_client(config_dir=folder)
+    llm.script(*failing(10), Text("never reached"))
+    async with await client.runs.start(WorkflowTask("edit", {"doc": "notes"})) as handle:
+        events = [e async for e in handle]
+    assert llm.request_count == 5  # stopped at the fifth call: no sixth model request
+    assert WARNING in last_tool_text(llm.requests[3]) and WARNING not in last_tool_text(llm.requests[2])
+    step = next(e.data for e in events if e.type == "workflow_node_complete" and e.data.node == "work")
+    assert step.status == "failed" and step.outcome == "loop_detected"
+    assert "same failing tool call 5 times in a row: update_doc(" in step.error
+    assert "run.loop_guard" in step.error
+    assert events[-1].type == "error" and "loop" in events[-1].data.message
+
+
+GROUP_WORKFLOW = """
+name: desk
+input: {type: object, properties: {doc: {type: string}}}
+nodes:
+  - {id: start, role: start}
+  - {id: talk, role: linear, kind: group, mode: order, agents: [editor, critic], instruction: "Edit {{ input.doc }}"}
+  - {id: done, role: exit}
+edges:
+  - {from: start, to: talk}
+  - {from: talk, to: done}
+"""
+
+
+async def test_loop_guard_stops_a_group_member(make_client, llm, tmp_path):
+    from wf_helpers import workflow_config
+
+    from artifactflow import WorkflowTask
+
+    folder = workflow_config(
+        tmp_path, {"desk": GROUP_WORKFLOW}, agents={"editor": ["update_doc"], "critic": []},
+        yaml_text="plugins: [guard_tools]\n", plugin_files={"guard_tools.py": PLUGIN},
+    )
+    client = await make_client(config_dir=folder)
+    llm.script(*failing(10), Text("never reached"))
+    events = [e async for e in await client.runs.start(WorkflowTask("desk", {"doc": "notes"}))]
+    assert llm.request_count == 5  # the critic never speaks: the group step failed
+    step = next(e.data for e in events if e.type == "workflow_node_complete" and e.data.node == "talk")
+    assert step.status == "failed"
+    assert "editor failed: the agent made the same failing tool call 5 times" in step.error

@@ -356,3 +356,38 @@ async def test_a_refused_delegation_starts_no_subagent(tmp_path, llm_env):
     assert not [e for e in result.events if e.type == "subagent_start"]
     tool_msg = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"][0]
     assert tool_msg["content"] == "ERROR: refused: not today"
+
+
+class AnswerAfterTools(Hooks):
+    """Force the tool first, then let the model answer (a weak model forced to a tool would
+    call it again forever): what docs/local-models.md does for a 270M model."""
+
+    def __init__(self) -> None:
+        self.seen: list[object] = []
+
+    async def before_model_request(self, run, agent, request):
+        self.seen.append(request.tool_choice)
+        if request.messages[-1].get("role") == "tool":
+            return dataclasses.replace(request, tool_choice="none")
+        return None
+
+
+async def test_a_hook_reads_and_changes_tool_choice(tmp_path, llm_env):
+    from conftest import write_agent
+
+    llm = llm_env
+    config = make_config(tmp_path)
+    forced = '{"type": "function", "function": {"name": "lookup"}}'
+    write_agent(config / "agents", "lead_agent", role="lead", tools=["lookup"], prompt="You are the lead agent.",
+                extra=f"tool_choice: {forced}\n")
+    llm.script(ToolCalls([Call("lookup", {"topic": "cats"})]), Text("cats are fine"))
+    hook = AnswerAfterTools()
+    client = await open_client(config, tmp_path / "data", [hook])
+    try:
+        result = await client.run("tell me about cats")
+    finally:
+        await client.aclose()
+    assert result.response == "cats are fine"
+    first, second = llm.requests
+    assert first["tool_choice"] == json.loads(forced) and second["tool_choice"] == "none"
+    assert hook.seen == [json.loads(forced), json.loads(forced)]  # the agent's choice, as sent

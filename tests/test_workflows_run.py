@@ -244,6 +244,10 @@ async def test_branch_first_success_wins_and_cancels_the_rest(make_client, tmp_p
     assert "polish#1[1]" not in done  # the lost path stopped: its next node never ran
     assert answers.agents().count("slow") == 1
     await wait_until(lambda: llm.disconnects == 1)  # the slow call was cancelled mid-stream
+    # ... and its tokens count: its llm_complete is stored with estimated usage.
+    calls = {e.data.finish_reason: e.data for e in events if e.type == "llm_complete"}
+    assert set(calls) == {"stop", "cancelled"} and calls["cancelled"].usage_estimated is True
+    assert events[-1].data.metrics["llm_calls"] == 2
     records = {r["execution_id"]: r for r in await client.admin.store.lineage(events[0].message_id)}
     assert records["first#1"]["parents"] == ["quick#1[0]"]
     assert records["first#1"]["group_id"] == "fork#1"

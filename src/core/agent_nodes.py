@@ -10,6 +10,7 @@ A subagent failure becomes that call's error result; its siblings still answer.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -52,6 +53,7 @@ from .state import (
     merge_agent_response_to_state,
 )
 from .window import Prices, cost_usd, rounds_in
+from .window.tokens import request_tokens, text_tokens
 
 
 class Emitter:
@@ -151,6 +153,23 @@ async def _decided_update(
     return update, calls
 
 
+def _cut_off_call(emit: Emitter, request: ModelRequest, text: str, started: float) -> Emitted:
+    """The `llm_complete` of a call cancelled before it ended. The provider reports usage
+    only at the end of a stream, so its tokens are estimated offline (the prompt from the
+    request, the completion from the text streamed so far) and marked `usage_estimated`;
+    the server did the work, so budgets and totals count it."""
+    prompt = request_tokens(request.messages, request.tools)
+    completion = text_tokens(text)
+    data = LLMCompleteData(
+        content=text, model=request.target.model,
+        usage=Usage(prompt_tokens=prompt, completion_tokens=completion), usage_estimated=True,
+        duration_ms=round((time.perf_counter() - started) * 1000, 2), finish_reason="cancelled",
+        cost_usd=cost_usd(prompt, completion, Prices.of(request.target)),
+        invocation=emit.invocation,
+    )
+    return Emitted(data, emit.agent)
+
+
 async def _llm_step(
     context: RunContext,
     spec: AgentSpec,
@@ -167,12 +186,18 @@ async def _llm_step(
     )
     request = await hook_points.before_model(context, agent, request)
 
+    streamed: list[str] = []
+
     def on_delta(text: str) -> None:
+        streamed.append(text)
         emit(LLMChunkData(delta=text))
 
     started = time.perf_counter()
     try:
         response = await model.complete(request, on_delta if hook_points.streams(context) else None)
+    except asyncio.CancelledError:
+        context.cut_off_calls.append(_cut_off_call(emit, request, "".join(streamed), started))
+        raise
     except Exception as exc:
         await hook_points.model_failed(context, agent, exc)
         raise

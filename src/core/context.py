@@ -17,7 +17,7 @@ from ..hooks.dispatch import HookRunner
 if TYPE_CHECKING:
     from ..agents.model import Model, ModelPicker, ModelRegistry, ResolvedModel
     from ..agents.spec import AgentSpec
-    from ..events.envelope import Event
+    from ..events.envelope import Emitted, Event
     from ..hooks.types import RunInfo
     from ..settings import Settings
     from ..tools.registry import ToolRegistry
@@ -90,3 +90,7 @@ class RunContext:
     # (replay/result_refs.py). Read-only here.
     stored_events: Sequence[Event] = ()
     settle_events: Callable[[], Awaitable[None]] | None = None
+    # Model calls cut off by a cancel (a run's or a losing workflow branch's): their
+    # `llm_complete` with estimated usage, as `Emitted`, for the segment to store before the
+    # run ends, so their tokens count in the totals (`agent_nodes._llm_step`).
+    cut_off_calls: list[Emitted] = field(default_factory=list)

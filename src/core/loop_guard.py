@@ -7,7 +7,8 @@ successful calls and other errors break the streak. With the defaults
 (`run.loop_guard: {warn_after: 3, stop_after: 5}`) the third identical failing call in a row
 gets a note in its result telling the model to change course, and the fifth ends the run with
 outcome `loop_detected`, the lead's latest text kept as the partial answer. 0 or null disables
-either step.
+either step. In a workflow step (no chat run to end) the stop fails the step's invocation
+instead: the step ends with status `failed`, outcome `loop_detected` and the reason.
 
 Nothing is kept in state: the streak is read back from the invocation's memory (its assistant
 turns' calls and their tool results, newest first, only as far as the streak goes), so it is
@@ -58,6 +59,7 @@ class Verdict:
 
     notes: dict[str, str] = field(default_factory=dict)
     stop: str | None = None
+    stopped: str | None = None  # the invocation whose call ended the run (with `stop`)
 
 
 def _arguments(raw: str | None) -> str:
@@ -186,5 +188,6 @@ def judge_round(
     for invocation, own in by_invocation.items():
         part = judge(config, memories.get(invocation, ()), own, texts)
         verdict.notes.update(part.notes)
-        verdict.stop = verdict.stop or part.stop
+        if part.stop is not None and verdict.stop is None:
+            verdict.stop, verdict.stopped = part.stop, invocation
     return verdict

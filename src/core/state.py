@@ -49,6 +49,7 @@ class SubagentRecord(TypedDict):
     order: int  # position among the round's `call_subagent` calls
     result: NotRequired[str | None]  # the answer (or a partial one, when failed)
     error: NotRequired[str | None]
+    outcome: NotRequired[OutcomeValue]  # why a workflow step's agent was stopped (loop guard)
 
 
 class SubagentRecordUpdate(TypedDict, total=False):
@@ -62,6 +63,7 @@ class SubagentRecordUpdate(TypedDict, total=False):
     order: int
     result: str | None
     error: str | None
+    outcome: OutcomeValue
 
 
 Memories = dict[str, list[ChatMessage]]  # invocation id -> its working memory

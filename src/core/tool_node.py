@@ -330,13 +330,24 @@ async def tool_execution(state: AgentState, runtime: Runtime[RunContext]) -> Age
         if inv in invocations and invocations[inv]["status"] == SubagentStatus.TOOLS
     }
     status_updates.update(new_invocations)
+    # A workflow step's invocation has no `call_subagent` call (LangGraph hands this node
+    # every AgentState key, so the state's keys cannot tell a step from a chat run).
+    stopped = invocations.get(guard.stopped) if guard.stop and guard.stopped else None
+    step_stopped = stopped is not None and stopped["tool_call_id"] is None
+    if step_stopped and guard.stopped:
+        # No chat run to end here: the step's invocation fails, and the step reads the record
+        # before its next model call and ends with outcome loop_detected.
+        status_updates[guard.stopped] = {
+            "status": SubagentStatus.FAILED.value, "outcome": Outcome.LOOP_DETECTED.value,
+            "error": f"{guard.stop}{loop_guard.SETTING_HINT}",
+        }
     if status_updates:
         update["subagent_invocations"] = status_updates
     lead_waits = any(c["invocation"] == LEAD for c in calls) and not deferred
     update["phase"] = (
         ExecutionPhase.LEAD_EXECUTING.value if lead_waits else ExecutionPhase.SUBAGENT_EXECUTING.value
     )
-    if guard.stop is not None and "current_task" in state:  # a chat run (a workflow step warns only)
+    if guard.stop is not None and not step_stopped:
         lead_memory = (state.get("agent_memories") or {}).get(LEAD, [])
         update.update(phase=ExecutionPhase.COMPLETED.value, outcome=Outcome.LOOP_DETECTED.value,
                       outcome_reason=guard.stop + loop_guard.SETTING_HINT,

@@ -123,9 +123,13 @@ class LLMCompleteData(AgentEventData):
     tool_calls: list[ToolCallRequest] = Field(default=[], description="Tool calls, in call order")
     model: str | None = Field(default=None, description="The model name the provider reported")
     usage: Usage = Field(default=Usage(), description="Token counts of this call")
+    usage_estimated: bool | None = Field(
+        default=None,
+        description="True when `usage` is an offline estimate: the call was cut off (cancelled) before the provider reported it",
+    )
     duration_ms: float = Field(default=0.0, description="Wall time including retries")
     attempts: int = Field(default=1, description="1 plus the number of retries")
-    finish_reason: str | None = Field(default=None, description="'stop', 'tool_calls', 'length', …")
+    finish_reason: str | None = Field(default=None, description="'stop', 'tool_calls', 'length', 'cancelled' (cut off), …")
     cost_usd: float | None = Field(
         default=None, description="From the model profile's prices; None when it has none"
     )

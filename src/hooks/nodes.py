@@ -116,7 +116,8 @@ def streams(context: Any) -> bool:
 
 
 def _typed_request(request: Any) -> ModelRequest:
-    return ModelRequest(list(request.messages), list(request.tools or []), request.target.model)
+    choice = request.tool_choice if request.tool_choice is not None else request.target.tool_choice
+    return ModelRequest(list(request.messages), list(request.tools or []), request.target.model, choice)
 
 
 async def before_model(context: Any, agent: AgentStep | None, request: Any) -> Any:
@@ -127,7 +128,9 @@ async def before_model(context: Any, agent: AgentStep | None, request: Any) -> A
     sent = await _hooks(context).before_model_request(_run(context), agent, typed)
     if sent is typed:
         return request
-    return dataclasses.replace(request, messages=list(sent.messages), tools=list(sent.tools) or None)
+    return dataclasses.replace(
+        request, messages=list(sent.messages), tools=list(sent.tools) or None, tool_choice=sent.tool_choice
+    )
 
 
 async def after_model(

@@ -102,12 +102,15 @@ class AgentStepEnd:
 
 @dataclass(frozen=True)
 class ModelRequest:
-    """What is about to be sent to the model. Interceptors may change `messages` and
-    `tools` (OpenAI function specs); `model` is informative."""
+    """What is about to be sent to the model. Interceptors may change `messages`, `tools`
+    (OpenAI function specs) and `tool_choice` (sent with the tools: "auto", "required",
+    "none" or `{"type": "function", "function": {"name": ...}}`; it starts as the agent's or
+    its profile's, None when neither sets one); `model` is informative."""
 
     messages: list[ChatMessage]
     tools: list[JsonObject]
     model: str
+    tool_choice: str | JsonObject | None = None
 
     def with_messages(self, messages: list[ChatMessage]) -> ModelRequest:
         return dataclasses.replace(self, messages=messages)

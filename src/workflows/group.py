@@ -142,6 +142,8 @@ async def _take_turn(state: GroupState, runtime: Runtime[RunContext], invocation
     """One model call of `invocation` (a member's turn or the moderator's), through the chat
     graph's subagent step."""
     record = (state.get("subagent_invocations") or {})[invocation]
+    if record["status"] == "failed":  # stopped in the tool node (the loop guard): no model call
+        return {"subagent_invocations": {invocation: {"status": "failed", "error": record.get("error")}}}
     memory = list((state.get("agent_memories") or {}).get(invocation, []))
     update, _compacted = await subagent_step(runtime.context, runtime, invocation, record, memory, None, set())
     return update

@@ -15,6 +15,10 @@ pauses are resumed together by interrupt id, and on resume only the paused items
 `begin` emits `workflow_node_start` once (a resumed node re-runs its wrapper, not `begin`).
 Custom events are forwarded to the parent stream by `run_step`.
 
+A step whose agent repeats one failing call until the loop guard stops it (`run.loop_guard`)
+fails with outcome `loop_detected`: the tool node marks its invocation failed, and `agent` ends
+the step instead of asking the model again.
+
 An agent's answer is checked against the node's output schema (or, for a decision, the
 choice schema); a mismatch gets exactly one repair round before the node fails.
 """
@@ -70,6 +74,11 @@ async def agent(state: StepState, runtime: Runtime[RunContext]) -> StepUpdate:
     task = state["task"]
     invocation = task["execution"]
     record = (state.get("subagent_invocations") or {})[invocation]
+    if record["status"] == "failed":  # stopped in the tool node (the loop guard): no model call
+        stopped: StepResult = {"status": "failed", "output": None, "error": record.get("error")}
+        if outcome := record.get("outcome"):
+            stopped["outcome"] = outcome
+        return {"result": stopped}
     memory = list((state.get("agent_memories") or {}).get(invocation, []))
     answer_update, _compacted = await subagent_step(runtime.context, runtime, invocation, record, memory, None, set())
     update: StepUpdate = {**answer_update}

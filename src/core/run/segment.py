@@ -159,6 +159,7 @@ class Segment:
         self._sink = EventSink(rt.store, handle, run_token=run_token, bus=rt.bus)
         self.spending = Spending(rt.services, [])
         self.fresh = False  # see `launch`
+        self.context: RunContext | None = None  # set in `drive`
 
     async def emit(self, data: EventData, agent: str | None = None) -> Event:
         """Number, persist, then publish an event (`llm_chunk`: published only)."""
@@ -187,7 +188,7 @@ class Segment:
                         raise asyncio.CancelledError  # recorded by another worker (`cancel.py`)
                     self._last_id = await self.store.last_event_id(message_id)
                     self.spending = await Spending.load(self.rt, message_id)
-                context = RunContext(
+                context = self.context = RunContext(
                     self.rt.services, self.message["conversation_id"], message_id, self.info,
                     fresh=self.fresh, stored_events=self.handle.events, settle_events=self._sink.flush,
                 )
@@ -214,6 +215,7 @@ class Segment:
                                 break  # the next step never starts
                     finally:
                         await stream.aclose()
+                await self._store_cut_off()
                 if interrupts:
                     await self._pause(interrupts)
                 else:
@@ -376,7 +378,18 @@ class Segment:
                 continue  # a cancel sent before the handle said so, delivered now
         await self._cancelled()
 
+    async def _store_cut_off(self) -> None:
+        """Store the `llm_complete` of model calls a cancel cut off (usage estimated, see
+        `agent_nodes._cut_off_call`), so the final metrics and budgets count their tokens."""
+        if self.context is None or not self.context.cut_off_calls:
+            return
+        calls = list(self.context.cut_off_calls)
+        self.context.cut_off_calls.clear()
+        for chunk in calls:
+            await self.emit(*chunk)
+
     async def _cancelled(self) -> None:
+        await self._store_cut_off()
         text = "".join(self.partial)
         # Sync tools still running on their threads: say so, rather than nothing.
         for record in self.rt.services.tools.background.take_abandoned(self.message["id"]):
@@ -389,6 +402,8 @@ class Segment:
         await cleanup_checkpoints(self.rt, self.message)
 
     async def _failed(self, exc: Exception) -> None:
+        with contextlib.suppress(Exception):  # the store may be why the run failed
+            await self._store_cut_off()
         if not isinstance(exc, ArtifactFlowError):  # a database outage is named as such
             exc = store_fault(exc) or exc
         if isinstance(exc, GraphRecursionError):  # LangGraph's text is no reason for a user
