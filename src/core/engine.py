@@ -186,10 +186,12 @@ class Engine:
         parent_message_id: Any = ACTIVE_BRANCH,
         *,
         user_id: str | None = None,
+        project: str | None = None,
     ) -> dict[str, Any]:
         """Create the message and start its run in the background; return its ids."""
         return await start_message(
-            self.rt, self.conversations, content, conversation_id, parent_message_id, user_id=user_id
+            self.rt, self.conversations, content, conversation_id, parent_message_id,
+            user_id=user_id, project=project,
         )
 
     async def resume(self, message_id: str, decisions: Any) -> None:

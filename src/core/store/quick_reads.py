@@ -20,7 +20,9 @@ from typing import Any, cast
 from .rows import ConversationRow, MessageRow
 from .version import SCHEMA_VERSION
 
-CONVERSATION_COLUMNS = ("id", "user_id", "title", "active_message_id", "created_at", "updated_at")
+CONVERSATION_COLUMNS = (
+    "id", "user_id", "title", "active_message_id", "created_at", "updated_at", "project",
+)
 
 
 def open_existing(path: Path) -> sqlite3.Connection | None:

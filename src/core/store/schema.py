@@ -68,6 +68,12 @@ MESSAGE_COLUMNS_V2: list[Callable[[], sa.Column[Any]]] = [
     lambda: sa.Column("decisions", NulFreeText, nullable=True),  # JSON: `shapes.AcceptedDecisions`
 ]
 
+# Added in version 5: the project a conversation belongs to (its runs recall the project's
+# memories, `memory/recall.py`); None: no project.
+CONVERSATION_COLUMNS_V5: list[Callable[[], sa.Column[Any]]] = [
+    lambda: sa.Column("project", NulFreeString(100), nullable=True, index=True),
+]
+
 metadata = sa.MetaData()
 
 meta = sa.Table("af_meta", metadata,
@@ -95,6 +101,7 @@ conversations = sa.Table("af_conversations", metadata,
     sa.Column("active_message_id", NulFreeString(64), nullable=True),
     _created_at(),
     sa.Column("updated_at", sa.Float, nullable=False, index=True),
+    *[column() for column in CONVERSATION_COLUMNS_V5],
 )
 
 messages = sa.Table("af_messages", metadata,
