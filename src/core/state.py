@@ -49,6 +49,7 @@ class SubagentRecord(TypedDict):
     order: int  # position among the round's `call_subagent` calls
     result: NotRequired[str | None]  # the answer (or a partial one, when failed)
     error: NotRequired[str | None]
+    memory_profile: NotRequired[str | None]  # a workflow node's context profile (recall)
 
 
 class SubagentRecordUpdate(TypedDict, total=False):
@@ -62,6 +63,7 @@ class SubagentRecordUpdate(TypedDict, total=False):
     order: int
     result: str | None
     error: str | None
+    memory_profile: str | None
 
 
 Memories = dict[str, list[ChatMessage]]  # invocation id -> its working memory
