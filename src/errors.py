@@ -33,6 +33,11 @@ class WorkflowInputError(UserError):
     The HTTP layer answers 422, like any request body that fails its schema."""
 
 
+class MemoryTextError(UserError):
+    """A memory's text is empty or longer than `memory.max_chars`; nothing was stored. The HTTP
+    layer answers 422 and the CLI exits 2, as for any argument that fails validation."""
+
+
 class InvalidResumeError(UserError):
     """Resume data does not answer the pending tool calls correctly; nothing was run."""
 

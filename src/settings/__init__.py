@@ -9,7 +9,7 @@ and explicit keyword overrides from Python beat both (validated the same way: a 
 
 The settings sit just above `errors` and import nothing else of the package: the config
 models of other parts live beside this module (`hooks.py`: the `hooks:` and `telemetry:`
-sections, `mcp.py`: `mcp_servers:`, `permissions.py`: the tool permission levels), and the
+sections, `mcp.py`: `mcp_servers:`, `memory.py`: `memory:`, `permissions.py`: the tool permission levels), and the
 hooks and tools packages import them from here.
 """
 
@@ -29,6 +29,7 @@ from ..errors import ConfigError
 from .data_dir import default_data_dir, notice_legacy_data_dir
 from .hooks import HooksSettings, TelemetrySettings
 from .mcp import McpServerConfig
+from .memory import MemorySettings
 from .permissions import Permission, parse_permissions
 from .projects import project_name_problem
 
@@ -163,6 +164,7 @@ class Settings(BaseSettings):
     hooks: HooksSettings = HooksSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     mcp_servers: dict[str, McpServerConfig] = {}
+    memory: MemorySettings = MemorySettings()
 
     @field_validator("project")
     @classmethod

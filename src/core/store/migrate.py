@@ -46,6 +46,10 @@ def _v3_result_references(conn: Connection) -> None:
     exporting empty tool messages."""
 
 
+# Version 4 (long-term memory: `af_memories`, `af_memory_namespaces` and the full-text index
+# made with them) adds tables only: `create_all` makes them, so it has no step.
+
+
 def _v5_conversation_project(conn: Connection) -> None:
     """Version 5: `af_conversations.project` (with its index), the project a conversation's
     runs recall memories from. Existing conversations belong to no project."""

@@ -234,3 +234,56 @@ workflow_nodes = sa.Table("af_workflow_nodes", metadata,  # lineage: one row per
     sa.Column("started_at", sa.Float, nullable=False),
     sa.Column("finished_at", sa.Float, nullable=True),
 )
+
+# Long-term memory (src/memory/, schema version 4): LangGraph `BaseStore` items by namespace
+# (`(user, "global")`, `(user, "project", name)`, `(user, "conversation", id)`, ...), each
+# with its text, its vector (float32 bytes, with the embedder that made it) and, for the lexical
+# side, a full-text index the backend keeps: an FTS5 table kept by triggers on SQLite, a
+# generated `tsvector` column with a GIN index on PostgreSQL (both made after `create_all`
+# creates the table, below). `seq` is the integer key FTS5 needs (a stable rowid).
+memories = sa.Table("af_memories", metadata,
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("id", NulFreeString(64), nullable=False, unique=True),
+    sa.Column("user_id", NulFreeString(64), nullable=False, index=True),
+    sa.Column("namespace", NulFreeString(600), nullable=False),  # labels joined by "."
+    sa.Column("key", NulFreeString(200), nullable=False),
+    # set for `(user, "conversation", id)`: deleted with its conversation
+    sa.Column("conversation_id", NulFreeString(64), nullable=True, index=True),
+    sa.Column("value", NulFreeText, nullable=False),  # JSON object (the BaseStore item value)
+    sa.Column("text", NulFreeText, nullable=False),  # what is embedded and indexed
+    sa.Column("embedder", NulFreeString(200), nullable=True),  # "static:wordllama-256", ...
+    sa.Column("vector", sa.LargeBinary, nullable=True),  # float32, unit length
+    _created_at(),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.UniqueConstraint("namespace", "key", name="uq_af_memories_namespace_key"),
+)
+
+# One row per namespace that holds memories: `version` grows with every write in it, so a
+# process's cached vectors of a namespace are checked with one indexed read (src/memory/cache.py).
+memory_namespaces = sa.Table("af_memory_namespaces", metadata,
+    _key("namespace", 600),
+    sa.Column("user_id", NulFreeString(64), nullable=False, index=True),
+    sa.Column("version", sa.Integer, nullable=False),
+)
+
+MEMORY_FTS = "af_memories_fts"
+_SQLITE_MEMORY_FTS = (
+    f"CREATE VIRTUAL TABLE {MEMORY_FTS} USING fts5("
+    "text, content='af_memories', content_rowid='seq', tokenize='porter unicode61')",
+    f"CREATE TRIGGER af_memories_ai AFTER INSERT ON af_memories BEGIN "
+    f"INSERT INTO {MEMORY_FTS}(rowid, text) VALUES (new.seq, new.text); END",
+    f"CREATE TRIGGER af_memories_ad AFTER DELETE ON af_memories BEGIN "
+    f"INSERT INTO {MEMORY_FTS}({MEMORY_FTS}, rowid, text) VALUES ('delete', old.seq, old.text); END",
+    f"CREATE TRIGGER af_memories_au AFTER UPDATE OF text ON af_memories BEGIN "
+    f"INSERT INTO {MEMORY_FTS}({MEMORY_FTS}, rowid, text) VALUES ('delete', old.seq, old.text); "
+    f"INSERT INTO {MEMORY_FTS}(rowid, text) VALUES (new.seq, new.text); END",
+)
+_POSTGRES_MEMORY_FTS = (
+    "ALTER TABLE af_memories ADD COLUMN tsv tsvector "
+    "GENERATED ALWAYS AS (to_tsvector('english', text)) STORED",
+    "CREATE INDEX ix_af_memories_tsv ON af_memories USING gin (tsv)",
+)
+for _statement in _SQLITE_MEMORY_FTS:
+    sa.event.listen(memories, "after_create", sa.DDL(_statement).execute_if(dialect="sqlite"))
+for _statement in _POSTGRES_MEMORY_FTS:
+    sa.event.listen(memories, "after_create", sa.DDL(_statement).execute_if(dialect="postgresql"))

@@ -1,0 +1,152 @@
+"""Embedders: text → unit-length float32 vectors, in-process or over HTTP.
+
+- `static` (default): the `wordllama` package's 256-dimension static token embeddings, averaged
+  and normalised. The weights and tokenizer ship inside the wheel; we read those two files
+  ourselves (`tokenizers` + `safetensors`) instead of calling `WordLlama.load`, which looks for
+  the tokenizer under a folder name the wheel does not use and then asks the model hub, and
+  whose package import configures the root logger. No network, ever.
+- `openai`: `POST {base_url}/embeddings` of any OpenAI-compatible server (llama.cpp, Ollama,
+  a provider), with `memory.openai.model`.
+- `none`: no vectors; search is BM25 + recency (one warning when the store opens).
+
+An embedder's `name` (with its dimensions) is stored with every vector, so vectors of another
+embedder are never compared with a query's; `memory reindex` re-embeds after a change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..settings.memory import MemorySettings
+
+log = logging.getLogger("artifactflow.memory")
+
+WORDLLAMA_WEIGHTS = "weights/l2_supercat_256.safetensors"
+WORDLLAMA_TOKENIZER = "tokenizers/l2_supercat_tokenizer_config.json"
+
+
+class Embedder(Protocol):
+    name: str  # stored with each vector: "static:wordllama-256", "openai:<model>"
+    dims: int | None  # known after the first call for `openai`
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        """One unit-length float32 row per text."""
+        ...
+
+
+def normalize(rows: np.ndarray) -> np.ndarray:
+    rows = np.asarray(rows, dtype=np.float32)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return rows / norms
+
+
+class StaticEmbedder:
+    """wordllama's static embeddings, loaded from the installed wheel's files."""
+
+    def __init__(self) -> None:
+        spec = importlib.util.find_spec("wordllama")  # locates the package without importing it
+        if spec is None or not spec.submodule_search_locations:
+            raise ConfigError(
+                "memory.embedder is 'static' but the wordllama package is not installed; "
+                "`pip install wordllama`, or set memory.embedder to 'openai' or 'none'"
+            )
+        root = Path(next(iter(spec.submodule_search_locations)))
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
+
+        self.table = np.ascontiguousarray(load_file(str(root / WORDLLAMA_WEIGHTS))["embedding.weight"], dtype=np.float32)
+        self.tokenizer = Tokenizer.from_file(str(root / WORDLLAMA_TOKENIZER))
+        self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()
+        self.dims = int(self.table.shape[1])
+        self.name = f"static:wordllama-{self.dims}"
+
+    def embed_sync(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dims), dtype=np.float32)
+        last = self.table.shape[0] - 1
+        for row, encoding in enumerate(self.tokenizer.encode_batch(texts, add_special_tokens=False)):
+            ids = np.clip(np.asarray(encoding.ids, dtype=np.int64), 0, last)
+            if ids.size:
+                out[row] = self.table[ids].mean(axis=0)
+        return normalize(out)
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        if len(texts) <= 8:  # a query or a save: well under a millisecond
+            return self.embed_sync(texts)
+        return await asyncio.to_thread(self.embed_sync, texts)
+
+
+class OpenAIEmbedder:
+    """`/v1/embeddings` of an OpenAI-compatible server, over httpx."""
+
+    def __init__(self, base_url: str, model: str, api_key: str | None, *, timeout: float, batch_size: int) -> None:
+        import httpx
+
+        self.url = base_url.rstrip("/") + "/embeddings"
+        self.model = model
+        self.name = f"openai:{model}"
+        self.dims: int | None = None
+        self.batch_size = batch_size
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.client = httpx.AsyncClient(timeout=timeout, headers=headers, trust_env=False)
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            chunk = texts[start : start + self.batch_size]
+            response = await self.client.post(self.url, json={"model": self.model, "input": chunk})
+            if response.status_code >= 400:
+                raise ConfigError(
+                    f"memory embedder 'openai': {self.url} answered {response.status_code}: "
+                    f"{response.text[:200]}"
+                )
+            data: list[dict[str, Any]] = sorted(response.json()["data"], key=lambda d: d["index"])
+            rows.extend(item["embedding"] for item in data)
+        vectors = normalize(np.asarray(rows, dtype=np.float32).reshape(len(texts), -1))
+        self.dims = int(vectors.shape[1])
+        return vectors
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+class NoEmbedder:
+    name = "none"
+    dims: int | None = None
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        raise RuntimeError("the 'none' embedder makes no vectors")
+
+
+_STATIC: list[StaticEmbedder] = []  # one table per process (16 MB), loaded on first use
+
+
+def make_embedder(settings: MemorySettings) -> Embedder | None:
+    """The configured embedder, or None for `none` (after one warning)."""
+    if settings.embedder == "none":
+        log.warning(
+            "memory.embedder is 'none': memory search uses BM25 and recency only "
+            "(semantic and hybrid modes run as 'lexical')"
+        )
+        return None
+    if settings.embedder == "openai":
+        cfg = settings.openai
+        base_url = cfg.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        return OpenAIEmbedder(
+            base_url, cfg.model, os.environ.get(cfg.api_key_env),
+            timeout=cfg.timeout, batch_size=cfg.batch_size,
+        )
+    if not _STATIC:
+        _STATIC.append(StaticEmbedder())
+    return _STATIC[0]

@@ -1,0 +1,155 @@
+"""Memory rows in the app store (tables `af_memories`, `af_memory_namespaces`, schema.py).
+
+SQLAlchemy Core only, one code path for SQLite and PostgreSQL. A namespace is stored as its
+labels joined by "." (LangGraph forbids "." in a label). Every write in a namespace moves its
+`af_memory_namespaces.version` on in the same transaction; that is how each process's vector
+cache (cache.py) learns, with one indexed read, that another worker wrote.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import sqlalchemy as sa
+import sqlalchemy.exc
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..core.store import schema as t
+
+SEP = "."
+m = t.memories
+ns_table = t.memory_namespaces
+
+
+def ns_key(namespace: Sequence[str]) -> str:
+    return SEP.join(namespace)
+
+
+def ns_tuple(key: str) -> tuple[str, ...]:
+    return tuple(key.split(SEP))
+
+
+def conversation_of(namespace: Sequence[str]) -> str | None:
+    """The conversation a `(user, "conversation", id, ...)` namespace belongs to."""
+    return namespace[2] if len(namespace) >= 3 and namespace[1] == "conversation" else None
+
+
+def under(column: Any, prefixes: Iterable[str]) -> Any:
+    """`column` is one of `prefixes` or a namespace below one of them."""
+    return sa.or_(
+        *[sa.or_(column == p, column.startswith(p + SEP, autoescape=True)) for p in prefixes]
+    )
+
+
+@dataclass
+class MemoryRow:
+    seq: int
+    id: str
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any]
+    text: str
+    embedder: str | None
+    vector: bytes | None
+    created_at: float
+    updated_at: float
+
+    @classmethod
+    def of(cls, row: Any) -> MemoryRow:
+        return cls(
+            seq=row.seq, id=row.id, namespace=ns_tuple(row.namespace), key=row.key,
+            value=orjson.loads(row.value), text=row.text, embedder=row.embedder,
+            vector=row.vector, created_at=row.created_at, updated_at=row.updated_at,
+        )
+
+
+ROW_COLUMNS = (m.c.seq, m.c.id, m.c.namespace, m.c.key, m.c.value, m.c.text, m.c.embedder,
+               m.c.vector, m.c.created_at, m.c.updated_at)
+
+
+async def bump(conn: AsyncConnection, namespace: str) -> None:
+    """Move `namespace`'s version on (creating its row), inside the caller's transaction."""
+    done = await conn.execute(
+        ns_table.update().where(ns_table.c.namespace == namespace).values(version=ns_table.c.version + 1)
+    )
+    if done.rowcount:
+        return
+    try:
+        async with conn.begin_nested():  # another worker may create it at the same moment
+            await conn.execute(
+                ns_table.insert().values(namespace=namespace, user_id=ns_tuple(namespace)[0], version=1)
+            )
+    except sqlalchemy.exc.IntegrityError:
+        await conn.execute(
+            ns_table.update().where(ns_table.c.namespace == namespace).values(version=ns_table.c.version + 1)
+        )
+
+
+async def insert(
+    conn: AsyncConnection, *, id: str, namespace: tuple[str, ...], key: str, value: dict[str, Any],
+    text: str, embedder: str | None, vector: bytes | None, now: float | None = None,
+) -> None:
+    now = time.time() if now is None else now
+    ns = ns_key(namespace)
+    await conn.execute(m.insert().values(
+        id=id, user_id=namespace[0], namespace=ns, key=key, conversation_id=conversation_of(namespace),
+        value=orjson.dumps(value).decode(), text=text, embedder=embedder, vector=vector,
+        created_at=now, updated_at=now,
+    ))
+    await bump(conn, ns)
+
+
+async def update(
+    conn: AsyncConnection, seq: int, namespace: tuple[str, ...], *, value: dict[str, Any], text: str,
+    embedder: str | None, vector: bytes | None,
+) -> None:
+    await conn.execute(m.update().where(m.c.seq == seq).values(
+        value=orjson.dumps(value).decode(), text=text, embedder=embedder, vector=vector,
+        updated_at=time.time(),
+    ))
+    await bump(conn, ns_key(namespace))
+
+
+async def delete(conn: AsyncConnection, seq: int, namespace: tuple[str, ...]) -> None:
+    await conn.execute(m.delete().where(m.c.seq == seq))
+    await bump(conn, ns_key(namespace))
+
+
+async def by_key(conn: AsyncConnection, namespace: tuple[str, ...], key: str) -> MemoryRow | None:
+    row = (await conn.execute(
+        sa.select(*ROW_COLUMNS).where(m.c.namespace == ns_key(namespace), m.c.key == key)
+    )).first()
+    return MemoryRow.of(row) if row else None
+
+
+async def by_id(conn: AsyncConnection, memory_id: str) -> MemoryRow | None:
+    row = (await conn.execute(sa.select(*ROW_COLUMNS).where(m.c.id == memory_id))).first()
+    return MemoryRow.of(row) if row else None
+
+
+async def by_ids(conn: AsyncConnection, ids: Sequence[str]) -> dict[str, MemoryRow]:
+    if not ids:
+        return {}
+    rows = (await conn.execute(sa.select(*ROW_COLUMNS).where(m.c.id.in_(list(ids))))).all()
+    return {row.id: MemoryRow.of(row) for row in rows}
+
+
+async def namespace_versions(conn: AsyncConnection, prefixes: Sequence[str]) -> dict[str, int]:
+    """Every stored namespace equal to or below one of `prefixes`, with its version."""
+    if not prefixes:
+        return {}
+    users = sorted({p.split(SEP, 1)[0] for p in prefixes})
+    rows = (await conn.execute(
+        sa.select(ns_table.c.namespace, ns_table.c.version).where(
+            ns_table.c.user_id.in_(users), under(ns_table.c.namespace, prefixes)
+        )
+    )).all()
+    return {row[0]: row[1] for row in rows}
+
+
+async def all_namespaces(conn: AsyncConnection) -> list[str]:
+    return list((await conn.execute(sa.select(ns_table.c.namespace))).scalars())

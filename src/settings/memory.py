@@ -1,0 +1,45 @@
+"""`memory:` in artifactflow.yaml: long-term memory (src/memory/, docs/memory.md).
+
+```yaml
+memory:
+  embedder: static          # static (wordllama, offline) | openai (/v1/embeddings) | none
+  max_chars: 4000           # longest memory text accepted
+  openai:                   # for `embedder: openai`
+    base_url: http://127.0.0.1:8080/v1
+    model: text-embedding-3-small
+    api_key_env: OPENAI_API_KEY
+  weights: {semantic: 0.7, lexical: 0.25, recency: 0.05}
+```
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class OpenAIEmbedderSettings(BaseModel):
+    base_url: str | None = None  # None: OPENAI_BASE_URL, then the SDK's default
+    model: str = "text-embedding-3-small"
+    api_key_env: str = "OPENAI_API_KEY"  # the environment variable holding the key
+    timeout: float = Field(default=30.0, gt=0)
+    batch_size: int = Field(default=128, ge=1)
+
+
+class SearchWeights(BaseModel):
+    """How hybrid search adds its parts (docs/memory.md): cosine similarity, BM25 divided by
+    the best BM25 of the query, and a recency decay (1 for now, 0.5 after `half_life_days`)."""
+
+    semantic: float = Field(default=0.7, ge=0)
+    lexical: float = Field(default=0.25, ge=0)
+    recency: float = Field(default=0.05, ge=0)
+    half_life_days: float = Field(default=30.0, gt=0)
+
+
+class MemorySettings(BaseModel):
+    embedder: Literal["static", "openai", "none"] = "static"
+    max_chars: int = Field(default=4000, ge=1)
+    dedupe_threshold: float = Field(default=0.95, gt=0, le=1)  # cosine: update instead of add
+    openai: OpenAIEmbedderSettings = OpenAIEmbedderSettings()
+    weights: SearchWeights = SearchWeights()
