@@ -19,6 +19,8 @@ from typing import Any
 from ..agents.model import Model
 from ..core.engine import Engine
 from ..core.run.data import StoredData
+from ..memory.wiring import TOOLS as MEMORY_TOOLS
+from ..memory.wiring import plug_memory, unplug_memory
 from ..replay.recording import recording
 from ..settings import Settings
 from ..workflows.launch import WorkflowGraphs
@@ -57,9 +59,10 @@ class Client:
         `hooks:`; `model` (a `Model`, e.g. `ScriptedModel`) answers for every agent instead of
         the configured endpoints, so no API key is needed."""
         engine = await Engine.open(
-            settings, extra_tools=extra_tools, hooks=hooks, model_wrap=recording,
-            graphs=[WorkflowGraphs()], **overrides,
+            settings, extra_tools=[*MEMORY_TOOLS, *(extra_tools or [])], hooks=hooks,
+            model_wrap=recording, graphs=[WorkflowGraphs()], **overrides,
         )
+        plug_memory(engine.services)  # recall, the memory store, the artifact indexer
         if model is not None:
             engine.services.use_model(model)
         return cls(engine)
@@ -77,6 +80,7 @@ class Client:
     async def aclose(self, *, cancel_running: bool = True) -> None:
         """Stop background runs (they stay resumable from their checkpoints) and close."""
         await self._engine.aclose(cancel_running=cancel_running)
+        await unplug_memory(self._engine.services)
 
     async def __aenter__(self) -> Client:
         return self

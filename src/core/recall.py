@@ -51,6 +51,7 @@ class RecallRequest:
     query: str
     profile: str | None = None
     lead: bool = True
+    asked: bool = False  # the agent's spec (`recall: true`) or a workflow node asked for it
 
 
 @dataclass
@@ -159,8 +160,9 @@ async def _once(
         agent=spec.name,
         invocation=invocation,
         query=query,
-        profile=profile,
+        profile=profile or spec.memory_profile,
         lead=lead,
+        asked=bool(profile) or spec.recall is True,
     )
     found = await recaller.recall(request)
     value = "null" if found is None else found.to_json()

@@ -28,6 +28,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from ..errors import ConfigError
 from .data_dir import default_data_dir, notice_legacy_data_dir
 from .hooks import HooksSettings, TelemetrySettings
+from .knowledge import KnowledgeSettings
 from .mcp import McpServerConfig
 from .memory import MemorySettings
 from .permissions import Permission, parse_permissions
@@ -165,6 +166,7 @@ class Settings(BaseSettings):
     telemetry: TelemetrySettings = TelemetrySettings()
     mcp_servers: dict[str, McpServerConfig] = {}
     memory: MemorySettings = MemorySettings()
+    knowledge: KnowledgeSettings = KnowledgeSettings()
 
     @field_validator("project")
     @classmethod
