@@ -24,6 +24,7 @@ from ..memory.wiring import plug_memory, unplug_memory
 from ..replay.recording import recording
 from ..settings import Settings
 from ..workflows.launch import WorkflowGraphs
+from .knowledge import Knowledge
 from .nouns import Admin, Conversations, Runs, Workflows
 from .requests import Request
 from .run import RunResult
@@ -31,7 +32,7 @@ from .stored import Artifacts
 
 
 class Client:
-    """One process's way in: `runs`, `conversations`, `artifacts`, `workflows`, `admin`, and
+    """One process's way in: `runs`, `conversations`, `artifacts`, `workflows`, `knowledge`, `admin`, and
     `run(request)` for a run's result in one call."""
 
     def __init__(self, engine: Engine) -> None:
@@ -42,6 +43,7 @@ class Client:
         self.artifacts = Artifacts(data)
         self.workflows = Workflows(engine, data)
         self.admin = Admin(engine, data)
+        self.knowledge = Knowledge(engine)
 
     @classmethod
     async def open(
