@@ -71,19 +71,21 @@ async def test_http_chat_takes_a_project_and_lists_it(make_client: Any, llm: Scr
 
 
 def test_cli_run_project_and_listing(
-    tmp_path: Path, llm_env: ScriptedLLM, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, llm_env: ScriptedLLM, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     cli: CLI = make_cli(tmp_path, capsys)
     llm_env.script(Text("first"), Text("second"))
-    assert cli.sub("run", "hello", "--project", "alpha").code == 0
-    env = cli.env(ARTIFACTFLOW_PROJECT="beta", OPENAI_BASE_URL=llm_env.base_url, OPENAI_API_KEY="k")
-    assert cli.sub("run", "hello", env=env).code == 0
-    bad = cli.sub("run", "hello", "--project", "a b")
+    assert cli.call("run", "hello", "--project", "alpha").code == 0
+    monkeypatch.setenv("ARTIFACTFLOW_PROJECT", "beta")
+    assert cli.call("run", "hello").code == 0
+    monkeypatch.delenv("ARTIFACTFLOW_PROJECT")
+    bad = cli.call("run", "hello", "--project", "a b")
     assert bad.code == 2 and "invalid project name" in bad.err, bad
-    listing = cli.sub("conversations", "--json")  # the stdlib fast reader
+    listing = cli.call("conversations", "--json")  # the stdlib fast reader
     assert listing.code == 0, listing
     assert sorted(str(r["project"]) for r in json.loads(listing.out)["items"]) == ["alpha", "beta"]
-    assert "[alpha]" in cli.sub("conversations").out
+    assert "[alpha]" in cli.call("conversations").out
 
 
 async def test_a_version_3_database_gains_the_project_column(tmp_path: Path) -> None:

@@ -7,8 +7,9 @@ async with await Client.open() as client:
     result = await run.result()
 ```
 `open` builds the engine (`core/engine.py`) and plugs in what sits above it: the request
-recorder around every model (`replay/recording.py`) and the workflow graphs
-(`workflows/launch.py`).
+recorder around every model (`replay/recording.py`), the workflow graphs
+(`workflows/launch.py`) and long-term memory (`memory/`: the `memory_*` tools, their
+`memory` service and the graph's `BaseStore`).
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from typing import Any
 from ..agents.model import Model
 from ..core.engine import Engine
 from ..core.run.data import StoredData
-from ..memory.wiring import TOOLS as MEMORY_TOOLS
-from ..memory.wiring import plug_memory, unplug_memory
+from ..memory import MemoryStore
+from ..memory.tools import MEMORY_TOOLS
+from ..memory.wiring import KNOWLEDGE_TOOLS, plug_memory
 from ..replay.recording import recording
 from ..settings import Settings
 from ..workflows.launch import WorkflowGraphs
 from .knowledge import Knowledge
+from .memories import Memories
 from .nouns import Admin, Conversations, Runs, Workflows
 from .requests import Request
 from .run import RunResult
@@ -32,7 +35,8 @@ from .stored import Artifacts
 
 
 class Client:
-    """One process's way in: `runs`, `conversations`, `artifacts`, `workflows`, `knowledge`, `admin`, and
+    """One process's way in: `runs`, `conversations`, `artifacts`, `workflows`, `memories`,
+    `knowledge`, `admin`, and
     `run(request)` for a run's result in one call."""
 
     def __init__(self, engine: Engine) -> None:
@@ -43,6 +47,7 @@ class Client:
         self.artifacts = Artifacts(data)
         self.workflows = Workflows(engine, data)
         self.admin = Admin(engine, data)
+        self.memories = Memories(engine.services.extras["memory"])
         self.knowledge = Knowledge(engine)
 
     @classmethod
@@ -61,10 +66,13 @@ class Client:
         `hooks:`; `model` (a `Model`, e.g. `ScriptedModel`) answers for every agent instead of
         the configured endpoints, so no API key is needed."""
         engine = await Engine.open(
-            settings, extra_tools=[*MEMORY_TOOLS, *(extra_tools or [])], hooks=hooks,
+            settings, extra_tools=[*MEMORY_TOOLS, *KNOWLEDGE_TOOLS, *(extra_tools or [])], hooks=hooks,
             model_wrap=recording, graphs=[WorkflowGraphs()], **overrides,
         )
-        plug_memory(engine.services)  # recall, the memory store, the artifact indexer
+        memory = MemoryStore(engine.services.store, engine.services.settings.memory)
+        engine.services.extras["memory"] = memory  # the memory tools' service
+        engine.use_store(memory)  # and the graph's `get_store()`
+        plug_memory(engine.services)  # recall before the model call, the artifact indexer
         if model is not None:
             engine.services.use_model(model)
         return cls(engine)
@@ -81,8 +89,10 @@ class Client:
 
     async def aclose(self, *, cancel_running: bool = True) -> None:
         """Stop background runs (they stay resumable from their checkpoints) and close."""
-        await self._engine.aclose(cancel_running=cancel_running)
-        await unplug_memory(self._engine.services)
+        try:
+            await self._engine.aclose(cancel_running=cancel_running)
+        finally:
+            await self.memories.store.aclose()
 
     async def __aenter__(self) -> Client:
         return self

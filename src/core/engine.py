@@ -161,6 +161,13 @@ class Engine:
             raise
         return engine
 
+    def use_store(self, store: Any) -> None:
+        """Compile the chat graph with `store` (a LangGraph `BaseStore`, e.g. the long-term
+        memory of `artifactflow.memory`), so its nodes reach it with `get_store()`; the engine
+        takes it as a parameter and knows nothing of what it is."""
+        self.graph = self.graph.copy(update={"store": store})
+        self.rt.graph = self.graph
+
     async def aclose(self, *, cancel_running: bool = True) -> None:
         """Stop background runs (they stay resumable from their checkpoints) and close."""
         for handle in list(self.rt.runs.values()):

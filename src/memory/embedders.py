@@ -19,12 +19,14 @@ import asyncio
 import importlib.util
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from ..errors import ConfigError
+from .words import STOP_WORDS
 
 if TYPE_CHECKING:
     from ..settings.memory import MemorySettings
@@ -33,6 +35,8 @@ log = logging.getLogger("artifactflow.memory")
 
 WORDLLAMA_WEIGHTS = "weights/l2_supercat_256.safetensors"
 WORDLLAMA_TOKENIZER = "tokenizers/l2_supercat_tokenizer_config.json"
+WORDLLAMA_DIMS = 256
+_LOAD_LOCK = threading.Lock()
 
 
 class Embedder(Protocol):
@@ -52,7 +56,10 @@ def normalize(rows: np.ndarray) -> np.ndarray:
 
 
 class StaticEmbedder:
-    """wordllama's static embeddings, loaded from the installed wheel's files."""
+    """wordllama's static embeddings, read from the installed wheel's files on first use."""
+
+    dims: int | None = WORDLLAMA_DIMS
+    name = f"static:wordllama-{WORDLLAMA_DIMS}"
 
     def __init__(self) -> None:
         spec = importlib.util.find_spec("wordllama")  # locates the package without importing it
@@ -61,30 +68,53 @@ class StaticEmbedder:
                 "memory.embedder is 'static' but the wordllama package is not installed; "
                 "`pip install wordllama`, or set memory.embedder to 'openai' or 'none'"
             )
-        root = Path(next(iter(spec.submodule_search_locations)))
+        self.root = Path(next(iter(spec.submodule_search_locations)))
+        self.table: np.ndarray | None = None
+        self.skip: np.ndarray | None = None
+        self.tokenizer: Any = None
+
+    def load(self) -> None:
+        with _LOAD_LOCK:
+            if self.table is None:
+                self._load()
+
+    def _load(self) -> None:
         from safetensors.numpy import load_file
         from tokenizers import Tokenizer
 
-        self.table = np.ascontiguousarray(load_file(str(root / WORDLLAMA_WEIGHTS))["embedding.weight"], dtype=np.float32)
-        self.tokenizer = Tokenizer.from_file(str(root / WORDLLAMA_TOKENIZER))
-        self.tokenizer.no_padding()
-        self.tokenizer.no_truncation()
-        self.dims = int(self.table.shape[1])
-        self.name = f"static:wordllama-{self.dims}"
+        table = load_file(str(self.root / WORDLLAMA_WEIGHTS))["embedding.weight"]
+        tokenizer = Tokenizer.from_file(str(self.root / WORDLLAMA_TOKENIZER))
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        # function words carry no meaning of their own but dominate an average of a short
+        # text's tokens: they are left out of it (measured on tests/data: 16 → 17 of 20
+        # paraphrase targets in the top 3)
+        skip = np.zeros(table.shape[0], dtype=bool)
+        for token, index in tokenizer.get_vocab().items():
+            word = token.lstrip("\u2581").lower()
+            if index < skip.size and (word in STOP_WORDS or not any(c.isalnum() for c in word)):
+                skip[index] = True
+        self.tokenizer, self.skip = tokenizer, skip
+        self.table = np.ascontiguousarray(table, dtype=np.float32)
 
     def embed_sync(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dims), dtype=np.float32)
+        self.load()
+        assert self.table is not None and self.skip is not None
+        out = np.zeros((len(texts), self.table.shape[1]), dtype=np.float32)
         last = self.table.shape[0] - 1
         for row, encoding in enumerate(self.tokenizer.encode_batch(texts, add_special_tokens=False)):
             ids = np.clip(np.asarray(encoding.ids, dtype=np.int64), 0, last)
+            content = ids[~self.skip[ids]]
+            if content.size:
+                ids = content  # a text of function words only keeps them all
             if ids.size:
                 out[row] = self.table[ids].mean(axis=0)
         return normalize(out)
 
     async def embed(self, texts: list[str]) -> np.ndarray:
-        if len(texts) <= 8:  # a query or a save: well under a millisecond
+        if self.table is not None and len(texts) <= 8:  # a query or a save: well under 1 ms
             return self.embed_sync(texts)
-        return await asyncio.to_thread(self.embed_sync, texts)
+        return await asyncio.to_thread(self.embed_sync, texts)  # the first call loads (~1 s)
 
 
 class OpenAIEmbedder:
@@ -129,7 +159,7 @@ class NoEmbedder:
         raise RuntimeError("the 'none' embedder makes no vectors")
 
 
-_STATIC: list[StaticEmbedder] = []  # one table per process (16 MB), loaded on first use
+_STATIC: list[StaticEmbedder] = []  # one table per process (16 MB), loaded on first embed
 
 
 def make_embedder(settings: MemorySettings) -> Embedder | None:

@@ -164,6 +164,24 @@ def chunk_text(text: str, size: int, overlap: int) -> list[str]:
     return chunks
 
 
+def _read_all(paths: Sequence[str | Path]) -> list[tuple[str, str | None, str]]:
+    """`(resolved path, title, text)` of every file (a folder: its readable files, recursively)."""
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES)
+        else:
+            files.append(path)
+    if not files:
+        raise UserError("no readable files given (knowledge bases take " + ", ".join(SUFFIXES) + ")")
+    return [(str(f.resolve()), *read_document(f)) for f in files]
+
+
+def _resolved(sources: Sequence[str]) -> list[str]:
+    return [str(Path(s).expanduser().resolve()) for s in sources if not s.startswith("artifact:")]
+
+
 # --- the store side ---------------------------------------------------------------------------
 
 
@@ -186,19 +204,10 @@ class KnowledgeBases:
         self, paths: Sequence[str | Path], *, base: str | None = None, user_id: str | None = None
     ) -> list[Added]:
         """Ingest files (a folder: the readable files in it, recursively)."""
-        files: list[Path] = []
-        for raw in paths:
-            path = Path(raw).expanduser()
-            if path.is_dir():
-                files += sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES)
-            else:
-                files.append(path)
-        if not files:
-            raise UserError("no readable files given (knowledge bases take " + ", ".join(SUFFIXES) + ")")
-        documents = [(f, *(await asyncio.to_thread(read_document, f))) for f in files]
+        documents = await asyncio.to_thread(_read_all, paths)
         return [
-            await self.add_text(str(f.resolve()), text, title=title, base=base, user_id=user_id)
-            for f, title, text in documents
+            await self.add_text(source, text, title=title, base=base, user_id=user_id)
+            for source, title, text in documents
         ]
 
     async def add_text(
@@ -267,11 +276,8 @@ class KnowledgeBases:
 
         user = user_id or LOCAL_USER
         prefix = knowledge_namespace(user, base) if base else (user, "knowledge")
-        wanted: set[str] = set()
-        for source in sources:
-            wanted.add(_source_key(source))
-            if not source.startswith("artifact:"):
-                wanted.add(_source_key(str(Path(source).expanduser().resolve())))
+        wanted = {_source_key(source) for source in sources}
+        wanted |= {_source_key(resolved) for resolved in await asyncio.to_thread(_resolved, sources)}
         deleted = 0
         async with self.memory.store.transaction() as conn:
             rows = (await conn.execute(

@@ -3,13 +3,14 @@
 The query's words (lower-cased, English stop words dropped) are OR-ed, so a memory sharing any
 content word matches and more shared (rarer) words rank higher. FTS5 indexes with the Porter
 stemmer, PostgreSQL with the `english` configuration, so "deploying" finds "deployed" on both.
-Each returns `(id, score)` with higher = better; hybrid search divides by the best score of
-the query (search.py), so only the relative sizes matter.
+Each returns `(id, score)` with higher = better: the backend's score divided by the best of
+the query, times the share of the query's words the memory contains. The second factor keeps
+a memory that shares one common word with a long question (the best BM25 hit of a query
+that really matched nothing) from getting the whole lexical weight in hybrid search.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import sqlalchemy as sa
@@ -17,27 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..core.store.schema import MEMORY_FTS
 from .records import m
-
-STOP_WORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before
-    being below between both but by can could did do does doing down during each few for from
-    further had has have having he her here hers herself him himself his how i if in into is it
-    its itself just me more most my myself no nor not now of off on once only or other our ours
-    ourselves out over own same she should so some such than that the their theirs them
-    themselves then there these they this those through to too under until up very was we were
-    what when where which while who whom why will with would you your yours yourself
-    yourselves""".split()
-)
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def terms(query: str) -> list[str]:
-    """The query's content words, in order, once each."""
-    seen: dict[str, None] = {}
-    for word in _WORD.findall(query.lower()):
-        if word not in STOP_WORDS and word not in seen:
-            seen[word] = None
-    return list(seen)[:32]
+from .words import coverage, terms
 
 
 async def lexical_scores(
@@ -51,7 +32,7 @@ async def lexical_scores(
         fts = sa.table(MEMORY_FTS, sa.column("rowid"))
         rank = sa.func.bm25(sa.literal_column(MEMORY_FTS))  # negative: lower is better
         statement = (
-            sa.select(m.c.id, (-rank).label("score"))
+            sa.select(m.c.id, (-rank).label("score"), m.c.text)
             .select_from(fts.join(m, m.c.seq == fts.c.rowid))
             .where(sa.literal_column(MEMORY_FTS).op("MATCH")(match), m.c.namespace.in_(list(namespaces)))
             .order_by(rank)
@@ -62,9 +43,13 @@ async def lexical_scores(
         tsv = sa.literal_column("af_memories.tsv")
         rank = sa.func.ts_rank(tsv, tsquery)
         statement = (
-            sa.select(m.c.id, rank.label("score"))
+            sa.select(m.c.id, rank.label("score"), m.c.text)
             .where(tsv.op("@@")(tsquery), m.c.namespace.in_(list(namespaces)))
             .order_by(rank.desc())
             .limit(limit)
         )
-    return [(row[0], float(row[1])) for row in (await conn.execute(statement)).all()]
+    rows = (await conn.execute(statement)).all()
+    best = max((float(row[1]) for row in rows), default=0.0)
+    if best <= 0:
+        return []
+    return [(row[0], float(row[1]) / best * coverage(words, row[2])) for row in rows]

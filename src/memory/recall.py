@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..core.recall import RecallRequest, Recalled
+from ..core.recall import Recalled, RecallRequest
 from .knowledge import knowledge_namespace, source_of
 from .profiles import fit, ordered, profile_named, relevant
 from .store import LOCAL_USER, MemoryStore

@@ -2,13 +2,16 @@
 without an embedder) rank the candidates of a search. Weights are `memory.weights`
 (docs/memory.md):
 
-    hybrid = w_sem · cosine + w_lex · bm25 / best_bm25_of_query + w_rec · 0.5^(age / half_life)
+    hybrid = w_sem · cosine + w_lex · lexical + w_rec · 0.5^(age / half_life)
+    lexical = bm25 / best_bm25_of_query · share_of_query_words_matched     (lexical.py)
 
-The lexical part is weighted, not rank-fused: with plain reciprocal-rank fusion a query whose
-words miss its target (a paraphrase) lets lexical look-alikes outrank what the vectors found
-(measured in issue 24: fusion 9/20 in the top 3 against vectors' 15/20). Here a lexical miss
-costs nothing; a lexical hit (an exact name, a code) adds up to `w_lex`, enough to lift it
-over near-ties in cosine.
+Defaults 0.85 / 0.10 / 0.05, half-life 30 days. The lexical part is weighted, not rank-fused:
+with plain reciprocal-rank fusion a query whose words miss its target (a paraphrase) lets
+lexical look-alikes outrank what the vectors found (measured in issue 24: fusion 9/20 in the
+top 3 against vectors' 15/20). Here a lexical miss costs nothing, and a hit (an exact name, a
+code) adds up to `w_lex`, enough to settle near-ties in cosine. On tests/data's 200 memories,
+w_lex 0.10 keeps the vectors' 17/20 on paraphrases with no shared word, where 0.2 drops to
+15/20 (tests/test_memory_ranking.py).
 """
 
 from __future__ import annotations
@@ -57,18 +60,15 @@ def recency(updated_at: np.ndarray, weights: SearchWeights, now: float | None = 
 
 
 def lexical_vector(candidates: Candidates, lexical: list[tuple[str, float]]) -> np.ndarray:
-    """BM25 per candidate, divided by the query's best (0 where it did not match)."""
+    """The lexical score (0..1, lexical.py) per candidate, 0 where it did not match."""
     out = np.zeros(candidates.size, dtype=np.float64)
     if not lexical:
-        return out
-    best = max(score for _, score in lexical)
-    if best <= 0:
         return out
     where = {id_: i for i, id_ in enumerate(candidates.ids)}
     for id_, score in lexical:
         i = where.get(id_)
         if i is not None:
-            out[i] = score / best
+            out[i] = score
     return out
 
 

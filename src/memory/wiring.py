@@ -9,26 +9,19 @@ from typing import TYPE_CHECKING
 
 from .knowledge_tools import KNOWLEDGE_TOOLS, ArtifactIndexer
 from .recall import MemoryRecaller, memory_store
-from .store import MemoryStore
 
 if TYPE_CHECKING:
     from ..core.context import Services
 
-TOOLS = KNOWLEDGE_TOOLS
+__all__ = ["KNOWLEDGE_TOOLS", "plug_memory"]
 
 
 def plug_memory(services: Services) -> None:
     settings = services.settings
     services.recaller = MemoryRecaller(services)
-    tool_names = {t.name for t in TOOLS}
+    tool_names = {t.name for t in KNOWLEDGE_TOOLS}
     listed = any(tool_names & set(agent.tools) for agent in services.agents.values())
     if settings.memory.recall or settings.knowledge.inject or settings.knowledge.index_artifacts or listed:
         memory_store(services)  # loads the embedder once, now rather than in the first run
     if settings.knowledge.index_artifacts:
         services.hooks.add(ArtifactIndexer(services))
-
-
-async def unplug_memory(services: Services) -> None:
-    memory = services.extras.get("memory")
-    if isinstance(memory, MemoryStore):
-        await memory.aclose()

@@ -8,7 +8,7 @@ memory:
     base_url: http://127.0.0.1:8080/v1
     model: text-embedding-3-small
     api_key_env: OPENAI_API_KEY
-  weights: {semantic: 0.7, lexical: 0.25, recency: 0.05}
+  weights: {semantic: 0.85, lexical: 0.10, recency: 0.05, half_life_days: 30}
 ```
 """
 
@@ -33,8 +33,8 @@ class SearchWeights(BaseModel):
     """How hybrid search adds its parts (docs/memory.md): cosine similarity, BM25 divided by
     the best BM25 of the query, and a recency decay (1 for now, 0.5 after `half_life_days`)."""
 
-    semantic: float = Field(default=0.7, ge=0)
-    lexical: float = Field(default=0.25, ge=0)
+    semantic: float = Field(default=0.85, ge=0)
+    lexical: float = Field(default=0.10, ge=0)
     recency: float = Field(default=0.05, ge=0)
     half_life_days: float = Field(default=30.0, gt=0)
 

@@ -1,0 +1,46 @@
+"""Words: the stop words left out of queries and static embeddings, and a light stemmer for
+telling which of a query's words a text contains (hybrid search's lexical coverage)."""
+
+from __future__ import annotations
+
+import re
+
+STOP_WORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers herself him himself his how i if in into is it
+    its itself just me more most my myself no nor not now of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself
+    yourselves""".split()
+)
+_WORD = re.compile(r"\w+", re.UNICODE)
+_SUFFIXES = ("ingly", "edly", "ing", "ies", "ied", "ed", "es", "ly", "s")
+
+
+def terms(query: str) -> list[str]:
+    """The query's content words, in order, once each."""
+    seen: dict[str, None] = {}
+    for word in _WORD.findall(query.lower()):
+        if word not in STOP_WORDS and word not in seen:
+            seen[word] = None
+    return list(seen)[:32]
+
+
+
+
+def stem(word: str) -> str:
+    """A crude stem: enough to see "deploys" and "deployed" share "deploy"."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def coverage(query_terms: list[str], text: str) -> float:
+    """The share of `query_terms` (stemmed) that `text` contains."""
+    if not query_terms:
+        return 0.0
+    present = {stem(w) for w in _WORD.findall(text.lower())}
+    return sum(stem(w) in present for w in query_terms) / len(query_terms)
