@@ -140,3 +140,29 @@ def append_line(path: str, text: str) -> str:
         handle.write(text + "\\n")
     return "appended"
 '''
+
+
+async def test_a_subagent_recalls_when_its_file_asks(
+    make_client: Any, llm: ScriptedLLM, tmp_path: Any
+) -> None:
+    from conftest import make_config, write_agent
+
+    config = make_config(tmp_path, lead_tools=["call_subagent"], subagents={"researcher": []})
+    write_agent(config / "agents", "researcher", description="researcher does research",
+                prompt="You are researcher, a subagent.", extra="recall: true\nmemory_profile: compact\n")
+    af = await make_client(config_dir=config)  # memory.recall off: the lead recalls nothing
+    teal = await memory_store(af.admin.services).add_memory((LOCAL_USER, "global"), TEAL)
+    llm.script(
+        ToolCalls([Call("call_subagent", {"agent_name": "researcher",
+                                          "instruction": "Find the favourite design colour"}, id="d1")]),
+        Text("teal"),
+        Text("The colour is teal."),
+    )
+    result = await af.run("Which colour do we use in designs?")
+    lead_first, sub_first, lead_last = llm.requests
+    assert recalled_section(lead_first) is None and recalled_section(lead_last) is None
+    section = recalled_section(sub_first)
+    assert section is not None and "teal" in section and 'profile="compact"' in section
+    (event,) = recalled_events(result)
+    assert event.ids == [teal.id] and event.profile == "compact" and event.mode == "recency"
+    assert event.invocation and event.invocation != "lead"
