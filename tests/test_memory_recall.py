@@ -166,3 +166,36 @@ async def test_a_subagent_recalls_when_its_file_asks(
     (event,) = recalled_events(result)
     assert event.ids == [teal.id] and event.profile == "compact" and event.mode == "recency"
     assert event.invocation and event.invocation != "lead"
+
+
+WORKFLOW = """\
+name: colours
+input: {type: object}
+nodes:
+  - {id: start, role: start}
+  - {id: plain, role: linear, kind: agent, agent: designer, instruction: "Name the favourite design colour"}
+  - {id: recalled, role: linear, kind: agent, agent: designer, instruction: "Name the favourite design colour", memory_profile: comprehensive}
+  - {id: done, role: exit}
+edges:
+  - {from: start, to: plain}
+  - {from: plain, to: recalled}
+  - {from: recalled, to: done}
+"""
+
+
+async def test_a_workflow_node_names_its_profile(make_client: Any, llm: ScriptedLLM, tmp_path: Any) -> None:
+    from wf_helpers import workflow_config
+
+    from artifactflow import WorkflowTask
+
+    config = workflow_config(tmp_path, {"colours": WORKFLOW}, agents={"designer": []})
+    af = await make_client(config_dir=config)
+    teal = await memory_store(af.admin.services).add_memory((LOCAL_USER, "global"), TEAL)
+    llm.script(Text("no idea"), Text("teal"))
+    result = await af.run(WorkflowTask("colours", {}))
+    plain, recalled = llm.requests
+    assert recalled_section(plain) is None
+    section = recalled_section(recalled)
+    assert section is not None and "teal" in section and 'profile="comprehensive"' in section
+    (event,) = recalled_events(result)
+    assert event.ids == [teal.id] and event.mode == "semantic" and event.budget == 8000
