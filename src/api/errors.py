@@ -25,6 +25,7 @@ from ..errors import (
     ConfigError,
     InvalidResumeError,
     LLMError,
+    MemoryTextError,
     MissingCredentialsError,
     NotFoundError,
     ResumeConflictError,
@@ -54,6 +55,7 @@ LIBRARY_ERRORS: list[tuple[type[ArtifactFlowError], int, str]] = [
     (ArtifactConflictError, 409, "conflict"),
     (InvalidResumeError, 422, "invalid_resume"),
     (WorkflowInputError, 422, "validation_error"),  # as a body failing its published schema
+    (MemoryTextError, 422, "validation_error"),  # empty or over `memory.max_chars`
     (MissingCredentialsError, 503, "model_not_configured"),
     (ConfigError, 500, "config_error"),
     (UserError, 400, "bad_request"),

@@ -92,6 +92,7 @@ async def bump(conn: AsyncConnection, namespace: str) -> None:
 async def insert(
     conn: AsyncConnection, *, id: str, namespace: tuple[str, ...], key: str, value: dict[str, Any],
     text: str, embedder: str | None, vector: bytes | None, now: float | None = None,
+    bump_version: bool = True,
 ) -> None:
     now = time.time() if now is None else now
     ns = ns_key(namespace)
@@ -100,7 +101,8 @@ async def insert(
         value=orjson.dumps(value).decode(), text=text, embedder=embedder, vector=vector,
         created_at=now, updated_at=now,
     ))
-    await bump(conn, ns)
+    if bump_version:  # else the caller bumps once for many rows
+        await bump(conn, ns)
 
 
 async def update(

@@ -163,6 +163,28 @@ class MemoryStore(BaseStore):
                                  text=text, embedder=embedder, vector=vector)
         return SavedMemory(memory_id, namespace, deduped=False)
 
+    async def add_many(
+        self, namespace: tuple[str, ...], texts: Sequence[str], *, metadata: Sequence[dict[str, Any]] | None = None,
+        batch: int = 512,
+    ) -> list[str]:
+        """Store many texts in `namespace` without de-duplication (an import, a knowledge
+        base's chunks): embedded in batches, written in one transaction per batch. Their ids."""
+        checked = [self.check_text(text) for text in texts]
+        ids: list[str] = []
+        for start in range(0, len(checked), batch):
+            chunk = checked[start : start + batch]
+            embedder, vectors = await self._vectors(chunk)
+            extra = metadata[start : start + batch] if metadata is not None else [{}] * len(chunk)
+            async with self.store.transaction() as conn:
+                for text, vector, more in zip(chunk, vectors, extra, strict=True):
+                    memory_id = uuid.uuid4().hex
+                    await records.insert(conn, id=memory_id, namespace=namespace, key=memory_id,
+                                         value={"text": text, **more}, text=text, embedder=embedder,
+                                         vector=vector, bump_version=False)
+                    ids.append(memory_id)
+                await records.bump(conn, ns_key(namespace))
+        return ids
+
     async def _near_duplicate(self, conn: Any, namespace: tuple[str, ...], text: str, vector: bytes | None) -> MemoryRow | None:
         if vector is None or self.embedder is None:
             row = (await conn.execute(

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 
+from .embeddings import embeddings_body
 from .quirks import Quirks, argument_delta, request_refusal, streams_nothing
 from .responses import (
     NO_RESPONSE_MESSAGE,
@@ -134,6 +135,9 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0].rstrip("/")
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        if path == "/v1/embeddings":
+            self._embeddings(raw)
+            return
         if path != "/v1/chat/completions":
             self.llm._record_unexpected(Unexpected(self.path, f"unknown path POST {self.path}"))
             self._send_error(404, f"ScriptedLLM: unknown path POST {self.path}")
@@ -167,6 +171,15 @@ class _Handler(BaseHTTPRequestHandler):
             if self._refuse(response.quirks, body):
                 return
         self._answer(body, response)
+
+    def _embeddings(self, raw: bytes) -> None:
+        try:
+            body = embeddings_body(json.loads(raw or b"{}"), self.llm.embedding_dims)
+        except (ValueError, TypeError, AttributeError) as exc:
+            self._send_error(400, f"ScriptedLLM: invalid embeddings request: {exc}")
+            return
+        self.llm._record_embeddings(len(body["data"]))
+        self._send_json(200, body)
 
     def _refuse(self, quirks: Quirks, body: dict[str, Any]) -> bool:
         refusal = request_refusal(quirks, body)

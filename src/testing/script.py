@@ -43,6 +43,11 @@ class _Listing(Generic[T]):
 class Script:
     """Responses to give and requests received; shared by the test and the handler threads."""
 
+    def _record_embeddings(self, texts: int) -> None:
+        with self._lock:
+            self.embedding_requests += 1
+            self.embedded_texts += texts
+
     def __init__(
         self,
         *responses: Response,
@@ -70,6 +75,9 @@ class Script:
         self._headers: list[dict[str, str]] = []
         self._unexpected: list[Unexpected] = []
         self._disconnects = 0
+        self.embedding_dims = 384  # `/v1/embeddings` vectors (embeddings.py)
+        self.embedded_texts = 0  # texts embedded by `/v1/embeddings` so far
+        self.embedding_requests = 0
         self._call_ids = itertools.count(1)
         self._completion_ids = itertools.count(1)
 

@@ -50,6 +50,10 @@ figure in ``llm.rejected``; otherwise ``usage.prompt_tokens`` is that same figur
 recorded in ``llm.accepted_prompt_tokens``. ``request_sizes`` and ``request_times`` (body
 bytes and arrival ``perf_counter``) are kept for benchmarks.
 
+It also answers ``/v1/embeddings`` with deterministic word-hash vectors (``embeddings``), for
+code that calls an OpenAI-compatible embeddings endpoint; ``embedding_requests`` and
+``embedded_texts`` count them.
+
 The parts, each in its own module: ``responses`` (what can be scripted), ``usage`` (token
 figures and error bodies), ``script`` (the queue and the record, shared with the handler
 threads), ``handler`` (the HTTP side); this module adds the server's lifetime.

@@ -1,0 +1,97 @@
+"""Long-term memories of the calling user (docs/memory.md): add, list, search, get, delete.
+
+Per user like every other resource: another user's memory id answers 404 exactly like a
+missing one. Empty or over-long text (`memory.max_chars`) answers 422 with nothing stored.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, Depends, Query, Response
+from pydantic import BaseModel, Field
+
+from .auth import Caller, caller
+from .deps import MAX_INT, error_docs
+from .models import NulFree
+
+router = APIRouter(prefix="/memories", tags=["memories"])
+CallerDep = Depends(caller)
+
+
+class MemoryCreate(BaseModel):
+    text: NulFree = Field(min_length=1, description="The memory (at most `memory.max_chars` characters)")
+    scope: Literal["global", "project", "conversation"] = "global"
+    project: NulFree | None = Field(None, max_length=200, description="For scope `project`")
+    conversation_id: NulFree | None = Field(None, max_length=64, description="For scope `conversation`")
+
+
+class MemorySaved(BaseModel):
+    id: str
+    namespace: list[str]
+    deduped: bool = Field(description="A near-duplicate in the same scope was updated instead")
+
+
+class Memory(BaseModel):
+    id: str
+    namespace: list[str] = Field(description="[user, scope, project or conversation id]")
+    text: str
+    score: float = Field(description="Search score (0 in lists)")
+    created_at: float
+    updated_at: float
+
+
+class MemoryPage(BaseModel):
+    items: list[Memory]
+    limit: int
+    offset: int
+
+
+class MemorySearch(BaseModel):
+    mode: str = Field(description="The mode that ran: recency, semantic, hybrid, or lexical (no embedder)")
+    hits: list[Memory]
+
+
+@router.post("", status_code=201, response_model=MemorySaved, responses=error_docs(404))
+async def add_memory(body: MemoryCreate, caller: Caller = CallerDep) -> MemorySaved:
+    """Save a memory; a near-duplicate in the same scope is updated and the answer says `deduped`."""
+    saved = await caller.client.memories.add(
+        body.text, scope=body.scope, project=body.project, conversation_id=body.conversation_id,
+        user_id=caller.user,
+    )
+    return MemorySaved.model_validate(saved.to_dict())
+
+
+@router.get("", response_model=MemoryPage, responses=error_docs())
+async def list_memories(
+    limit: int = Query(100, ge=1, le=1000),
+    offset: int = Query(0, ge=0, le=MAX_INT),
+    caller: Caller = CallerDep,
+) -> MemoryPage:
+    """Your memories, newest first."""
+    hits = await caller.client.memories.list(user_id=caller.user, limit=limit, offset=offset)
+    return MemoryPage(items=[Memory.model_validate(h.to_dict()) for h in hits], limit=limit, offset=offset)
+
+
+@router.get("/search", response_model=MemorySearch, responses=error_docs())
+async def search_memories(
+    q: NulFree = Query(..., max_length=4000, description="What to look for"),
+    mode: Literal["hybrid", "semantic", "recency"] = Query("hybrid"),
+    limit: int = Query(10, ge=1, le=200),
+    caller: Caller = CallerDep,
+) -> MemorySearch:
+    """Your best memories for `q`; `mode` in the answer is the one that ran."""
+    found = await caller.client.memories.search(q, mode=mode, limit=limit, user_id=caller.user)
+    return MemorySearch.model_validate(found.to_dict())
+
+
+@router.get("/{memory_id}", response_model=Memory, responses=error_docs(404))
+async def get_memory(memory_id: str, caller: Caller = CallerDep) -> Memory:
+    return Memory.model_validate((await caller.client.memories.get(memory_id, user_id=caller.user)).to_dict())
+
+
+@router.delete("/{memory_id}", status_code=204, responses=error_docs(404))
+async def delete_memory(memory_id: str, caller: Caller = CallerDep) -> Response:
+    """Forget a memory."""
+    await caller.client.memories.forget(memory_id, user_id=caller.user)
+    return Response(status_code=204)
