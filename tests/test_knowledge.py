@@ -146,3 +146,22 @@ def test_cli_knowledge_add_list_remove(
     refused = cli.call("knowledge", "add", str(bad))
     assert refused.code == 2 and "cannot read .png" in refused.err, refused
     assert cli.call("knowledge", "add", str(guide), "--base", "no.dots").code == 2
+
+
+async def test_knowledge_rows_on_both_backends(store: Any) -> None:
+    """Add, replace, list, search and remove on SQLite and PostgreSQL (one code path)."""
+    from artifactflow.memory import MemoryStore
+    from artifactflow.memory.knowledge import KnowledgeBases
+    from artifactflow.settings.knowledge import KnowledgeSettings
+
+    bases = KnowledgeBases(MemoryStore(store), KnowledgeSettings(chunk_chars=300, chunk_overlap=0))
+    first = await bases.add_text("/docs/guide.md", GUIDE, title="Operations guide", base="ops", user_id="u1")
+    again = await bases.add_text("/docs/guide.md", GUIDE.replace("35 days", "90 days"), base="ops", user_id="u1")
+    assert (first.status, again.status) == ("added", "replaced") and first.chunks > 1
+    await bases.add_text("/docs/other.md", "Nothing about backups here at all.", base="ops", user_id="u2")
+    (doc,) = await bases.list(user_id="u1")
+    assert doc.chunks == again.chunks and doc.base == "ops"
+    found = await bases.search("how long are backups kept", user_id="u1")
+    assert "90 days" in found.hits[0].text and all(h.namespace[0] == "u1" for h in found.hits)
+    assert await bases.remove(["/docs/guide.md"], user_id="u1") == again.chunks
+    assert await bases.list(user_id="u1") == [] and len(await bases.list(user_id="u2")) == 1

@@ -88,16 +88,26 @@ def test_cli_run_project_and_listing(
     assert "[alpha]" in cli.call("conversations").out
 
 
-async def test_a_version_3_database_gains_the_project_column(tmp_path: Path) -> None:
-    path = tmp_path / "old.db"
-    store = await AppStore.open(None, sqlite_path=path)
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_a_version_4_database_gains_the_project_column(tmp_path: Path, backend: str) -> None:
+    from contextlib import AsyncExitStack
+
+    from pg import fresh_database
+
+    async with AsyncExitStack() as stack:
+        url = await stack.enter_async_context(fresh_database()) if backend == "postgres" else None
+        await _upgrades_from_4(url, tmp_path / "old.db")
+
+
+async def _upgrades_from_4(url: str | None, path: Path) -> None:
+    store = await AppStore.open(url, sqlite_path=path)
     conversation = await store.create_conversation()
-    async with store.engine.begin() as conn:  # make it what version 3 created
+    async with store.engine.begin() as conn:  # make it what version 4 created
         await conn.execute(sa.text("DROP INDEX ix_af_conversations_project"))
         await conn.execute(sa.text("ALTER TABLE af_conversations DROP COLUMN project"))
-        await conn.execute(t.meta.update().where(t.meta.c.key == "schema").values(value="3"))
+        await conn.execute(t.meta.update().where(t.meta.c.key == "schema").values(value="4"))
     await store.close()
-    store = await AppStore.open(None, sqlite_path=path)
+    store = await AppStore.open(url, sqlite_path=path)
     try:
         assert await store.schema_version() == t.SCHEMA_VERSION
         old = await store.get_conversation(conversation["id"])
