@@ -199,3 +199,15 @@ async def test_a_workflow_node_names_its_profile(make_client: Any, llm: Scripted
     assert section is not None and "teal" in section and 'profile="comprehensive"' in section
     (event,) = recalled_events(result)
     assert event.ids == [teal.id] and event.mode == "semantic" and event.budget == 8000
+
+
+async def test_one_users_memories_never_reach_another_users_run(make_client: Any, llm: ScriptedLLM) -> None:
+    af = await make_client(yaml_text=RECALL)
+    memory = memory_store(af.admin.services)
+    mine = await memory.add_memory(("alice", "global"), TEAL)
+    llm.script(Text("teal"), Text("no idea"))
+    alice = await af.run("Which colour should the new logo use for our designs?", user_id="alice")
+    bob = await af.run("Which colour should the new logo use for our designs?", user_id="bob")
+    assert "teal" in (recalled_section(llm.requests[0]) or "")
+    assert recalled_section(llm.requests[1]) is None
+    assert recalled_events(alice)[0].ids == [mine.id] and not recalled_events(bob)
