@@ -47,9 +47,8 @@ def write_docs(folder: Path) -> tuple[Path, Path]:
 
 
 def section_of(request: dict[str, Any]) -> str:
-    found = [m["content"] for m in request["messages"]
-             if m["role"] == "system" and m["content"].startswith("<recalled_context")]
-    return found[0] if found else ""
+    system = request["messages"][0]["content"]
+    return system[system.find("<recalled_context"):] if "<recalled_context" in system else ""
 
 
 async def test_injected_chunks_answer_from_markdown_and_pdf(

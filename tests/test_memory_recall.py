@@ -27,9 +27,11 @@ def system_texts(request: dict[str, Any]) -> list[str]:
 
 
 def recalled_section(request: dict[str, Any]) -> str | None:
-    found = [t for t in system_texts(request) if t.startswith("<recalled_context")]
-    assert len(found) <= 1, "recall injects one section"
-    return found[0] if found else None
+    """The recalled section, from the request's one system message (checked: only one)."""
+    (system,) = system_texts(request)
+    assert system.count("<recalled_context") <= 1, "recall injects one section"
+    start = system.find("<recalled_context")
+    return None if start < 0 else system[start:]
 
 
 def recalled_events(result: Any) -> list[MemoryRecalledData]:

@@ -2,8 +2,9 @@
 
 The engine knows nothing of memory (layers: `memory` sits above `core`). The facade hands it a
 `Recaller` on `Services.recaller`; before an agent invocation's first model call of a message
-the agent node asks it for a section (`Recalled`) and puts that section in the request as one
-system message, right after the agent's own system prompt.
+the agent node asks it for a section (`Recalled`) and appends that section, delimited by its
+tags, to the request's system message. One system message, not a second one: chat templates
+of local models (llama.cpp, Ollama) often accept a system message only at the start.
 
 Exactly once. LangGraph re-runs a node from its first line on resume, and a recovered run
 re-runs the node its process died in; an agent's later rounds must see the same section as
@@ -102,7 +103,8 @@ class Recaller(Protocol):
         ...
 
 
-async def recall_messages(
+async def with_recall(
+    fixed: list[ChatMessage],
     context: Any,  # RunContext (core/context.py imports this module)
     spec: AgentSpec,
     invocation: str,
@@ -114,20 +116,26 @@ async def recall_messages(
     lead: bool,
     profile: str | None = None,
 ) -> list[ChatMessage]:
-    """The recalled section for this invocation as a system message ([] when recall is off
-    or found nothing). `first`: this is the invocation's first model call of the message,
-    the only one that may run the search."""
+    """`fixed` (the agent's system message first) with the invocation's recalled section
+    appended to its system message; `fixed` itself when recall is off or found nothing.
+    `first`: this is the invocation's first model call of the message, the only one that may
+    run the search."""
     svc = context.services
     recaller: Recaller | None = svc.recaller
     if recaller is None or not recaller.wants(spec, lead=lead, profile=profile):
-        return []
+        return fixed
     cache: dict[str, Recalled | None] = context.window.setdefault("recall", {})
     if invocation not in cache:
         cache[invocation] = await _once(context, recaller, spec, invocation, query,
                                         first=first, emit=emit, agent=agent, lead=lead,
                                         profile=profile)
     found = cache[invocation]
-    return [{"role": "system", "content": found.text}] if found and found.text else []
+    if not found or not found.text:
+        return fixed
+    if fixed and fixed[0]["role"] == "system":
+        system: ChatMessage = {**fixed[0], "content": f"{fixed[0].get('content') or ''}\n\n{found.text}"}
+        return [system, *fixed[1:]]
+    return [{"role": "system", "content": found.text}, *fixed]
 
 
 async def _once(

@@ -1,5 +1,5 @@
 """Context profiles: look up the profile, fit what the search found to its token budget, order
-it, and render the one system section recall injects.
+it, and render the one delimited section recall appends to the system message.
 
 A profile (`memory.profiles`, settings/recall.py) is a token budget, a search policy (`mode`)
 and a candidate limit. Relevance: semantic and hybrid scores are cut at the profile's
