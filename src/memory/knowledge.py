@@ -231,15 +231,17 @@ class KnowledgeBases:
             return Added(source, base, "unchanged", len(old), digest, title)
         embedder, vectors = await self.memory._vectors(pieces)
         now = time.time()
-        async with self.memory.store.transaction() as conn:
-            for row in old:
-                await records.delete(conn, row.seq, namespace)
+        async with self.memory.store.transaction() as conn:  # one version bump for it all
+            if old:
+                await conn.execute(m.delete().where(m.c.seq.in_([row.seq for row in old])))
             for index, (piece, vector) in enumerate(zip(pieces, vectors, strict=True)):
                 key = f"{prefix}{digest[:16]}:{index}"
                 value = {"text": piece, "source": source, "title": title, "sha256": digest,
                          "chunk": index, "chunks": len(pieces), "kind": "knowledge"}
                 await records.insert(conn, id=_chunk_id(namespace, key), namespace=namespace, key=key,
-                                     value=value, text=piece, embedder=embedder, vector=vector, now=now)
+                                     value=value, text=piece, embedder=embedder, vector=vector, now=now,
+                                     bump_version=False)
+            await records.bump(conn, ns_key(namespace))
         return Added(source, base, "replaced" if old else "added", len(pieces), digest, title)
 
     async def list(self, *, base: str | None = None, user_id: str | None = None) -> list[Document]:
@@ -278,17 +280,18 @@ class KnowledgeBases:
         prefix = knowledge_namespace(user, base) if base else (user, "knowledge")
         wanted = {_source_key(source) for source in sources}
         wanted |= {_source_key(resolved) for resolved in await asyncio.to_thread(_resolved, sources)}
-        deleted = 0
         async with self.memory.store.transaction() as conn:
             rows = (await conn.execute(
                 sa.select(m.c.seq, m.c.namespace, m.c.key).where(
                     m.c.user_id == user, records.under(m.c.namespace, [ns_key(prefix)])
                 )
             )).all()
-            for row in rows:
-                if row.key.split(":", 1)[0] in wanted:
-                    await records.delete(conn, row.seq, records.ns_tuple(row.namespace))
-                    deleted += 1
+            gone = [row for row in rows if row.key.split(":", 1)[0] in wanted]
+            if gone:
+                await conn.execute(m.delete().where(m.c.seq.in_([row.seq for row in gone])))
+                for namespace in {row.namespace for row in gone}:
+                    await records.bump(conn, namespace)
+            deleted = len(gone)
         return deleted
 
     async def search(
