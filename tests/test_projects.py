@@ -66,6 +66,9 @@ async def test_http_chat_takes_a_project_and_lists_it(make_client: Any, llm: Scr
         await af.admin.wait(response.json()["message_id"])
         page = (await http.get("/api/v1/conversations")).json()
         assert [item["project"] for item in page["items"]] == ["web-1"]
+        other = (await http.get("/api/v1/conversations", params={"project": "other"})).json()
+        assert other["items"] == [] and other["total"] == 0
+        assert (await http.get("/api/v1/conversations", params={"project": "a b"})).status_code == 422
         tree = (await http.get(f"/api/v1/conversations/{response.json()['conversation_id']}")).json()
         assert tree["project"] == "web-1"
 
@@ -86,6 +89,9 @@ def test_cli_run_project_and_listing(
     assert listing.code == 0, listing
     assert sorted(str(r["project"]) for r in json.loads(listing.out)["items"]) == ["alpha", "beta"]
     assert "[alpha]" in cli.call("conversations").out
+    only = json.loads(cli.call("conversations", "--project", "beta", "--json").out)
+    assert [r["project"] for r in only["items"]] == ["beta"] and only["total"] == 1
+    assert cli.call("conversations", "--project", "a/b").code == 2
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])

@@ -70,10 +70,12 @@ class ConversationRecords(UnitOfWork):
             query = query.where(t.conversations.c.project == project)
         return await self.fetch_all(query.limit(limit).offset(offset), ConversationRow)
 
-    async def count_conversations(self, *, user_id: str | None = None) -> int:
+    async def count_conversations(self, *, user_id: str | None = None, project: str | None = None) -> int:
         query = sa.select(sa.func.count()).select_from(t.conversations)
         if user_id is not None:
             query = query.where(t.conversations.c.user_id == user_id)
+        if project is not None:
+            query = query.where(t.conversations.c.project == project)
         return int(await self.fetch_value(query))
 
     async def touch_conversation(
