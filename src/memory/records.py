@@ -23,6 +23,7 @@ from ..core.store import schema as t
 SEP = "."
 m = t.memories
 ns_table = t.memory_namespaces
+changes = t.memory_changes
 
 
 def ns_key(namespace: Sequence[str]) -> str:
@@ -71,38 +72,54 @@ ROW_COLUMNS = (m.c.seq, m.c.id, m.c.namespace, m.c.key, m.c.value, m.c.text, m.c
                m.c.vector, m.c.created_at, m.c.updated_at)
 
 
-async def bump(conn: AsyncConnection, namespace: str) -> None:
-    """Move `namespace`'s version on (creating its row), inside the caller's transaction."""
-    done = await conn.execute(
-        ns_table.update().where(ns_table.c.namespace == namespace).values(version=ns_table.c.version + 1)
+async def bump(conn: AsyncConnection, namespace: str, seqs: Iterable[int]) -> None:
+    """Move `namespace`'s version on (creating its row) and log the rows `seqs` it changed,
+    inside the caller's transaction."""
+    version = await _next_version(conn, namespace)
+    rows = [{"namespace": namespace, "version": version, "seq": seq} for seq in sorted(set(seqs))]
+    if rows:
+        await conn.execute(changes.insert(), rows)
+    if version > t.MEMORY_CHANGES_KEPT and version % 16 == 0:  # prune now and then
+        await conn.execute(changes.delete().where(
+            changes.c.namespace == namespace, changes.c.version <= version - t.MEMORY_CHANGES_KEPT
+        ))
+
+
+async def _next_version(conn: AsyncConnection, namespace: str) -> int:
+    step = (
+        ns_table.update().where(ns_table.c.namespace == namespace)
+        .values(version=ns_table.c.version + 1).returning(ns_table.c.version)
     )
-    if done.rowcount:
-        return
+    row = (await conn.execute(step)).first()
+    if row is not None:
+        return int(row[0])
     try:
         async with conn.begin_nested():  # another worker may create it at the same moment
             await conn.execute(
                 ns_table.insert().values(namespace=namespace, user_id=ns_tuple(namespace)[0], version=1)
             )
+        return 1
     except sqlalchemy.exc.IntegrityError:
-        await conn.execute(
-            ns_table.update().where(ns_table.c.namespace == namespace).values(version=ns_table.c.version + 1)
-        )
+        return int((await conn.execute(step)).scalar_one())
 
 
 async def insert(
     conn: AsyncConnection, *, id: str, namespace: tuple[str, ...], key: str, value: dict[str, Any],
     text: str, embedder: str | None, vector: bytes | None, now: float | None = None,
     bump_version: bool = True,
-) -> None:
+) -> int:
+    """Insert a row; its `seq`. `bump_version=False`: the caller bumps once for many rows."""
     now = time.time() if now is None else now
     ns = ns_key(namespace)
-    await conn.execute(m.insert().values(
+    done = await conn.execute(m.insert().values(
         id=id, user_id=namespace[0], namespace=ns, key=key, conversation_id=conversation_of(namespace),
         value=orjson.dumps(value).decode(), text=text, embedder=embedder, vector=vector,
         created_at=now, updated_at=now,
     ))
-    if bump_version:  # else the caller bumps once for many rows
-        await bump(conn, ns)
+    seq = int(done.inserted_primary_key[0])  # type: ignore[index]
+    if bump_version:
+        await bump(conn, ns, [seq])
+    return seq
 
 
 async def update(
@@ -113,12 +130,12 @@ async def update(
         value=orjson.dumps(value).decode(), text=text, embedder=embedder, vector=vector,
         updated_at=time.time(),
     ))
-    await bump(conn, ns_key(namespace))
+    await bump(conn, ns_key(namespace), [seq])
 
 
 async def delete(conn: AsyncConnection, seq: int, namespace: tuple[str, ...]) -> None:
     await conn.execute(m.delete().where(m.c.seq == seq))
-    await bump(conn, ns_key(namespace))
+    await bump(conn, ns_key(namespace), [seq])
 
 
 async def by_key(conn: AsyncConnection, namespace: tuple[str, ...], key: str) -> MemoryRow | None:
@@ -153,5 +170,12 @@ async def namespace_versions(conn: AsyncConnection, prefixes: Sequence[str]) -> 
     return {row[0]: row[1] for row in rows}
 
 
-async def all_namespaces(conn: AsyncConnection) -> list[str]:
-    return list((await conn.execute(sa.select(ns_table.c.namespace))).scalars())
+async def changed_since(conn: AsyncConnection, namespace: str, version: int) -> list[int] | None:
+    """The seqs of the rows written or deleted in `namespace` after `version`; None when the
+    log no longer reaches back that far (read the namespace again)."""
+    rows = (await conn.execute(
+        sa.select(changes.c.version, changes.c.seq).where(changes.c.namespace == namespace, changes.c.version > version)
+    )).all()
+    if rows and min(r[0] for r in rows) != version + 1:
+        return None
+    return sorted({r[1] for r in rows})

@@ -27,7 +27,7 @@ from .cache import Candidates
 
 Mode = Literal["recency", "semantic", "hybrid"]
 MODES: tuple[str, ...] = ("recency", "semantic", "hybrid")
-LEXICAL_POOL = 200  # BM25 hits read per query (before the namespace's other scores)
+LEXICAL_POOL = 100  # BM25 hits read per query (the rest of the lexical side scores 0)
 
 
 @dataclass
@@ -64,7 +64,7 @@ def lexical_vector(candidates: Candidates, lexical: list[tuple[str, float]]) -> 
     out = np.zeros(candidates.size, dtype=np.float64)
     if not lexical:
         return out
-    where = {id_: i for i, id_ in enumerate(candidates.ids)}
+    where = candidates.index
     for id_, score in lexical:
         i = where.get(id_)
         if i is not None:

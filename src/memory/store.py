@@ -176,13 +176,16 @@ class MemoryStore(BaseStore):
             embedder, vectors = await self._vectors(chunk)
             extra = metadata[start : start + batch] if metadata is not None else [{}] * len(chunk)
             async with self.store.transaction() as conn:
+                seqs = []
                 for text, vector, more in zip(chunk, vectors, extra, strict=True):
                     memory_id = uuid.uuid4().hex
-                    await records.insert(conn, id=memory_id, namespace=namespace, key=memory_id,
-                                         value={"text": text, **more}, text=text, embedder=embedder,
-                                         vector=vector, bump_version=False)
+                    seqs.append(await records.insert(
+                        conn, id=memory_id, namespace=namespace, key=memory_id,
+                        value={"text": text, **more}, text=text, embedder=embedder, vector=vector,
+                        bump_version=False,
+                    ))
                     ids.append(memory_id)
-                await records.bump(conn, ns_key(namespace))
+                await records.bump(conn, ns_key(namespace), seqs)
         return ids
 
     async def _near_duplicate(self, conn: Any, namespace: tuple[str, ...], text: str, vector: bytes | None) -> MemoryRow | None:
@@ -298,7 +301,7 @@ class MemoryStore(BaseStore):
                 for row, vector in zip(rows, vectors, strict=True):
                     await conn.execute(m.update().where(m.c.seq == row.seq).values(embedder=name, vector=vector))
                 for namespace in {r.namespace for r in rows}:
-                    await records.bump(conn, namespace)
+                    await records.bump(conn, namespace, [r.seq for r in rows if r.namespace == namespace])
             done += len(rows)
 
     # --- BaseStore -----------------------------------------------------------------------

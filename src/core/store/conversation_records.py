@@ -109,11 +109,10 @@ class ConversationRecords(UnitOfWork):
             # conversation-scoped memories go with it; their namespace's version moves on so
             # every process drops its cached vectors of it (src/memory/cache.py)
             await conn.execute(t.memories.delete().where(t.memories.c.conversation_id == conversation_id))
-            await conn.execute(
-                t.memory_namespaces.delete().where(
-                    t.memory_namespaces.c.namespace.like(f"%.conversation.{conversation_id}")
+            for table in (t.memory_namespaces, t.memory_changes):
+                await conn.execute(
+                    table.delete().where(table.c.namespace.like(f"%.conversation.{conversation_id}"))
                 )
-            )
             for table in (t.artifact_versions, t.artifacts, t.approvals, t.messages):
                 await conn.execute(table.delete().where(table.c.conversation_id == conversation_id))
             await conn.execute(t.conversations.delete().where(t.conversations.c.id == conversation_id))

@@ -266,6 +266,16 @@ memory_namespaces = sa.Table("af_memory_namespaces", metadata,
     sa.Column("version", sa.Integer, nullable=False),
 )
 
+# What each version of a namespace changed (the `seq` of every row written or deleted), so a
+# cache a few versions behind reads only those rows; the last `MEMORY_CHANGES_KEPT` versions of
+# each namespace are kept, an older cache reads its namespace again.
+memory_changes = sa.Table("af_memory_changes", metadata,
+    _key("namespace", 600),
+    sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
+)
+MEMORY_CHANGES_KEPT = 256
+
 MEMORY_FTS = "af_memories_fts"
 _SQLITE_MEMORY_FTS = (
     f"CREATE VIRTUAL TABLE {MEMORY_FTS} USING fts5("
@@ -281,7 +291,7 @@ _SQLITE_MEMORY_FTS = (
 _POSTGRES_MEMORY_FTS = (
     "ALTER TABLE af_memories ADD COLUMN tsv tsvector "
     "GENERATED ALWAYS AS (to_tsvector('english', text)) STORED",
-    "CREATE INDEX ix_af_memories_tsv ON af_memories USING gin (tsv)",
+    "CREATE INDEX ix_af_memories_tsv ON af_memories USING gin (tsv) WITH (fastupdate = off)",
 )
 for _statement in _SQLITE_MEMORY_FTS:
     sa.event.listen(memories, "after_create", sa.DDL(_statement).execute_if(dialect="sqlite"))
