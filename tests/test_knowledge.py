@@ -94,6 +94,8 @@ async def test_a_changed_file_replaces_its_chunks(make_client: Any, tmp_path: Pa
     (first,) = await af.knowledge.add([guide], base="ops")
     (again,) = await af.knowledge.add([guide], base="ops")
     assert again.status == "unchanged" and again.chunks == first.chunks
+    before = await af.knowledge.search("nightly backups orders database", base="ops")  # warms the cache
+    assert "02:30" in before.hits[0].text
     guide.write_text(GUIDE.replace("02:30 UTC", "04:15 UTC"), encoding="utf-8")
     (changed,) = await af.knowledge.add([guide], base="ops")
     assert changed.status == "replaced" and changed.sha256 != first.sha256

@@ -232,16 +232,18 @@ class KnowledgeBases:
         embedder, vectors = await self.memory._vectors(pieces)
         now = time.time()
         async with self.memory.store.transaction() as conn:  # one version bump for it all
+            touched = [row.seq for row in old]
             if old:
-                await conn.execute(m.delete().where(m.c.seq.in_([row.seq for row in old])))
+                await conn.execute(m.delete().where(m.c.seq.in_(touched)))
             for index, (piece, vector) in enumerate(zip(pieces, vectors, strict=True)):
                 key = f"{prefix}{digest[:16]}:{index}"
                 value = {"text": piece, "source": source, "title": title, "sha256": digest,
                          "chunk": index, "chunks": len(pieces), "kind": "knowledge"}
-                await records.insert(conn, id=_chunk_id(namespace, key), namespace=namespace, key=key,
-                                     value=value, text=piece, embedder=embedder, vector=vector, now=now,
-                                     bump_version=False)
-            await records.bump(conn, ns_key(namespace))
+                touched.append(await records.insert(
+                    conn, id=_chunk_id(namespace, key), namespace=namespace, key=key, value=value,
+                    text=piece, embedder=embedder, vector=vector, now=now, bump_version=False,
+                ))
+            await records.bump(conn, ns_key(namespace), touched)  # the caches learn which rows changed
         return Added(source, base, "replaced" if old else "added", len(pieces), digest, title)
 
     async def list(self, *, base: str | None = None, user_id: str | None = None) -> list[Document]:
@@ -290,7 +292,7 @@ class KnowledgeBases:
             if gone:
                 await conn.execute(m.delete().where(m.c.seq.in_([row.seq for row in gone])))
                 for namespace in {row.namespace for row in gone}:
-                    await records.bump(conn, namespace)
+                    await records.bump(conn, namespace, [row.seq for row in gone if row.namespace == namespace])
             deleted = len(gone)
         return deleted
 
