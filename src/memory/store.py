@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import orjson
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -109,7 +110,7 @@ class MemoryStore(BaseStore):
         self.loop: asyncio.AbstractEventLoop | None = None
 
     @property
-    def engine(self) -> sa.ext.asyncio.AsyncEngine:
+    def engine(self) -> AsyncEngine:
         return self.store.engine
 
     async def aclose(self) -> None:
