@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import orjson
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -37,6 +36,7 @@ from langgraph.store.base import (
     SearchItem,
     SearchOp,
 )
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import MemoryTextError, UserError
 from ..settings.memory import MemorySettings
