@@ -52,7 +52,7 @@ class MemorySearch(BaseModel):
     hits: list[Memory]
 
 
-@router.post("", status_code=201, response_model=MemorySaved, responses=error_docs(404))
+@router.post("", status_code=201, response_model=MemorySaved, responses=error_docs(400, 404))
 async def add_memory(body: MemoryCreate, caller: Caller = CallerDep) -> MemorySaved:
     """Save a memory; a near-duplicate in the same scope is updated and the answer says `deduped`."""
     saved = await caller.client.memories.add(
