@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from pydantic import BaseModel, Field
 
 from .auth import Caller, caller
@@ -52,7 +52,7 @@ class MemorySearch(BaseModel):
     hits: list[Memory]
 
 
-@router.post("", status_code=201, response_model=MemorySaved, responses=error_docs(404))
+@router.post("", status_code=201, response_model=MemorySaved, responses=error_docs(400, 404))
 async def add_memory(body: MemoryCreate, caller: Caller = CallerDep) -> MemorySaved:
     """Save a memory; a near-duplicate in the same scope is updated and the answer says `deduped`."""
     saved = await caller.client.memories.add(
@@ -93,5 +93,7 @@ async def get_memory(memory_id: str, caller: Caller = CallerDep) -> Memory:
 @router.delete("/{memory_id}", status_code=204, responses=error_docs(404))
 async def delete_memory(memory_id: str, caller: Caller = CallerDep) -> Response:
     """Forget a memory."""
+    if memory_id == "search":  # the search path, not an id (ids are hex): no DELETE there
+        raise HTTPException(405)
     await caller.client.memories.forget(memory_id, user_id=caller.user)
     return Response(status_code=204)

@@ -36,6 +36,7 @@ from langgraph.store.base import (
     SearchItem,
     SearchOp,
 )
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import MemoryTextError, UserError
 from ..settings.memory import MemorySettings
@@ -109,7 +110,7 @@ class MemoryStore(BaseStore):
         self.loop: asyncio.AbstractEventLoop | None = None
 
     @property
-    def engine(self) -> sa.ext.asyncio.AsyncEngine:
+    def engine(self) -> AsyncEngine:
         return self.store.engine
 
     async def aclose(self) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy import event
 
 from .version import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported: migrate.py reads it here
 
@@ -294,6 +295,6 @@ _POSTGRES_MEMORY_FTS = (
     "CREATE INDEX ix_af_memories_tsv ON af_memories USING gin (tsv) WITH (fastupdate = off)",
 )
 for _statement in _SQLITE_MEMORY_FTS:
-    sa.event.listen(memories, "after_create", sa.DDL(_statement).execute_if(dialect="sqlite"))
+    event.listen(memories, "after_create", sa.DDL(_statement).execute_if(dialect="sqlite"))
 for _statement in _POSTGRES_MEMORY_FTS:
-    sa.event.listen(memories, "after_create", sa.DDL(_statement).execute_if(dialect="postgresql"))
+    event.listen(memories, "after_create", sa.DDL(_statement).execute_if(dialect="postgresql"))
