@@ -21,7 +21,7 @@ from ..agents.model import Model
 from ..core.engine import Engine
 from ..core.run.data import StoredData
 from ..memory import MemoryStore
-from ..memory.tools import MEMORY_TOOLS
+from ..memory.tools import MemoryTools
 from ..replay.recording import recording
 from ..settings import Settings
 from ..workflows.launch import WorkflowGraphs
@@ -45,7 +45,7 @@ class Client:
         self.artifacts = Artifacts(data)
         self.workflows = Workflows(engine, data)
         self.admin = Admin(engine, data)
-        self.memories = Memories(engine.services.extras["memory"])
+        self.memories = Memories(engine.services.extras["memory"].store)
 
     @classmethod
     async def open(
@@ -63,11 +63,11 @@ class Client:
         `hooks:`; `model` (a `Model`, e.g. `ScriptedModel`) answers for every agent instead of
         the configured endpoints, so no API key is needed."""
         engine = await Engine.open(
-            settings, extra_tools=[*MEMORY_TOOLS, *(extra_tools or [])], hooks=hooks,
-            model_wrap=recording, graphs=[WorkflowGraphs()], **overrides,
+            settings, extra_tools=extra_tools, hooks=hooks, model_wrap=recording,
+            graphs=[WorkflowGraphs()], **overrides,
         )
         memory = MemoryStore(engine.services.store, engine.services.settings.memory)
-        engine.services.extras["memory"] = memory  # the memory tools' service
+        engine.services.extras["memory"] = MemoryTools(memory)  # the memory tools' service
         engine.use_store(memory)  # and the graph's `get_store()`
         if model is not None:
             engine.services.use_model(model)
