@@ -101,7 +101,7 @@ def _text_of(value: dict[str, Any]) -> str:
 class MemoryStore(BaseStore):
     """Memories and `BaseStore` items in the app store, searched in-process."""
 
-    __slots__ = ("store", "settings", "embedder", "cache", "loop", "_lock")
+    __slots__ = ("store", "settings", "embedder", "cache", "loop")
 
     def __init__(self, store: UnitOfWork, settings: MemorySettings | None = None, *, embedder: Embedder | None | str = "settings") -> None:
         self.store = store
