@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .auth import Caller, caller
 from .deps import MAX_INT, error_docs
@@ -19,11 +19,31 @@ router = APIRouter(prefix="/memories", tags=["memories"])
 CallerDep = Depends(caller)
 
 
-class MemoryCreate(BaseModel):
-    text: NulFree = Field(min_length=1, description="The memory (at most `memory.max_chars` characters)")
-    scope: Literal["global", "project", "conversation"] = "global"
-    project: NulFree | None = Field(None, max_length=200, description="For scope `project`")
-    conversation_id: NulFree | None = Field(None, max_length=64, description="For scope `conversation`")
+# Text with something besides (ASCII) white space and no NUL; a label without "." or NUL.
+TEXT = r"^[^\x00]*[^\x00 \t\n\r\f\v][^\x00]*$"
+LABEL = r"^[^.\x00]+$"
+
+
+class _NewMemory(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(pattern=TEXT, description="The memory (at most `memory.max_chars` characters)")
+
+
+class GlobalMemory(_NewMemory):
+    scope: Literal["global"] = "global"
+
+
+class ProjectMemory(_NewMemory):
+    scope: Literal["project"]
+    project: str = Field(pattern=LABEL, max_length=200)
+
+
+class ConversationMemory(_NewMemory):
+    scope: Literal["conversation"]
+    conversation_id: str = Field(pattern=LABEL, max_length=64, description="One of your conversations")
+
+
+MemoryCreate = GlobalMemory | ProjectMemory | ConversationMemory
 
 
 class MemorySaved(BaseModel):
@@ -56,8 +76,8 @@ class MemorySearch(BaseModel):
 async def add_memory(body: MemoryCreate, caller: Caller = CallerDep) -> MemorySaved:
     """Save a memory; a near-duplicate in the same scope is updated and the answer says `deduped`."""
     saved = await caller.client.memories.add(
-        body.text, scope=body.scope, project=body.project, conversation_id=body.conversation_id,
-        user_id=caller.user,
+        body.text, scope=body.scope, project=getattr(body, "project", None),
+        conversation_id=getattr(body, "conversation_id", None), user_id=caller.user,
     )
     return MemorySaved.model_validate(saved.to_dict())
 

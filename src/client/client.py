@@ -21,7 +21,7 @@ from ..agents.model import Model
 from ..core.engine import Engine
 from ..core.run.data import StoredData
 from ..memory import MemoryStore
-from ..memory.tools import MEMORY_TOOLS
+from ..memory.tools import MemoryTools
 from ..memory.wiring import KNOWLEDGE_TOOLS, plug_memory
 from ..replay.recording import recording
 from ..settings import Settings
@@ -47,7 +47,7 @@ class Client:
         self.artifacts = Artifacts(data)
         self.workflows = Workflows(engine, data)
         self.admin = Admin(engine, data)
-        self.memories = Memories(engine.services.extras["memory"])
+        self.memories = Memories(engine.services.extras["memory"].store)
         self.knowledge = Knowledge(engine)
 
     @classmethod
@@ -66,11 +66,11 @@ class Client:
         `hooks:`; `model` (a `Model`, e.g. `ScriptedModel`) answers for every agent instead of
         the configured endpoints, so no API key is needed."""
         engine = await Engine.open(
-            settings, extra_tools=[*MEMORY_TOOLS, *KNOWLEDGE_TOOLS, *(extra_tools or [])], hooks=hooks,
+            settings, extra_tools=[*KNOWLEDGE_TOOLS, *(extra_tools or [])], hooks=hooks,
             model_wrap=recording, graphs=[WorkflowGraphs()], **overrides,
         )
         memory = MemoryStore(engine.services.store, engine.services.settings.memory)
-        engine.services.extras["memory"] = memory  # the memory tools' service
+        engine.services.extras["memory"] = MemoryTools(memory)  # the memory tools' service
         engine.use_store(memory)  # and the graph's `get_store()`
         plug_memory(engine.services)  # recall before the model call, the artifact indexer
         if model is not None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..memory.knowledge import Added, Document, KnowledgeBases
-from ..memory.recall import memory_store
+from ..memory.recall import memory_store, store_in
 from ..memory.store import MemoryStore
 
 if TYPE_CHECKING:
@@ -33,9 +33,7 @@ class Knowledge:
     def _rows(self) -> KnowledgeBases:
         """For listing and removing: no vectors needed, so no embedder is loaded for them."""
         services = self._engine.services
-        memory = services.extras.get("memory")
-        if not isinstance(memory, MemoryStore):
-            memory = MemoryStore(services.store, services.settings.memory, embedder=None)
+        memory = store_in(services.extras) or MemoryStore(services.store, services.settings.memory, embedder=None)
         return KnowledgeBases(memory, services.settings.knowledge)
 
     async def add(

@@ -20,12 +20,10 @@ ARTIFACT_WRITES = frozenset({"create_artifact", "update_artifact", "rewrite_arti
 
 
 def _bases(services: dict[str, Any]) -> KnowledgeBases:
+    from .recall import store_in
     from .store import MemoryStore
 
-    memory = services.get("memory")
-    if not isinstance(memory, MemoryStore):
-        memory = MemoryStore(services["store"], services["settings"].memory)
-        services["memory"] = memory
+    memory = store_in(services) or MemoryStore(services["store"], services["settings"].memory)
     return KnowledgeBases(memory, services["settings"].knowledge)
 
 
@@ -79,8 +77,9 @@ class ArtifactIndexer(Hooks):
         if artifact is None:
             return
         conversation = await store.get_conversation(run.conversation_id)
-        bases = _bases({"store": store, "settings": self.services.settings, **{"memory": self.services.extras.get("memory")}})
-        self.services.extras["memory"] = bases.memory
+        from .recall import memory_store
+
+        bases = KnowledgeBases(memory_store(self.services), self.services.settings.knowledge)
         await bases.add_text(
             f"artifact:{run.conversation_id}/{artifact_id}", artifact["content"],
             title=artifact.get("title"), base=ARTIFACTS_BASE, user_id=(conversation or {}).get("user_id"),

@@ -28,12 +28,22 @@ if TYPE_CHECKING:
 
 def memory_store(services: Services) -> MemoryStore:
     """The process's `MemoryStore` (one per process: it holds the embedder and the vector
-    cache), made on first use and kept in `services.extras["memory"]`, where tools find it."""
-    found = services.extras.get("memory")
-    if not isinstance(found, MemoryStore):
-        found = MemoryStore(services.store, services.settings.memory)
-        services.extras["memory"] = found
-    return found
+    cache): the one behind the `memory` service the facade installs (`MemoryTools`), else one
+    made on first use and kept in `services.extras["memory_store"]`."""
+    return store_in(services.extras) or services.extras.setdefault(
+        "memory_store", MemoryStore(services.store, services.settings.memory)
+    )
+
+
+def store_in(extras: dict[str, Any]) -> MemoryStore | None:
+    """The `MemoryStore` among the services (`extras` or a tool's `ToolContext.services`)."""
+    for found in (extras.get("memory"), extras.get("memory_store")):
+        if isinstance(found, MemoryStore):
+            return found
+        inner = getattr(found, "store", None)
+        if isinstance(inner, MemoryStore):
+            return inner
+    return None
 
 
 class MemoryRecaller:

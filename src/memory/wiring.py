@@ -1,5 +1,5 @@
 """How the facade plugs memory into an engine it opened (the engine imports none of this):
-the recaller on `Services.recaller`, the process's `MemoryStore` in `Services.extras["memory"]`
+the recaller on `Services.recaller`, the process's `MemoryStore` (behind `Services.extras["memory"]`)
 when something will use it, and the artifact indexer among the hooks when
 `knowledge.index_artifacts` is on."""
 
