@@ -22,7 +22,7 @@ from ..core.engine import Engine
 from ..core.run.data import StoredData
 from ..memory import MemoryStore
 from ..memory.tools import MemoryTools
-from ..memory.wiring import KNOWLEDGE_TOOLS, plug_memory
+from ..memory.wiring import plug_memory
 from ..replay.recording import recording
 from ..settings import Settings
 from ..workflows.launch import WorkflowGraphs
@@ -66,8 +66,8 @@ class Client:
         `hooks:`; `model` (a `Model`, e.g. `ScriptedModel`) answers for every agent instead of
         the configured endpoints, so no API key is needed."""
         engine = await Engine.open(
-            settings, extra_tools=[*KNOWLEDGE_TOOLS, *(extra_tools or [])], hooks=hooks,
-            model_wrap=recording, graphs=[WorkflowGraphs()], **overrides,
+            settings, extra_tools=extra_tools, hooks=hooks, model_wrap=recording,
+            graphs=[WorkflowGraphs()], **overrides,
         )
         memory = MemoryStore(engine.services.store, engine.services.settings.memory)
         engine.services.extras["memory"] = MemoryTools(memory)  # the memory tools' service

@@ -41,11 +41,12 @@ ModelWrap = Callable[[Model], Model]
 def builtin_tools() -> list[Any]:
     from ..tools.builtin.artifacts import ARTIFACT_TOOLS
     from ..tools.builtin.handoff import handoff
+    from ..tools.builtin.knowledge import KNOWLEDGE_TOOLS
     from ..tools.builtin.memory import MEMORY_TOOLS
     from ..tools.builtin.subagent import call_subagent
     from ..tools.builtin.web_tools import WEB_TOOLS
 
-    return [call_subagent, handoff, *ARTIFACT_TOOLS, *WEB_TOOLS, *MEMORY_TOOLS]
+    return [call_subagent, handoff, *ARTIFACT_TOOLS, *WEB_TOOLS, *MEMORY_TOOLS, *KNOWLEDGE_TOOLS]
 
 
 def build_registry(settings: Settings, extra_tools: list[Any] | None = None) -> ToolRegistry:
