@@ -73,4 +73,4 @@ async def test_graph_nodes_reach_the_store_with_get_store(make_client):
     client = await make_client()
     engine = client._engine
     assert isinstance(engine.graph.store, MemoryStore)
-    assert engine.rt.graph.store is engine.services.extras["memory"]
+    assert engine.rt.graph.store is engine.services.extras["memory"].store is client.memories.store

@@ -12,6 +12,9 @@ max_tool_rounds: 20
 max_tokens: 200000    # optional: tokens this agent may use in one run (all its calls)
 max_output_tokens: 2048   # optional: output bound of each of its model calls
 tool_choice: auto     # optional: sent with its tools (auto, required, none)
+recall: true          # optional: recall memories before its first model call (a subagent
+                      # only when set; the lead follows `memory.recall` unless set)
+memory_profile: compact   # optional: its context profile (default: `memory.profile`)
 ---
 You are ...
 ```
@@ -49,6 +52,8 @@ class AgentSpec(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1)  # budget: prompt + completion in one run
     max_output_tokens: int | None = Field(default=None, ge=1)  # per call; None: the profile's
     tool_choice: str | dict[str, Any] | None = None  # None: the profile's
+    recall: bool | None = None  # None: the lead follows `memory.recall`, a subagent does not
+    memory_profile: str | None = None  # None: `memory.profile` (memory/profiles.py)
     prompt: str = ""
     source: str | None = None
 

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from ..events.envelope import Event
+from ..settings.projects import PROJECT_NAME_PATTERN
 
 
 def _no_nul(value: str) -> str:
@@ -62,6 +63,15 @@ class ChatRequest(BaseModel):
     )
     parent_message_id: NulFree | None = Field(
         None, description="Omitted: the active branch; a message id: fork; null: new root"
+    )
+    project: str | None = Field(
+        None,
+        pattern=PROJECT_NAME_PATTERN,
+        description=(
+            "The project a new conversation belongs to (its runs recall the project's memories); "
+            "omitted: the server's default (ARTIFACTFLOW_PROJECT). An existing conversation "
+            "keeps its own project"
+        ),
     )
 
     @field_validator("content")
@@ -137,6 +147,7 @@ class ConversationInfo(_Open):
     active_message_id: str | None = None
     created_at: float
     updated_at: float
+    project: str | None = Field(None, description="The project it belongs to (None: none)")
 
 
 class ConversationPage(BaseModel):

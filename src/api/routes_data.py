@@ -6,6 +6,7 @@ import re
 
 from fastapi import APIRouter, Depends, Query, Response
 
+from ..settings.projects import PROJECT_NAME_PATTERN
 from .auth import Caller, caller
 from .deps import MAX_INT, error_docs
 from .models import (
@@ -36,11 +37,16 @@ CallerDep = Depends(caller)
 async def list_conversations(
     limit: int = Query(20, ge=1, le=100),
     offset: int = Query(0, ge=0, le=MAX_INT),
+    project: str = Query(  # type: ignore[assignment]  # `str = None`: the schema says string
+        None, pattern=PROJECT_NAME_PATTERN, description="Only this project's conversations"
+    ),
     caller: Caller = CallerDep,
 ) -> ConversationPage:
     """Your conversations, most recently active first."""
-    rows = await caller.client.conversations.list(user_id=caller.user, limit=limit, offset=offset)
-    total = await caller.client.conversations.count(user_id=caller.user)
+    rows = await caller.client.conversations.list(
+        user_id=caller.user, limit=limit, offset=offset, project=project
+    )
+    total = await caller.client.conversations.count(user_id=caller.user, project=project)
     items = [ConversationInfo(**{k: r[k] for k in ConversationInfo.model_fields}) for r in rows]
     return ConversationPage(items=items, total=total, limit=limit, offset=offset)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from fastapi import APIRouter, Depends, Query, Response
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, Depends, HTTPException, Query, Response
+from pydantic import BaseModel, ConfigDict, Field
 
 from .auth import Caller, caller
 from .deps import MAX_INT, error_docs
@@ -19,11 +19,31 @@ router = APIRouter(prefix="/memories", tags=["memories"])
 CallerDep = Depends(caller)
 
 
-class MemoryCreate(BaseModel):
-    text: NulFree = Field(min_length=1, description="The memory (at most `memory.max_chars` characters)")
-    scope: Literal["global", "project", "conversation"] = "global"
-    project: NulFree | None = Field(None, max_length=200, description="For scope `project`")
-    conversation_id: NulFree | None = Field(None, max_length=64, description="For scope `conversation`")
+# Text with something besides (ASCII) white space and no NUL; a label without "." or NUL.
+TEXT = r"^[^\x00]*[^\x00 \t\n\r\f\v][^\x00]*$"
+LABEL = r"^[^.\x00]+$"
+
+
+class _NewMemory(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(pattern=TEXT, description="The memory (at most `memory.max_chars` characters)")
+
+
+class GlobalMemory(_NewMemory):
+    scope: Literal["global"] = "global"
+
+
+class ProjectMemory(_NewMemory):
+    scope: Literal["project"]
+    project: str = Field(pattern=LABEL, max_length=200)
+
+
+class ConversationMemory(_NewMemory):
+    scope: Literal["conversation"]
+    conversation_id: str = Field(pattern=LABEL, max_length=64, description="One of your conversations")
+
+
+MemoryCreate = GlobalMemory | ProjectMemory | ConversationMemory
 
 
 class MemorySaved(BaseModel):
@@ -52,12 +72,12 @@ class MemorySearch(BaseModel):
     hits: list[Memory]
 
 
-@router.post("", status_code=201, response_model=MemorySaved, responses=error_docs(404))
+@router.post("", status_code=201, response_model=MemorySaved, responses=error_docs(400, 404))
 async def add_memory(body: MemoryCreate, caller: Caller = CallerDep) -> MemorySaved:
     """Save a memory; a near-duplicate in the same scope is updated and the answer says `deduped`."""
     saved = await caller.client.memories.add(
-        body.text, scope=body.scope, project=body.project, conversation_id=body.conversation_id,
-        user_id=caller.user,
+        body.text, scope=body.scope, project=getattr(body, "project", None),
+        conversation_id=getattr(body, "conversation_id", None), user_id=caller.user,
     )
     return MemorySaved.model_validate(saved.to_dict())
 
@@ -93,5 +113,7 @@ async def get_memory(memory_id: str, caller: Caller = CallerDep) -> Memory:
 @router.delete("/{memory_id}", status_code=204, responses=error_docs(404))
 async def delete_memory(memory_id: str, caller: Caller = CallerDep) -> Response:
     """Forget a memory."""
+    if memory_id == "search":  # the search path, not an id (ids are hex): no DELETE there
+        raise HTTPException(405)
     await caller.client.memories.forget(memory_id, user_id=caller.user)
     return Response(status_code=204)

@@ -36,9 +36,18 @@ def pending(json_: JsonOption = False) -> None:
 def conversations(
     limit: Annotated[int, typer.Option("--limit", min=1, help="How many to show.")] = 20,
     offset: Annotated[int, typer.Option("--offset", min=0, help="How many to skip.")] = 0,
+    project: Annotated[
+        str | None, option("--project", help="Only this project's conversations.")
+    ] = None,
     json_: JsonOption = False,
 ) -> None:
     """List conversations, newest first."""
+    if project is not None:
+        from ..errors import UserError
+        from ..settings.projects import project_name_problem
+
+        if problem := project_name_problem(project):
+            raise UserError(problem)
 
     def present_page(rows: Sequence[Mapping[str, Any]], total: int) -> None:
         if json_:
@@ -47,14 +56,14 @@ def conversations(
             views.conversations(console(), rows, total, offset)
 
     async def work(reader: Reader) -> None:
-        rows = await reader.conversations.list(limit=limit, offset=offset)
-        present_page(rows, await reader.conversations.count())
+        rows = await reader.conversations.list(limit=limit, offset=offset, project=project)
+        present_page(rows, await reader.conversations.count(project=project))
 
     from ..client import quick  # SQLite: no SQLAlchemy (see there)
 
     settings = GLOBALS.settings()
     check_config_files(settings)
-    page = quick.conversation_page(settings, limit=limit, offset=offset)
+    page = quick.conversation_page(settings, limit=limit, offset=offset, project=project)
     if page is None:
         read(work)
     else:

@@ -31,6 +31,14 @@ def run(
     new_root: Annotated[
         bool, typer.Option("--new-root", help="Start a new root in the conversation.")
     ] = False,
+    project: Annotated[
+        str | None,
+        option(
+            "--project",
+            help="The project a new conversation belongs to; its runs recall the project's "
+            "memories (default: ARTIFACTFLOW_PROJECT).",
+        ),
+    ] = None,
     json_: JsonOption = False,
     no_input: NoInputOption = False,
     yes: YesOption = False,
@@ -49,7 +57,7 @@ def run(
     parent_id: Any = None if new_root else (parent if parent is not None else ACTIVE_BRANCH)
 
     drive(
-        lambda session: session.run(task, conversation, parent_id),
+        lambda session: session.run(task, conversation, parent_id, project=project),
         json_=json_, no_input=no_input, yes=yes,
     )
 

@@ -77,6 +77,13 @@ def compaction_text(data: payloads.ContextCompactedData) -> str:
     return f"{data.tokens_before:,} → {data.tokens_after:,} tokens, {what}"
 
 
+def recall_text(data: payloads.MemoryRecalledData) -> str:
+    chunks = len(data.knowledge_ids)
+    memories = len(data.ids) - chunks
+    what = f"{memories} memor{'y' if memories == 1 else 'ies'}" + (f", {chunks} passages" if chunks else "")
+    return f"{what} · profile {data.profile} ({data.mode}) · {data.tokens:,} tokens"
+
+
 def _tokens(value: int | None) -> str:
     return "n/a" if value is None else str(value)
 
@@ -121,6 +128,8 @@ def summary(event: Event) -> str:
             return f"{d.outcome} · {closing_line(d)} · {short(d.response, 60)!r}"
         case payloads.ContextCompactedData() as d:
             return compaction_text(d)
+        case payloads.MemoryRecalledData() as d:
+            return recall_text(d)
         case payloads.CancelledData() as d:
             return f"partial answer: {short(d.partial_response, 60)!r}"
         case payloads.ErrorData() as d:
@@ -310,6 +319,8 @@ class LiveRenderer:
                 self._line(event, f"⇢ {d.from_agent} hands over to {d.to_agent}{note}", "cyan")
             case payloads.ContextCompactedData() as d:
                 self._line(event, f"⋯ context compacted: {compaction_text(d)}", "dim")
+            case payloads.MemoryRecalledData() as d:
+                self._line(event, f"⋯ recalled {recall_text(d)}", "dim")
             case payloads.CompleteData() as d:
                 self._on_complete(d)
             case payloads.CancelledData() as d:

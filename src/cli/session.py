@@ -67,8 +67,10 @@ class Session:
 
     # --- entry points ----------------------------------------------------------------------
 
-    async def run(self, content: str, conversation_id: str | None, parent: Any) -> int:
-        return await self.start(Task(content, conversation_id, parent))
+    async def run(
+        self, content: str, conversation_id: str | None, parent: Any, *, project: str | None = None
+    ) -> int:
+        return await self.start(Task(content, conversation_id, parent, project=project))
 
     async def start(self, request: Request) -> int:
         """Start `request` (a task, a workflow) and drive its run, answering its pauses."""

@@ -96,6 +96,7 @@ def conversations(console: Console, rows: Sequence[Mapping[str, Any]], total: in
             Text(row["id"], style="bold cyan")
             + Text(f"  {ago(row.get('updated_at')):>8}  ", style="dim")
             + Text(short(row.get("title") or "(untitled)", 70))
+            + (Text(f"  [{row['project']}]", style="magenta") if row.get("project") else Text(""))
         )
     console.print(Text(f"{offset + 1}–{offset + len(rows)} of {total}, newest first", style="dim"))
 

@@ -21,10 +21,12 @@ from ..agents.model import Model
 from ..core.engine import Engine
 from ..core.run.data import StoredData
 from ..memory import MemoryStore
-from ..memory.tools import MEMORY_TOOLS
+from ..memory.tools import MemoryTools
+from ..memory.wiring import plug_memory
 from ..replay.recording import recording
 from ..settings import Settings
 from ..workflows.launch import WorkflowGraphs
+from .knowledge import Knowledge
 from .memories import Memories
 from .nouns import Admin, Conversations, Runs, Workflows
 from .requests import Request
@@ -34,7 +36,7 @@ from .stored import Artifacts
 
 class Client:
     """One process's way in: `runs`, `conversations`, `artifacts`, `workflows`, `memories`,
-    `admin`, and
+    `knowledge`, `admin`, and
     `run(request)` for a run's result in one call."""
 
     def __init__(self, engine: Engine) -> None:
@@ -45,7 +47,8 @@ class Client:
         self.artifacts = Artifacts(data)
         self.workflows = Workflows(engine, data)
         self.admin = Admin(engine, data)
-        self.memories = Memories(engine.services.extras["memory"])
+        self.memories = Memories(engine.services.extras["memory"].store)
+        self.knowledge = Knowledge(engine)
 
     @classmethod
     async def open(
@@ -63,12 +66,13 @@ class Client:
         `hooks:`; `model` (a `Model`, e.g. `ScriptedModel`) answers for every agent instead of
         the configured endpoints, so no API key is needed."""
         engine = await Engine.open(
-            settings, extra_tools=[*MEMORY_TOOLS, *(extra_tools or [])], hooks=hooks,
-            model_wrap=recording, graphs=[WorkflowGraphs()], **overrides,
+            settings, extra_tools=extra_tools, hooks=hooks, model_wrap=recording,
+            graphs=[WorkflowGraphs()], **overrides,
         )
         memory = MemoryStore(engine.services.store, engine.services.settings.memory)
-        engine.services.extras["memory"] = memory  # the memory tools' service
+        engine.services.extras["memory"] = MemoryTools(memory)  # the memory tools' service
         engine.use_store(memory)  # and the graph's `get_store()`
+        plug_memory(engine.services)  # recall before the model call, the artifact indexer
         if model is not None:
             engine.services.use_model(model)
         return cls(engine)

@@ -52,7 +52,8 @@ class Runs(_View, StoredRuns):
             request = Task(request)
         if isinstance(request, Task):
             ids = await engine.start(
-                request.content, request.conversation_id, request.parent_message_id, user_id=user_id
+                request.content, request.conversation_id, request.parent_message_id,
+                user_id=user_id, project=request.project,
             )
         elif isinstance(request, Retry):
             ids = await retry.retry(rt, engine.conversations, request.message_id, user_id=user_id)

@@ -30,7 +30,7 @@ def _connect(settings: Settings) -> sqlite3.Connection | None:
 
 
 def conversation_page(
-    settings: Settings, *, limit: int = 20, offset: int = 0
+    settings: Settings, *, limit: int = 20, offset: int = 0, project: str | None = None
 ) -> tuple[list[ConversationRow], int] | None:
     """`(conversations newest first, how many in all)` as `Reader.conversations.list` and
     `.count` give them, or None when only a `Reader` can answer."""
@@ -40,8 +40,8 @@ def conversation_page(
     if conn is None:
         return None
     with contextlib.closing(conn):
-        rows = quick_reads.list_conversations(conn, limit=limit, offset=offset)
-        return rows, quick_reads.count_conversations(conn)
+        rows = quick_reads.list_conversations(conn, limit=limit, offset=offset, project=project)
+        return rows, quick_reads.count_conversations(conn, project)
 
 
 def pending(settings: Settings) -> list[MessageRow] | None:

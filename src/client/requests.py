@@ -23,11 +23,14 @@ an action or `{"action": ..., "reason": ..., "arguments": ...}` (see `core/permi
 @dataclass(frozen=True)
 class Task:
     """A new message. `parent_message_id`: the message it answers after (default: the tip of
-    the conversation's active branch; a message id forks there; None starts at the root)."""
+    the conversation's active branch; a message id forks there; None starts at the root).
+    `project`: the project a new conversation belongs to (default: the `project` setting);
+    its runs recall that project's memories."""
 
     content: str
     conversation_id: str | None = None
     parent_message_id: Any = ACTIVE_BRANCH
+    project: str | None = None
 
 
 @dataclass(frozen=True)

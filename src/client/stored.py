@@ -50,13 +50,13 @@ class StoredConversations(StoredView):
     """Conversations and their message trees."""
 
     async def list(
-        self, *, user_id: str | None = None, limit: int = 20, offset: int = 0
+        self, *, user_id: str | None = None, limit: int = 20, offset: int = 0, project: str | None = None
     ) -> builtins.list[ConversationRow]:
-        """Conversations, most recently active first."""
-        return await self._data.list_conversations(user_id=user_id, limit=limit, offset=offset)
+        """Conversations, most recently active first (only `project`'s when given)."""
+        return await self._data.list_conversations(user_id=user_id, limit=limit, offset=offset, project=project)
 
-    async def count(self, *, user_id: str | None = None) -> int:
-        return await self._data.count_conversations(user_id=user_id)
+    async def count(self, *, user_id: str | None = None, project: str | None = None) -> int:
+        return await self._data.count_conversations(user_id=user_id, project=project)
 
     async def get(self, conversation_id: str, *, user_id: str | None = None) -> ConversationRow:
         """The conversation record (`NotFoundError` if missing)."""

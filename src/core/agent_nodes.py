@@ -41,6 +41,7 @@ from ..tools.arguments import argument_error
 from ..tools.base import Permission
 from .agent_window import node_result, windowed_call
 from .context import RunContext
+from .recall import with_recall
 from .state import (
     LEAD,
     AgentState,
@@ -246,6 +247,10 @@ async def lead_agent(state: AgentState, runtime: Runtime[RunContext]) -> Any:
     used = rounds_in(memory)  # summarized rounds count too
     emit(AgentStartData(round=used + 1))
     agent = await hook_points.agent_start(context, spec, LEAD, used + 1)
+    fixed = await with_recall(
+        fixed, context, spec, LEAD, state.get("current_task", ""), first=used == 0 and not closing,
+        emit=emit, agent=agent, lead=True,
+    )
     step = await windowed_call(
         context, spec, LEAD, fixed=fixed, memory=memory, task=state.get("current_task", ""),
         emit=emit, call=lambda messages: _llm_step(context, spec, messages, emit, agent),
@@ -285,6 +290,10 @@ async def subagent_step(
     emit(AgentStartData(round=rounds + 1))
     agent = await hook_points.agent_start(context, spec, invocation, rounds + 1, record)
     fixed = subagent_messages(spec, instruction=record["instruction"], plan=plan, memory=[])
+    fixed = await with_recall(
+        fixed, context, spec, invocation, record["instruction"], first=rounds == 0 and not memory,
+        emit=emit, agent=agent, lead=False, profile=record.get("memory_profile"),
+    )
     try:
         step = await windowed_call(
             context, spec, invocation, fixed=fixed, memory=memory, task=record["instruction"],

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..hooks.types import RunInfo
     from ..settings import Settings
     from ..tools.registry import ToolRegistry
+    from .recall import Recaller
     from .store.repository import AppStore
 
 
@@ -40,6 +41,9 @@ class Services:
     store: AppStore
     extras: dict[str, Any] = field(default_factory=dict)
     hooks: HookRunner = field(default_factory=HookRunner)  # lifecycle hooks, in order
+    # Recall before the model call (core/recall.py), handed in by the facade when
+    # `memory.recall` or knowledge injection is on; None: no recall.
+    recaller: Recaller | None = None
 
     @property
     def lead(self) -> AgentSpec:

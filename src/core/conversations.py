@@ -138,9 +138,9 @@ class ConversationManager:
         return await self.path_to(conversation["active_message_id"])
 
     async def list_conversations(
-        self, *, user_id: str | None = None, limit: int = 20, offset: int = 0
+        self, *, user_id: str | None = None, limit: int = 20, offset: int = 0, project: str | None = None
     ) -> list[ConversationRow]:
-        return await self.store.list_conversations(user_id=user_id, limit=limit, offset=offset)
+        return await self.store.list_conversations(user_id=user_id, limit=limit, offset=offset, project=project)
 
     async def tree(self, conversation_id: str) -> ConversationTree:
         """The conversation with its messages, children lists and the active path marked."""

@@ -41,10 +41,12 @@ ModelWrap = Callable[[Model], Model]
 def builtin_tools() -> list[Any]:
     from ..tools.builtin.artifacts import ARTIFACT_TOOLS
     from ..tools.builtin.handoff import handoff
+    from ..tools.builtin.knowledge import KNOWLEDGE_TOOLS
+    from ..tools.builtin.memory import MEMORY_TOOLS
     from ..tools.builtin.subagent import call_subagent
     from ..tools.builtin.web_tools import WEB_TOOLS
 
-    return [call_subagent, handoff, *ARTIFACT_TOOLS, *WEB_TOOLS]
+    return [call_subagent, handoff, *ARTIFACT_TOOLS, *WEB_TOOLS, *MEMORY_TOOLS, *KNOWLEDGE_TOOLS]
 
 
 def build_registry(settings: Settings, extra_tools: list[Any] | None = None) -> ToolRegistry:
@@ -193,10 +195,12 @@ class Engine:
         parent_message_id: Any = ACTIVE_BRANCH,
         *,
         user_id: str | None = None,
+        project: str | None = None,
     ) -> dict[str, Any]:
         """Create the message and start its run in the background; return its ids."""
         return await start_message(
-            self.rt, self.conversations, content, conversation_id, parent_message_id, user_id=user_id
+            self.rt, self.conversations, content, conversation_id, parent_message_id,
+            user_id=user_id, project=project,
         )
 
     async def resume(self, message_id: str, decisions: Any) -> None:

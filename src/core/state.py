@@ -50,6 +50,7 @@ class SubagentRecord(TypedDict):
     result: NotRequired[str | None]  # the answer (or a partial one, when failed)
     error: NotRequired[str | None]
     outcome: NotRequired[OutcomeValue]  # why a workflow step's agent was stopped (loop guard)
+    memory_profile: NotRequired[str | None]  # a workflow node's context profile (recall)
 
 
 class SubagentRecordUpdate(TypedDict, total=False):
@@ -64,6 +65,7 @@ class SubagentRecordUpdate(TypedDict, total=False):
     result: str | None
     error: str | None
     outcome: OutcomeValue
+    memory_profile: str | None
 
 
 Memories = dict[str, list[ChatMessage]]  # invocation id -> its working memory

@@ -287,6 +287,24 @@ class ContextCompactedData(AgentEventData):
     cost_usd: float | None = Field(default=None, description="Cost of the summary call, when priced")
 
 
+class MemoryRecalledData(AgentEventData):
+    """Memories (and knowledge-base chunks) were recalled before the agent's first model call
+    of the message and put in its request as one system section (`memory.recall`,
+    docs/memory.md). Emitted once per agent invocation, never again on a resume."""
+
+    type = EventType.MEMORY_RECALLED
+    ids: list[str] = Field(description="The recalled memories' ids, in the order they were injected")
+    profile: str = Field(description="The context profile: compact, standard, comprehensive or one of the config's")
+    mode: str = Field(description="The search mode that actually ran: recency, semantic, hybrid or lexical")
+    tokens: int = Field(description="Estimated tokens of the injected section (within the profile's budget)")
+    budget: int | None = Field(default=None, description="The profile's token budget")
+    namespaces: list[list[str]] = Field(default=[], description="The namespaces searched")
+    knowledge_ids: list[str] = Field(default=[], description="Knowledge-base chunks injected (their ids)")
+    items: list[dict[str, Any]] = Field(
+        default=[], description="Each injected item: id, namespace, text (shortened to 200 characters), score"
+    )
+
+
 class CompleteData(EventData):
     type = EventType.COMPLETE
     response: str = Field(description="The final answer (the partial answer when stopped early)")
@@ -338,6 +356,7 @@ PAYLOADS: dict[EventType, type[EventData]] = {
         WorkflowNodeCompleteData,
         HandoffData,
         ContextCompactedData,
+        MemoryRecalledData,
         CompleteData,
         CancelledData,
         ErrorData,

@@ -35,6 +35,7 @@ class EventType(enum.StrEnum):
     WORKFLOW_NODE_COMPLETE = "workflow_node_complete"
     HANDOFF = "handoff"
     CONTEXT_COMPACTED = "context_compacted"
+    MEMORY_RECALLED = "memory_recalled"
     COMPLETE = "complete"
     CANCELLED = "cancelled"
     ERROR = "error"

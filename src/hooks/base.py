@@ -26,6 +26,7 @@ from .types import (
     ChatMessage,
     Compaction,
     Failure,
+    MemoryRecall,
     ModelRequest,
     ModelResponse,
     PermissionRequest,
@@ -59,6 +60,7 @@ POINTS: dict[str, Point] = {
         Point("before_tool_call", "interceptor", "agent node, for each call the model made"),
         Point("on_agent_end", "observer", "agent node, after the step's state update"),
         Point("on_compaction", "observer", "context manager, after a summary replaced memory"),
+        Point("on_memory_recall", "observer", "agent node, after recall, before the first model call"),
         Point("on_permission_request", "observer", "controller, as the run pauses"),
         Point("on_permission_result", "observer", "controller, as a paused run resumes"),
         Point("on_tool_round_start", "observer", "tool node, after permissions, before tools"),
@@ -142,6 +144,10 @@ class Hooks:
 
     async def on_compaction(self, run: RunInfo, agent: AgentStep, compaction: Compaction) -> None:
         """An agent's memory was compacted to fit its model's context window."""
+
+    async def on_memory_recall(self, run: RunInfo, agent: AgentStep, recall: MemoryRecall) -> None:
+        """Memories were recalled into the agent's request (`memory.recall`), once per agent
+        invocation of a message (never again on a resume)."""
 
     # --- permissions --------------------------------------------------------------------
 

@@ -240,6 +240,9 @@ class HookRunner:
     async def on_compaction(self, run: ht.RunInfo, agent: ht.AgentStep, compaction: ht.Compaction) -> None:
         await self._observe("on_compaction", run, agent, compaction)
 
+    async def on_memory_recall(self, run: ht.RunInfo, agent: ht.AgentStep, recall: ht.MemoryRecall) -> None:
+        await self._observe("on_memory_recall", run, agent, recall)
+
     async def before_model_request(
         self, run: ht.RunInfo, agent: ht.AgentStep, request: ht.ModelRequest
     ) -> ht.ModelRequest:

@@ -231,6 +231,15 @@ async def compacted(
     await hooks.on_compaction(_run(context), agent, compaction)
 
 
+async def memory_recalled(context: Any, agent: AgentStep | None, recall: Any) -> None:
+    """`on_memory_recall`, for the agent nodes: call it once, right after recall was stored
+    for the invocation (`core/recall.py` keys it in the hook marks)."""
+    hooks = _hooks(context)
+    if agent is None or not hooks.wants("on_memory_recall"):
+        return
+    await hooks.on_memory_recall(_run(context), agent, recall)
+
+
 async def subagent_answers(context: Any, state: Mapping[str, Any], closing: list[ChatMessage]) -> list[ChatMessage]:
     """A subagent's answer is its `call_subagent` call's result: it passes through
     `after_tool_call` / `on_tool_end` when the lead's round closes (keyed: once)."""

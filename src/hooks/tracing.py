@@ -315,6 +315,20 @@ class TracingHooks(Hooks):
                 },
             )
 
+    async def on_memory_recall(self, run: ht.RunInfo, agent: ht.AgentStep, recall: ht.MemoryRecall) -> None:
+        spans = self._runs.get(run.message_id)
+        if spans is None:
+            return
+        span = self._agent_span(run, spans, agent.invocation, agent.name, agent)
+        attributes: dict[str, Any] = {
+            "artifactflow.memory.ids": list(recall.ids),
+            "artifactflow.memory.profile": recall.profile,
+            "artifactflow.memory.mode": recall.mode,
+            "artifactflow.memory.tokens": recall.tokens,
+        }
+        span.set_attributes(attributes)
+        span.add_event("memory_recalled", attributes)
+
     # --- tools ----------------------------------------------------------------------------
 
     def _tool_span(self, run: ht.RunInfo, spans: _RunSpans, call: ht.ToolCall) -> Span:

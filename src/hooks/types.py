@@ -276,6 +276,21 @@ class Compaction:
     extra: JsonObject = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class MemoryRecall:
+    """What recall put before an agent's first model call of a message (`memory.recall`):
+    the ids in injection order, the profile and the search mode that ran, the estimated
+    tokens of the injected section (within `budget`), and the section's text."""
+
+    ids: list[str]
+    profile: str
+    mode: str
+    tokens: int
+    budget: int | None = None
+    text: str = ""
+    namespaces: list[list[str]] = field(default_factory=list)
+
+
 # What hooks receive, re-exported as they are by `artifactflow.hooks`.
 __all__ = [
     "AgentStep",
@@ -283,6 +298,7 @@ __all__ = [
     "ChatMessage",
     "Compaction",
     "Failure",
+    "MemoryRecall",
     "ModelRequest",
     "ModelResponse",
     "PermissionDecision",

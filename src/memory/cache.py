@@ -13,6 +13,7 @@ made (or none) are cached without one and score 0 on the semantic side until
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -30,7 +31,7 @@ class NamespaceVectors:
     version: int
     seqs: np.ndarray  # (n,) int64
     ids: list[str]
-    matrix: np.ndarray  # (n, dims) float32, unit rows; zero rows for missing/stale vectors
+    buffer: np.ndarray  # (capacity ≥ n, dims) float32, unit rows; zero rows: no usable vector
     has_vector: np.ndarray  # (n,) bool
     updated_at: np.ndarray  # (n,) float64
     index: dict[str, int] = field(default_factory=dict)  # id → row
@@ -38,6 +39,11 @@ class NamespaceVectors:
     def __post_init__(self) -> None:
         if not self.index:
             self.index = {id_: i for i, id_ in enumerate(self.ids)}
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """The rows in use: a view, unchanged by later appends past its end."""
+        return self.buffer[: len(self.ids)]
 
 
 @dataclass
@@ -60,6 +66,7 @@ class VectorCache:
         self.entries: dict[str, NamespaceVectors] = {}
         self.embedder: str | None = None
         self.dims: int | None = None
+        self.locks: dict[str, asyncio.Lock] = {}
         self.reads = {"full": 0, "incremental": 0}  # how namespaces were refreshed (benchmarks)
 
     def use(self, embedder: str | None, dims: int | None) -> None:
@@ -75,8 +82,11 @@ class VectorCache:
         for namespace, version in sorted(versions.items()):
             entry = self.entries.get(namespace)
             if entry is None or entry.version != version:
-                entry = await self._refresh(conn, namespace, version, entry)
-                self.entries[namespace] = entry
+                async with self.locks.setdefault(namespace, asyncio.Lock()):  # one refresh at a time
+                    entry = self.entries.get(namespace)
+                    if entry is None or entry.version != version:
+                        entry = await self._refresh(conn, namespace, version, entry)
+                        self.entries[namespace] = entry
             parts.append(entry)
         if len(parts) == 1:
             p = parts[0]
@@ -106,15 +116,29 @@ class VectorCache:
         for start in range(0, len(seqs), 500):
             chunk = seqs[start : start + 500]
             fresh.extend((await conn.execute(
-                sa.select(*_COLUMNS).where(m.c.namespace == namespace, m.c.seq.in_(chunk))
+                sa.select(*_COLUMNS).where(m.c.namespace == namespace, m.c.seq.in_(chunk)).order_by(m.c.seq)
             )).all())
-        keep = ~np.isin(old.seqs, np.asarray(seqs, dtype=np.int64))  # changed or deleted rows go
         new = self._build(version, fresh)
+        keep = ~np.isin(old.seqs, np.asarray(seqs, dtype=np.int64))  # changed or deleted rows go
+        n, added = len(old.ids), len(new.ids)
+        if keep.all() and n + added <= old.buffer.shape[0]:
+            # only additions, and room for them: written past the end of the old view, which
+            # searches still running keep using unchanged
+            old.buffer[n : n + added] = new.matrix
+            index = dict(old.index)
+            index.update((id_, n + i) for i, id_ in enumerate(new.ids))
+            return NamespaceVectors(
+                version=version, seqs=np.concatenate([old.seqs, new.seqs]), ids=old.ids + new.ids,
+                buffer=old.buffer, has_vector=np.concatenate([old.has_vector, new.has_vector]),
+                updated_at=np.concatenate([old.updated_at, new.updated_at]), index=index,
+            )
+        ids = [id_ for id_, k in zip(old.ids, keep.tolist(), strict=True) if k] + new.ids
+        matrix = np.concatenate([old.matrix[keep], new.matrix])
         return NamespaceVectors(
             version=version,
             seqs=np.concatenate([old.seqs[keep], new.seqs]),
-            ids=[i for i, k in zip(old.ids, keep, strict=True) if k] + new.ids,
-            matrix=np.concatenate([old.matrix[keep], new.matrix]),
+            ids=ids,
+            buffer=_with_room(matrix),
             has_vector=np.concatenate([old.has_vector[keep], new.has_vector]),
             updated_at=np.concatenate([old.updated_at[keep], new.updated_at]),
         )
@@ -133,10 +157,18 @@ class VectorCache:
             version=version,
             seqs=np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
             ids=[r[1] for r in rows],
-            matrix=matrix,
+            buffer=_with_room(matrix),
             has_vector=has,
             updated_at=np.fromiter((r[4] for r in rows), dtype=np.float64, count=n),
         )
+
+
+def _with_room(matrix: np.ndarray) -> np.ndarray:
+    """`matrix` in a buffer with room for a quarter more rows (appends then copy nothing)."""
+    n = matrix.shape[0]
+    buffer = np.zeros((n + max(64, n // 4), matrix.shape[1]), dtype=np.float32)
+    buffer[:n] = matrix
+    return buffer
 
 
 def _covered(namespace: str, prefixes: Sequence[str]) -> bool:

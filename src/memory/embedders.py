@@ -97,18 +97,28 @@ class StaticEmbedder:
         self.tokenizer, self.skip = tokenizer, skip
         self.table = np.ascontiguousarray(table, dtype=np.float32)
 
-    def embed_sync(self, texts: list[str]) -> np.ndarray:
+    def embed_sync(self, texts: list[str], batch: int = 128) -> np.ndarray:
         self.load()
         assert self.table is not None and self.skip is not None
         out = np.zeros((len(texts), self.table.shape[1]), dtype=np.float32)
         last = self.table.shape[0] - 1
-        for row, encoding in enumerate(self.tokenizer.encode_batch(texts, add_special_tokens=False)):
-            ids = np.clip(np.asarray(encoding.ids, dtype=np.int64), 0, last)
-            content = ids[~self.skip[ids]]
-            if content.size:
-                ids = content  # a text of function words only keeps them all
-            if ids.size:
-                out[row] = self.table[ids].mean(axis=0)
+        for start in range(0, len(texts), batch):
+            encodings = self.tokenizer.encode_batch(texts[start : start + batch], add_special_tokens=False)
+            width = max((len(e.ids) for e in encodings), default=0)
+            if width == 0:
+                continue
+            ids = np.zeros((len(encodings), width), dtype=np.int64)
+            present = np.zeros((len(encodings), width), dtype=bool)
+            for row, encoding in enumerate(encodings):
+                ids[row, : len(encoding.ids)] = encoding.ids
+                present[row, : len(encoding.ids)] = True
+            np.clip(ids, 0, last, out=ids)
+            weights = present & ~self.skip[ids]
+            only_function_words = ~weights.any(axis=1)
+            weights[only_function_words] = present[only_function_words]  # then keep them all
+            weights_f = weights.astype(np.float32)
+            summed = np.einsum("bt,btd->bd", weights_f, self.table[ids])
+            out[start : start + len(encodings)] = summed / np.maximum(weights_f.sum(axis=1, keepdims=True), 1.0)
         return normalize(out)
 
     async def embed(self, texts: list[str]) -> np.ndarray:

@@ -36,6 +36,7 @@ from langgraph.store.base import (
     SearchItem,
     SearchOp,
 )
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import MemoryTextError, UserError
 from ..settings.memory import MemorySettings
@@ -49,6 +50,7 @@ from .search import LEXICAL_POOL, MODES, MemoryHit, MemorySearchResult, combine,
 if TYPE_CHECKING:
     from ..core.store.unit_of_work import UnitOfWork
 
+SPACE = " \t\n\r\f\v"  # what is trimmed (and what an empty text is made of): ASCII white space
 LOCAL_USER = "local"  # the user of a store without accounts (CLI on its own data)
 SCOPES = ("global", "project", "conversation")
 
@@ -99,7 +101,7 @@ def _text_of(value: dict[str, Any]) -> str:
 class MemoryStore(BaseStore):
     """Memories and `BaseStore` items in the app store, searched in-process."""
 
-    __slots__ = ("store", "settings", "embedder", "cache", "loop", "_lock")
+    __slots__ = ("store", "settings", "embedder", "cache", "loop")
 
     def __init__(self, store: UnitOfWork, settings: MemorySettings | None = None, *, embedder: Embedder | None | str = "settings") -> None:
         self.store = store
@@ -109,7 +111,7 @@ class MemoryStore(BaseStore):
         self.loop: asyncio.AbstractEventLoop | None = None
 
     @property
-    def engine(self) -> sa.ext.asyncio.AsyncEngine:
+    def engine(self) -> AsyncEngine:
         return self.store.engine
 
     async def aclose(self) -> None:
@@ -128,7 +130,7 @@ class MemoryStore(BaseStore):
     # --- the memory verbs ----------------------------------------------------------------
 
     def check_text(self, text: str) -> str:
-        text = text.strip() if isinstance(text, str) else ""
+        text = text.strip(SPACE) if isinstance(text, str) else ""
         if not text:
             raise MemoryTextError("a memory's text may not be empty")
         if len(text) > self.settings.max_chars:

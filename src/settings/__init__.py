@@ -28,9 +28,11 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from ..errors import ConfigError
 from .data_dir import default_data_dir, notice_legacy_data_dir
 from .hooks import HooksSettings, TelemetrySettings
+from .knowledge import KnowledgeSettings
 from .mcp import McpServerConfig
 from .memory import MemorySettings
 from .permissions import Permission, parse_permissions
+from .projects import project_name_problem
 
 PACKAGED_CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
 
@@ -141,6 +143,8 @@ class Settings(BaseSettings):
     config_dir: Path = Path("config")
     data_dir: Path = Field(default_factory=default_data_dir)  # the user's data folder (data_dir.py)
     model: str | None = None
+    # The project new conversations belong to unless the caller names one (settings/projects.py).
+    project: str | None = None
     database_url: str | None = None
     database_pool_size: int = Field(default=10, ge=1)  # PostgreSQL connections per pool (app store, checkpoints)
     # PostgreSQL `synchronous_commit` for our sessions. "off" (like SQLite's synchronous=NORMAL
@@ -162,6 +166,17 @@ class Settings(BaseSettings):
     telemetry: TelemetrySettings = TelemetrySettings()
     mcp_servers: dict[str, McpServerConfig] = {}
     memory: MemorySettings = MemorySettings()
+    knowledge: KnowledgeSettings = KnowledgeSettings()
+
+    @field_validator("project")
+    @classmethod
+    def _check_project(cls, value: str | None) -> str | None:
+        if not value:  # ARTIFACTFLOW_PROJECT= (empty): no project
+            return None
+        problem = project_name_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @field_validator("permissions", mode="before")
     @classmethod

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
+
+from .recall import DEFAULT_PROFILES, ProfileSettings
 
 
 class OpenAIEmbedderSettings(BaseModel):
@@ -43,3 +45,16 @@ class MemorySettings(BaseModel):
     dedupe_threshold: float = Field(default=0.95, gt=0, le=1)  # cosine: update instead of add
     openai: OpenAIEmbedderSettings = OpenAIEmbedderSettings()
     weights: SearchWeights = SearchWeights()
+    # recall before the model call (settings/recall.py, memory/recall.py)
+    recall: bool = False
+    profile: str = "standard"
+    profiles: dict[str, ProfileSettings] = Field(default_factory=lambda: dict(DEFAULT_PROFILES))
+
+    @model_validator(mode="after")
+    def _known_profile(self) -> MemorySettings:
+        self.profiles = {**DEFAULT_PROFILES, **self.profiles}
+        if self.profile not in self.profiles:
+            raise ValueError(
+                f"memory.profile {self.profile!r} is not a profile; known: {', '.join(self.profiles)}"
+            )
+        return self

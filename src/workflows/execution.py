@@ -200,6 +200,8 @@ class NodeRunner:
             assert node.agent is not None  # validated: an agent step names its agent
             prompt = instruction + (schema_prompt(schema, labels) if schema else "")
             task = {"kind": "agent", "agent": node.agent, "instruction": prompt, "schema": schema, **common}
+            if node.memory_profile:
+                task["memory_profile"] = node.memory_profile
         elif node.kind == "group":
             agents = runtime.context.services.agents
             members = list(node.agents or ())

@@ -73,6 +73,9 @@ class NodeSpec(BaseModel):
     mode: Literal["handoff", "order", "moderator"] | None = None  # group: who speaks next
     moderator: str | None = None  # group in moderator mode: the agent that picks
     max_turns: int | None = Field(None, ge=1, le=100)  # group: turns before outcome max_turns
+    # agent: recall memories before the step's first model call with this context profile
+    # (compact, standard, comprehensive or one of `memory.profiles`), whatever the agent's spec says
+    memory_profile: str | None = None
 
 
 class EdgeSpec(BaseModel):

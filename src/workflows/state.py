@@ -78,6 +78,7 @@ class AgentTask(StepTaskBase):
     agent: str
     instruction: str  # the rendered instruction with the schema part of the prompt
     schema: JsonObject | None  # what the answer must match (JSON Schema)
+    memory_profile: NotRequired[str | None]  # the node's context profile for recall
 
 
 class ToolTask(StepTaskBase):

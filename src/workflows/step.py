@@ -53,6 +53,8 @@ async def begin(state: StepState, runtime: Runtime[RunContext]) -> StepUpdate:
     if task["kind"] == "agent":
         record: SubagentRecordUpdate = {"agent": task["agent"], "instruction": task["instruction"],
                                         "tool_call_id": None, "status": "running", "rounds": 0, "order": 0}
+        if task.get("memory_profile"):  # the node's context profile: this step recalls with it
+            record["memory_profile"] = task.get("memory_profile")
         return {"subagent_invocations": {task["execution"]: record}, "repairs": 0}
     call: RawToolCall = {
         "id": f"wf-{task['execution']}",

@@ -25,7 +25,7 @@ from .templates import references
 from .topology import Topology, analyse
 
 # Fields each role/kind may use (beyond id, role, description, on_failure).
-_KIND_FIELDS = {"agent": {"agent", "instruction", "output_schema"},
+_KIND_FIELDS = {"agent": {"agent", "instruction", "output_schema", "memory_profile"},
                 "tool": {"tool", "arguments", "output_schema"},
                 "group": {"agents", "mode", "moderator", "max_turns", "instruction"}}
 _ROLE_FIELDS = {

@@ -10,6 +10,7 @@
 import { api, ApiError, enc, getToken, onUnauthorized, setToken, streamUrl } from "./api.js";
 import { ArtifactPanel } from "./artifacts.js";
 import { escapeHtml, plainInto, renderInto } from "./markdown.js";
+import { MemoryPanel } from "./memory.js";
 import { PermissionDialog } from "./permissions.js";
 import { Timeline } from "./timeline.js";
 
@@ -17,7 +18,7 @@ const EVENT_TYPES = [
   "metadata", "agent_start", "llm_chunk", "llm_complete", "agent_complete", "tool_start", "tool_complete",
   "permission_request", "permission_result", "subagent_start", "subagent_complete", "artifact_created",
   "artifact_updated", "complete", "cancelled", "error", "workflow_node_start", "workflow_node_complete", "handoff",
-  "context_compacted",
+  "context_compacted", "memory_recalled",
 ];
 const ENDS = new Set(["complete", "error", "cancelled"]);
 const PAGE = 30;
@@ -36,6 +37,7 @@ const state = {
 
 const timeline = new Timeline($("timeline"), $("timeline-subject"));
 const artifacts = new ArtifactPanel();
+const memories = new MemoryPanel();
 const permissions = new PermissionDialog({
   onResumed: (messageId, after) => {
     const node = state.nodes.get(messageId);
@@ -399,6 +401,7 @@ function finish(stream, waiting = null) {
   }
   if (waiting) permissions.show(stream.messageId, waiting);
   Promise.all([refreshTree(), loadConversations(), artifacts.load(state.conversationId)]).catch(report);
+  if (!memories.searching) memories.load().catch((err) => memories.fail(err)); // the run may have saved some
 }
 
 function closeStream() {
@@ -527,6 +530,7 @@ $("more-conversations").addEventListener("click", () => loadConversations(true).
 // --- start -------------------------------------------------------------------------------------
 
 async function start() {
+  memories.load().catch((err) => memories.fail(err));
   try {
     await loadConversations();
     const match = location.hash.match(/c=([^&]+)/);

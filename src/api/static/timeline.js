@@ -73,6 +73,15 @@ function describe(event, argumentsOf) {
       const cut = d.results_shortened ? `, ${escapeHtml(d.results_shortened)} results shortened` : "";
       return ["compact", "", `${agent} · ${escapeHtml(what)} summarised: ${escapeHtml(d.tokens_before)} → ${escapeHtml(d.tokens_after)} tokens${cut}${d.aggressive ? " (after 'too long')" : ""}`];
     }
+    case "memory_recalled": {
+      const items = d.items || [];
+      const count = (d.ids || []).length;
+      const chunks = (d.knowledge_ids || []).length;
+      const what = chunks ? `${count - chunks} memories, ${chunks} passages` : `${count} memor${count === 1 ? "y" : "ies"}`;
+      const head = `${agent} · ${what} <span class="muted">${escapeHtml(d.profile)} · ${escapeHtml(d.mode)} · ${escapeHtml(d.tokens)}${d.budget ? `/${escapeHtml(d.budget)}` : ""} tokens</span>`;
+      const list = items.map((x) => `<li>${escapeHtml(short(x.text, 120))}</li>`).join("");
+      return ["recall", "doc", head + (list ? `<ul class="recalled small">${list}</ul>` : "")];
+    }
     case "artifact_created":
     case "artifact_updated":
       return ["artifact", "doc", `${escapeHtml(d.title || d.artifact_id)} <span class="muted">v${d.version}</span>`];

@@ -40,13 +40,15 @@ class StoredReads:
         return await self.conversations.get(conversation_id, user_id=user_id)
 
     async def list_conversations(
-        self, *, user_id: str | None = None, limit: int = 20, offset: int = 0
+        self, *, user_id: str | None = None, limit: int = 20, offset: int = 0, project: str | None = None
     ) -> list[ConversationRow]:
-        """Conversations, most recently active first (only `user_id`'s when given)."""
-        return await self.conversations.list_conversations(user_id=user_id, limit=limit, offset=offset)
+        """Conversations, most recently active first (only `user_id`'s, only `project`'s when given)."""
+        return await self.conversations.list_conversations(
+            user_id=user_id, limit=limit, offset=offset, project=project
+        )
 
-    async def count_conversations(self, *, user_id: str | None = None) -> int:
-        return await self.store.count_conversations(user_id=user_id)
+    async def count_conversations(self, *, user_id: str | None = None, project: str | None = None) -> int:
+        return await self.store.count_conversations(user_id=user_id, project=project)
 
     async def conversation_tree(self, conversation_id: str, *, user_id: str | None = None) -> ConversationTree:
         """The conversation with its messages as a tree; `active` marks the current branch."""

@@ -14,6 +14,7 @@ from ...errors import NotFoundError, UserError
 from ...events.envelope import Emitted
 from ...events.payloads import MetadataData
 from ...hooks import runs as hook_runs
+from ...settings.projects import project_name_problem
 from ..conversations import ConversationManager
 from ..state import create_initial_state
 from .history import history_for
@@ -30,8 +31,15 @@ async def start_message(
     parent_message_id: Any,
     *,
     user_id: str | None,
+    project: str | None = None,
 ) -> dict[str, Any]:
-    """Store the user message, build the initial state, and launch its run."""
+    """Store the user message, build the initial state, and launch its run.
+
+    `project`: the project a new conversation belongs to (default: the `project` setting,
+    `ARTIFACTFLOW_PROJECT`); an existing conversation keeps its own, and naming another one
+    is a `UserError`."""
+    if project is not None and (problem := project_name_problem(project)):
+        raise UserError(problem)
     if not isinstance(content, str) or not content.strip():
         raise UserError("content must be a non-empty string")
     if "\x00" in content:  # as the HTTP API: PostgreSQL cannot store it
@@ -45,6 +53,12 @@ async def start_message(
             raise NotFoundError(f"parent message {parent_message_id} not found")
         conversation_id = parent["conversation_id"]  # a fork names its parent only
     conversation = None if conversation_id is None else await conversations.get(conversation_id, user_id=user_id)
+    if conversation is not None and project is not None and conversation.get("project") != project:
+        raise UserError(
+            f"conversation {conversation['id']} belongs to project "
+            f"{conversation.get('project') or '(none)'}, not {project}; "
+            "leave the project out to continue it, or start a new conversation"
+        )
     conversation_id = conversation["id"] if conversation else uuid.uuid4().hex
     run_token, message_id = uuid.uuid4().hex, uuid.uuid4().hex
     if rt.services.hooks.wants("before_run"):  # the original content is never stored
@@ -53,7 +67,9 @@ async def start_message(
         content = await rt.services.hooks.before_run(run, content)
     if conversation is None:  # created after before_run: a failing hook leaves nothing behind
         # A new id of ours: no need to look for an existing conversation first.
-        conversation = await rt.store.create_conversation(conversation_id, user_id=user_id)
+        conversation = await rt.store.create_conversation(
+            conversation_id, user_id=user_id, project=project or rt.services.settings.project
+        )
     message = await conversations.add_message(
         conversation["id"],
         content,

@@ -37,12 +37,17 @@ class ConversationRecords(UnitOfWork):
     # --- conversations ---------------------------------------------------------------------
 
     async def create_conversation(
-        self, conversation_id: str | None = None, *, user_id: str | None = None, title: str | None = None
+        self,
+        conversation_id: str | None = None,
+        *,
+        user_id: str | None = None,
+        title: str | None = None,
+        project: str | None = None,
     ) -> ConversationRow:
         now = time.time()
         record = ConversationRow(
             id=conversation_id or uuid.uuid4().hex, user_id=user_id, title=title,
-            active_message_id=None, created_at=now, updated_at=now,
+            active_message_id=None, created_at=now, updated_at=now, project=project,
         )
         await self.write(t.conversations.insert().values(**record))
         return record
@@ -52,20 +57,25 @@ class ConversationRecords(UnitOfWork):
         return await self.fetch_one(query, ConversationRow)
 
     async def list_conversations(
-        self, *, user_id: str | None = None, limit: int = 20, offset: int = 0
+        self, *, user_id: str | None = None, limit: int = 20, offset: int = 0,
+        project: str | None = None,
     ) -> list[ConversationRow]:
-        """Newest first; only `user_id`'s when given."""
+        """Newest first; only `user_id`'s when given, only `project`'s when given."""
         query = sa.select(t.conversations).order_by(
             t.conversations.c.updated_at.desc(), t.conversations.c.id
         )
         if user_id is not None:
             query = query.where(t.conversations.c.user_id == user_id)
+        if project is not None:
+            query = query.where(t.conversations.c.project == project)
         return await self.fetch_all(query.limit(limit).offset(offset), ConversationRow)
 
-    async def count_conversations(self, *, user_id: str | None = None) -> int:
+    async def count_conversations(self, *, user_id: str | None = None, project: str | None = None) -> int:
         query = sa.select(sa.func.count()).select_from(t.conversations)
         if user_id is not None:
             query = query.where(t.conversations.c.user_id == user_id)
+        if project is not None:
+            query = query.where(t.conversations.c.project == project)
         return int(await self.fetch_value(query))
 
     async def touch_conversation(

@@ -49,8 +49,27 @@ def _v3_result_references(conn: Connection) -> None:
 # Version 4 (long-term memory: `af_memories`, `af_memory_namespaces` and the full-text index
 # made with them) adds tables only: `create_all` makes them, so it has no step.
 
+
+def _v5_conversation_project(conn: Connection) -> None:
+    """Version 5: `af_conversations.project` (with its index), the project a conversation's
+    runs recall memories from. Existing conversations belong to no project."""
+    table = t.conversations.name
+    present = {c["name"] for c in sa.inspect(conn).get_columns(table)}
+    for column in t.CONVERSATION_COLUMNS_V5:
+        added = column()
+        if added.name in present:  # a database created at this version by another step order
+            continue
+        kind = added.type.compile(dialect=conn.dialect)
+        conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {added.name} {kind}"))
+        conn.execute(sa.text(f"CREATE INDEX IF NOT EXISTS ix_{table}_{added.name} ON {table} ({added.name})"))
+
+
 # version → step that upgrades a database from version - 1. Version 1 has no step.
-STEPS: dict[int, Callable[[Connection], None]] = {2: _v2_message_columns, 3: _v3_result_references}
+STEPS: dict[int, Callable[[Connection], None]] = {
+    2: _v2_message_columns,
+    3: _v3_result_references,
+    5: _v5_conversation_project,
+}
 
 
 def upgrade(conn: Connection) -> int:

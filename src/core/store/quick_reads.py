@@ -20,7 +20,9 @@ from typing import Any, cast
 from .rows import ConversationRow, MessageRow
 from .version import SCHEMA_VERSION
 
-CONVERSATION_COLUMNS = ("id", "user_id", "title", "active_message_id", "created_at", "updated_at")
+CONVERSATION_COLUMNS = (
+    "id", "user_id", "title", "active_message_id", "created_at", "updated_at", "project",
+)
 
 
 def open_existing(path: Path) -> sqlite3.Connection | None:
@@ -44,19 +46,25 @@ def open_existing(path: Path) -> sqlite3.Connection | None:
 
 
 def list_conversations(
-    conn: sqlite3.Connection, *, limit: int, offset: int
+    conn: sqlite3.Connection, *, limit: int, offset: int, project: str | None = None
 ) -> list[ConversationRow]:
     """As `ConversationRecords.list_conversations` without a user: newest first."""
+    where, args = _project_filter(project)
     rows = conn.execute(
-        f"SELECT {', '.join(CONVERSATION_COLUMNS)} FROM af_conversations "
+        f"SELECT {', '.join(CONVERSATION_COLUMNS)} FROM af_conversations{where} "
         "ORDER BY updated_at DESC, id LIMIT ? OFFSET ?",
-        (limit, offset),
+        (*args, limit, offset),
     ).fetchall()
     return [cast(ConversationRow, dict(row)) for row in rows]
 
 
-def count_conversations(conn: sqlite3.Connection) -> int:
-    return int(conn.execute("SELECT count(*) FROM af_conversations").fetchone()[0])
+def count_conversations(conn: sqlite3.Connection, project: str | None = None) -> int:
+    where, args = _project_filter(project)
+    return int(conn.execute(f"SELECT count(*) FROM af_conversations{where}", args).fetchone()[0])
+
+
+def _project_filter(project: str | None) -> tuple[str, tuple[str, ...]]:
+    return ("", ()) if project is None else (" WHERE project = ?", (project,))
 
 
 def messages_with_status(conn: sqlite3.Connection, status: str) -> list[MessageRow]:

@@ -26,6 +26,7 @@ class ConversationRow(TypedDict):
     active_message_id: str | None  # the tip of the branch the user is on
     created_at: float
     updated_at: float
+    project: str | None  # the project its runs recall memories from (None: none)
 
 
 class MessageRow(TypedDict):

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy import event
 
 from .version import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported: migrate.py reads it here
 
@@ -68,6 +69,12 @@ MESSAGE_COLUMNS_V2: list[Callable[[], sa.Column[Any]]] = [
     lambda: sa.Column("decisions", NulFreeText, nullable=True),  # JSON: `shapes.AcceptedDecisions`
 ]
 
+# Added in version 5: the project a conversation belongs to (its runs recall the project's
+# memories, `memory/recall.py`); None: no project.
+CONVERSATION_COLUMNS_V5: list[Callable[[], sa.Column[Any]]] = [
+    lambda: sa.Column("project", NulFreeString(100), nullable=True, index=True),
+]
+
 metadata = sa.MetaData()
 
 meta = sa.Table("af_meta", metadata,
@@ -95,6 +102,7 @@ conversations = sa.Table("af_conversations", metadata,
     sa.Column("active_message_id", NulFreeString(64), nullable=True),
     _created_at(),
     sa.Column("updated_at", sa.Float, nullable=False, index=True),
+    *[column() for column in CONVERSATION_COLUMNS_V5],
 )
 
 messages = sa.Table("af_messages", metadata,
@@ -287,6 +295,6 @@ _POSTGRES_MEMORY_FTS = (
     "CREATE INDEX ix_af_memories_tsv ON af_memories USING gin (tsv) WITH (fastupdate = off)",
 )
 for _statement in _SQLITE_MEMORY_FTS:
-    sa.event.listen(memories, "after_create", sa.DDL(_statement).execute_if(dialect="sqlite"))
+    event.listen(memories, "after_create", sa.DDL(_statement).execute_if(dialect="sqlite"))
 for _statement in _POSTGRES_MEMORY_FTS:
-    sa.event.listen(memories, "after_create", sa.DDL(_statement).execute_if(dialect="postgresql"))
+    event.listen(memories, "after_create", sa.DDL(_statement).execute_if(dialect="postgresql"))
