@@ -90,3 +90,6 @@ class RunContext:
     # (replay/result_refs.py). Read-only here.
     stored_events: Sequence[Event] = ()
     settle_events: Callable[[], Awaitable[None]] | None = None
+    # The request recorder's state for this segment's message (replay/recording.py), kept
+    # here so that it lives exactly as long as the segment. Opaque to the engine.
+    recording: Any = None
