@@ -92,9 +92,10 @@ def _guarded_on_thread(saver: OneHopSqliteSaver) -> Callable[..., Awaitable[Any]
 def guard_saver(saver: Any) -> Any:
     """Make `saver`'s checkpoints (`aput`) check the owning run."""
     if not getattr(saver, "_artifactflow_guarded", False):
+        target: Any = saver
         if isinstance(saver, OneHopSqliteSaver):
-            saver.aput = _guarded_on_thread(saver)
+            target.aput = _guarded_on_thread(saver)
         else:
-            saver.aput = _guarded(saver.aput)
-        saver._artifactflow_guarded = True
+            target.aput = _guarded(saver.aput)
+        target._artifactflow_guarded = True
     return saver

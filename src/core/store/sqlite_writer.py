@@ -159,7 +159,11 @@ def holds_run_here(path: str, message_id: str, run_token: str) -> bool:
     if conn is None:
         conn = readers[path] = sqlite3.connect(path, isolation_level=None)
         conn.execute("PRAGMA busy_timeout=30000")
-    return conn.execute(_HOLDS, (message_id, run_token)).fetchone() is not None
+    cursor = conn.execute(_HOLDS, (message_id, run_token))
+    try:
+        return cursor.fetchone() is not None
+    finally:
+        cursor.close()  # no read left open: it would pin the WAL
 
 
 def _make_writer(store: Any) -> SqliteWriter:
