@@ -20,7 +20,8 @@ and `create_agent` (`ainvoke`) do not; the fake model serves both alike.
 Figures (medians over repeats; peers interleaved, their order rotating every repeat):
 - ms/round at 10 and at 200 rounds, wall and CPU (this process only), for one conversation
   after a one-round warm-up on a freshly opened peer (process start-up and opening excluded);
-- wall time of 100 conversations × 5 rounds at once (`asyncio.gather`) with a 50 ms model;
+- wall and CPU time of 100 conversations × 5 rounds at once (`asyncio.gather`) with a 50 ms
+  model (CPU: this process, every thread; steadier than the wall on a shared machine);
 - storage ÷ payload at 200 rounds: growth of the peer's data folder (closed, so SQLite's WAL is
   folded in) over a 200-round conversation, divided by the 200 × 4 KB of tool results.
 
@@ -167,8 +168,9 @@ async def one_run(
     return out
 
 
-async def concurrent_run(name: str, model: Model, root: Path) -> float:
-    """Wall seconds of CONCURRENT conversations × CONCURRENT_ROUNDS at once, slow model."""
+async def concurrent_run(name: str, model: Model, root: Path) -> tuple[float, float]:
+    """Wall and CPU seconds (this process, every thread) of CONCURRENT conversations ×
+    CONCURRENT_ROUNDS at once, slow model. The CPU is the steadier figure on a busy machine."""
     peer = FACTORIES[name](Path(tempfile.mkdtemp(dir=root)), model.base_url)
     await peer.open()
     try:
@@ -180,15 +182,15 @@ async def concurrent_run(name: str, model: Model, root: Path) -> float:
                 *(peer.converse(CONCURRENT_ROUNDS, f"c{i}") for i in range(CONCURRENT))
             )
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         answers = await checked(model, name, CONCURRENT, CONCURRENT_ROUNDS, everyone)
-        wall = time.perf_counter() - started
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     finally:
         await model.set_delay(0)
         await peer.close()
     if any(a != "done" for a in answers):
         raise AssertionError(f"{name}: not every concurrent conversation answered 'done'")
-    return wall
+    return wall, cpu
 
 
 def rotated(names: list[str], repeat: int) -> list[str]:
@@ -199,6 +201,7 @@ def rotated(names: list[str], repeat: int) -> list[str]:
 async def measure(names: list[str], sizes: list[int], repeats: int) -> dict[str, Any]:
     samples: dict[tuple[str, int], list[dict[str, float]]] = {}
     walls: dict[str, list[float]] = {}
+    cpus: dict[str, list[float]] = {}
     with fake_model() as url, tempfile.TemporaryDirectory() as folder:
         model = Model(url)
         root = Path(folder)
@@ -216,16 +219,18 @@ async def measure(names: list[str], sizes: list[int], repeats: int) -> dict[str,
                             flush=True,
                         )
                 for name in rotated(names, repeat):
-                    walls.setdefault(name, []).append(await concurrent_run(name, model, root))
+                    wall, cpu = await concurrent_run(name, model, root)
+                    walls.setdefault(name, []).append(wall)
+                    cpus.setdefault(name, []).append(cpu)
                     print(
                         f"  repeat {repeat + 1}, {CONCURRENT} conversations, {name:<12} "
-                        f"{walls[name][-1]:6.2f} s",
+                        f"{wall:6.2f} s (CPU {cpu:6.2f} s)",
                         file=sys.stderr,
                         flush=True,
                     )
         finally:
             await model.http.aclose()
-    return {"samples": samples, "walls": walls}
+    return {"samples": samples, "walls": walls, "cpus": cpus}
 
 
 def median(values: list[float]) -> float:
@@ -233,7 +238,7 @@ def median(values: list[float]) -> float:
 
 
 def table(names: list[str], sizes: list[int], repeats: int, found: dict[str, Any]) -> str:
-    samples, walls = found["samples"], found["walls"]
+    samples, walls, cpus = found["samples"], found["walls"], found["cpus"]
     small, large = min(sizes), max(sizes)
 
     def cell(name: str, rounds: int, key: str) -> str:
@@ -241,7 +246,7 @@ def table(names: list[str], sizes: list[int], repeats: int, found: dict[str, Any
 
     lines = [
         f"| peer | ms/round, {small} rounds (wall / CPU) | ms/round, {large} rounds (wall / CPU) "
-        f"| {CONCURRENT} conv. × {CONCURRENT_ROUNDS} rounds, {CONCURRENT_DELAY * 1000:.0f} ms model "
+        f"| {CONCURRENT} conv. × {CONCURRENT_ROUNDS} rounds, {CONCURRENT_DELAY * 1000:.0f} ms model (wall / CPU) "
         f"| storage ÷ payload, {large} rounds |",
         "|---|---:|---:|---:|---:|",
     ]
@@ -254,7 +259,7 @@ def table(names: list[str], sizes: list[int], repeats: int, found: dict[str, Any
         lines.append(
             f"| {name} | {cell(name, small, 'wall')} / {cell(name, small, 'cpu')} "
             f"| {cell(name, large, 'wall')} / {cell(name, large, 'cpu')} "
-            f"| {median(walls[name]):.2f} s | {store} |"
+            f"| {median(walls[name]):.2f} s / {median(cpus[name]):.2f} s | {store} |"
         )
     return "\n".join(lines)
 
@@ -281,7 +286,8 @@ def targets(names: list[str], sizes: list[int], found: dict[str, Any]) -> str:
     if {"artifactflow", "agents-sdk"} <= set(names):
         lines.append(
             f"artifactflow ÷ agents-sdk, {CONCURRENT} conversations' wall time: "
-            f"{median(walls['artifactflow']) / median(walls['agents-sdk']):.2f} (target ≤ 1)"
+            f"{median(walls['artifactflow']) / median(walls['agents-sdk']):.2f} (target ≤ 1; "
+            f"CPU {median(found['cpus']['artifactflow']) / median(found['cpus']['agents-sdk']):.2f})"
         )
     if "artifactflow" in names:
         growth = median([s["storage"] for s in samples[("artifactflow", large)]])

@@ -27,6 +27,7 @@ from artifactflow import (
     replay_session,
 )
 from artifactflow.cli.main import main
+from artifactflow.replay import recording
 from artifactflow.replay import store as recorded_calls
 
 PLUGIN = '''
@@ -224,6 +225,29 @@ async def test_recording_grows_linearly_with_the_run(make_client, config, llm, e
     assert all(c.get("same_tools") for c in calls[1:])
     session = await client.runs.export(result.message_id)
     assert len(session.calls[-1].messages) == 2 + 2 * rounds
+
+
+async def test_more_runs_at_once_than_the_recorder_remembers_record_every_call(
+    make_client, config, llm, effects, tmp_path, monkeypatch
+):
+    # The recorder keeps the state of a bounded number of messages; a live run whose state it
+    # dropped numbered its calls from 1 again: a duplicate row, and calls missing from its
+    # export. Three runs at once with room for one must each record all of their calls.
+    monkeypatch.setattr(recording, "MESSAGES", 1)
+    client = await make_client(config_dir=config)
+
+    def route(request: dict):
+        done = sum(1 for m in request["messages"] if m["role"] == "tool")
+        return ToolCalls([Call("lookup", {"topic": f"t{done}"})]) if done < 2 else Text("done")
+
+    llm.route(route)
+    results = await asyncio.gather(*(client.run(f"task {i}") for i in range(3)))
+    assert [r.status for r in results] == ["completed"] * 3
+    for result in results:
+        rows = await recorded_calls.rows(client.admin.store, result.message_id)
+        assert [(r["seq"], r["kind"]) for r in rows] == [
+            (1, "config"), (2, "call"), (3, "call"), (4, "call")
+        ]
 
 
 async def record_simple_run(make_client, config: Path, llm, tmp_path: Path) -> tuple[Client, str]:

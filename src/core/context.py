@@ -98,3 +98,6 @@ class RunContext:
     # `llm_complete` with estimated usage, as `Emitted`, for the segment to store before the
     # run ends, so their tokens count in the totals (`agent_nodes._llm_step`).
     cut_off_calls: list[Emitted] = field(default_factory=list)
+    # The request recorder's state for this segment's message (replay/recording.py), kept
+    # here so that it lives exactly as long as the segment. Opaque to the engine.
+    recording: Any = None

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph import END, START, StateGraph
 
 from .agent_nodes import lead_agent, subagents
@@ -56,6 +57,15 @@ def route(state: AgentState) -> str:
         ) from None
 
 
+async def _route_on_loop(state: AgentState) -> str:
+    return route(state)
+
+
+# LangGraph runs a plain-function branch on a worker thread when the graph runs async (its
+# `coerce_to_runnable` wraps it in `run_in_executor`): a thread hop after every step for a
+# dictionary lookup. Given both forms, it calls the async one on the event loop.
+_ROUTE = RunnableCallable(route, _route_on_loop, name="route", trace=False)
+
 _COMPILED: list[Any] = []  # the chat graph without a saver, compiled once per process
 
 
@@ -76,5 +86,5 @@ def _compile() -> Any:
     builder.add_edge(START, "lead_agent")
     targets = ["lead_agent", "tool_execution", "subagents", END]
     for node in ("lead_agent", "tool_execution", "subagents"):
-        builder.add_conditional_edges(node, route, targets)
+        builder.add_conditional_edges(node, _ROUTE, targets)
     return builder.compile()

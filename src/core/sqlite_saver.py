@@ -73,6 +73,18 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        return await self.aput_checked(None, config, checkpoint, metadata, new_versions)
+
+    async def aput_checked(
+        self,
+        check: Callable[[], None] | None,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """`aput`, calling `check()` on the connection's thread first, in the same trip: an
+        exception from it writes nothing (the owning run's check, `core/run/ownership.py`)."""
         await self.setup()
         configurable = _configurable(config)
         thread_id = configurable["thread_id"]
@@ -92,6 +104,8 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
         )
 
         def put(conn: sqlite3.Connection) -> None:
+            if check is not None:
+                check()
             conn.execute(_PUT, row).close()
             conn.commit()
 

@@ -139,7 +139,17 @@ class RequestRecorder:
         self.bytes_written = 0
         self._warned = False
 
-    def _state(self, message_id: str) -> _Message:
+    def _state(self, run: RunContext) -> _Message:
+        """The message's state, held by the run for as long as it lives: the memory of recent
+        messages is bounded, and a live run whose state it dropped would number its calls from
+        the start again (a duplicate row, failing the group commit it joined)."""
+        state = run.recording
+        if isinstance(state, _Message):
+            return state
+        state = run.recording = self._remembered(run.message_id)
+        return state
+
+    def _remembered(self, message_id: str) -> _Message:
         state = self._messages.get(message_id)
         if state is None:
             state = self._messages[message_id] = _Message()
@@ -151,7 +161,7 @@ class RequestRecorder:
 
     async def begin(self, run: RunContext, request: ModelRequest) -> int | None:
         """Reserve the call's row number, in the order the requests were made."""
-        state = self._state(run.message_id)
+        state = self._state(run)
         try:
             if state.next_seq is None:
                 async with state.lock:
@@ -179,7 +189,7 @@ class RequestRecorder:
     ) -> None:
         if seq is None:
             return
-        state = self._state(run.message_id)
+        state = self._state(run)
         messages = list(request.messages)
         tools = list(request.tools) if request.tools else None
         base, keep, append = delta.encode(messages, ((s, m) for s, _, m, _ in state.recent))

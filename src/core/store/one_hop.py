@@ -7,7 +7,7 @@ three for a write, before its commit. At 100 concurrent conversations those hops
 of the event loop's time than the queries themselves. Here a cursor is a local buffer: its
 `execute` runs the statement, fetches every row and closes the sqlite3 cursor in one function
 on the connection's thread, and fetching from it (or closing it) costs nothing more. Commits and
-rollbacks are one hop each, as before.
+rollbacks are one hop each, and none when no transaction is open (a read's rollback).
 
 Nothing else changes: the same aiosqlite connection thread and sqlite3 connection, the same
 statements in the same order, the same driver errors (raised on the thread, handed back as
@@ -97,6 +97,20 @@ class OneHopConnection(aiosqlite.Connection):
 
     def cursor(self) -> OneHopCursor:  # type: ignore[override]
         return OneHopCursor(self)
+
+    # sqlite3's commit and rollback do nothing outside a transaction; SQLAlchemy ends every
+    # read with a rollback (and the durable-write dance with empty commits): those make no
+    # trip. Reading `in_transaction` here is safe: a pooled connection serves one task at a
+    # time, so nothing runs on its thread while its owner awaits this.
+    async def commit(self) -> None:
+        if self._connection is not None and not self._connection.in_transaction:
+            return
+        await super().commit()
+
+    async def rollback(self) -> None:
+        if self._connection is not None and not self._connection.in_transaction:
+            return
+        await super().rollback()
 
 
 def connect(database: str | Path, *, iter_chunk_size: int = 64, **kwargs: Any) -> OneHopConnection:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -127,14 +128,42 @@ class SqliteWriter:
         self._executor.shutdown(wait=False)
 
 
-def sqlite_writer_for(store: Any) -> SqliteWriter | None:
-    """The store's one writer (SQLite file stores only; None for PostgreSQL and memory)."""
+def sqlite_file_of(store: Any) -> str | None:
+    """The store's SQLite file (None for PostgreSQL and memory)."""
     if not store.is_sqlite:
         return None
     database = store.engine.url.database
     if not database or database == ":memory:":
         return None
+    return database
+
+
+def sqlite_writer_for(store: Any) -> SqliteWriter | None:
+    """The store's one writer (SQLite file stores only; None for PostgreSQL and memory)."""
+    if sqlite_file_of(store) is None:
+        return None
     return store.companion(_make_writer)
+
+
+_READERS = threading.local()  # per thread: app-store file -> a connection for `holds_run_here`
+
+
+def holds_run_here(path: str, message_id: str, run_token: str) -> bool:
+    """`holds_run` on the calling thread, through a reading connection of this thread's own
+    to the store's file (the checkpoint saver's thread checks before it writes, in the same
+    trip). WAL: the read sees every transaction committed before it, as the writer's would."""
+    readers: dict[str, sqlite3.Connection] | None = getattr(_READERS, "conns", None)
+    if readers is None:
+        readers = _READERS.conns = {}
+    conn = readers.get(path)
+    if conn is None:
+        conn = readers[path] = sqlite3.connect(path, isolation_level=None)
+        conn.execute("PRAGMA busy_timeout=30000")
+    cursor = conn.execute(_HOLDS, (message_id, run_token))
+    try:
+        return cursor.fetchone() is not None
+    finally:
+        cursor.close()  # no read left open: it would pin the WAL
 
 
 def _make_writer(store: Any) -> SqliteWriter:
