@@ -319,6 +319,7 @@ async def test_cancel_and_multitask_strategies(server: Any, llm: Any) -> None:
     human = {"messages": [{"role": "user", "content": "slow"}]}
     llm.script(Delay(5.0, Text("never")))
     slow = await sdk.runs.create(tid, "lead_agent", input=human)
+    await wait_until(lambda: llm.remaining == 0)  # the slow model call has begun
     assert (await sdk.threads.get(tid))["status"] == "busy"
     # reject
     with pytest.raises(httpx.HTTPStatusError) as rejected:
@@ -342,7 +343,7 @@ async def test_cancel_and_multitask_strategies(server: Any, llm: Any) -> None:
     # interrupt: the running one stops interrupted, the new one runs
     llm.script(Delay(5.0, Text("never")))
     first = await sdk.runs.create(tid, "lead_agent", input=human)
-    await wait_until(lambda: af.admin.active_run_count() > 0)
+    await wait_until(lambda: llm.remaining == 0)  # its model call has begun (not only the run)
     llm.script(Text("after interrupt"))
     second = await sdk.runs.wait(
         tid,
@@ -358,6 +359,7 @@ async def test_cancel_and_multitask_strategies(server: Any, llm: Any) -> None:
     third = await sdk.runs.create(
         tid, "lead_agent", input={"messages": [{"role": "user", "content": "doomed"}]}
     )
+    await wait_until(lambda: llm.remaining == 0)
     llm.script(Text("after rollback"))
     fourth = await sdk.runs.wait(
         tid,
@@ -548,7 +550,7 @@ async def test_hitl_edit_rollback_cancel_delayed_run_and_get_history(server: Any
     doomed = await sdk.runs.create(
         tid, "lead_agent", input={"messages": [{"role": "user", "content": "doomed"}]}
     )
-    await wait_until(lambda: af.admin.active_run_count() > 0)
+    await wait_until(lambda: llm.remaining == 0)  # its model call has begun (not only the run)
     await sdk.runs.cancel(tid, doomed["run_id"], wait=True, action="rollback")
     assert (await sdk.threads.get_state(tid))["checkpoint"]["checkpoint_id"] == head
     assert doomed["run_id"] not in [r["run_id"] for r in await sdk.runs.list(tid)]
