@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -185,10 +186,22 @@ async def _rows(af: Any, thread_id: str) -> tuple[int, int]:
     return len(threads), len(runs)
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 async def test_conversation_deleted_via_api_leaves_no_protocol_rows(
-    make_client: Any, llm: Any
+    make_client: Any, llm: Any, backend: str
 ) -> None:
-    af = await make_client()
+    async with AsyncExitStack() as stack:
+        database = ""
+        if backend == "postgres":
+            from pg import fresh_database
+
+            database = f"database_url: {await stack.enter_async_context(fresh_database())}\n"
+        af = await make_client(yaml_text=database)
+        stack.push_async_callback(af.aclose)
+        await _deleted_elsewhere(af, llm)
+
+
+async def _deleted_elsewhere(af: Any, llm: Any) -> None:
     async with serving(create_app(client=af)) as url:
         sdk = get_client(url=url, api_key=None)
         kept = await sdk.threads.create(metadata={"tag": "t"})
