@@ -31,6 +31,7 @@ from ..protocol import protocol_router
 from ..settings import ServerSettings, Settings, load_settings
 from ..version import __version__
 from .auth import RedactTokens, auth_enabled
+from .cors import LazyCORS
 from .deps import API_PREFIX
 from .errors import CatchAllMiddleware, install_error_handlers
 from .limits import BodyLimitMiddleware, RunLimiter
@@ -58,6 +59,7 @@ def _attach(app: FastAPI, client: Client, host: str) -> None:
     state.limiter = RunLimiter(settings.run.max_concurrent_runs, settings.run.max_runs_per_database)
     state.heartbeat_seconds = settings.server.heartbeat_seconds
     state.max_request_bytes = settings.server.max_request_bytes
+    state.cors_origins = settings.server.cors_origins
 
 
 def create_app(
@@ -119,6 +121,8 @@ def create_app(
     install_openapi(app, lambda schema, client: publish_inputs(schema, client.workflows.list()))
     app.add_middleware(BodyLimitMiddleware, limit=lambda: app.state.max_request_bytes)
     app.add_middleware(CatchAllMiddleware)
+    # Outermost: preflights are answered, and errors (413, 500) carry the CORS headers too.
+    app.add_middleware(LazyCORS, origins=lambda: getattr(app.state, "cors_origins", None))
     app.include_router(chat_router, prefix=API_PREFIX)
     app.include_router(data_router, prefix=API_PREFIX)
     app.include_router(workflows_router, prefix=API_PREFIX)

@@ -47,13 +47,30 @@ def serve(
     port: Annotated[
         int, typer.Option("--port", min=0, max=65535, help="Port to listen on.")
     ] = 8000,
+    cors_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--cors-origin",
+            help="Browser origin allowed to call the API from another page (CORS), e.g. "
+            "http://localhost:3000; repeat for more, * for any. Replaces server.cors_origins.",
+        ),
+    ] = None,
 ) -> None:
     """Serve the HTTP/SSE API."""
     import asyncio
 
     from ..api.app import serve as serve_app
+    from ..settings import cors_origin as parse_origin
 
-    result = serve_app(GLOBALS.settings(), host=host, port=port)
+    settings = GLOBALS.settings()
+    if cors_origin:
+        try:
+            origins = [parse_origin(o) for o in cors_origin]
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--cors-origin") from None
+        server = settings.server.model_copy(update={"cors_origins": origins})
+        settings = settings.model_copy(update={"server": server})
+    result = serve_app(settings, host=host, port=port)
     if inspect.isawaitable(result):
         asyncio.run(result)  # type: ignore[arg-type]
 

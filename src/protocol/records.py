@@ -7,6 +7,12 @@ points at the message whose segment it is (`message_id`, `cursor`: the event id 
 starts after), so its events, status and answer are read from our event log, never copied.
 The tables live in their own `MetaData` (this layer sits above the engine, whose schema knows
 nothing of it) and are created on first use; every row is the user's own (`user_id`).
+
+A conversation deleted below this layer (`/api/v1`, the CLI, the facade: they know nothing of
+these tables) leaves its rows here. They are never shown (every thread is read through its
+conversation, so such a thread is a 404 and absent from searches) and are removed lazily:
+`purge_orphans` runs when the tables are first used and on every thread search (a read that
+finds none in the usual case), and a thread found missing has its rows deleted there and then.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
+
+from ..core.store.schema import conversations
 
 if TYPE_CHECKING:
     from ..core.store.repository import AppStore
@@ -74,6 +82,7 @@ class ProtocolRecords:
                         await asyncio.sleep(0.1)
                         await self._create()
                     self._ready = True
+            await self.purge_orphans()
         return self
 
     async def _create(self) -> None:
@@ -137,6 +146,35 @@ class ProtocolRecords:
             runs.delete().where(runs.c.thread_id == thread_id),
             threads.delete().where(threads.c.thread_id == thread_id),
         )
+
+    async def purge_orphans(self) -> int:
+        """Delete the rows of threads whose conversation no longer exists; the number of
+        threads they belonged to. Only reads when there are none."""
+        orphan_ids = sorted(
+            {
+                r["thread_id"]
+                for table in (threads, runs)
+                for r in await self.store.fetch_rows(
+                    sa.select(table.c.thread_id)
+                    .where(~sa.exists().where(conversations.c.id == table.c.thread_id))
+                    .distinct()
+                )
+            }
+        )
+        for thread_id in orphan_ids:
+            await self.delete_thread(thread_id)
+        return len(orphan_ids)
+
+    async def forget_if_orphan(self, thread_id: str) -> None:
+        """The thread was not found for someone: delete its rows if its conversation is gone
+        (not if it merely belongs to another user)."""
+        if await self.store.fetch_rows(
+            sa.select(conversations.c.id).where(conversations.c.id == thread_id)
+        ):
+            return
+        has_row = await self.thread_row(thread_id) is not None
+        if has_row or await self.thread_runs(thread_id, limit=1):
+            await self.delete_thread(thread_id)
 
     # --- runs ------------------------------------------------------------------------------
 

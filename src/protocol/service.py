@@ -105,6 +105,7 @@ class Protocol:
         try:
             return dict(await self.client.conversations.get(thread_id, user_id=user))
         except NotFoundError:
+            await self.records.forget_if_orphan(thread_id)  # deleted below us: drop its rows
             raise NotFoundError(f"thread {thread_id} not found") from None
 
     async def tip(self, conversation: dict[str, Any]) -> dict[str, Any] | None:

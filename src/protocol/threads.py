@@ -176,6 +176,7 @@ async def _history(ctx: Ctx, thread_id: str, body: JSON) -> list[JSON]:
 
 async def _search(ctx: Ctx, body: JSON) -> tuple[list[JSON], int]:
     p = ctx.p
+    await p.records.purge_orphans()  # threads whose conversation was deleted elsewhere
     conversations = plain(await p.client.conversations.list(user_id=ctx.user, limit=10_000))
     rows = await p.records.thread_rows([c["id"] for c in conversations])
     if body.get("ids"):

@@ -131,6 +131,33 @@ class AuthSettings(BaseModel):
 class ServerSettings(BaseModel):
     max_request_bytes: int = 1_000_000
     heartbeat_seconds: float = 15.0
+    # Browser origins allowed to call the server from another page (CORS), e.g.
+    # ["http://localhost:3000"]; "*" allows any. Empty (default): no CORS headers.
+    cors_origins: list[str] = []
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _check_cors_origins(cls, value: list[str]) -> list[str]:
+        return [cors_origin(v) for v in value]
+
+
+def cors_origin(value: str) -> str:
+    """`value` as a CORS origin (`scheme://host[:port]`, no path, or `*`); ValueError if not."""
+    origin = value.strip().rstrip("/")
+    if origin == "*":
+        return origin
+    scheme, sep, rest = origin.partition("://")
+    if (
+        not sep
+        or scheme.lower() not in ("http", "https")
+        or not rest
+        or any(c in rest for c in "/?#@ ")
+    ):
+        raise ValueError(
+            f"CORS origin {value!r} is not an origin: write scheme://host[:port] "
+            "(e.g. http://localhost:3000, no path) or * for any"
+        )
+    return f"{scheme.lower()}://{rest.lower()}"
 
 
 class Settings(BaseSettings):
