@@ -26,7 +26,7 @@ check: setup
 test-fast: check
 
 lint: setup
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks scripts
 
 types: setup
 	$(BIN)/pyright
