@@ -75,6 +75,19 @@ async def test_claim_is_exclusive(store: AppStore):
     assert await store.update_message(msg["id"], run_token="t0", status="failed") is False
 
 
+async def test_renew_lease_reports_the_cancel_flag_and_only_for_the_owner(store: AppStore):
+    conv = await store.create_conversation()
+    msg = await store.add_message(conversation_id=conv["id"], content="x", parent_id=None,
+                                  status="running", run_token="t1")
+    assert await store.renew_lease(msg["id"], "t1", 100.0) is False
+    assert (await store.get_message(msg["id"]))["lease_expires_at"] == 100.0
+    assert (await store.request_cancel(msg["id"], now=1.0)).won
+    assert await store.renew_lease(msg["id"], "t1", 200.0) is True
+    assert (await store.get_message(msg["id"]))["lease_expires_at"] == 200.0
+    assert await store.renew_lease(msg["id"], "other", 300.0) is None  # not its run: no write
+    assert (await store.get_message(msg["id"]))["lease_expires_at"] == 200.0
+
+
 async def test_events_append_replay_after(store: AppStore):
     conv = await store.create_conversation()
     msg = await store.add_message(conversation_id=conv["id"], content="x", parent_id=None)

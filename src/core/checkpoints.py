@@ -81,7 +81,7 @@ class CompressingSerializer(JsonPlusSerializer):
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         type_, data = super().dumps_typed(obj)
         if len(data) >= self.THRESHOLD:
-            packed = zlib.compress(data, 6)
+            packed = zlib.compress(data, 1)
             if len(packed) < len(data):
                 return self.PREFIX + type_, packed
         return type_, data

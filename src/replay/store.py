@@ -34,7 +34,7 @@ CALL, CONFIG = "call", "config"
 
 
 def pack(data: Any) -> bytes:
-    return zlib.compress(json.dumps(data, ensure_ascii=False, default=str).encode("utf-8"), 6)
+    return zlib.compress(json.dumps(data, ensure_ascii=False, default=str).encode("utf-8"), 1)
 
 
 def unpack(raw: bytes) -> Any:

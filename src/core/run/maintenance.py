@@ -35,8 +35,9 @@ async def keep_lease(rt: Runtime, message_id: str, run_token: str) -> None:
     while True:
         await asyncio.sleep(period)
         try:
-            await rt.store.update_message(message_id, run_token=run_token, lease_expires_at=rt.lease())
-            cancelled = await rt.store.cancel_requested(message_id)
+            cancelled = await rt.store.renew_lease(message_id, run_token, rt.lease())
+            if cancelled is None:  # no longer ours (rare): the cancel flag is still read
+                cancelled = await rt.store.cancel_requested(message_id)
         except Exception as exc:
             log.warning("run %s: could not renew its lease (%s); trying again", message_id, exc)
             continue

@@ -2,7 +2,7 @@
 
 JSON is stored as text so both backends behave the same; an event whose JSON is larger than
 `COMPRESS_EVENTS_OVER` bytes is zlib-compressed into `data_z` (tool results are the bulk of the
-store and shrink 2-4x).
+store and shrink 2-4x; zlib level 1: about half the CPU of level 6 for ~4 % more bytes).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def event_row(message_id: str, event: Mapping[str, Any]) -> StoredEventRow:
     text = dumps(event.get("data") or {})
     packed = None
     if len(text) > COMPRESS_EVENTS_OVER:
-        packed = zlib.compress(text.encode("utf-8"), 6)
+        packed = zlib.compress(text.encode("utf-8"), 1)
         text = ""
     return StoredEventRow(
         message_id=message_id,

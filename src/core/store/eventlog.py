@@ -197,6 +197,21 @@ class EventLog(UnitOfWork):
             found = await conn.execute(sa.select(t.messages.c.status).where(t.messages.c.id == message_id))
             return StatusChange(False, found.scalar_one_or_none())
 
+    async def renew_lease(self, message_id: str, run_token: str, expires_at: float) -> bool | None:
+        """Extend the lease of the run `run_token` and say whether a cancel was accepted for
+        the message (`request_cancel`), in one statement; None when that run no longer owns
+        the message (nothing was written)."""
+        query = (
+            t.messages.update()
+            .where(t.messages.c.id == message_id, t.messages.c.run_token == run_token)
+            .values(**message_values({"lease_expires_at": expires_at}))
+            .returning(t.messages.c.cancel_requested_at)
+        )
+        # as `write` does: one statement on PostgreSQL needs no BEGIN/COMMIT around it
+        async with self.transaction() if self.is_sqlite else self.reads.begin() as conn:
+            row = (await conn.execute(query)).first()
+        return None if row is None else row[0] is not None
+
     async def cancel_requested(self, message_id: str) -> bool:
         """Whether a cancel was accepted for the message (`request_cancel`)."""
         query = sa.select(t.messages.c.cancel_requested_at).where(t.messages.c.id == message_id)
