@@ -4,6 +4,7 @@ state and history, join_stream with Last-Event-ID, cancel, and the four multitas
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from langgraph_sdk.errors import ConflictError, NotFoundError
@@ -174,9 +175,16 @@ async def test_join_stream_from_start_and_middle(server: Server) -> None:
     tail = await collect(server.client.runs.join_stream(
         thread_id, run["run_id"], last_event_id=everything[middle].id
     ))
-    assert [(p.event, p.id) for p in tail if p.event != "metadata"] == [
-        (p.event, p.id) for p in everything[middle + 1:] if p.event != "metadata"
-    ]
+    # artifactflow streams token chunks live only (they are never stored, docs/agent-protocol.md):
+    # a join that comes after them gets every other frame again, and the whole message follows
+    # in `values`/`updates`. The reference server keeps its token frames for a resumable run.
+    def frames(parts: list[Any]) -> list[tuple[str, str]]:
+        return [
+            (p.event, p.id) for p in parts
+            if p.event != "metadata" and not (server.local and p.event == "messages")
+        ]
+
+    assert frames(tail) == frames(everything[middle + 1:])
 
 
 async def test_cancel_a_running_run(server: Server) -> None:
