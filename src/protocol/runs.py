@@ -123,6 +123,16 @@ def _stream_response(
     )
 
 
+def _joined(ctx: Ctx, run: JSON, request: Request, stream_mode: list[str] | None) -> Response:
+    """A join of `run`'s stream from the client's `Last-Event-ID`, in the modes asked (else
+    the run's own)."""
+    return _stream_response(
+        ctx,
+        _frames(ctx, run, _asked_modes(stream_mode), _last_event_id(request)),
+        _run_location(run, stream=True),
+    )
+
+
 def _asked_modes(stream_mode: list[str] | None) -> list[str] | None:
     """A join's `stream_mode` query, None when not given: `langgraph_sdk` sends `stream_mode=`
     (empty) for "the run's own modes", since httpx writes a None parameter as an empty one."""
@@ -241,12 +251,7 @@ def add_runs(router: APIRouter) -> None:
         ctx: Ctx = CtxDep,
     ) -> Response:
         run = await ctx.p.run_row(thread_id, run_id, ctx.user)
-        after = _last_event_id(request)
-        return _stream_response(
-            ctx,
-            _frames(ctx, run, _asked_modes(stream_mode), after),
-            _run_location(run, stream=True),
-        )
+        return _joined(ctx, run, request, stream_mode)
 
     @router.get("/threads/{thread_id}/stream")
     async def thread_stream_join(
@@ -262,12 +267,7 @@ def add_runs(router: APIRouter) -> None:
         if not runs:
             raise ProtocolError(404, f"thread {thread_id} has no runs")
         run = runs[0]
-        after = _last_event_id(request)
-        return _stream_response(
-            ctx,
-            _frames(ctx, run, _asked_modes(stream_mode), after),
-            _run_location(run, stream=True),
-        )
+        return _joined(ctx, run, request, stream_mode)
 
     @router.post("/threads/{thread_id}/runs/{run_id}/cancel")
     async def cancel(
