@@ -4,17 +4,23 @@ a reader that waits for output (observable state, never time), and a CONFIRM fil
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 import os
 import pty
 import re
 import select
+import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import make_config
@@ -182,3 +188,23 @@ def in_pty(cli: CLI, *args: str) -> Iterator[tuple[subprocess.Popen[bytes], Read
             proc.kill()
             proc.wait()
         os.close(master)
+
+
+async def kill_at(proc: Any, point: str, delay: float, read_timeout: float) -> Counter[str]:
+    """Read a `--json` CLI's events until it printed `point` (its n-th, with `#n`), wait
+    `delay`, then SIGKILL it; the count of each event type it printed."""
+    assert proc.stdout is not None
+    seen: Counter[str] = Counter()
+    name, _, nth = point.partition("#")
+    try:
+        while line := await asyncio.wait_for(proc.stdout.readline(), read_timeout):
+            with contextlib.suppress(ValueError):
+                seen[json.loads(line).get("type")] += 1
+            if seen[name] == int(nth or 1):
+                await asyncio.sleep(delay)
+                break
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+    return seen

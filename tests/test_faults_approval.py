@@ -11,16 +11,13 @@ made to expire, as a dead process's would). The resume's claim stored the decisi
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-import signal
 import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from cli_helpers import ARTIFACTFLOW, CLI
+from cli_helpers import ARTIFACTFLOW, CLI, kill_at
 from conftest import make_config
 from scripted_llm import Call, Text, ToolCalls
 
@@ -84,20 +81,7 @@ async def _run_and_kill(config: Path, data: Path, task: str, point: str, delay: 
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )
-    assert proc.stdout is not None
-    seen: Counter[str] = Counter()
-    name, _, nth = point.partition("#")
-    try:
-        while line := await asyncio.wait_for(proc.stdout.readline(), 30):
-            with contextlib.suppress(ValueError):
-                seen[json.loads(line).get("type")] += 1
-            if seen[name] == int(nth or 1):
-                await asyncio.sleep(delay)
-                break
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGKILL)
-        await proc.wait()
+    seen = await kill_at(proc, point, delay, 30)
     assert seen["permission_result"], f"killed at {point}: the CLI never approved"
     return set(seen)
 

@@ -11,16 +11,12 @@ often the round runs, the store holds the memory once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-import signal
 import subprocess
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from cli_helpers import ARTIFACTFLOW, CLI
+from cli_helpers import ARTIFACTFLOW, CLI, kill_at
 from conftest import make_config
 from scripted_llm import Call, Text, ToolCalls
 
@@ -59,21 +55,8 @@ async def _run_and_kill(config: Path, data: Path, task: str, point: str, delay: 
         ARTIFACTFLOW, "--config-dir", str(config), "--data-dir", str(data), "run", task, "--json",
         env=CLI.env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
     )
-    assert proc.stdout is not None
-    seen: Counter[str] = Counter()
-    name, _, nth = point.partition("#")
-    try:
-        while line := await asyncio.wait_for(proc.stdout.readline(), 60):
-            with contextlib.suppress(ValueError):
-                seen[json.loads(line).get("type")] += 1
-            if seen[name] == int(nth or 1):
-                await asyncio.sleep(delay)
-                break
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGKILL)
-        await proc.wait()
-    assert seen[name], f"the CLI never printed {point}"
+    seen = await kill_at(proc, point, delay, 60)
+    assert seen[point.partition("#")[0]], f"the CLI never printed {point}"
 
 
 async def test_memory_save_cut_off_by_sigkill_saves_once(make_client: Any, tmp_path: Path, llm: Any) -> None:
