@@ -6,12 +6,16 @@ fresh processes on a fresh data folder (or PostgreSQL database):
 
 - api:  the Python API (`Client.run`), C runs concurrently in one process;
         with 2 workers, two processes take half the conversations each (started together);
+        worker CPU s is the workers' own CPU time (every thread) over the measured window,
+        worker walls each worker's own wall time from its start to its last conversation's end;
 - http: `artifactflow serve` processes (1 or 2 workers, each its own port); this script posts
         `POST /api/v1/chat` and reads every event of `GET /api/v1/stream/{id}` to the end.
 
-The model is the scripted OpenAI-compatible server in its own process, answering each request
-after 50 ms. Everything shares the 2-core machine, the model server and (for http) this
-client included. An error is a conversation that did not end `completed` (or a failed
+The model is `fake_model.py` (the peers benchmark's raw-asyncio OpenAI-compatible server) in its
+own process, answering each request after 50 ms; the task is "Read pages 1 to 5.", each
+round one `fetch_page` call returning 4 KB. The run fails unless the model saw exactly 6 calls,
+one final answer and intact tool results per conversation. Everything shares the 2-core
+machine, the model server and (for http) this client included. An error is a conversation that did not end `completed` (or a failed
 request). All rows are measured in one run, so their ratios are comparable.
 
 Run: `python benchmarks/concurrency.py [--conversations 1,10,50,100] [--setups ...]`
@@ -41,43 +45,56 @@ ROOT = Path(__file__).resolve().parent.parent
 PG_ADMIN = os.environ.get("ARTIFACTFLOW_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 SETUPS = ["api-sqlite-1", "api-pg-1", "api-pg-2", "http-sqlite-1", "http-pg-1", "http-pg-2"]
 
-TOOLS_PY = '''
+BENCHMARKS = Path(__file__).resolve().parent
+TOOLS_PY = f'''
+import sys
+
+sys.path.insert(0, {str(BENCHMARKS)!r})
+from fake_model import page
+
 from artifactflow import tool
 
+
 @tool
-def lookup(n: int) -> str:
-    """Look up one entry.
+def fetch_page(n: int) -> str:
+    """Fetch one page.
 
     Args:
-        n: Entry number.
+        n: Page number.
     """
-    return f"entry {n}: " + "lorem ipsum " * 20
+    return page(n)
 '''
+TASK = f"Read pages 1 to {ROUNDS}."
+ANSWER = "done"
 
 
 # --- the model server (its own process) ---------------------------------------------------
 
 
-def serve_model() -> None:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from scripted_llm import Call, Delay, ScriptedLLM, Text, ToolCalls
+def spawn_model() -> subprocess.Popen[str]:
+    """`fake_model.py` in its own process: raw asyncio, HTTP/1.1 keep-alive, so the model's
+    own CPU and connection churn stay small beside what is measured (the scripted test server
+    opened a thread and a TCP connection per request: 14 % of a core at 100 conversations)."""
+    return subprocess.Popen(
+        [sys.executable, str(BENCHMARKS / "fake_model.py")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
 
-    def answer(request: dict[str, Any]) -> Any:
-        done = sum(1 for m in request.get("messages") or [] if m.get("role") == "tool")
-        if done >= ROUNDS:
-            return Delay(LATENCY, Text("All entries read."))
-        return Delay(LATENCY, ToolCalls([Call("lookup", {"n": done + 1})]))
 
-    import importlib
+def model_stats(base_url: str) -> dict[str, Any]:
+    """The fake model's counters: requests, final answers, damaged tool results."""
+    import httpx
 
-    module = importlib.import_module("artifactflow.testing.scripted_llm")
-    module._Server.request_queue_size = 1024  # socketserver's default backlog (5) refuses bursts
-    llm = ScriptedLLM().start()
-    llm.route(answer)
-    print(llm.base_url, flush=True)
-    for _ in sys.stdin:  # each line asks for the number of requests so far; ends when stdin closes
-        print(llm.request_count, flush=True)
-    llm.close()
+    return httpx.get(base_url.removesuffix("/v1") + "/stats").json()
+
+
+def set_latency(base_url: str, seconds: float) -> None:
+    import httpx
+
+    url = base_url.removesuffix("/v1") + "/delay"
+    httpx.post(url, json={"seconds": seconds}).raise_for_status()
 
 
 # --- setup helpers ---------------------------------------------------------------------------
@@ -87,15 +104,15 @@ def write_config(root: Path, database_url: str | None) -> Path:
     config = root / "config"
     (config / "agents").mkdir(parents=True)
     (config / "agents" / "lead_agent.md").write_text(
-        "---\nname: lead_agent\nrole: lead\ntools: [lookup]\n---\nRead the entries, then answer.\n"
+        "---\nname: lead_agent\nrole: lead\ntools: [fetch_page]\n---\nRead the pages, then answer.\n"
     )
     (config / "bench_tools.py").write_text(TOOLS_PY)
     lines = [
         "plugins: [bench_tools]",
-        "permissions: {lookup: auto}",
+        "permissions: {fetch_page: auto}",
         "run:\n  max_concurrent_runs: 1000",
         "llm:\n  max_retries: 0",
-        # the scripted server declares no window; 5 rounds of ~250 bytes stay far below this one
+        # the fake model declares no window; 5 rounds of 4 KB stay far below this one
         "context:\n  default_window: 32768",
     ]
     if database_url:
@@ -148,27 +165,35 @@ async def api_worker(config: str, data: str, count: int) -> None:
     logging.disable(logging.WARNING)
     client = await Client.open(load_settings(config, data))
     try:
-        await client.run("warm-up")
+        await client.run(TASK)
         print("ready", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
-        started = time.time()
+        started, cpu_started = time.time(), time.process_time()
 
         async def one(i: int) -> str:
             try:
-                result = await client.run(f"conversation {i}")
-                if result.status == "completed" and result.response != "All entries read.":
+                result = await client.run(TASK)
+                if result.status == "completed" and result.response != ANSWER:
                     return f"answered {result.response!r}"
                 return result.status
             except Exception as exc:  # counted as an error
                 return f"{type(exc).__name__}: {exc}"
 
         statuses = await asyncio.gather(*(one(i) for i in range(count)))
-        ended = time.time()
+        ended, cpu = time.time(), time.process_time() - cpu_started
     finally:
         await client.aclose()
     errors = [s for s in statuses if s != "completed"]
     print(
-        json.dumps({"start": started, "end": ended, "errors": len(errors), "sample": errors[:3]}),
+        json.dumps(
+            {
+                "start": started,
+                "end": ended,
+                "cpu": cpu,
+                "errors": len(errors),
+                "sample": errors[:3],
+            }
+        ),
         flush=True,
     )
 
@@ -206,6 +231,8 @@ async def run_api(
     wall = max(r["end"] for r in results) - min(r["start"] for r in results)
     return {
         "wall": wall,
+        "cpu": sum(r["cpu"] for r in results),
+        "walls": [r["end"] - r["start"] for r in results],
         "errors": sum(r["errors"] for r in results),
         "sample": sum((r["sample"] for r in results), []),
     }
@@ -259,7 +286,7 @@ async def start_servers(
 
 async def http_conversation(client: Any, url: str, i: int) -> str:
     try:
-        posted = await client.post(url + "/api/v1/chat", json={"content": f"conversation {i}"})
+        posted = await client.post(url + "/api/v1/chat", json={"content": TASK})
         if posted.status_code != 202:
             return f"POST {posted.status_code}"
         last = None
@@ -315,20 +342,21 @@ async def measure(setup: str, conversations: int, base_url: str) -> dict[str, An
             await drop_pg(pg)
 
 
-def model_calls(model: subprocess.Popen[str]) -> int:
-    """Requests the model server has answered so far."""
-    model.stdin.write("count\n")  # type: ignore[union-attr]
-    model.stdin.flush()  # type: ignore[union-attr]
-    return int(model.stdout.readline())  # type: ignore[union-attr]
-
-
-def spawn_model() -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, __file__, "--serve-model"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+def check_model_saw(
+    setup: str, count: int, workers: int, before: dict[str, Any], after: dict[str, Any]
+) -> None:
+    """Every conversation and each worker's warm-up made ROUNDS + 1 calls, reached its final
+    answer and sent intact 4 KB tool results: a change in behaviour fails the run."""
+    ran = count + workers
+    calls = after["requests"] - before["requests"]
+    answers = after["answers"] - before["answers"]
+    bad = after["bad"] - before["bad"]
+    if calls != ran * (ROUNDS + 1) or answers != ran or bad:
+        raise AssertionError(
+            f"{setup} ×{count}: {calls} model calls, {answers} final answers, {bad} damaged tool "
+            f"results; want {ran * (ROUNDS + 1)} calls and {ran} answers ({count} conversations "
+            f"and {workers} warm-ups × {ROUNDS + 1}) ({after['bad_sample'] or 'no damage'})"
+        )
 
 
 async def main() -> None:
@@ -341,21 +369,18 @@ async def main() -> None:
     model = spawn_model()
     try:
         base_url = model.stdout.readline().strip()  # type: ignore[union-attr]
+        set_latency(base_url, LATENCY)
         rows = []
         for setup in setups:
             for count in counts:
-                before = model_calls(model)
+                before = model_stats(base_url)
                 try:
                     result = await measure(setup, count, base_url)
                 except Exception as exc:  # a setup that cannot run is a row of errors
                     result = {"wall": float("nan"), "errors": count, "sample": [repr(exc)[:200]]}
                 else:  # every conversation (and each worker's warm-up) makes ROUNDS + 1 calls
-                    calls, workers = model_calls(model) - before, int(setup.rsplit("-", 1)[1])
-                    if calls != (count + workers) * (ROUNDS + 1):
-                        raise AssertionError(
-                            f"{setup} ×{count}: {calls} model calls, want {(count + workers) * (ROUNDS + 1)} "
-                            f"({count} conversations and {workers} warm-ups × {ROUNDS + 1})"
-                        )
+                    after, workers = model_stats(base_url), int(setup.rsplit("-", 1)[1])
+                    check_model_saw(setup, count, workers, before, after)
                 rows.append((setup, count, result))
                 print(
                     f"  {setup} ×{count}: {result['wall']:.2f} s, errors {result['errors']} {result['sample']}",
@@ -363,17 +388,22 @@ async def main() -> None:
                     flush=True,
                 )
     finally:
-        model.stdin.close()  # type: ignore[union-attr]
+        model.stdin.close()  # type: ignore[union-attr]  # the model server stops with its stdin
         model.wait(10)
     print(
         f"\n{ROUNDS} tool rounds per conversation, {LATENCY * 1000:.0f} ms model, ideal {IDEAL:.2f} s\n"
     )
-    print("| setup | conversations | wall s | × ideal | rounds/s | errors |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print(
+        "| setup | conversations | wall s | × ideal | rounds/s | worker CPU s | worker walls s | errors |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---|---:|")
     for setup, count, result in rows:
         rate = count * ROUNDS / result["wall"]
+        cpu = f"{result['cpu']:.2f}" if "cpu" in result else "–"
+        walls = " / ".join(f"{w:.2f}" for w in result.get("walls", [])) or "–"
         print(
-            f"| {setup} | {count} | {result['wall']:.2f} | {result['wall'] / IDEAL:.1f} | {rate:.0f} | {result['errors']} |"
+            f"| {setup} | {count} | {result['wall']:.2f} | {result['wall'] / IDEAL:.1f} | {rate:.0f} "
+            f"| {cpu} | {walls} | {result['errors']} |"
         )
     by = {(s, c): r for s, c, r in rows}
     top = max(counts)
@@ -395,9 +425,7 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--serve-model":
-        serve_model()
-    elif len(sys.argv) > 1 and sys.argv[1] == "--api-worker":
+    if len(sys.argv) > 1 and sys.argv[1] == "--api-worker":
         asyncio.run(api_worker(sys.argv[2], sys.argv[3], int(sys.argv[4])))
     else:
         asyncio.run(main())
