@@ -48,26 +48,132 @@ DATA = ROOT / "tests" / "data"
 PG_ADMIN = os.environ.get("ARTIFACTFLOW_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 TOTAL = 10_000
 TARGET_MS = 100.0
-HEADER = ("backend", "embedder", "mode", "load_s", "first_ms", "median_ms", "p95_ms", "after_write_ms",
-          "natural_top3", "exact_top3")
+HEADER = (
+    "backend",
+    "embedder",
+    "mode",
+    "load_s",
+    "first_ms",
+    "median_ms",
+    "p95_ms",
+    "after_write_ms",
+    "natural_top3",
+    "exact_top3",
+)
 
-PEOPLE = ["Anna", "Ben", "Chloe", "Dev", "Elena", "Farid", "Grace", "Hugo", "Ines", "Jonas", "Kemi",
-          "Liam", "Maya", "Noah", "Olga", "Pedro", "Quinn", "Rosa", "Sami", "Tara", "Uma", "Victor"]
-TEAMS = ["platform", "mobile", "data", "billing", "search", "growth", "security", "support",
-         "infrastructure", "design", "finance", "legal", "sales", "research", "operations"]
-THINGS = ["dashboard", "runbook", "quarterly report", "migration plan", "onboarding guide",
-          "pricing page", "incident review", "release checklist", "API gateway", "cost model",
-          "customer survey", "load test", "backup policy", "style guide", "roadmap", "contract"]
+PEOPLE = [
+    "Anna",
+    "Ben",
+    "Chloe",
+    "Dev",
+    "Elena",
+    "Farid",
+    "Grace",
+    "Hugo",
+    "Ines",
+    "Jonas",
+    "Kemi",
+    "Liam",
+    "Maya",
+    "Noah",
+    "Olga",
+    "Pedro",
+    "Quinn",
+    "Rosa",
+    "Sami",
+    "Tara",
+    "Uma",
+    "Victor",
+]
+TEAMS = [
+    "platform",
+    "mobile",
+    "data",
+    "billing",
+    "search",
+    "growth",
+    "security",
+    "support",
+    "infrastructure",
+    "design",
+    "finance",
+    "legal",
+    "sales",
+    "research",
+    "operations",
+]
+THINGS = [
+    "dashboard",
+    "runbook",
+    "quarterly report",
+    "migration plan",
+    "onboarding guide",
+    "pricing page",
+    "incident review",
+    "release checklist",
+    "API gateway",
+    "cost model",
+    "customer survey",
+    "load test",
+    "backup policy",
+    "style guide",
+    "roadmap",
+    "contract",
+]
 VERBS = ["owns", "reviews", "updates", "approves", "maintains", "presents", "drafts", "audits"]
-WHEN = ["every Monday", "on Fridays", "each sprint", "monthly", "before each release",
-        "at the end of the quarter", "twice a year", "after every incident", "on request"]
-LIKES = ["prefers", "dislikes", "asked about", "recommended", "is allergic to", "collects",
-         "is learning", "wants to try"]
-TOPICS = ["Italian food", "trail running", "jazz records", "board games", "sourdough baking",
-          "watercolour painting", "Spanish lessons", "rock climbing", "vintage cameras",
-          "green tea", "sci-fi novels", "cycling holidays", "chess openings", "home brewing"]
-PLACES = ["Lisbon", "Oslo", "Kyoto", "Austin", "Nairobi", "Dublin", "Porto", "Seoul", "Lyon",
-          "Krakow", "Montreal", "Cape Town", "Valencia", "Tallinn"]
+WHEN = [
+    "every Monday",
+    "on Fridays",
+    "each sprint",
+    "monthly",
+    "before each release",
+    "at the end of the quarter",
+    "twice a year",
+    "after every incident",
+    "on request",
+]
+LIKES = [
+    "prefers",
+    "dislikes",
+    "asked about",
+    "recommended",
+    "is allergic to",
+    "collects",
+    "is learning",
+    "wants to try",
+]
+TOPICS = [
+    "Italian food",
+    "trail running",
+    "jazz records",
+    "board games",
+    "sourdough baking",
+    "watercolour painting",
+    "Spanish lessons",
+    "rock climbing",
+    "vintage cameras",
+    "green tea",
+    "sci-fi novels",
+    "cycling holidays",
+    "chess openings",
+    "home brewing",
+]
+PLACES = [
+    "Lisbon",
+    "Oslo",
+    "Kyoto",
+    "Austin",
+    "Nairobi",
+    "Dublin",
+    "Porto",
+    "Seoul",
+    "Lyon",
+    "Krakow",
+    "Montreal",
+    "Cape Town",
+    "Valencia",
+    "Tallinn",
+]
 
 
 def generated(n: int) -> list[str]:
@@ -82,18 +188,26 @@ def generated(n: int) -> list[str]:
         elif kind < 0.7:
             text = f"{person} {rng.choice(LIKES)} {rng.choice(TOPICS)} and mentioned it in the {team} meeting."
         elif kind < 0.9:
-            text = (f"{person} travels to {rng.choice(PLACES)} in week {rng.randint(1, 52)} "
-                    f"for the {team} offsite; ticket {rng.randint(1000, 9999)}.")
+            text = (
+                f"{person} travels to {rng.choice(PLACES)} in week {rng.randint(1, 52)} "
+                f"for the {team} offsite; ticket {rng.randint(1000, 9999)}."
+            )
         else:
-            text = (f"The {rng.choice(THINGS)} of the {team} team is stored in folder "
-                    f"{team[:3].upper()}-{rng.randint(100, 999)}.")
+            text = (
+                f"The {rng.choice(THINGS)} of the {team} team is stored in folder "
+                f"{team[:3].upper()}-{rng.randint(100, 999)}."
+            )
         out.add(text)
     return sorted(out)
 
 
 def corpus() -> tuple[list[str], list[dict[str, str]]]:
     targets = json.loads((DATA / "memory_paraphrase_targets.json").read_text(encoding="utf-8"))
-    others = [x for x in (DATA / "memory_distractors.txt").read_text(encoding="utf-8").splitlines() if x.strip()]
+    others = [
+        x
+        for x in (DATA / "memory_distractors.txt").read_text(encoding="utf-8").splitlines()
+        if x.strip()
+    ]
     texts = [t["memory"] for t in targets] + others
     return texts + generated(TOTAL - len(texts)), targets
 
@@ -119,7 +233,9 @@ def ms(seconds: float) -> float:
     return round(seconds * 1000, 1)
 
 
-async def bench(backend: str, embedder: str, llm: Any, texts: list[str], targets: list[dict[str, str]]) -> dict[str, Any]:
+async def bench(
+    backend: str, embedder: str, llm: Any, texts: list[str], targets: list[dict[str, str]]
+) -> dict[str, Any]:
     from artifactflow import Client, load_settings
     from artifactflow.api.app import create_app, server_for
     from artifactflow.memory import MemoryStore
@@ -143,16 +259,22 @@ async def bench(backend: str, embedder: str, llm: Any, texts: list[str], targets
             load = time.perf_counter() - started
             target_ids = {t["memory"]: ids[i] for i, t in enumerate(targets)}
 
-            server = server_for(create_app(client=client), "127.0.0.1", 0, log_config=None, log_level="warning")
+            server = server_for(
+                create_app(client=client), "127.0.0.1", 0, log_config=None, log_level="warning"
+            )
             serving = asyncio.create_task(server.serve())
             while not server.started:  # noqa: ASYNC110 - uvicorn offers no event for it
                 await asyncio.sleep(0.01)
             port = server.servers[0].sockets[0].getsockname()[1]
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}/api/v1", trust_env=False, timeout=60) as http:
+            async with httpx.AsyncClient(
+                base_url=f"http://127.0.0.1:{port}/api/v1", trust_env=False, timeout=60
+            ) as http:
 
                 async def search(query: str, limit: int = 3) -> tuple[float, dict[str, Any]]:
                     begin = time.perf_counter()
-                    response = await http.get("/memories/search", params={"q": query, "limit": limit})
+                    response = await http.get(
+                        "/memories/search", params={"q": query, "limit": limit}
+                    )
                     took = time.perf_counter() - begin
                     assert response.status_code == 200, response.text
                     return took, response.json()
@@ -170,7 +292,12 @@ async def bench(backend: str, embedder: str, llm: Any, texts: list[str], targets
                             found = target_ids[target["memory"]] in [h["id"] for h in body["hits"]]
                             natural_top3 += found
                             if not found and os.environ.get("MEMBENCH_DEBUG"):
-                                print("  missed:", target["natural"], "->", [h["text"][:50] for h in body["hits"]])
+                                print(
+                                    "  missed:",
+                                    target["natural"],
+                                    "->",
+                                    [h["text"][:50] for h in body["hits"]],
+                                )
                 exact = [t for t in targets if "exact" in t]
                 exact_top3 = 0
                 for target in exact:
@@ -178,7 +305,9 @@ async def bench(backend: str, embedder: str, llm: Any, texts: list[str], targets
                     exact_top3 += target_ids[target["memory"]] in [h["id"] for h in body["hits"]]
                 # another worker writes in the namespace: this process's cache must notice
                 other = MemoryStore(client.admin.store, client.settings.memory)
-                await other.add_memory(("local", "global"), "Zelda from the archive team keeps the 1998 floppy disks.")
+                await other.add_memory(
+                    ("local", "global"), "Zelda from the archive team keeps the 1998 floppy disks."
+                )
                 after_write, body = await search("who keeps the old floppy disks", limit=1)
                 assert body["hits"][0]["text"].startswith("Zelda"), body
                 await other.aclose()
@@ -191,15 +320,25 @@ async def bench(backend: str, embedder: str, llm: Any, texts: list[str], targets
     assert mode == expected_mode, (embedder, mode)
     ordered = sorted(times)
     row = {
-        "backend": backend, "embedder": embedder, "mode": mode, "load_s": round(load, 1),
-        "first_ms": ms(first), "median_ms": ms(statistics.median(times)),
-        "p95_ms": ms(ordered[int(len(ordered) * 0.95) - 1]), "after_write_ms": ms(after_write),
-        "natural_top3": f"{natural_top3}/{len(targets)}", "exact_top3": f"{exact_top3}/{len(exact)}",
+        "backend": backend,
+        "embedder": embedder,
+        "mode": mode,
+        "load_s": round(load, 1),
+        "first_ms": ms(first),
+        "median_ms": ms(statistics.median(times)),
+        "p95_ms": ms(ordered[int(len(ordered) * 0.95) - 1]),
+        "after_write_ms": ms(after_write),
+        "natural_top3": f"{natural_top3}/{len(targets)}",
+        "exact_top3": f"{exact_top3}/{len(exact)}",
     }
     print("  ".join(f"{row[h]!s:>14}" for h in HEADER), flush=True)
     if embedder == "static":
-        assert natural_top3 >= len(targets) - 2, f"static: {natural_top3}/{len(targets)} natural targets in the top 3"
-    assert exact_top3 == len(exact), f"{embedder}: {exact_top3}/{len(exact)} exact names in the top 3"
+        assert natural_top3 >= len(targets) - 2, (
+            f"static: {natural_top3}/{len(targets)} natural targets in the top 3"
+        )
+    assert exact_top3 == len(exact), (
+        f"{embedder}: {exact_top3}/{len(exact)} exact names in the top 3"
+    )
     return row
 
 
@@ -212,7 +351,9 @@ async def main() -> None:
     from artifactflow.testing import ScriptedLLM
 
     texts, targets = corpus()
-    print(f"{len(texts)} memories, {len(targets)} natural questions (3 rounds), {sum('exact' in t for t in targets)} exact names")
+    print(
+        f"{len(texts)} memories, {len(targets)} natural questions (3 rounds), {sum('exact' in t for t in targets)} exact names"
+    )
     print("  ".join(f"{h:>14}" for h in HEADER))
     rows = []
     with ScriptedLLM() as llm:
@@ -221,7 +362,9 @@ async def main() -> None:
                 row = await bench(backend, embedder, llm, texts, targets)
                 rows.append(row)
     slow = [r for r in rows if r["median_ms"] > TARGET_MS]
-    print(f"target: median ≤ {TARGET_MS:.0f} ms over HTTP — {'met' if not slow else 'MISSED by ' + ', '.join(r['backend'] + '/' + r['embedder'] for r in slow)}")
+    print(
+        f"target: median ≤ {TARGET_MS:.0f} ms over HTTP — {'met' if not slow else 'MISSED by ' + ', '.join(r['backend'] + '/' + r['embedder'] for r in slow)}"
+    )
 
 
 if __name__ == "__main__":
