@@ -7,10 +7,19 @@ PostgreSQL path at about half a core. The lock only protects a single shared con
 pooled connection is used by one task at a time anyway. So this subclass takes a connection
 from a `psycopg_pool.AsyncConnectionPool` per operation and skips the lock; pipelined writes
 (`aput`, `aput_writes`, deletes) still go in one round trip each.
+
+A run's checkpoint is written only while the run owns its message (`run/ownership.py`): when
+the app store is this same database, `aput_owned` sends that check in the checkpoint's own
+pipeline, ahead of the writes, instead of a query of its own through the app store.
+
+Connections are checked when taken from the pool (`_check`), mostly without a round trip.
 """
 
 from __future__ import annotations
 
+import select
+import time
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -26,9 +35,34 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from psycopg import AsyncConnection
+from psycopg.errors import DivisionByZero
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
+
+from ..errors import LeaseLostError
+
+# Sent first in the pipeline of a run's checkpoint: while the run owns the message it reads 1;
+# when it does not, `1 / 0` fails, and the pipeline's implicit transaction (every statement up
+# to its one Sync) is rolled back with the rest skipped, so nothing is written.
+OWNED_SQL = "SELECT 1 / count(*) FROM af_messages WHERE id = %s AND run_token = %s"
+
+# A task's pending writes as one statement from arrays, instead of LangGraph's statement per
+# write (`executemany`, pipelined but still executed row by row): same rows, same conflicts.
+_WRITES_FROM_ARRAYS = (
+    "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,"
+    " idx, channel, type, blob) SELECT * FROM unnest(%s::text[], %s::text[], %s::text[],"
+    " %s::text[], %s::text[], %s::int4[], %s::text[], %s::text[], %s::bytea[])"
+    " ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO "
+)
+INSERT_WRITES_SQL = _WRITES_FROM_ARRAYS + "NOTHING"
+UPSERT_WRITES_SQL = (
+    _WRITES_FROM_ARRAYS
+    + "UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob"
+)
+
+# A pooled connection idle for longer than this is pinged before it is used.
+PING_IDLE_AFTER = 30.0  # seconds
 
 
 class PooledPostgresSaver(AsyncPostgresSaver):
@@ -60,6 +94,19 @@ class PooledPostgresSaver(AsyncPostgresSaver):
     ) -> RunnableConfig:
         """The base `aput` (primitive values inline in the checkpoint row, the others and
         delta snapshots in `checkpoint_blobs`), encoded in the loop."""
+        return await self.aput_owned(None, config, checkpoint, metadata, new_versions)
+
+    async def aput_owned(
+        self,
+        owner: tuple[str, str] | None,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """`aput`, written only while `owner` (message id, run token) still owns the message in
+        `af_messages` of this database (checked in the same round trip, `OWNED_SQL`); raises
+        `LeaseLostError` (nothing written) when it does not. `owner` None: no check."""
         configurable: dict[str, Any] = config.get("configurable", {})
         thread_id = configurable["thread_id"]
         checkpoint_ns = configurable["checkpoint_ns"]
@@ -82,10 +129,20 @@ class PooledPostgresSaver(AsyncPostgresSaver):
             Jsonb(row),
             Jsonb(get_serializable_checkpoint_metadata(config, metadata)),
         )
-        async with self._cursor(pipeline=True) as cur:
-            if blobs:
-                await cur.executemany(self.UPSERT_CHECKPOINT_BLOBS_SQL, blobs)
-            await cur.execute(self.UPSERT_CHECKPOINTS_SQL, parameters)
+        try:
+            async with self._cursor(pipeline=True) as cur:
+                if owner is not None:
+                    await cur.execute(OWNED_SQL, owner)
+                if blobs:
+                    await cur.executemany(self.UPSERT_CHECKPOINT_BLOBS_SQL, blobs)
+                await cur.execute(self.UPSERT_CHECKPOINTS_SQL, parameters)
+        except DivisionByZero:
+            if owner is None:
+                raise
+            raise LeaseLostError(
+                f"message {owner[0]} is no longer owned by this run; its checkpoint was not written",
+                message_id=owner[0],
+            ) from None
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -102,7 +159,8 @@ class PooledPostgresSaver(AsyncPostgresSaver):
         task_path: str = "",
     ) -> None:
         """The base `aput_writes` (special channels upserted, others inserted once), encoded
-        in the loop."""
+        in the loop; several writes go as one statement (`UPSERT_WRITES_SQL`,
+        `INSERT_WRITES_SQL`)."""
         configurable: dict[str, Any] = config.get("configurable", {})
         special = all(channel in WRITES_IDX_MAP for channel, _ in writes)
         query = self.UPSERT_CHECKPOINT_WRITES_SQL if special else self.INSERT_CHECKPOINT_WRITES_SQL
@@ -114,8 +172,46 @@ class PooledPostgresSaver(AsyncPostgresSaver):
             task_path,
             writes,
         )
+        if len(rows) > 1:
+            # One statement may not upsert a key twice: the last write of a key wins, as it
+            # would row by row (inserting once, the first one wins by itself).
+            if special:
+                rows = list({row[:4] + row[5:6]: row for row in rows}.values())
+            query = UPSERT_WRITES_SQL if special else INSERT_WRITES_SQL
+            async with self._cursor(pipeline=True) as cur:
+                await cur.execute(query, [list(column) for column in zip(*rows, strict=True)])
+            return
         async with self._cursor(pipeline=True) as cur:
             await cur.executemany(query, rows)
+
+
+_RETURNED_AT: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+
+async def _returned(conn: AsyncConnection[Any]) -> None:
+    """The pool's `reset`: note when the connection came back."""
+    _RETURNED_AT[conn] = time.monotonic()
+
+
+async def _check(conn: AsyncConnection[Any]) -> None:
+    """The pool's `check`, mostly without a round trip. A connection the server closed (a
+    restart, `pg_terminate_backend`) has its last message and end of stream waiting on its
+    socket, which an idle connection otherwise never has: only then, or after
+    `PING_IDLE_AFTER` in the pool, is it pinged (`check_connection`, a round trip), and a dead
+    one is replaced by the pool."""
+    returned = _RETURNED_AT.get(conn)
+    fresh = returned is not None and time.monotonic() - returned < PING_IDLE_AFTER
+    if not fresh or conn.closed or _readable(conn.pgconn.socket):
+        await AsyncConnectionPool.check_connection(conn)
+
+
+def _readable(fd: int) -> bool:
+    """Whether the socket `fd` has something to read (or was closed), without waiting."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
+        return bool(poller.poll(0))
+    return bool(select.select([fd], [], [], 0)[0])
 
 
 async def open_pooled_saver(
@@ -130,10 +226,11 @@ async def open_pooled_saver(
         min_size=1,
         max_size=max(2, pool_size),
         open=False,
-        # A connection is checked when taken from the pool: after a server restart the
-        # pooled ones are dead, and each would otherwise fail one checkpoint read or write
+        # A connection is checked when taken from the pool (`_check`): after a server restart
+        # the pooled ones are dead, and each would otherwise fail one checkpoint read or write
         # (a failed run) before being discarded.
-        check=AsyncConnectionPool.check_connection,
+        check=_check,
+        reset=_returned,
         kwargs={
             "autocommit": True,
             "prepare_threshold": 0,
