@@ -5,12 +5,14 @@ every statement with one `asyncio.Lock` (`_cursor`) even when handed a pool: wit
 in flight, every checkpoint read and write of the process waits in one line, which held the
 PostgreSQL path at about half a core. The lock only protects a single shared connection; a
 pooled connection is used by one task at a time anyway. So this subclass takes a connection
-from a `psycopg_pool.AsyncConnectionPool` per operation and skips the lock; pipelined writes
-(`aput`, `aput_writes`, deletes) still go in one round trip each.
+from a `psycopg_pool.AsyncConnectionPool` per operation and skips the lock.
 
-A run's checkpoint is written only while the run owns its message (`run/ownership.py`): when
-the app store is this same database, `aput_owned` sends that check in the checkpoint's own
-pipeline, ahead of the writes, instead of a query of its own through the app store.
+Writes are one statement each: a checkpoint with its blobs (`CHECKPOINT_SQL`) and a task's
+pending writes (`INSERT_WRITES_SQL`) insert from arrays (`unnest`) with LangGraph's conflict
+rules, instead of a statement per row. A run's checkpoint is written only while the run owns
+its message (`run/ownership.py`): when the app store is this same database, `aput_owned`
+checks that in the same statement (`OWNED_CHECKPOINT_SQL`) instead of a query of its own
+through the app store.
 
 Connections are checked when taken from the pool (`_check`), mostly without a round trip.
 """
@@ -42,10 +44,30 @@ from psycopg_pool import AsyncConnectionPool
 
 from ..errors import LeaseLostError
 
-# Sent first in the pipeline of a run's checkpoint: while the run owns the message it reads 1;
-# when it does not, `1 / 0` fails, and the pipeline's implicit transaction (every statement up
-# to its one Sync) is rolled back with the rest skipped, so nothing is written.
-OWNED_SQL = "SELECT 1 / count(*) FROM af_messages WHERE id = %s AND run_token = %s"
+# A checkpoint as one statement: its blobs (from arrays) and its row, LangGraph's two upserts
+# (`UPSERT_CHECKPOINT_BLOBS_SQL`, one per blob, and `UPSERT_CHECKPOINTS_SQL`) with the same
+# conflict rules. `OWNED_CHECKPOINT_SQL` also checks a run's ownership: while the run owns the
+# message `owned` reads 1 and the row is inserted from it; when it does not, `1 / 0` fails the
+# statement, and nothing (blobs included) is written. (`one` is used, so it is computed.)
+_BLOBS = (
+    "blobs AS (INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type,"
+    " blob) SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[],"
+    " %s::bytea[]) ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING)"
+)
+_CHECKPOINT = (
+    " INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,"
+    " checkpoint, metadata) SELECT %s::text, %s::text, %s::text, %s::text, %s::jsonb, %s::jsonb"
+)
+_ON_CONFLICT = (
+    " ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)"
+    " DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata"
+)
+CHECKPOINT_SQL = f"WITH {_BLOBS}{_CHECKPOINT}{_ON_CONFLICT}"
+OWNED_CHECKPOINT_SQL = (
+    "WITH owned AS MATERIALIZED (SELECT 1 / count(*) AS one FROM af_messages"
+    " WHERE id = %s AND run_token = %s),"
+    f" {_BLOBS}{_CHECKPOINT} FROM owned WHERE one = 1{_ON_CONFLICT}"
+)
 
 # A task's pending writes as one statement from arrays, instead of LangGraph's statement per
 # write (`executemany`, pipelined but still executed row by row): same rows, same conflicts.
@@ -105,8 +127,8 @@ class PooledPostgresSaver(AsyncPostgresSaver):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """`aput`, written only while `owner` (message id, run token) still owns the message in
-        `af_messages` of this database (checked in the same round trip, `OWNED_SQL`); raises
-        `LeaseLostError` (nothing written) when it does not. `owner` None: no check."""
+        `af_messages` of this database (checked in the same statement, `OWNED_CHECKPOINT_SQL`);
+        raises `LeaseLostError` (nothing written) when it does not. `owner` None: no check."""
         configurable: dict[str, Any] = config.get("configurable", {})
         thread_id = configurable["thread_id"]
         checkpoint_ns = configurable["checkpoint_ns"]
@@ -129,13 +151,13 @@ class PooledPostgresSaver(AsyncPostgresSaver):
             Jsonb(row),
             Jsonb(get_serializable_checkpoint_metadata(config, metadata)),
         )
+        arrays: list[Any] = [list(column) for column in zip(*blobs, strict=True)] or [[]] * 6
         try:
-            async with self._cursor(pipeline=True) as cur:
-                if owner is not None:
-                    await cur.execute(OWNED_SQL, owner)
-                if blobs:
-                    await cur.executemany(self.UPSERT_CHECKPOINT_BLOBS_SQL, blobs)
-                await cur.execute(self.UPSERT_CHECKPOINTS_SQL, parameters)
+            async with self._cursor() as cur:
+                if owner is None:
+                    await cur.execute(CHECKPOINT_SQL, [*arrays, *parameters])
+                else:
+                    await cur.execute(OWNED_CHECKPOINT_SQL, [*owner, *arrays, *parameters])
         except DivisionByZero:
             if owner is None:
                 raise
