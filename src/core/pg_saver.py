@@ -19,6 +19,7 @@ Connections are checked when taken from the pool (`_check`), mostly without a ro
 
 from __future__ import annotations
 
+import asyncio
 import select
 import time
 import weakref
@@ -181,11 +182,10 @@ class PooledPostgresSaver(AsyncPostgresSaver):
         task_path: str = "",
     ) -> None:
         """The base `aput_writes` (special channels upserted, others inserted once), encoded
-        in the loop; several writes go as one statement (`UPSERT_WRITES_SQL`,
-        `INSERT_WRITES_SQL`)."""
+        in the loop, and written with other tasks' writes as one statement
+        (`UPSERT_WRITES_SQL`, `INSERT_WRITES_SQL`, `_GroupedWrites`)."""
         configurable: dict[str, Any] = config.get("configurable", {})
         special = all(channel in WRITES_IDX_MAP for channel, _ in writes)
-        query = self.UPSERT_CHECKPOINT_WRITES_SQL if special else self.INSERT_CHECKPOINT_WRITES_SQL
         rows = self._dump_writes(
             configurable["thread_id"],
             configurable["checkpoint_ns"],
@@ -194,17 +194,96 @@ class PooledPostgresSaver(AsyncPostgresSaver):
             task_path,
             writes,
         )
-        if len(rows) > 1:
-            # One statement may not upsert a key twice: the last write of a key wins, as it
-            # would row by row (inserting once, the first one wins by itself).
-            if special:
-                rows = list({row[:4] + row[5:6]: row for row in rows}.values())
-            query = UPSERT_WRITES_SQL if special else INSERT_WRITES_SQL
-            async with self._cursor(pipeline=True) as cur:
-                await cur.execute(query, [list(column) for column in zip(*rows, strict=True)])
+        await _writes_of(self).put(special, rows)
+
+    async def _put_rows(self, special: bool, rows: list[tuple[Any, ...]]) -> None:
+        """Write pending-write rows (of any tasks, each key once) as one statement."""
+        if not rows:
             return
-        async with self._cursor(pipeline=True) as cur:
-            await cur.executemany(query, rows)
+        query = UPSERT_WRITES_SQL if special else INSERT_WRITES_SQL
+        async with self._cursor() as cur:
+            await cur.execute(query, [list(column) for column in zip(*rows, strict=True)])
+
+
+Rows = list[tuple[Any, ...]]
+
+
+class _GroupedWrites:
+    """Pending writes of all tasks of a process, written together: the calls that arrive while
+    a write is in flight go in the next statement (one per kind: upserted special channels,
+    inserted others). A call returns once its rows are committed; a failed statement is
+    retried call by call, so one call's error stays its own."""
+
+    def __init__(self, saver: PooledPostgresSaver) -> None:
+        self._saver = saver
+        self._pending: list[tuple[bool, Rows, asyncio.Future[None]]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def put(self, special: bool, rows: Rows) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append((special, rows, future))
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._write_pending(), name="artifactflow-writes")
+        await future
+
+    async def _write_pending(self) -> None:
+        while self._pending:
+            calls, self._pending = self._pending, []
+            for special in (False, True):
+                group = [call for call in calls if call[0] is special]
+                if group:
+                    await self._write(special, group)
+
+    async def _write(
+        self, special: bool, group: list[tuple[bool, Rows, asyncio.Future[None]]]
+    ) -> None:
+        try:
+            await self._saver._put_rows(
+                special, _once(special, [r for _, rows, _ in group for r in rows])
+            )
+        except Exception as exc:
+            if len(group) == 1:
+                _settle(group[0][2], exc)
+                return
+            for call in group:  # find the call at fault: each alone
+                try:
+                    await self._saver._put_rows(special, _once(special, call[1]))
+                except Exception as alone:
+                    _settle(call[2], alone)
+                else:
+                    _settle(call[2], None)
+        else:
+            for _, _, future in group:
+                _settle(future, None)
+
+
+def _once(special: bool, rows: Rows) -> Rows:
+    """Each key (thread, namespace, checkpoint, task, idx) once: one statement may not upsert a
+    key twice, so for upserts the last write of a key wins, as it would row by row (inserting
+    once, the first one wins by itself)."""
+    if not special:
+        return rows
+    return list({row[:4] + row[5:6]: row for row in rows}.values())
+
+
+def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
+
+
+_WRITES: weakref.WeakKeyDictionary[PooledPostgresSaver, _GroupedWrites] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _writes_of(saver: PooledPostgresSaver) -> _GroupedWrites:
+    if saver not in _WRITES:
+        _WRITES[saver] = _GroupedWrites(saver)
+    return _WRITES[saver]
 
 
 _RETURNED_AT: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
