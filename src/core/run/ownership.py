@@ -11,8 +11,8 @@ checked, which would cost a read each for rows that only matter next to a checkp
 outside a run (tests, tools) are not checked. With SQLite on both sides the check runs on the
 checkpoint connection's thread in the same trip as the write (`aput_checked`), reading the
 app store through a connection of that thread's own. With PostgreSQL on both sides (one
-database) the check rides in the checkpoint's own pipeline, ahead of its writes, in the same
-round trip (`PooledPostgresSaver.aput_owned`). What slips through — those pending writes, or a
+database) the check is part of the statement that writes the checkpoint
+(`PooledPostgresSaver.aput_owned`). What slips through — those pending writes, or a
 takeover between the check and the write — is removed by `gc` (checkpoint rows of messages
 that are no longer resumable).
 """
@@ -94,9 +94,10 @@ def _guarded_on_thread(saver: OneHopSqliteSaver) -> Callable[..., Awaitable[Any]
     return guarded
 
 
-def _guarded_in_pipeline(saver: Any) -> Callable[..., Awaitable[Any]]:
-    """A pooled PostgreSQL saver on the app store's own database checks in the pipeline that
-    writes the checkpoint (one round trip instead of two)."""
+def _guarded_in_statement(saver: Any) -> Callable[..., Awaitable[Any]]:
+    """A pooled PostgreSQL saver on the app store's own database checks in the statement
+    that writes the checkpoint (one round trip instead of two, and no gap between check and
+    write within it)."""
     plain = _guarded(saver.aput)
     same: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
@@ -137,7 +138,7 @@ def guard_saver(saver: Any) -> Any:
         if isinstance(saver, OneHopSqliteSaver):
             target.aput = _guarded_on_thread(saver)
         elif hasattr(saver, "aput_owned"):  # PooledPostgresSaver (not imported: psycopg)
-            target.aput = _guarded_in_pipeline(saver)
+            target.aput = _guarded_in_statement(saver)
         else:
             target.aput = _guarded(saver.aput)
         target._artifactflow_guarded = True

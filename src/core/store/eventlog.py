@@ -441,21 +441,12 @@ class EventLog(UnitOfWork):
     async def _lock_owned(
         self, conn: AsyncConnection, owned: Iterable[tuple[str, str]]
     ) -> set[tuple[str, str]]:
-        """Lock the rows of several messages, each for its run token, in message-id order (so
-        two writers cannot deadlock); the (message id, token) pairs whose message is gone or
-        owned by another token. On PostgreSQL one `SELECT … ORDER BY id FOR UPDATE` for all
-        (a round trip and no new row version, instead of an UPDATE per message)."""
+        """SQLite: lock the rows of several messages, each for its run token, in message-id
+        order; the (message id, token) pairs whose message is gone or owned by another token.
+        (PostgreSQL does this inside `append_together`'s one statement.)"""
+        assert self.is_sqlite
         pairs = sorted(set(owned))
-        if self.is_sqlite or not pairs:
-            return {(m, tok) for m, tok in pairs if not await self._lock_for(conn, m, tok)}
-        query = (
-            sa.select(t.messages.c.id, t.messages.c.run_token)
-            .where(t.messages.c.id.in_(sorted({m for m, _ in pairs})))
-            .order_by(t.messages.c.id)
-            .with_for_update()
-        )
-        tokens = {row[0]: row[1] for row in await conn.execute(query)}
-        return {(m, tok) for m, tok in pairs if m not in tokens or tokens[m] != tok}
+        return {(m, tok) for m, tok in pairs if not await self._lock_for(conn, m, tok)}
 
     @staticmethod
     async def _max_event_id(conn: AsyncConnection, message_id: str) -> int:
