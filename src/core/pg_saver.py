@@ -44,6 +44,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from ..errors import LeaseLostError
+from .store.unit_of_work import PING_IDLE_AFTER  # the app store's pool uses the same
 
 # A checkpoint as one statement: its blobs (from arrays) and its row, LangGraph's two upserts
 # (`UPSERT_CHECKPOINT_BLOBS_SQL`, one per blob, and `UPSERT_CHECKPOINTS_SQL`) with the same
@@ -83,9 +84,6 @@ UPSERT_WRITES_SQL = (
     _WRITES_FROM_ARRAYS
     + "UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob"
 )
-
-# A pooled connection idle for longer than this is pinged before it is used.
-PING_IDLE_AFTER = 30.0  # seconds
 
 
 class PooledPostgresSaver(AsyncPostgresSaver):
