@@ -5,12 +5,24 @@ every statement with one `asyncio.Lock` (`_cursor`) even when handed a pool: wit
 in flight, every checkpoint read and write of the process waits in one line, which held the
 PostgreSQL path at about half a core. The lock only protects a single shared connection; a
 pooled connection is used by one task at a time anyway. So this subclass takes a connection
-from a `psycopg_pool.AsyncConnectionPool` per operation and skips the lock; pipelined writes
-(`aput`, `aput_writes`, deletes) still go in one round trip each.
+from a `psycopg_pool.AsyncConnectionPool` per operation and skips the lock.
+
+Writes are one statement each: a checkpoint with its blobs (`CHECKPOINT_SQL`) and a task's
+pending writes (`INSERT_WRITES_SQL`) insert from arrays (`unnest`) with LangGraph's conflict
+rules, instead of a statement per row. A run's checkpoint is written only while the run owns
+its message (`run/ownership.py`): when the app store is this same database, `aput_owned`
+checks that in the same statement (`OWNED_CHECKPOINT_SQL`) instead of a query of its own
+through the app store.
+
+Connections are checked when taken from the pool (`_check`), mostly without a round trip.
 """
 
 from __future__ import annotations
 
+import asyncio
+import select
+import time
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -26,9 +38,52 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from psycopg import AsyncConnection
+from psycopg.errors import DivisionByZero
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
+
+from ..errors import LeaseLostError
+from .store.unit_of_work import PING_IDLE_AFTER  # the app store's pool uses the same
+
+# A checkpoint as one statement: its blobs (from arrays) and its row, LangGraph's two upserts
+# (`UPSERT_CHECKPOINT_BLOBS_SQL`, one per blob, and `UPSERT_CHECKPOINTS_SQL`) with the same
+# conflict rules. `OWNED_CHECKPOINT_SQL` also checks a run's ownership: while the run owns the
+# message `owned` reads 1 and the row is inserted from it; when it does not, `1 / 0` fails the
+# statement, and nothing (blobs included) is written. (`one` is used, so it is computed.)
+_BLOBS = (
+    "blobs AS (INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type,"
+    " blob) SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[],"
+    " %s::bytea[]) ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING)"
+)
+_CHECKPOINT = (
+    " INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,"
+    " checkpoint, metadata) SELECT %s::text, %s::text, %s::text, %s::text, %s::jsonb, %s::jsonb"
+)
+_ON_CONFLICT = (
+    " ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)"
+    " DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata"
+)
+CHECKPOINT_SQL = f"WITH {_BLOBS}{_CHECKPOINT}{_ON_CONFLICT}"
+OWNED_CHECKPOINT_SQL = (
+    "WITH owned AS MATERIALIZED (SELECT 1 / count(*) AS one FROM af_messages"
+    " WHERE id = %s AND run_token = %s),"
+    f" {_BLOBS}{_CHECKPOINT} FROM owned WHERE one = 1{_ON_CONFLICT}"
+)
+
+# A task's pending writes as one statement from arrays, instead of LangGraph's statement per
+# write (`executemany`, pipelined but still executed row by row): same rows, same conflicts.
+_WRITES_FROM_ARRAYS = (
+    "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,"
+    " idx, channel, type, blob) SELECT * FROM unnest(%s::text[], %s::text[], %s::text[],"
+    " %s::text[], %s::text[], %s::int4[], %s::text[], %s::text[], %s::bytea[])"
+    " ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO "
+)
+INSERT_WRITES_SQL = _WRITES_FROM_ARRAYS + "NOTHING"
+UPSERT_WRITES_SQL = (
+    _WRITES_FROM_ARRAYS
+    + "UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob"
+)
 
 
 class PooledPostgresSaver(AsyncPostgresSaver):
@@ -60,6 +115,19 @@ class PooledPostgresSaver(AsyncPostgresSaver):
     ) -> RunnableConfig:
         """The base `aput` (primitive values inline in the checkpoint row, the others and
         delta snapshots in `checkpoint_blobs`), encoded in the loop."""
+        return await self.aput_owned(None, config, checkpoint, metadata, new_versions)
+
+    async def aput_owned(
+        self,
+        owner: tuple[str, str] | None,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """`aput`, written only while `owner` (message id, run token) still owns the message in
+        `af_messages` of this database (checked in the same statement, `OWNED_CHECKPOINT_SQL`);
+        raises `LeaseLostError` (nothing written) when it does not. `owner` None: no check."""
         configurable: dict[str, Any] = config.get("configurable", {})
         thread_id = configurable["thread_id"]
         checkpoint_ns = configurable["checkpoint_ns"]
@@ -82,10 +150,20 @@ class PooledPostgresSaver(AsyncPostgresSaver):
             Jsonb(row),
             Jsonb(get_serializable_checkpoint_metadata(config, metadata)),
         )
-        async with self._cursor(pipeline=True) as cur:
-            if blobs:
-                await cur.executemany(self.UPSERT_CHECKPOINT_BLOBS_SQL, blobs)
-            await cur.execute(self.UPSERT_CHECKPOINTS_SQL, parameters)
+        arrays: list[Any] = [list(column) for column in zip(*blobs, strict=True)] or [[]] * 6
+        try:
+            async with self._cursor() as cur:
+                if owner is None:
+                    await cur.execute(CHECKPOINT_SQL, [*arrays, *parameters])
+                else:
+                    await cur.execute(OWNED_CHECKPOINT_SQL, [*owner, *arrays, *parameters])
+        except DivisionByZero:
+            if owner is None:
+                raise
+            raise LeaseLostError(
+                f"message {owner[0]} is no longer owned by this run; its checkpoint was not written",
+                message_id=owner[0],
+            ) from None
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -102,10 +180,10 @@ class PooledPostgresSaver(AsyncPostgresSaver):
         task_path: str = "",
     ) -> None:
         """The base `aput_writes` (special channels upserted, others inserted once), encoded
-        in the loop."""
+        in the loop, and written with other tasks' writes as one statement
+        (`UPSERT_WRITES_SQL`, `INSERT_WRITES_SQL`, `_GroupedWrites`)."""
         configurable: dict[str, Any] = config.get("configurable", {})
         special = all(channel in WRITES_IDX_MAP for channel, _ in writes)
-        query = self.UPSERT_CHECKPOINT_WRITES_SQL if special else self.INSERT_CHECKPOINT_WRITES_SQL
         rows = self._dump_writes(
             configurable["thread_id"],
             configurable["checkpoint_ns"],
@@ -114,8 +192,125 @@ class PooledPostgresSaver(AsyncPostgresSaver):
             task_path,
             writes,
         )
-        async with self._cursor(pipeline=True) as cur:
-            await cur.executemany(query, rows)
+        await _writes_of(self).put(special, rows)
+
+    async def _put_rows(self, special: bool, rows: list[tuple[Any, ...]]) -> None:
+        """Write pending-write rows (of any tasks, each key once) as one statement."""
+        if not rows:
+            return
+        query = UPSERT_WRITES_SQL if special else INSERT_WRITES_SQL
+        async with self._cursor() as cur:
+            await cur.execute(query, [list(column) for column in zip(*rows, strict=True)])
+
+
+Rows = list[tuple[Any, ...]]
+
+
+class _GroupedWrites:
+    """Pending writes of all tasks of a process, written together: the calls that arrive while
+    a write is in flight go in the next statement (one per kind: upserted special channels,
+    inserted others). A call returns once its rows are committed; a failed statement is
+    retried call by call, so one call's error stays its own."""
+
+    def __init__(self, saver: PooledPostgresSaver) -> None:
+        self._saver = saver
+        self._pending: list[tuple[bool, Rows, asyncio.Future[None]]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def put(self, special: bool, rows: Rows) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append((special, rows, future))
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._write_pending(), name="artifactflow-writes")
+        await future
+
+    async def _write_pending(self) -> None:
+        while self._pending:
+            calls, self._pending = self._pending, []
+            for special in (False, True):
+                group = [call for call in calls if call[0] is special]
+                if group:
+                    await self._write(special, group)
+
+    async def _write(
+        self, special: bool, group: list[tuple[bool, Rows, asyncio.Future[None]]]
+    ) -> None:
+        try:
+            await self._saver._put_rows(
+                special, _once(special, [r for _, rows, _ in group for r in rows])
+            )
+        except Exception as exc:
+            if len(group) == 1:
+                _settle(group[0][2], exc)
+                return
+            for call in group:  # find the call at fault: each alone
+                try:
+                    await self._saver._put_rows(special, _once(special, call[1]))
+                except Exception as alone:
+                    _settle(call[2], alone)
+                else:
+                    _settle(call[2], None)
+        else:
+            for _, _, future in group:
+                _settle(future, None)
+
+
+def _once(special: bool, rows: Rows) -> Rows:
+    """Each key (thread, namespace, checkpoint, task, idx) once: one statement may not upsert a
+    key twice, so for upserts the last write of a key wins, as it would row by row (inserting
+    once, the first one wins by itself)."""
+    if not special:
+        return rows
+    return list({row[:4] + row[5:6]: row for row in rows}.values())
+
+
+def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
+
+
+_WRITES: weakref.WeakKeyDictionary[PooledPostgresSaver, _GroupedWrites] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _writes_of(saver: PooledPostgresSaver) -> _GroupedWrites:
+    if saver not in _WRITES:
+        _WRITES[saver] = _GroupedWrites(saver)
+    return _WRITES[saver]
+
+
+_RETURNED_AT: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+
+async def _returned(conn: AsyncConnection[Any]) -> None:
+    """The pool's `reset`: note when the connection came back."""
+    _RETURNED_AT[conn] = time.monotonic()
+
+
+async def _check(conn: AsyncConnection[Any]) -> None:
+    """The pool's `check`, mostly without a round trip. A connection the server closed (a
+    restart, `pg_terminate_backend`) has its last message and end of stream waiting on its
+    socket, which an idle connection otherwise never has: only then, or after
+    `PING_IDLE_AFTER` in the pool, is it pinged (`check_connection`, a round trip), and a dead
+    one is replaced by the pool."""
+    returned = _RETURNED_AT.get(conn)
+    fresh = returned is not None and time.monotonic() - returned < PING_IDLE_AFTER
+    if not fresh or conn.closed or _readable(conn.pgconn.socket):
+        await AsyncConnectionPool.check_connection(conn)
+
+
+def _readable(fd: int) -> bool:
+    """Whether the socket `fd` has something to read (or was closed), without waiting."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
+        return bool(poller.poll(0))
+    return bool(select.select([fd], [], [], 0)[0])
 
 
 async def open_pooled_saver(
@@ -130,10 +325,11 @@ async def open_pooled_saver(
         min_size=1,
         max_size=max(2, pool_size),
         open=False,
-        # A connection is checked when taken from the pool: after a server restart the
-        # pooled ones are dead, and each would otherwise fail one checkpoint read or write
+        # A connection is checked when taken from the pool (`_check`): after a server restart
+        # the pooled ones are dead, and each would otherwise fail one checkpoint read or write
         # (a failed run) before being discarded.
-        check=AsyncConnectionPool.check_connection,
+        check=_check,
+        reset=_returned,
         kwargs={
             "autocommit": True,
             "prepare_threshold": 0,

@@ -10,7 +10,9 @@ per step) first checks that the run's token still owns the message and raises
 checked, which would cost a read each for rows that only matter next to a checkpoint. Writes
 outside a run (tests, tools) are not checked. With SQLite on both sides the check runs on the
 checkpoint connection's thread in the same trip as the write (`aput_checked`), reading the
-app store through a connection of that thread's own. What slips through — those pending writes, or a
+app store through a connection of that thread's own. With PostgreSQL on both sides (one
+database) the check is part of the statement that writes the checkpoint
+(`PooledPostgresSaver.aput_owned`). What slips through — those pending writes, or a
 takeover between the check and the write — is removed by `gc` (checkpoint rows of messages
 that are no longer resumable).
 """
@@ -19,9 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
+
+import sqlalchemy as sa
 
 from ...errors import LeaseLostError
 from ..sqlite_saver import OneHopSqliteSaver
@@ -89,12 +94,51 @@ def _guarded_on_thread(saver: OneHopSqliteSaver) -> Callable[..., Awaitable[Any]
     return guarded
 
 
+def _guarded_in_statement(saver: Any) -> Callable[..., Awaitable[Any]]:
+    """A pooled PostgreSQL saver on the app store's own database checks in the statement
+    that writes the checkpoint (one round trip instead of two, and no gap between check and
+    write within it)."""
+    plain = _guarded(saver.aput)
+    same: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+    @functools.wraps(saver.aput)
+    async def guarded(config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        owner = _OWNER.get()
+        if owner is None:
+            return await plain(config, checkpoint, metadata, new_versions)
+        store, message_id, run_token = owner
+        if store not in same:
+            same[store] = _same_postgres(store, saver)
+        if not same[store]:
+            return await plain(config, checkpoint, metadata, new_versions)
+        return await saver.aput_owned(
+            (message_id, run_token), config, checkpoint, metadata, new_versions
+        )
+
+    return guarded
+
+
+def _same_postgres(store: Any, saver: Any) -> bool:
+    """Whether the app store and the saver's pool are one PostgreSQL database."""
+    conninfo = getattr(saver.conn, "conninfo", None)
+    if getattr(store, "is_sqlite", True) or not isinstance(conninfo, str):
+        return False
+    try:
+        pool, app = sa.engine.make_url(conninfo), store.engine.url
+    except Exception:  # a key=value conninfo: check through the app store instead
+        return False
+    fields = ("host", "port", "database", "username")
+    return all(getattr(pool, f) == getattr(app, f) for f in fields)
+
+
 def guard_saver(saver: Any) -> Any:
     """Make `saver`'s checkpoints (`aput`) check the owning run."""
     if not getattr(saver, "_artifactflow_guarded", False):
         target: Any = saver
         if isinstance(saver, OneHopSqliteSaver):
             target.aput = _guarded_on_thread(saver)
+        elif hasattr(saver, "aput_owned"):  # PooledPostgresSaver (not imported: psycopg)
+            target.aput = _guarded_in_statement(saver)
         else:
             target.aput = _guarded(saver.aput)
         target._artifactflow_guarded = True

@@ -14,13 +14,18 @@ Three rules, the same on SQLite and PostgreSQL:
   while checking that the run still owns the message; if another process took it over (a
   recovery after the lease expired, a cancel), nothing is inserted and `LeaseLostError` says
   so. A status change that ends or takes over a run must therefore replace the run token.
+
+On PostgreSQL a run's event batches (and rows written with them, `group_commit.py`) are one
+statement (`append_together`): the row locks, the ownership check and every insert, atomic
+without a BEGIN/COMMIT around it, in one round trip.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -81,6 +86,74 @@ def message_values(fields: Mapping[str, Any]) -> dict[str, object]:
             values[key] = dumps(values[key])
     values["updated_at"] = time.time()
     return values
+
+
+Rows = Sequence[Mapping[str, Any]]
+# PostgreSQL array types for `unnest`, by a column's Python type (no length: a cast to
+# varchar(n) would truncate, while inserting the text into the column checks its length).
+_ARRAY_TYPES: dict[type, str] = {
+    str: "text[]",
+    int: "int8[]",
+    float: "float8[]",
+    bytes: "bytea[]",
+    bool: "bool[]",
+}
+
+
+@dataclass(frozen=True)
+class _Unnest:
+    """How to insert rows of one table from one array per column (`INSERT … SELECT unnest`)."""
+
+    table: str
+    columns: tuple[str, ...]  # quoted for SQL
+    keys: tuple[str, ...]  # as in the rows
+    arrays: tuple[str, ...]  # each column's array type
+    binds: tuple[Callable[[Any], Any] | None, ...]  # each column's bind processor (NUL-free text)
+
+    def sql(self, first: int, *, extra: Sequence[str] = (), where: str = "") -> str:
+        """The INSERT, its arrays as parameters `$first`…, then one text array per `extra`
+        key (not inserted, for `where` to filter the rows `u` on)."""
+        types = (*self.arrays, *["text[]"] * len(extra))
+        arrays = ", ".join(f"${first + i}::{a}" for i, a in enumerate(types))
+        names = ", ".join(self.columns)
+        picked = ", ".join(f"u.{c}" for c in self.columns)
+        alias = ", ".join((*self.columns, *extra))
+        return f"INSERT INTO {self.table} ({names}) SELECT {picked} FROM unnest({arrays}) AS u({alias}) {where}"
+
+    def parameters(self, rows: Rows, *, extra: Sequence[str] = ()) -> list[list[Any]]:
+        """One array per column, then one per `extra` key."""
+        out: list[list[Any]] = []
+        for key, bind in zip(self.keys, self.binds, strict=True):
+            values = [row.get(key) for row in rows]
+            out.append(values if bind is None else [bind(v) for v in values])
+        out += [[row.get(key) for row in rows] for key in extra]
+        return out
+
+
+@functools.lru_cache(maxsize=64)
+def _unnest_for(table: sa.Table, dialect: Any) -> _Unnest | None:
+    """The `_Unnest` of `table`, or None when a column has no array type here."""
+    arrays, binds = [], []
+    for column in table.columns:
+        base = column.type
+        if isinstance(base, sa.types.TypeDecorator):
+            base = base.impl_instance
+        try:
+            array = _ARRAY_TYPES.get(base.python_type)
+        except NotImplementedError:
+            array = None
+        if array is None:
+            return None
+        arrays.append(array)
+        binds.append(column.type.bind_processor(dialect))
+    quote = dialect.identifier_preparer.quote
+    return _Unnest(
+        quote(table.name),
+        tuple(quote(c.name) for c in table.columns),
+        tuple(c.name for c in table.columns),
+        tuple(arrays),
+        tuple(binds),
+    )
 
 
 def _token_is(token: str | None) -> sa.ColumnElement[bool]:
@@ -194,7 +267,9 @@ class EventLog(UnitOfWork):
         async with self.transaction() as conn:
             if (await conn.execute(query)).rowcount == 1:
                 return StatusChange(True, "running")
-            found = await conn.execute(sa.select(t.messages.c.status).where(t.messages.c.id == message_id))
+            found = await conn.execute(
+                sa.select(t.messages.c.status).where(t.messages.c.id == message_id)
+            )
             return StatusChange(False, found.scalar_one_or_none())
 
     async def renew_lease(self, message_id: str, run_token: str, expires_at: float) -> bool | None:
@@ -245,6 +320,15 @@ class EventLog(UnitOfWork):
         written and `LeaseLostError` is raised.
         """
         rows = [event_row(message_id, e) for e in events]
+        if not self.is_sqlite:
+            lost = await self.append_together([(message_id, run_token, rows)])
+            if lost:
+                raise LeaseLostError(
+                    f"message {message_id} is no longer owned by this run (another process "
+                    "took it over or it was cancelled); its events were not written",
+                    message_id=message_id,
+                )
+            return
         async with self.transaction() as conn:
             if run_token is not None and not await self._lock_for(conn, message_id, run_token):
                 raise LeaseLostError(
@@ -253,6 +337,54 @@ class EventLog(UnitOfWork):
                     message_id=message_id,
                 )
             await conn.execute(t.events.insert(), rows)
+
+    async def append_together(
+        self,
+        batches: Sequence[tuple[str, str | None, Rows]],
+        inserts: Sequence[tuple[sa.Table, Rows]] = (),
+    ) -> set[tuple[str, str]]:
+        """PostgreSQL: write event rows of several messages (each batch: message id, run token
+        or None, `af_events` rows) and `inserts` (rows of other tables) in one statement, all or
+        none; the (message id, token) pairs whose batch was left out because the message is
+        gone or owned by another token.
+
+        The statement locks the rows of the token-checked messages in id order (`FOR NO KEY
+        UPDATE`: the lock the no-op UPDATE of `_lock_for` takes, without a new row version;
+        in id order so two workers cannot deadlock), keeps the events of the messages still
+        owned by their batch's token and inserts them and `inserts` from arrays (`unnest`). A
+        single statement commits on its own, so no BEGIN/COMMIT: one round trip in all.
+        """
+        assert not self.is_sqlite
+        owned = sorted({(m, tok) for m, tok, _ in batches if tok is not None})
+        events = _unnest_for(t.events, self.engine.dialect)
+        assert events is not None
+        fence = "SELECT id, run_token FROM af_messages WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE"
+        kept = (
+            "WHERE u.run_token IS NULL OR EXISTS "
+            "(SELECT 1 FROM fence f WHERE f.id = u.message_id AND f.run_token = u.run_token)"
+        )
+        parts = [f"fence AS ({fence})", f"e AS ({events.sql(2, extra=['run_token'], where=kept)})"]
+        rows = [{**row, "run_token": tok} for _, tok, batch in batches for row in batch]
+        parameters: list[Any] = [
+            [m for m, _ in owned],
+            *events.parameters(rows, extra=["run_token"]),
+        ]
+        by_table: dict[sa.Table, list[Mapping[str, Any]]] = {}
+        for table, table_rows in inserts:
+            by_table.setdefault(table, []).extend(table_rows)
+        for i, (table, table_rows) in enumerate(by_table.items()):
+            unnest = _unnest_for(table, self.engine.dialect)
+            if unnest is None:
+                raise TypeError(f"{table.name} has a column with no PostgreSQL array type")
+            parts.append(f"i{i} AS ({unnest.sql(len(parameters) + 1)})")
+            parameters += unnest.parameters(table_rows)
+        sql = f"WITH {', '.join(parts)} SELECT id, run_token FROM fence"
+        async with self.reads.begin() as conn:  # autocommit: see `write`
+            found = await conn.exec_driver_sql(sql, tuple(parameters))
+            tokens: dict[str, str | None] = {
+                row["id"]: row["run_token"] for row in found.mappings()
+            }
+        return {(m, tok) for m, tok in owned if tokens.get(m) != tok}
 
     async def append_next_event(
         self, message_id: str, event: Mapping[str, Any], *, run_token: str | None = None
@@ -265,7 +397,9 @@ class EventLog(UnitOfWork):
         for attempt in range(EVENT_ID_RETRIES):
             try:
                 async with self.transaction() as conn:
-                    locked = await self._lock_for(conn, message_id, run_token, any_token=run_token is None)
+                    locked = await self._lock_for(
+                        conn, message_id, run_token, any_token=run_token is None
+                    )
                     if not locked:
                         raise LeaseLostError(
                             f"message {message_id} is not owned by this run (or does not exist); "
@@ -282,7 +416,9 @@ class EventLog(UnitOfWork):
         query = sa.select(t.events).where(t.events.c.message_id == message_id)
         if after_event_id is not None:
             query = query.where(t.events.c.event_id > after_event_id)
-        return [event_record(row) for row in await self.fetch_rows(query.order_by(t.events.c.event_id))]
+        return [
+            event_record(row) for row in await self.fetch_rows(query.order_by(t.events.c.event_id))
+        ]
 
     async def last_event_id(self, message_id: str) -> int:
         async with self.reads.connect() as conn:
@@ -305,27 +441,20 @@ class EventLog(UnitOfWork):
     async def _lock_owned(
         self, conn: AsyncConnection, owned: Iterable[tuple[str, str]]
     ) -> set[tuple[str, str]]:
-        """Lock the rows of several messages, each for its run token, in message-id order (so
-        two writers cannot deadlock); the (message id, token) pairs whose message is gone or
-        owned by another token. On PostgreSQL one `SELECT … ORDER BY id FOR UPDATE` for all
-        (a round trip and no new row version, instead of an UPDATE per message)."""
+        """SQLite: lock the rows of several messages, each for its run token, in message-id
+        order; the (message id, token) pairs whose message is gone or owned by another token.
+        (PostgreSQL does this inside `append_together`'s one statement.)"""
+        assert self.is_sqlite
         pairs = sorted(set(owned))
-        if self.is_sqlite or not pairs:
-            return {(m, tok) for m, tok in pairs if not await self._lock_for(conn, m, tok)}
-        query = (
-            sa.select(t.messages.c.id, t.messages.c.run_token)
-            .where(t.messages.c.id.in_(sorted({m for m, _ in pairs})))
-            .order_by(t.messages.c.id)
-            .with_for_update()
-        )
-        tokens = {row[0]: row[1] for row in await conn.execute(query)}
-        return {(m, tok) for m, tok in pairs if m not in tokens or tokens[m] != tok}
+        return {(m, tok) for m, tok in pairs if not await self._lock_for(conn, m, tok)}
 
     @staticmethod
     async def _max_event_id(conn: AsyncConnection, message_id: str) -> int:
         value = (
             await conn.execute(
-                sa.select(sa.func.max(t.events.c.event_id)).where(t.events.c.message_id == message_id)
+                sa.select(sa.func.max(t.events.c.event_id)).where(
+                    t.events.c.message_id == message_id
+                )
             )
         ).scalar_one()
         return int(value or 0)

@@ -10,6 +10,9 @@ within a run is kept (a run waits for its batch before sending the next one).
 Other append-only rows written at the same moments (the recorded model calls of
 `replay/store.py`) can join the same transaction through `insert`.
 
+On PostgreSQL the whole group is one statement (`EventLog.append_together`), one round trip
+with no BEGIN/COMMIT.
+
 A run's batch carries its run token: inside the shared transaction each message's row is
 locked and checked first (in message-id order, so two workers' transactions cannot deadlock),
 and the batch of a run that lost its message is left out and fails alone with
@@ -48,9 +51,7 @@ class GroupCommit:
         self._pending: list[Batch] = []
         self._task: asyncio.Task[None] | None = None
 
-    async def append(
-        self, message_id: str, events: Rows, *, run_token: str | None = None
-    ) -> None:
+    async def append(self, message_id: str, events: Rows, *, run_token: str | None = None) -> None:
         """Store `events` of `message_id` (all or none; with `run_token` only while that run
         owns the message, `LeaseLostError` otherwise); returns once they are committed."""
         await self._submit((message_id, run_token), events)
@@ -63,7 +64,9 @@ class GroupCommit:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.append((key, payload, future))
         if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._write_pending(), name="artifactflow-group-commit")
+            self._task = asyncio.create_task(
+                self._write_pending(), name="artifactflow-group-commit"
+            )
         await future
 
     async def _write_pending(self) -> None:
@@ -94,7 +97,9 @@ class GroupCommit:
         """SQLite: the whole group in one transaction on the store's writer thread; on any
         failure each batch is written again through SQLAlchemy alone (its own error, typed as
         before, fails only its run)."""
-        owned = sorted({(key[0], key[1]) for key, _, _ in batches if key is not None and key[1] is not None})
+        owned = sorted(
+            {(key[0], key[1]) for key, _, _ in batches if key is not None and key[1] is not None}
+        )
         try:
             parts: list[tuple[Any, sa.Table, Rows]] = []
             for key, payload, _ in batches:
@@ -130,6 +135,14 @@ class GroupCommit:
 
     async def _together(self, batches: list[Batch]) -> set[RunKey]:
         """One transaction for all; returns the keys of the runs that lost their message."""
+        if not self._store.is_sqlite:  # one statement (`EventLog.append_together`)
+            runs = [
+                (key[0], key[1], [event_row(key[0], e) for e in payload])
+                for key, payload, _ in batches
+                if key is not None
+            ]
+            others = [payload for key, payload, _ in batches if key is None]
+            return set(await self._store.append_together(runs, others))
         lost: set[RunKey] = set()
         async with self._store.transaction() as conn:
             owned = [

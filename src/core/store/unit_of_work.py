@@ -9,7 +9,7 @@ conditional statement whose row count says so.
 
 Opening the engine lives here too: URL normalisation, the SQLite pragmas (shared with the
 checkpoint file, core/checkpoints.py), checking pooled PostgreSQL connections on checkout (a
-server restart kills them all), opening a file we may not write for reading only
+server restart kills them all: `check_on_checkout`), opening a file we may not write for reading only
 (readonly.py), keeping SQL text out of error messages, and the retry for SQLite's immediate
 "database is locked". `transaction(durable=True)` is the one way to make a commit survive a
 database or machine crash when the defaults commit asynchronously. What counts as the
@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -86,26 +87,27 @@ def open_engine(
 ) -> AsyncEngine:
     """An engine for `url` (PostgreSQL or SQLite), or for the SQLite file `sqlite_path`."""
     if url:
-        # Pre-ping on checkout: after a server restart every pooled connection is dead, and
-        # without the check each of them failed one statement (a 500, a failed run) before
-        # being replaced; the ping is one cheap round trip. No overflow: an overflow
-        # connection is closed as soon as it is returned, so under load every burst opened new
-        # ones (1.8 server sessions per conversation at 100 at once, each a backend start plus
-        # asyncpg's type introspection). The same cap of 2 × pool_size connections, all kept.
+        # Pooled connections are checked on checkout (`check_on_checkout`; a server restart
+        # kills them all). No overflow: an overflow connection is closed as soon as it is
+        # returned, so under load every burst opened new ones (1.8 server sessions per
+        # conversation at 100 at once, each a backend start plus asyncpg's type
+        # introspection). The same cap of 2 × pool_size connections, all kept.
         engine = create_async_engine(
             normalize_database_url(url),
             pool_size=2 * pool_size,
             max_overflow=0,
-            pool_pre_ping=True,
             connect_args={"server_settings": {"synchronous_commit": synchronous_commit}},
         )
+        check_on_checkout(engine)
     else:
         assert sqlite_path is not None
         sqlite_path.parent.mkdir(parents=True, exist_ok=True)
         if sqlite_path.exists() and not writable(sqlite_path):
             # A read-only data folder: reading commands work, writes fail as "read-only".
             log.warning("%s is not writable: opened for reading only", sqlite_path)
-            return _with_hidden_sql(create_async_engine(f"sqlite+aiosqlite:///{read_only_uri(sqlite_path)}&uri=true"))
+            return _with_hidden_sql(
+                create_async_engine(f"sqlite+aiosqlite:///{read_only_uri(sqlite_path)}&uri=true")
+            )
         # No reset on return: every transaction here ends in its own commit or rollback
         # (`engine.begin()`, and `connect()` rolls back what it began), so the pool's extra
         # ROLLBACK per checkout was a wasted thread hop, several per round. One hop per
@@ -131,6 +133,51 @@ def open_engine(
     return _with_hidden_sql(engine)
 
 
+# A pooled PostgreSQL connection idle for longer than this is pinged before it is used.
+PING_IDLE_AFTER = 30.0  # seconds
+_RETURNED_AT = "artifactflow_returned_at"  # in a pool record's `info`: when it was last returned
+
+
+def check_on_checkout(engine: AsyncEngine) -> None:
+    """Hand out only live PostgreSQL connections, mostly without a round trip.
+
+    After a server restart every pooled connection is dead; used unchecked, each failed one
+    statement (a 500, a failed run) before being replaced. SQLAlchemy's `pool_pre_ping`
+    checks with BEGIN, an empty query and ROLLBACK: three round trips on every checkout,
+    several per round. But asyncpg reads every connection's socket all the time, so a
+    connection the server closed (a restart, `pg_terminate_backend`, an idle timeout) is
+    already marked closed when it is taken: that costs nothing to look at. Only a connection
+    that sat in the pool longer than `PING_IDLE_AFTER` (where a silently dropped TCP
+    connection could hide) is pinged as before. A dead one raises `DisconnectionError`, and the
+    pool replaces it with a new connection. A connection that breaks while in use still fails
+    its statement, which invalidates it and every connection pooled before it (SQLAlchemy's
+    default), and `faults.py` names the failure an outage, as before.
+    """
+
+    @sa_event.listens_for(engine.sync_engine, "connect")
+    def _opened(_dbapi_conn: Any, record: Any) -> None:
+        record.info[_RETURNED_AT] = time.monotonic()
+
+    @sa_event.listens_for(engine.sync_engine, "checkin")
+    def _returned(dbapi_conn: Any, record: Any) -> None:
+        if dbapi_conn is not None:
+            record.info[_RETURNED_AT] = time.monotonic()
+
+    @sa_event.listens_for(engine.sync_engine, "checkout")
+    def _alive(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        if dbapi_conn.driver_connection.is_closed():
+            raise sqlalchemy.exc.DisconnectionError("the server closed this pooled connection")
+        returned = record.info.get(_RETURNED_AT)
+        if returned is not None and time.monotonic() - returned < PING_IDLE_AFTER:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_conn)
+        except Exception as exc:
+            raise sqlalchemy.exc.DisconnectionError(
+                f"a pooled connection failed its ping: {exc}"
+            ) from exc
+
+
 def is_read_only(engine: AsyncEngine) -> bool:
     """Whether `engine` was opened for reading only (a SQLite file we may not write)."""
     return engine.url.query.get("mode") == "ro" or "mode=ro" in (engine.url.database or "")
@@ -150,7 +197,9 @@ def _hide_sql(context: ExceptionContext) -> None:
         return
     log.debug(
         "database error: %s\n[SQL: %s]\n[parameters: %r]",
-        context.original_exception, exc.statement, exc.params,
+        context.original_exception,
+        exc.statement,
+        exc.params,
     )
     exc.statement = None  # type: ignore[assignment]
     exc.params = None
