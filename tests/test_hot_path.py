@@ -123,3 +123,52 @@ async def test_fresh_run_metrics_equal_those_read_from_the_log(make_client, llm)
     assert stored.pop("wall_ms") >= 0 and from_log.pop("wall_ms") >= 0
     assert stored.pop("conversation") and from_log.pop("conversation")
     assert stored == from_log and stored["llm_calls"] == 2
+
+
+async def test_checkpoint_operations_of_many_runs_share_trips(tmp_path: Path):
+    """Operations that wait while a trip is under way go together in the next one, each with
+    its own result, its own error and its own commit; a caller cancelled before its trip
+    leaves nothing behind."""
+    import asyncio
+
+    import aiosqlite
+
+    conn = await aiosqlite.connect(tmp_path / "c.db")
+    saver = OneHopSqliteSaver(conn)
+    try:
+        await saver.setup()
+        trips = 0
+        plain = saver._on_thread
+
+        async def counted(fn):
+            nonlocal trips
+            trips += 1
+            return await plain(fn)
+
+        saver._on_thread = counted  # type: ignore[method-assign]
+
+        def op(i: int):
+            def run(c: sqlite3.Connection) -> int:
+                if i == 3:
+                    raise sqlite3.IntegrityError("three")
+                c.execute("CREATE TABLE IF NOT EXISTS t (i INTEGER)")
+                c.execute("INSERT INTO t VALUES (?)", (i,)).close()
+                c.commit()
+                return i
+
+            return run
+
+        results = await asyncio.gather(*(saver._shared_trip(op(i)) for i in range(20)), return_exceptions=True)
+        assert [r for r in results if not isinstance(r, Exception)] == [i for i in range(20) if i != 3]
+        assert isinstance(results[3], sqlite3.IntegrityError)
+        assert trips < 20  # shared
+
+        late = asyncio.ensure_future(saver._shared_trip(op(99)))
+        late.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await late
+        await saver._shared_trip(lambda c: None)
+        rows = (await (await conn.execute("SELECT i FROM t ORDER BY i")).fetchall())
+        assert [r[0] for r in rows] == [i for i in range(20) if i != 3]  # 99 never ran
+    finally:
+        await conn.close()

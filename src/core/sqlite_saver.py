@@ -15,6 +15,8 @@ Everything else (setup, `alist`, delta-channel history, the sync API) is LangGra
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -53,18 +55,84 @@ _BY_ID = (
 )
 
 
+def _each(
+    fns: Sequence[Callable[[sqlite3.Connection], Any]], conn: sqlite3.Connection
+) -> list[tuple[bool, Any]]:
+    """Run each of `fns` on `conn` in order: (True, result) or (False, its error) for each."""
+    out: list[tuple[bool, Any]] = []
+    for fn in fns:
+        try:
+            out.append((True, fn(conn)))
+        except Exception as exc:  # that operation's own error, as when alone
+            out.append((False, exc))
+    return out
+
+
 def _configurable(config: RunnableConfig) -> dict[str, Any]:
     return cast(dict[str, Any], config)["configurable"]  # a KeyError without it, as LangGraph's
 
 
 class OneHopSqliteSaver(AsyncSqliteSaver):
     """`AsyncSqliteSaver` whose put, put_writes, get_tuple and delete_thread each make one trip
-    to the connection's thread."""
+    to the connection's thread — or share one: the operations of all runs that wait while a
+    trip is under way go together in the next (`_shared_trip`)."""
+
+    _waiting: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] | None = None
+    _trips: asyncio.Task[None] | None = None
 
     async def _on_thread(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn(connection)` on the aiosqlite connection's own thread (its only user)."""
         conn = self.conn
         return await conn._execute(lambda: fn(conn._conn))  # noqa: SLF001  # aiosqlite's own queue
+
+    async def _shared_trip(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn(connection)` on the connection's thread, under the saver's lock, in the same trip
+        as the operations of other runs waiting at the same moment.
+
+        The saver serialises its operations on one connection anyway (its lock); at 100 runs
+        at once each waited for the lock and then made a trip of its own. Now the operations
+        that queue up while a trip is under way run in the next one, one after another in the
+        order they were asked, each exactly as alone: its own statements and its own commit
+        (durability and failures per operation, unchanged), its own result or error. An
+        operation whose caller was cancelled before its trip began is left out, as a caller
+        cancelled while waiting for the lock never ran."""
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        if self._waiting is None:
+            self._waiting = []
+        self._waiting.append((fn, future))
+        if self._trips is None or self._trips.done():
+            self._trips = asyncio.create_task(
+                self._make_trips(), name="artifactflow-checkpoint-trips"
+            )
+        return await future
+
+    async def _make_trips(self) -> None:
+        while self._waiting:
+            batch, self._waiting = self._waiting, []
+            batch = [(fn, future) for fn, future in batch if not future.done()]
+            if not batch:
+                continue
+
+            fns = [fn for fn, _ in batch]
+            try:
+                async with self.lock:
+                    outcomes = await self._on_thread(functools.partial(_each, fns))
+            except Exception as exc:  # the trip itself failed (the connection is closed)
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            except BaseException:  # this task was cancelled (the loop is closing): so are they
+                for _, future in [*batch, *(self._waiting or [])]:
+                    future.cancel()
+                raise
+            for (_, future), (ok, value) in zip(batch, outcomes, strict=True):
+                if future.done():
+                    continue
+                if ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(value)
 
     async def aput(
         self,
@@ -109,8 +177,7 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
             conn.execute(_PUT, row).close()
             conn.commit()
 
-        async with self.lock:
-            await self._on_thread(put)
+        await self._shared_trip(put)
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -151,8 +218,7 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
             conn.executemany(verb + _WRITES, rows).close()
             conn.commit()
 
-        async with self.lock:
-            await self._on_thread(put)
+        await self._shared_trip(put)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         await self.setup()
@@ -176,8 +242,7 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
             finally:
                 cursor.close()
 
-        async with self.lock:
-            found = await self._on_thread(read)
+        found = await self._shared_trip(read)
         if found is None:
             return None
         (found_thread, found_id, parent_id, type_, checkpoint, metadata), writes = found
@@ -215,5 +280,4 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
                 cursor.close()
             conn.commit()
 
-        async with self.lock:
-            await self._on_thread(delete)
+        await self._shared_trip(delete)
