@@ -153,7 +153,8 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
     ) -> RunnableConfig:
         """`aput`, calling `check()` on the connection's thread first, in the same trip: an
         exception from it writes nothing (the owning run's check, `core/run/ownership.py`)."""
-        await self.setup()
+        if not self.is_setup:  # LangGraph's setup() takes the lock first, even when done
+            await self.setup()
         configurable = _configurable(config)
         thread_id = configurable["thread_id"]
         checkpoint_ns = configurable["checkpoint_ns"]
@@ -198,7 +199,8 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
             if all(w[0] in WRITES_IDX_MAP for w in writes)
             else "INSERT OR IGNORE "
         )
-        await self.setup()
+        if not self.is_setup:  # LangGraph's setup() takes the lock first, even when done
+            await self.setup()
         configurable = _configurable(config)
         rows = [
             (
@@ -221,7 +223,8 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
         await self._shared_trip(put)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        await self.setup()
+        if not self.is_setup:  # LangGraph's setup() takes the lock first, even when done
+            await self.setup()
         configurable = _configurable(config)
         checkpoint_ns = configurable.get("checkpoint_ns", "")
         checkpoint_id = get_checkpoint_id(config)
