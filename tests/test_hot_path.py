@@ -126,9 +126,9 @@ async def test_fresh_run_metrics_equal_those_read_from_the_log(make_client, llm)
 
 
 async def test_checkpoint_operations_of_many_runs_share_trips(tmp_path: Path):
-    """Operations that wait while a trip is under way go together in the next one, each with
-    its own result, its own error and its own commit; a caller cancelled before its trip
-    leaves nothing behind."""
+    """Operations that wait while a trip is under way go together in the next one and commit
+    together; when one fails, each runs again alone, so each gets its own result or error and
+    the failed one leaves nothing behind; a caller cancelled before its trip runs nothing."""
     import asyncio
 
     import aiosqlite
@@ -147,13 +147,14 @@ async def test_checkpoint_operations_of_many_runs_share_trips(tmp_path: Path):
 
         saver._on_thread = counted  # type: ignore[method-assign]
 
+        await conn.execute("CREATE TABLE t (i INTEGER)")
+        await conn.commit()
+
         def op(i: int):
             def run(c: sqlite3.Connection) -> int:
-                if i == 3:
-                    raise sqlite3.IntegrityError("three")
-                c.execute("CREATE TABLE IF NOT EXISTS t (i INTEGER)")
                 c.execute("INSERT INTO t VALUES (?)", (i,)).close()
-                c.commit()
+                if i == 3:  # after its insert: the shared transaction is rolled back, redone
+                    raise sqlite3.IntegrityError("three")
                 return i
 
             return run

@@ -6,9 +6,10 @@ of the loop and a GIL hand-over. LangGraph's saver makes 3 hops per checkpoint (
 step's pending writes (`aput_writes`), 6 per read (`aget_tuple`) and 4 per thread deletion;
 at 100 concurrent conversations these hops were most of the checkpointer's cost. Here each of
 those operations is one function run on the same connection's thread: the same statements in
-the same order, under the same lock, with the same commits (durability is unchanged: a
-checkpoint is committed before `aput` returns, as with `durability="sync"` before). Encoding
-and decoding stay on the event loop, as in LangGraph's saver.
+the same order, under the same lock (durability is unchanged: a checkpoint is committed before
+`aput` returns, as with `durability="sync"` before). The operations of many runs waiting at
+once share one trip and one commit (`_shared_trip`). Encoding and decoding stay on the event
+loop, as in LangGraph's saver.
 
 Everything else (setup, `alist`, delta-channel history, the sync API) is LangGraph's.
 """
@@ -55,15 +56,29 @@ _BY_ID = (
 )
 
 
-def _each(
+def _together(
     fns: Sequence[Callable[[sqlite3.Connection], Any]], conn: sqlite3.Connection
 ) -> list[tuple[bool, Any]]:
-    """Run each of `fns` on `conn` in order: (True, result) or (False, its error) for each."""
+    """Run `fns` on `conn` in order, in one transaction: (True, result) for each. If any
+    fails, nothing of them is kept and each runs again alone, committed on its own as before:
+    (True, result) or (False, its error) for each."""
+    if len(fns) > 1:
+        try:
+            results = [fn(conn) for fn in fns]
+            conn.commit()
+            return [(True, value) for value in results]
+        except Exception:  # find the one at fault: each alone
+            if conn.in_transaction:
+                conn.rollback()
     out: list[tuple[bool, Any]] = []
     for fn in fns:
         try:
-            out.append((True, fn(conn)))
+            value = fn(conn)
+            conn.commit()
+            out.append((True, value))
         except Exception as exc:  # that operation's own error, as when alone
+            if conn.in_transaction:
+                conn.rollback()
             out.append((False, exc))
     return out
 
@@ -90,12 +105,14 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
         as the operations of other runs waiting at the same moment.
 
         The saver serialises its operations on one connection anyway (its lock); at 100 runs
-        at once each waited for the lock and then made a trip of its own. Now the operations
-        that queue up while a trip is under way run in the next one, one after another in the
-        order they were asked, each exactly as alone: its own statements and its own commit
-        (durability and failures per operation, unchanged), its own result or error. An
-        operation whose caller was cancelled before its trip began is left out, as a caller
-        cancelled while waiting for the lock never ran."""
+        at once each waited for the lock and then made a trip of its own, and committed on its
+        own. Now the operations that queue up while a trip is under way run in the next one,
+        in the order they were asked, and commit together (group commit: one write of the
+        pages they share to the WAL; each caller returns after that commit, so durability is
+        as before). If any of them fails, the transaction is rolled back and each runs again
+        alone with its own commit, so each gets its own result or error as before (`fn` must
+        not commit). An operation whose caller was cancelled before its trip began is left
+        out, as a caller cancelled while waiting for the lock never ran."""
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         if self._waiting is None:
             self._waiting = []
@@ -116,7 +133,7 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
             fns = [fn for fn, _ in batch]
             try:
                 async with self.lock:
-                    outcomes = await self._on_thread(functools.partial(_each, fns))
+                    outcomes = await self._on_thread(functools.partial(_together, fns))
             except Exception as exc:  # the trip itself failed (the connection is closed)
                 for _, future in batch:
                     if not future.done():
@@ -176,7 +193,6 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
             if check is not None:
                 check()
             conn.execute(_PUT, row).close()
-            conn.commit()
 
         await self._shared_trip(put)
         return {
@@ -218,7 +234,6 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
 
         def put(conn: sqlite3.Connection) -> None:
             conn.executemany(verb + _WRITES, rows).close()
-            conn.commit()
 
         await self._shared_trip(put)
 
@@ -281,6 +296,5 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
                 cursor.execute("DELETE FROM writes WHERE thread_id = ?", (str(thread_id),))
             finally:
                 cursor.close()
-            conn.commit()
 
         await self._shared_trip(delete)
