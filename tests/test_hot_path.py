@@ -173,3 +173,23 @@ async def test_checkpoint_operations_of_many_runs_share_trips(tmp_path: Path):
         assert [r[0] for r in rows] == [i for i in range(20) if i != 3]  # 99 never ran
     finally:
         await conn.close()
+
+
+async def test_objects_alive_at_the_first_opening_are_frozen_once(make_client, monkeypatch):
+    """The first engine of a process moves the objects alive then out of the cyclic
+    collector's reach (once); `ARTIFACTFLOW_GC_FREEZE=0` leaves the collector alone."""
+    import gc
+
+    from artifactflow.core import engine
+
+    calls: list[int] = []
+    monkeypatch.setattr(engine, "_FROZEN", [])
+    monkeypatch.setattr(engine.gc, "freeze", lambda: calls.append(1))
+    monkeypatch.setenv("ARTIFACTFLOW_GC_FREEZE", "0")
+    await make_client()
+    assert calls == [] and engine._FROZEN == []
+    monkeypatch.setenv("ARTIFACTFLOW_GC_FREEZE", "1")
+    await make_client()
+    await make_client()
+    assert calls == [1] and engine._FROZEN == [True]  # once per process
+    assert gc.isenabled()
