@@ -219,7 +219,9 @@ class Segment:
                         graph_input,
                         self.config,
                         context=context,
-                        stream_mode=["custom", "updates"],
+                        # nodes that emit straight to `relay_now` need no custom stream (and
+                        # without it LangGraph keeps no waiter task per step)
+                        stream_mode=["updates"] if context.emit_now else ["custom", "updates"],
                         durability="sync",
                     )
                     try:
