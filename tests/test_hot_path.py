@@ -20,12 +20,13 @@ import sqlalchemy as sa
 import sqlalchemy.exc
 from scripted_llm import Call, Text, ToolCalls
 
-from artifactflow import tool
+from artifactflow import ToolContext, tool
 from artifactflow.core.run.maintenance import run_metrics
 from artifactflow.core.sqlite_saver import OneHopSqliteSaver
 from artifactflow.core.store import schema as t
 from artifactflow.core.store.one_hop import OneHopConnection
 from artifactflow.core.store.repository import AppStore
+from artifactflow.events.payloads import ArtifactCreatedData
 
 
 @tool
@@ -193,3 +194,26 @@ async def test_objects_alive_at_the_first_opening_are_frozen_once(make_client, m
     await make_client()
     assert calls == [1] and engine._FROZEN == [True]  # once per process
     assert gc.isenabled()
+
+
+@tool
+def note_page(n: int, ctx: ToolContext) -> str:
+    """Report an artifact from a sync tool's thread.
+
+    Args:
+        n: Page.
+    """
+    ctx.emit(ArtifactCreatedData(artifact_id=f"p{n}", title="Page", version=1, content_type="text/plain"))
+    return f"page {n}"
+
+
+async def test_events_a_sync_tool_emits_from_its_thread_reach_the_log_in_order(make_client, llm):
+    """Chat-graph nodes hand events straight to the run; a sync tool's event, emitted on its
+    own thread, still reaches the log, numbered in order, before its `tool_complete`."""
+    client = await make_client(lead_tools=["note_page"], extra_tools=[note_page])
+    llm.script(ToolCalls([Call("note_page", {"n": 1})]), Text("noted"))
+    result = await client.run("note")
+    assert result.status == "completed" and result.response == "noted"
+    types = [e.type.value for e in result.events]
+    assert types.index("tool_start") < types.index("artifact_created") < types.index("tool_complete")
+    assert [e.event_id for e in result.events] == list(range(1, len(result.events) + 1))

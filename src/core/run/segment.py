@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -160,6 +161,8 @@ class Segment:
         self.spending = Spending(rt.services, [])
         self.fresh = False  # see `launch`
         self.context: RunContext | None = None  # set in `drive`
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
 
     async def emit(self, data: EventData, agent: str | None = None) -> Event:
         """Number, persist, then publish an event (`llm_chunk`: published only)."""
@@ -182,11 +185,20 @@ class Segment:
         """A node's event, handed over at once (`RunContext.emit_now`): what `_relay` does
         with one from the stream. A storage failure of an earlier batch is raised here, in
         the node, as the stream's relay raised it in the segment; a token delta (never stored)
-        is dropped then instead, so a model call does not mistake the failure for its own."""
+        is dropped then instead, so a model call does not mistake the failure for its own.
+        From another thread (a sync tool emitting through its `ToolContext`) the event is
+        handed to the event loop first, as LangGraph's stream writer did."""
+        if threading.get_ident() != self._loop_thread:
+            self._loop.call_soon_threadsafe(self._relay_from_thread, chunk)
+            return
         if isinstance(chunk.data, LLMChunkData) and self._sink.failed:
             return
         self._track_partial(chunk)
         self._emit(*chunk)
+
+    def _relay_from_thread(self, chunk: Emitted) -> None:
+        with contextlib.suppress(Exception):  # a storage failure surfaces at the next flush
+            self.relay_now(chunk)
 
     async def drive(self, graph_input: Any, first_events: FirstEvents) -> None:
         self.handle.started = True  # no await before the try: cleanup always runs
