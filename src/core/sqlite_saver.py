@@ -95,6 +95,12 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
     _waiting: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] | None = None
     _trips: asyncio.Task[None] | None = None
 
+    async def setup(self) -> None:
+        """LangGraph's, skipped once done: it takes the saver's lock before it looks, so every
+        operation (its own `aget_delta_channel_history` too) queued behind the trip under way."""
+        if not self.is_setup:
+            await super().setup()
+
     async def _on_thread(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn(connection)` on the aiosqlite connection's own thread (its only user)."""
         conn = self.conn
@@ -170,8 +176,7 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
     ) -> RunnableConfig:
         """`aput`, calling `check()` on the connection's thread first, in the same trip: an
         exception from it writes nothing (the owning run's check, `core/run/ownership.py`)."""
-        if not self.is_setup:  # LangGraph's setup() takes the lock first, even when done
-            await self.setup()
+        await self.setup()
         configurable = _configurable(config)
         thread_id = configurable["thread_id"]
         checkpoint_ns = configurable["checkpoint_ns"]
@@ -215,8 +220,7 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
             if all(w[0] in WRITES_IDX_MAP for w in writes)
             else "INSERT OR IGNORE "
         )
-        if not self.is_setup:  # LangGraph's setup() takes the lock first, even when done
-            await self.setup()
+        await self.setup()
         configurable = _configurable(config)
         rows = [
             (
@@ -238,8 +242,7 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
         await self._shared_trip(put)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        if not self.is_setup:  # LangGraph's setup() takes the lock first, even when done
-            await self.setup()
+        await self.setup()
         configurable = _configurable(config)
         checkpoint_ns = configurable.get("checkpoint_ns", "")
         checkpoint_id = get_checkpoint_id(config)
