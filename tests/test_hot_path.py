@@ -20,12 +20,13 @@ import sqlalchemy as sa
 import sqlalchemy.exc
 from scripted_llm import Call, Text, ToolCalls
 
-from artifactflow import tool
+from artifactflow import ToolContext, tool
 from artifactflow.core.run.maintenance import run_metrics
 from artifactflow.core.sqlite_saver import OneHopSqliteSaver
 from artifactflow.core.store import schema as t
 from artifactflow.core.store.one_hop import OneHopConnection
 from artifactflow.core.store.repository import AppStore
+from artifactflow.events.payloads import ArtifactCreatedData
 
 
 @tool
@@ -123,3 +124,96 @@ async def test_fresh_run_metrics_equal_those_read_from_the_log(make_client, llm)
     assert stored.pop("wall_ms") >= 0 and from_log.pop("wall_ms") >= 0
     assert stored.pop("conversation") and from_log.pop("conversation")
     assert stored == from_log and stored["llm_calls"] == 2
+
+
+async def test_checkpoint_operations_of_many_runs_share_trips(tmp_path: Path):
+    """Operations that wait while a trip is under way go together in the next one and commit
+    together; when one fails, each runs again alone, so each gets its own result or error and
+    the failed one leaves nothing behind; a caller cancelled before its trip runs nothing."""
+    import asyncio
+
+    import aiosqlite
+
+    conn = await aiosqlite.connect(tmp_path / "c.db")
+    saver = OneHopSqliteSaver(conn)
+    try:
+        await saver.setup()
+        trips = 0
+        plain = saver._on_thread
+
+        async def counted(fn):
+            nonlocal trips
+            trips += 1
+            return await plain(fn)
+
+        saver._on_thread = counted  # type: ignore[method-assign]
+
+        await conn.execute("CREATE TABLE t (i INTEGER)")
+        await conn.commit()
+
+        def op(i: int):
+            def run(c: sqlite3.Connection) -> int:
+                c.execute("INSERT INTO t VALUES (?)", (i,)).close()
+                if i == 3:  # after its insert: the shared transaction is rolled back, redone
+                    raise sqlite3.IntegrityError("three")
+                return i
+
+            return run
+
+        results = await asyncio.gather(*(saver._shared_trip(op(i)) for i in range(20)), return_exceptions=True)
+        assert [r for r in results if not isinstance(r, Exception)] == [i for i in range(20) if i != 3]
+        assert isinstance(results[3], sqlite3.IntegrityError)
+        assert trips < 20  # shared
+
+        late = asyncio.ensure_future(saver._shared_trip(op(99)))
+        late.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await late
+        await saver._shared_trip(lambda c: None)
+        rows = (await (await conn.execute("SELECT i FROM t ORDER BY i")).fetchall())
+        assert [r[0] for r in rows] == [i for i in range(20) if i != 3]  # 99 never ran
+    finally:
+        await conn.close()
+
+
+async def test_objects_alive_at_the_first_opening_are_frozen_once(make_client, monkeypatch):
+    """The first engine of a process moves the objects alive then out of the cyclic
+    collector's reach (once); `ARTIFACTFLOW_GC_FREEZE=0` leaves the collector alone."""
+    import gc
+
+    from artifactflow.core import engine
+
+    calls: list[int] = []
+    monkeypatch.setattr(engine, "_FROZEN", [])
+    monkeypatch.setattr(engine.gc, "freeze", lambda: calls.append(1))
+    monkeypatch.setenv("ARTIFACTFLOW_GC_FREEZE", "0")
+    await make_client()
+    assert calls == [] and engine._FROZEN == []
+    monkeypatch.setenv("ARTIFACTFLOW_GC_FREEZE", "1")
+    await make_client()
+    await make_client()
+    assert calls == [1] and engine._FROZEN == [True]  # once per process
+    assert gc.isenabled()
+
+
+@tool
+def note_page(n: int, ctx: ToolContext) -> str:
+    """Report an artifact from a sync tool's thread.
+
+    Args:
+        n: Page.
+    """
+    ctx.emit(ArtifactCreatedData(artifact_id=f"p{n}", title="Page", version=1, content_type="text/plain"))
+    return f"page {n}"
+
+
+async def test_events_a_sync_tool_emits_from_its_thread_reach_the_log_in_order(make_client, llm):
+    """Chat-graph nodes hand events straight to the run; a sync tool's event, emitted on its
+    own thread, still reaches the log, numbered in order, before its `tool_complete`."""
+    client = await make_client(lead_tools=["note_page"], extra_tools=[note_page])
+    llm.script(ToolCalls([Call("note_page", {"n": 1})]), Text("noted"))
+    result = await client.run("note")
+    assert result.status == "completed" and result.response == "noted"
+    types = [e.type.value for e in result.events]
+    assert types.index("tool_start") < types.index("artifact_created") < types.index("tool_complete")
+    assert [e.event_id for e in result.events] == list(range(1, len(result.events) + 1))

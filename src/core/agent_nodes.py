@@ -58,10 +58,12 @@ from .window.tokens import request_tokens, text_tokens
 
 
 class Emitter:
-    """Sends node events to the controller through LangGraph's custom stream."""
+    """Sends node events to the controller: straight to the run's segment when it takes them
+    (`RunContext.emit_now`, the chat graph), else through LangGraph's custom stream."""
 
     def __init__(self, runtime: Runtime[RunContext], agent: str, invocation: str) -> None:
-        self._write = runtime.stream_writer
+        direct = getattr(runtime.context, "emit_now", None)
+        self._write = direct if direct is not None else runtime.stream_writer
         self.agent = agent
         self.invocation = invocation
 

@@ -101,3 +101,8 @@ class RunContext:
     # The request recorder's state for this segment's message (replay/recording.py), kept
     # here so that it lives exactly as long as the segment. Opaque to the engine.
     recording: Any = None
+    # The segment's own relay of node events (`Segment.relay_now`), set for the chat graph:
+    # nodes hand their events straight to it instead of LangGraph's custom stream (which
+    # crosses the event loop with `call_soon_threadsafe`, a self-pipe write per event). The
+    # order is the same: one loop, and every writer of the run goes this way. None: the stream.
+    emit_now: Callable[[Emitted], None] | None = None

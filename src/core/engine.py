@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -129,6 +131,24 @@ async def open_engine(
     return services, checkpoints
 
 
+_FROZEN: list[bool] = []  # the process's objects were frozen once (`freeze_startup_objects`)
+
+
+def freeze_startup_objects() -> None:
+    """Once per process, at the first engine's opening: collect, then move every object alive
+    (the imported libraries, compiled graphs, schemas: ~200k objects that live as long as the
+    process) out of the cyclic garbage collector's reach (`gc.freeze`). Under load a full
+    collection re-walked them all, about 120 ms each, 8 % of the CPU of 100 conversations at
+    once. Objects freed by their reference count are freed as before; only cycles among these
+    never become garbage in practice. `ARTIFACTFLOW_GC_FREEZE=0` leaves the collector as is,
+    as does a process that turned it off."""
+    if _FROZEN or not gc.isenabled() or os.environ.get("ARTIFACTFLOW_GC_FREEZE", "1") == "0":
+        return
+    _FROZEN.append(True)
+    gc.collect()
+    gc.freeze()
+
+
 class Engine:
     """One process's open run engine.
 
@@ -161,6 +181,7 @@ class Engine:
         except BaseException:
             await engine.aclose()
             raise
+        freeze_startup_objects()
         return engine
 
     def use_store(self, store: Any) -> None:

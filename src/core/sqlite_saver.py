@@ -6,15 +6,18 @@ of the loop and a GIL hand-over. LangGraph's saver makes 3 hops per checkpoint (
 step's pending writes (`aput_writes`), 6 per read (`aget_tuple`) and 4 per thread deletion;
 at 100 concurrent conversations these hops were most of the checkpointer's cost. Here each of
 those operations is one function run on the same connection's thread: the same statements in
-the same order, under the same lock, with the same commits (durability is unchanged: a
-checkpoint is committed before `aput` returns, as with `durability="sync"` before). Encoding
-and decoding stay on the event loop, as in LangGraph's saver.
+the same order, under the same lock (durability is unchanged: a checkpoint is committed before
+`aput` returns, as with `durability="sync"` before). The operations of many runs waiting at
+once share one trip and one commit (`_shared_trip`). Encoding and decoding stay on the event
+loop, as in LangGraph's saver.
 
 Everything else (setup, `alist`, delta-channel history, the sync API) is LangGraph's.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -53,18 +56,106 @@ _BY_ID = (
 )
 
 
+def _together(
+    fns: Sequence[Callable[[sqlite3.Connection], Any]], conn: sqlite3.Connection
+) -> list[tuple[bool, Any]]:
+    """Run `fns` on `conn` in order, in one transaction: (True, result) for each. If any
+    fails, nothing of them is kept and each runs again alone, committed on its own as before:
+    (True, result) or (False, its error) for each."""
+    if len(fns) > 1:
+        try:
+            results = [fn(conn) for fn in fns]
+            conn.commit()
+            return [(True, value) for value in results]
+        except Exception:  # find the one at fault: each alone
+            if conn.in_transaction:
+                conn.rollback()
+    out: list[tuple[bool, Any]] = []
+    for fn in fns:
+        try:
+            value = fn(conn)
+            conn.commit()
+            out.append((True, value))
+        except Exception as exc:  # that operation's own error, as when alone
+            if conn.in_transaction:
+                conn.rollback()
+            out.append((False, exc))
+    return out
+
+
 def _configurable(config: RunnableConfig) -> dict[str, Any]:
     return cast(dict[str, Any], config)["configurable"]  # a KeyError without it, as LangGraph's
 
 
 class OneHopSqliteSaver(AsyncSqliteSaver):
     """`AsyncSqliteSaver` whose put, put_writes, get_tuple and delete_thread each make one trip
-    to the connection's thread."""
+    to the connection's thread — or share one: the operations of all runs that wait while a
+    trip is under way go together in the next (`_shared_trip`)."""
+
+    _waiting: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] | None = None
+    _trips: asyncio.Task[None] | None = None
+
+    async def setup(self) -> None:
+        """LangGraph's, skipped once done: it takes the saver's lock before it looks, so every
+        operation (its own `aget_delta_channel_history` too) queued behind the trip under way."""
+        if not self.is_setup:
+            await super().setup()
 
     async def _on_thread(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn(connection)` on the aiosqlite connection's own thread (its only user)."""
         conn = self.conn
         return await conn._execute(lambda: fn(conn._conn))  # noqa: SLF001  # aiosqlite's own queue
+
+    async def _shared_trip(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn(connection)` on the connection's thread, under the saver's lock, in the same trip
+        as the operations of other runs waiting at the same moment.
+
+        The saver serialises its operations on one connection anyway (its lock); at 100 runs
+        at once each waited for the lock and then made a trip of its own, and committed on its
+        own. Now the operations that queue up while a trip is under way run in the next one,
+        in the order they were asked, and commit together (group commit: one write of the
+        pages they share to the WAL; each caller returns after that commit, so durability is
+        as before). If any of them fails, the transaction is rolled back and each runs again
+        alone with its own commit, so each gets its own result or error as before (`fn` must
+        not commit). An operation whose caller was cancelled before its trip began is left
+        out, as a caller cancelled while waiting for the lock never ran."""
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        if self._waiting is None:
+            self._waiting = []
+        self._waiting.append((fn, future))
+        if self._trips is None or self._trips.done():
+            self._trips = asyncio.create_task(
+                self._make_trips(), name="artifactflow-checkpoint-trips"
+            )
+        return await future
+
+    async def _make_trips(self) -> None:
+        while self._waiting:
+            batch, self._waiting = self._waiting, []
+            batch = [(fn, future) for fn, future in batch if not future.done()]
+            if not batch:
+                continue
+
+            fns = [fn for fn, _ in batch]
+            try:
+                async with self.lock:
+                    outcomes = await self._on_thread(functools.partial(_together, fns))
+            except Exception as exc:  # the trip itself failed (the connection is closed)
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            except BaseException:  # this task was cancelled (the loop is closing): so are they
+                for _, future in [*batch, *(self._waiting or [])]:
+                    future.cancel()
+                raise
+            for (_, future), (ok, value) in zip(batch, outcomes, strict=True):
+                if future.done():
+                    continue
+                if ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(value)
 
     async def aput(
         self,
@@ -107,10 +198,8 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
             if check is not None:
                 check()
             conn.execute(_PUT, row).close()
-            conn.commit()
 
-        async with self.lock:
-            await self._on_thread(put)
+        await self._shared_trip(put)
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -149,10 +238,8 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
 
         def put(conn: sqlite3.Connection) -> None:
             conn.executemany(verb + _WRITES, rows).close()
-            conn.commit()
 
-        async with self.lock:
-            await self._on_thread(put)
+        await self._shared_trip(put)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         await self.setup()
@@ -176,8 +263,7 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
             finally:
                 cursor.close()
 
-        async with self.lock:
-            found = await self._on_thread(read)
+        found = await self._shared_trip(read)
         if found is None:
             return None
         (found_thread, found_id, parent_id, type_, checkpoint, metadata), writes = found
@@ -213,7 +299,5 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
                 cursor.execute("DELETE FROM writes WHERE thread_id = ?", (str(thread_id),))
             finally:
                 cursor.close()
-            conn.commit()
 
-        async with self.lock:
-            await self._on_thread(delete)
+        await self._shared_trip(delete)

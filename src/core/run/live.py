@@ -109,6 +109,11 @@ class EventSink:
             self._task.result()  # re-raise a storage failure in the run
         self._queue.put_nowait(event)
 
+    @property
+    def failed(self) -> bool:
+        """Whether storing stopped (`put` raises its error)."""
+        return self._task.done()
+
     async def flush(self) -> None:
         """Wait until everything put so far is stored and published."""
         join = asyncio.ensure_future(self._queue.join())

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -160,18 +161,44 @@ class Segment:
         self.spending = Spending(rt.services, [])
         self.fresh = False  # see `launch`
         self.context: RunContext | None = None  # set in `drive`
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
 
     async def emit(self, data: EventData, agent: str | None = None) -> Event:
         """Number, persist, then publish an event (`llm_chunk`: published only)."""
+        event = self._emit(data, agent)
+        if event.is_final:
+            await self._sink.flush()
+        return event
+
+    def _emit(self, data: EventData, agent: str | None) -> Event:
+        """Number an event and hand it to the sink (stored, then published, in order)."""
         if not isinstance(data, LLMChunkData):
             self._last_id += 1
         event = new_event(self.message, data, self._last_id, agent)
         if event.type is not EventType.LLM_CHUNK:
             self.spending.add(event.type, agent, data.to_dict())
         self._sink.put(event)
-        if event.is_final:
-            await self._sink.flush()
         return event
+
+    def relay_now(self, chunk: Emitted) -> None:
+        """A node's event, handed over at once (`RunContext.emit_now`): what `_relay` does
+        with one from the stream. A storage failure of an earlier batch is raised here, in
+        the node, as the stream's relay raised it in the segment; a token delta (never stored)
+        is dropped then instead, so a model call does not mistake the failure for its own.
+        From another thread (a sync tool emitting through its `ToolContext`) the event is
+        handed to the event loop first, as LangGraph's stream writer did."""
+        if threading.get_ident() != self._loop_thread:
+            self._loop.call_soon_threadsafe(self._relay_from_thread, chunk)
+            return
+        if isinstance(chunk.data, LLMChunkData) and self._sink.failed:
+            return
+        self._track_partial(chunk)
+        self._emit(*chunk)
+
+    def _relay_from_thread(self, chunk: Emitted) -> None:
+        with contextlib.suppress(Exception):  # a storage failure surfaces at the next flush
+            self.relay_now(chunk)
 
     async def drive(self, graph_input: Any, first_events: FirstEvents) -> None:
         self.handle.started = True  # no await before the try: cleanup always runs
@@ -196,13 +223,17 @@ class Segment:
                 for first in first_events:
                     await self.emit(*first)
                 self.graph = self.rt.graph if self.fresh else await self.rt.graph_for(self.message)
+                if self.graph is self.rt.graph:  # the chat graph's nodes all emit through `Emitter`
+                    context.emit_now = self.relay_now
                 await hook_runs.run_started(self.hooks, self.info, self.decisions)
                 with owned_by(self.store, message_id, self.run_token):
                     stream = self.graph.astream(
                         graph_input,
                         self.config,
                         context=context,
-                        stream_mode=["custom", "updates"],
+                        # nodes that emit straight to `relay_now` need no custom stream (and
+                        # without it LangGraph keeps no waiter task per step)
+                        stream_mode=["updates"] if context.emit_now else ["custom", "updates"],
                         durability="sync",
                     )
                     try:
@@ -284,13 +315,16 @@ class Segment:
         return event
 
     async def _relay(self, chunk: Emitted) -> None:
+        self._track_partial(chunk)
+        await self.emit(*chunk)
+
+    def _track_partial(self, chunk: Emitted) -> None:
         data = chunk.data
         if getattr(data, "invocation", None) == LEAD:
             if isinstance(data, LLMChunkData):
                 self.partial.append(data.delta)
             elif data.type is EventType.AGENT_START:
                 self.partial.clear()
-        await self.emit(*chunk)
 
     async def _pause(self, interrupts: list[Any]) -> None:
         # The tool node raises one interrupt per round; parallel workflow steps raise one each,

@@ -81,16 +81,13 @@ class ConversationRecords(UnitOfWork):
     async def touch_conversation(
         self, conversation_id: str, *, active_message_id: str | None = None, title: str | None = None
     ) -> None:
-        values: dict[str, float | str] = {"updated_at": time.time()}
+        values: dict[str, Any] = {"updated_at": time.time()}
         if active_message_id is not None:
             values["active_message_id"] = active_message_id
+        if title is not None:  # only a conversation without a title gets this one
+            values["title"] = sa.func.coalesce(t.conversations.c.title, title)
         this = t.conversations.c.id == conversation_id
-        statements: list[sa.Executable] = []
-        if title is not None:
-            untitled = t.conversations.c.title.is_(None)
-            statements.append(t.conversations.update().where(this, untitled).values(title=title))
-        statements.append(t.conversations.update().where(this).values(**values))
-        await self.write(*statements)
+        await self.write(t.conversations.update().where(this).values(**values))
 
     async def delete_conversation(self, conversation_id: str) -> list[str]:
         """Delete a conversation and everything in it; returns its thread ids."""
