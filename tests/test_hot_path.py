@@ -217,3 +217,35 @@ async def test_events_a_sync_tool_emits_from_its_thread_reach_the_log_in_order(m
     types = [e.type.value for e in result.events]
     assert types.index("tool_start") < types.index("artifact_created") < types.index("tool_complete")
     assert [e.event_id for e in result.events] == list(range(1, len(result.events) + 1))
+
+
+async def test_fresh_run_ends_from_its_stream_not_from_the_state(make_client, llm, monkeypatch):
+    """A fresh chat message's completion takes its response and outcome from the writes its
+    segment streamed, which match the final checkpoint's; its start stores the conversation,
+    the message and the conversation's active message in one transaction."""
+    client = await make_client(lead_tools=["add"], extra_tools=[add])
+    rt = client._engine.rt
+    graph_class = type(rt.graph)
+    read: list[object] = []
+    original = graph_class.aget_state
+
+    async def counted(self, config, *args, **kwargs):
+        read.append(config)
+        return await original(self, config, *args, **kwargs)
+
+    monkeypatch.setattr(graph_class, "aget_state", counted)
+    kept = rt.services.settings.checkpoints.keep_completed
+    rt.services.settings.checkpoints.keep_completed = True  # the final state stays readable
+    try:
+        llm.script(ToolCalls([Call("add", {"a": 2, "b": 2})]), Text("four"))
+        result = await client.run("add")
+    finally:
+        rt.services.settings.checkpoints.keep_completed = kept
+    assert result.status == "completed" and result.response == "four"
+    assert read == []
+    config = {"configurable": {"thread_id": result.thread_id}}
+    values = (await original(rt.graph, config)).values
+    assert values["graph_response"] == result.response and values["outcome"] == result.outcome
+    conversation = await rt.store.get_conversation(result.conversation_id)
+    assert conversation is not None and conversation["active_message_id"] == result.message_id
+    assert conversation["title"]

@@ -85,20 +85,18 @@ class ConversationManager:
 
     async def add_message(
         self, conversation_id: str, content: str, *, parent_id: Any = ACTIVE_BRANCH,
-        conversation: ConversationRow | None = None, **fields: Any,
+        conversation: ConversationRow | None = None, new: bool = False, **fields: Any,
     ) -> MessageRow:
         """Store a message under `parent_id` (the active branch by default) and make it the
-        active one; `conversation`: its row, when the caller has just read or created it."""
+        active one, in one transaction; `conversation`: its row, when the caller has just
+        read or made it (`new`: made, not stored yet: stored with the message)."""
         if conversation is None or conversation["id"] != conversation_id:
-            conversation = await self.get(conversation_id)
+            conversation, new = await self.get(conversation_id), False
         parent = await self.resolve_parent(conversation, parent_id)
-        message = await self.store.add_message(
-            conversation_id=conversation_id, content=content, parent_id=parent, **fields
+        return await self.store.add_message(
+            conversation_id=conversation_id, content=content, parent_id=parent,
+            new_conversation=conversation if new else None, activate=title_from(content), **fields,
         )
-        await self.store.touch_conversation(
-            conversation_id, active_message_id=message["id"], title=title_from(content)
-        )
-        return message
 
     async def path_to(
         self, message_id: str | None, messages: Sequence[MessageRow] | None = None

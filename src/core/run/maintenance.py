@@ -70,10 +70,12 @@ async def run_metrics(
     return metrics
 
 
-async def cleanup_checkpoints(rt: Runtime, message: MessageRow) -> None:
+async def cleanup_checkpoints(rt: Runtime, message: MessageRow, *, touch: bool = False) -> None:
     """A message finished: forget its tool ledger, hook marks and (unless configured to keep them) its
-    thread's checkpoints."""
-    await rt.store.run_records_clear(message["id"])  # its tool ledger and hook marks
+    thread's checkpoints. `touch`: `touch_conversation` its conversation too (in the first
+    transaction)."""
+    touched = message["conversation_id"] if touch else None
+    await rt.store.run_records_clear(message["id"], touch=touched)  # its tool ledger and hook marks
     if rt.services.settings.checkpoints.keep_completed:
         return
     await rt.checkpoints.delete_thread(message["thread_id"])

@@ -75,6 +75,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("artifactflow")
 
+_ENDING = ("graph_response", "outcome", "outcome_reason")  # what `_complete` reads of the state
+
 FirstEvents = list[Emitted]
 
 
@@ -160,6 +162,9 @@ class Segment:
         self._sink = EventSink(rt.store, handle, run_token=run_token, bus=rt.bus)
         self.spending = Spending(rt.services, [])
         self.fresh = False  # see `launch`
+        # what `_complete` reads of the final state, as the nodes wrote it (`_watch`); None
+        # once an update comes in a shape that is not a node's dict of writes
+        self._ending: dict[str, Any] | None = {}
         self.context: RunContext | None = None  # set in `drive`
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
@@ -242,8 +247,10 @@ class Segment:
                                 await self._relay(chunk)
                             elif mode == "updates" and "__interrupt__" in chunk:
                                 interrupts.extend(chunk["__interrupt__"])
-                            elif mode == "updates" and (stopped := self.spending.stop_after(chunk)):
-                                break  # the next step never starts
+                            elif mode == "updates":
+                                self._watch(chunk)
+                                if stopped := self.spending.stop_after(chunk):
+                                    break  # the next step never starts
                     finally:
                         await stream.aclose()
                 await self._store_cut_off()
@@ -356,8 +363,33 @@ class Segment:
     async def _pending_calls(self) -> list[dict[str, Any]]:
         return await self.rt.pending_calls(self.message, self.graph, self.config)
 
+    def _watch(self, chunk: Any) -> None:
+        """Keep the last value each node wrote to the fields `_complete` reads (plain
+        last-value channels: the final state holds the last write)."""
+        ending = self._ending
+        if ending is None:
+            return
+        for writes in chunk.values():
+            if writes is None:
+                continue
+            if not isinstance(writes, dict):
+                self._ending = None  # not a shape this knows: `_complete` reads the state
+                return
+            for key in _ENDING:
+                if key in writes:
+                    ending[key] = writes[key]
+
+    async def _final_values(self) -> Mapping[str, Any]:
+        """The fields of the final state `_complete` needs. A fresh chat message's only
+        segment saw every write since its initial state (where they are all None) in its
+        `updates` stream, so they are not read back from the checkpoint (which would load
+        and decode the whole state: several trips to the saver's thread)."""
+        if self.fresh and self.graph is self.rt.graph and self._ending is not None:
+            return self._ending
+        return (await self.graph.aget_state(self.config)).values
+
     async def _complete(self, stopped: BudgetExceeded | None = None) -> None:
-        values = (await self.graph.aget_state(self.config)).values
+        values = await self._final_values()
         await self._sink.flush()  # metrics are read from the log: group-committed events first
         metrics = await self._metrics()
         response = values.get("graph_response") or ""
@@ -373,8 +405,7 @@ class Segment:
             response=response, outcome=outcome, metrics=metrics,
             error=stopped.message if stopped else None, lease_expires_at=None,
         )
-        await self.store.touch_conversation(self.message["conversation_id"])
-        await cleanup_checkpoints(self.rt, self.message)
+        await cleanup_checkpoints(self.rt, self.message, touch=True)  # + touch_conversation
 
     async def _final_metrics(self) -> dict[str, Any]:
         """`{"metrics": ...}` for a run ending cancelled or failed, so the tokens its finished

@@ -17,6 +17,7 @@ from ...hooks import runs as hook_runs
 from ...settings.projects import project_name_problem
 from ..conversations import ConversationManager
 from ..state import create_initial_state
+from ..store.conversation_records import new_conversation
 from .history import history_for
 from .limits import preflight
 from .runtime import Runtime
@@ -65,16 +66,19 @@ async def start_message(
         stub = {"id": message_id, "conversation_id": conversation_id}
         run = hook_runs.run_info(stub, rt.services.lead.name, content=content, user_id=user_id)
         content = await rt.services.hooks.before_run(run, content)
+    new = conversation is None
     if conversation is None:  # created after before_run: a failing hook leaves nothing behind
-        # A new id of ours: no need to look for an existing conversation first.
-        conversation = await rt.store.create_conversation(
+        # A new id of ours: no need to look for an existing conversation first. Stored with
+        # the message, in one transaction.
+        conversation = new_conversation(
             conversation_id, user_id=user_id, project=project or rt.services.settings.project
         )
     message = await conversations.add_message(
         conversation["id"],
         content,
         parent_id=parent_message_id,
-        conversation=conversation,  # just read or created: not read again
+        conversation=conversation,  # just read or made: not read again
+        new=new,
         run_token=run_token,
         lease_expires_at=rt.lease(),
         message_id=message_id,

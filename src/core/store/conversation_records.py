@@ -31,6 +31,38 @@ def _message(row: RowMapping) -> MessageRow:
     return record
 
 
+def new_conversation(
+    conversation_id: str | None = None,
+    *,
+    user_id: str | None = None,
+    title: str | None = None,
+    project: str | None = None,
+) -> ConversationRow:
+    """A new conversation's row, not stored yet (`create_conversation` stores it)."""
+    now = time.time()
+    return ConversationRow(
+        id=conversation_id or uuid.uuid4().hex,
+        user_id=user_id,
+        title=title,
+        active_message_id=None,
+        created_at=now,
+        updated_at=now,
+        project=project,
+    )
+
+
+def touch_statement(
+    conversation_id: str, *, active_message_id: str | None = None, title: str | None = None
+) -> sa.Update:
+    """`touch_conversation`'s UPDATE, for a caller that runs it in a transaction of its own."""
+    values: dict[str, Any] = {"updated_at": time.time()}
+    if active_message_id is not None:
+        values["active_message_id"] = active_message_id
+    if title is not None:  # only a conversation without a title gets this one
+        values["title"] = sa.func.coalesce(t.conversations.c.title, title)
+    return t.conversations.update().where(t.conversations.c.id == conversation_id).values(**values)
+
+
 class ConversationRecords(UnitOfWork):
     """Mixed into `AppStore`: the `af_conversations` and `af_messages` tables."""
 
@@ -44,11 +76,7 @@ class ConversationRecords(UnitOfWork):
         title: str | None = None,
         project: str | None = None,
     ) -> ConversationRow:
-        now = time.time()
-        record = ConversationRow(
-            id=conversation_id or uuid.uuid4().hex, user_id=user_id, title=title,
-            active_message_id=None, created_at=now, updated_at=now, project=project,
-        )
+        record = new_conversation(conversation_id, user_id=user_id, title=title, project=project)
         await self.write(t.conversations.insert().values(**record))
         return record
 
@@ -81,13 +109,9 @@ class ConversationRecords(UnitOfWork):
     async def touch_conversation(
         self, conversation_id: str, *, active_message_id: str | None = None, title: str | None = None
     ) -> None:
-        values: dict[str, Any] = {"updated_at": time.time()}
-        if active_message_id is not None:
-            values["active_message_id"] = active_message_id
-        if title is not None:  # only a conversation without a title gets this one
-            values["title"] = sa.func.coalesce(t.conversations.c.title, title)
-        this = t.conversations.c.id == conversation_id
-        await self.write(t.conversations.update().where(this).values(**values))
+        await self.write(
+            touch_statement(conversation_id, active_message_id=active_message_id, title=title)
+        )
 
     async def delete_conversation(self, conversation_id: str) -> list[str]:
         """Delete a conversation and everything in it; returns its thread ids."""
@@ -128,7 +152,13 @@ class ConversationRecords(UnitOfWork):
         status: str = "running",
         run_token: str | None = None,
         lease_expires_at: float | None = None,
+        new_conversation: ConversationRow | None = None,
+        activate: str | None = None,
     ) -> MessageRow:
+        """Store a message. In the same transaction, `new_conversation`: its conversation's
+        row, inserted first (not stored yet); `activate`: make the message the conversation's
+        active one, and give the conversation this title unless it has one
+        (`touch_conversation`)."""
         now = time.time()
         message_id = message_id or uuid.uuid4().hex
         record = MessageRow(
@@ -140,7 +170,14 @@ class ConversationRecords(UnitOfWork):
             checkpoints_deleted=False, created_at=now, updated_at=now,
             cancel_requested_at=None, decisions=None,
         )
-        await self.write(t.messages.insert().values(**record))
+        statements: list[sa.Executable] = [t.messages.insert().values(**record)]
+        if new_conversation is not None:
+            statements.insert(0, t.conversations.insert().values(**new_conversation))
+        if activate is not None:
+            statements.append(
+                touch_statement(conversation_id, active_message_id=message_id, title=activate)
+            )
+        await self.write(*statements)
         return record
 
     async def get_message(self, message_id: str) -> MessageRow | None:

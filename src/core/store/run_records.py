@@ -25,6 +25,7 @@ from ...events.status import FINAL_STATUSES
 from ...shapes import JsonValue
 from . import schema as t
 from .codec import dumps, loads
+from .conversation_records import touch_statement
 from .rows import LedgerRow
 from .unit_of_work import UnitOfWork
 
@@ -116,9 +117,11 @@ class RunRecords(UnitOfWork):
     async def ledger_clear(self, message_id: str) -> None:
         await self.write(t.tool_executions.delete().where(t.tool_executions.c.message_id == message_id))
 
-    async def run_records_clear(self, message_id: str) -> None:
-        """A message finished: drop its tool ledger and hook marks, in one transaction."""
+    async def run_records_clear(self, message_id: str, *, touch: str | None = None) -> None:
+        """A message finished: drop its tool ledger and hook marks, in one transaction;
+        `touch`: its conversation's id, to `touch_conversation` in the same transaction."""
         await self.write(
+            *([] if touch is None else [touch_statement(touch)]),
             t.tool_executions.delete().where(t.tool_executions.c.message_id == message_id),
             t.hook_marks.delete().where(t.hook_marks.c.message_id == message_id),
         )
