@@ -126,9 +126,8 @@ async def with_recall(
         return fixed
     cache: dict[str, Recalled | None] = context.window.setdefault("recall", {})
     if invocation not in cache:
-        cache[invocation] = await _once(context, recaller, spec, invocation, query,
-                                        first=first, emit=emit, agent=agent, lead=lead,
-                                        profile=profile)
+        ask = _Ask(spec, invocation, query, first, emit, agent, lead, profile)
+        cache[invocation] = await _once(context, recaller, ask)
     found = cache[invocation]
     if not found or not found.text:
         return fixed
@@ -138,26 +137,29 @@ async def with_recall(
     return [{"role": "system", "content": found.text}, *fixed]
 
 
-async def _once(
-    context: Any,  # RunContext (core/context.py imports this module)
-    recaller: Recaller,
-    spec: AgentSpec,
-    invocation: str,
-    query: str,
-    *,
-    first: bool,
-    emit: Callable[[AgentEventData], None],
-    agent: AgentStep | None,
-    lead: bool,
-    profile: str | None,
-) -> Recalled | None:
+@dataclass(frozen=True)
+class _Ask:
+    """One invocation's recall, as `with_recall` was called for it."""
+
+    spec: AgentSpec
+    invocation: str
+    query: str
+    first: bool
+    emit: Callable[[AgentEventData], None]
+    agent: AgentStep | None
+    lead: bool
+    profile: str | None
+
+
+async def _once(context: Any, recaller: Recaller, ask: _Ask) -> Recalled | None:
+    spec, invocation, profile = ask.spec, ask.invocation, ask.profile
     store = context.services.store
     key = KEY_PREFIX + invocation
     if not context.fresh:  # a new segment cannot have stored anything yet
         stored = await store.hook_mark_get(context.message_id, key)
         if stored is not None:
             return _decode(stored)
-    if not first:  # recall runs before the first model call only
+    if not ask.first:  # recall runs before the first model call only
         return None
     conversation = await store.get_conversation(context.conversation_id)
     request = RecallRequest(
@@ -167,9 +169,9 @@ async def _once(
         message_id=context.message_id,
         agent=spec.name,
         invocation=invocation,
-        query=query,
+        query=ask.query,
         profile=profile or spec.memory_profile,
-        lead=lead,
+        lead=ask.lead,
         asked=bool(profile) or spec.recall is True,
     )
     found = await recaller.recall(request)
@@ -179,8 +181,8 @@ async def _once(
         stored = await store.hook_mark_get(context.message_id, key)
         return _decode(stored) if stored is not None else found
     if found is not None:
-        emit(found.event())
-        await hook_points.memory_recalled(context, agent, found.hook_record())
+        ask.emit(found.event())
+        await hook_points.memory_recalled(context, ask.agent, found.hook_record())
     return found
 
 
