@@ -15,10 +15,18 @@ The model is `fake_model.py` (the peers benchmark's raw-asyncio OpenAI-compatibl
 own process, answering each request after 50 ms; the task is "Read pages 1 to 5.", each
 round one `fetch_page` call returning 4 KB. The run fails unless the model saw exactly 6 calls,
 one final answer and intact tool results per conversation. Everything shares the 2-core
-machine, the model server and (for http) this client included. An error is a conversation that did not end `completed` (or a failed
-request). All rows are measured in one run, so their ratios are comparable.
+machine, the model server and (for http) this client included. An error is a conversation that did
+not end `completed` (or a failed request). All rows are measured in one run, so their ratios are
+comparable; with `--repeats N` the setups run N times, interleaved, and the table shows medians.
 
-Run: `python benchmarks/concurrency.py [--conversations 1,10,50,100] [--setups ...]`
+Where the CPU goes (Linux, from /proc, over each measured window): `pg CPU s` is every PostgreSQL
+process of the machine (its server, backends and background workers, ended backends included),
+`model CPU s` the fake model's. Two workers can only beat one by as much as the cores they have
+left over allow: `2 × wall(1) ÷ CPU of everyone(2)` bounds the 2 ÷ 1 ratio, and the `machine`
+row measures the machine itself: the same pure-Python work in one process, then in two at once
+(on a shared virtual machine two busy processes often get well under two cores' worth).
+
+Run: `python benchmarks/concurrency.py [--conversations 1,10,50,100] [--setups ...] [--repeats N]`
 (setups: api-sqlite-1, api-pg-1, api-pg-2, http-sqlite-1, http-pg-1, http-pg-2; the pg ones
 need PostgreSQL at `ARTIFACTFLOW_TEST_PG_URL`, default postgresql://postgres@127.0.0.1:5432/test).
 """
@@ -30,6 +38,7 @@ import asyncio
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -95,6 +104,94 @@ def set_latency(base_url: str, seconds: float) -> None:
 
     url = base_url.removesuffix("/v1") + "/delay"
     httpx.post(url, json={"seconds": seconds}).raise_for_status()
+
+
+# --- where the CPU goes (Linux /proc) ------------------------------------------------------
+
+TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _stat_fields(pid: str) -> list[str] | None:
+    """/proc/PID/stat from field 3 (state) on: the command name may hold spaces and brackets."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def postgres_cpu() -> float | None:
+    """CPU seconds spent so far by every PostgreSQL process of the machine: each live process's
+    own, plus the server's ended children (backends of pools already closed), which the kernel
+    adds to the server when it reaps them. None where there is no /proc or no PostgreSQL."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return None
+    found: dict[str, list[str]] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (entry / "comm").read_text().strip() != "postgres":
+                continue
+        except OSError:
+            continue
+        fields = _stat_fields(entry.name)
+        if fields is not None:
+            found[entry.name] = fields
+    ticks = 0
+    for fields in found.values():  # fields[1] = ppid, [11..14] = utime, stime, cutime, cstime
+        ticks += int(fields[11]) + int(fields[12])
+        if fields[1] not in found:  # the server itself
+            ticks += int(fields[13]) + int(fields[14])
+    return ticks / TICK if found else None
+
+
+def process_cpu(pid: int) -> float | None:
+    fields = _stat_fields(str(pid))
+    return (int(fields[11]) + int(fields[12])) / TICK if fields else None
+
+
+class CpuMeter:
+    """PostgreSQL's and the model server's CPU seconds over one measured window."""
+
+    def __init__(self, model_pid: int) -> None:
+        self.model_pid = model_pid
+        self.started: tuple[float | None, float | None] = (None, None)
+
+    def _now(self) -> tuple[float | None, float | None]:
+        return postgres_cpu(), process_cpu(self.model_pid)
+
+    def start(self) -> None:
+        self.started = self._now()
+
+    def stop(self) -> dict[str, float]:
+        ended, out = self._now(), {}
+        for key, before, after in zip(("pg_cpu", "model_cpu"), self.started, ended, strict=True):
+            if before is not None and after is not None:
+                out[key] = after - before
+        return out
+
+
+SPIN = "x = 0\nfor i in range({n}):\n    x += i * i % 7\n"
+SPIN_N = 8_000_000
+
+
+def machine_scaling() -> dict[str, float]:
+    """The machine's own 2-process scaling: the same pure-Python work (no I/O, no shared state)
+    in one process, then in two at once. `ratio` = 2 × one ÷ two; 2.0 on two idle cores."""
+
+    def timed(processes: int) -> float:
+        started = time.perf_counter()
+        procs = [
+            subprocess.Popen([sys.executable, "-c", SPIN.format(n=SPIN_N)])
+            for _ in range(processes)
+        ]
+        for proc in procs:
+            proc.wait()
+        return time.perf_counter() - started
+
+    one, two = timed(1), timed(2)
+    return {"one": one, "two": two, "ratio": 2 * one / two}
 
 
 # --- setup helpers ---------------------------------------------------------------------------
@@ -199,7 +296,7 @@ async def api_worker(config: str, data: str, count: int) -> None:
 
 
 async def run_api(
-    config: Path, data: Path, base_url: str, conversations: int, workers: int
+    config: Path, data: Path, base_url: str, conversations: int, workers: int, meter: CpuMeter
 ) -> dict[str, Any]:
     shares = [
         conversations // workers + (1 if i < conversations % workers else 0) for i in range(workers)
@@ -221,6 +318,7 @@ async def run_api(
         if line != "ready":
             raise RuntimeError(f"api worker did not start: {line!r}")
         procs.append(proc)
+    meter.start()
     for proc in procs:
         proc.stdin.write(b"go\n")  # type: ignore[union-attr]
         await proc.stdin.drain()  # type: ignore[union-attr]
@@ -228,8 +326,10 @@ async def run_api(
     for proc in procs:
         out, _ = await proc.communicate()
         results.append(json.loads(out.decode().strip().splitlines()[-1]))
+    spent = meter.stop()
     wall = max(r["end"] for r in results) - min(r["start"] for r in results)
     return {
+        **spent,
         "wall": wall,
         "cpu": sum(r["cpu"] for r in results),
         "walls": [r["end"] - r["start"] for r in results],
@@ -300,26 +400,28 @@ async def http_conversation(client: Any, url: str, i: int) -> str:
         return f"{type(exc).__name__}: {exc}"
 
 
-async def run_http(urls: list[str], conversations: int) -> dict[str, Any]:
+async def run_http(urls: list[str], conversations: int, meter: CpuMeter) -> dict[str, Any]:
     import httpx
 
     limits = httpx.Limits(max_connections=conversations * 2 + 10)
     async with httpx.AsyncClient(timeout=120, limits=limits) as client:
         for url in urls:  # warm-up
             await http_conversation(client, url, -1)
+        meter.start()
         started = time.time()
         statuses = await asyncio.gather(
             *(http_conversation(client, urls[i % len(urls)], i) for i in range(conversations))
         )
         wall = time.time() - started
+        spent = meter.stop()
     errors = [s for s in statuses if s != "completed"]
-    return {"wall": wall, "errors": len(errors), "sample": errors[:3]}
+    return {**spent, "wall": wall, "errors": len(errors), "sample": errors[:3]}
 
 
 # --- driver --------------------------------------------------------------------------------
 
 
-async def measure(setup: str, conversations: int, base_url: str) -> dict[str, Any]:
+async def measure(setup: str, conversations: int, base_url: str, meter: CpuMeter) -> dict[str, Any]:
     kind, backend, workers_text = setup.split("-")
     workers = int(workers_text)
     pg = await fresh_pg() if backend == "pg" else None
@@ -328,10 +430,10 @@ async def measure(setup: str, conversations: int, base_url: str) -> dict[str, An
             config = write_config(Path(folder), pg)
             data = Path(folder) / "data"
             if kind == "api":
-                return await run_api(config, data, base_url, conversations, workers)
+                return await run_api(config, data, base_url, conversations, workers, meter)
             procs, urls = await start_servers(config, data, base_url, workers)
             try:
-                return await run_http(urls, conversations)
+                return await run_http(urls, conversations, meter)
             finally:
                 for proc in procs:
                     proc.terminate()
@@ -359,53 +461,88 @@ def check_model_saw(
         )
 
 
+def median_run(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median wall time (the lower middle one for an even count): its figures
+    stay together, so a row never mixes one run's wall with another's CPU."""
+    ordered = sorted(results, key=lambda r: (r["wall"] != r["wall"], r["wall"]))  # NaN last
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def seconds(result: dict[str, Any], key: str) -> str:
+    return f"{result[key]:.2f}" if key in result else "–"
+
+
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--conversations", default="1,10,50,100")
     parser.add_argument("--setups", default=",".join(SETUPS))
+    parser.add_argument("--repeats", type=int, default=1, help="interleaved repeats (medians)")
     args = parser.parse_args()
     counts = [int(x) for x in args.conversations.split(",")]
     setups = [s.strip() for s in args.setups.split(",") if s.strip()]
+    unknown = sorted(set(setups) - set(SETUPS))
+    if unknown or args.repeats < 1:
+        sys.exit(f"unknown setups {unknown} (choose from {SETUPS})" if unknown else "--repeats ≥ 1")
+    two_workers = any(s.endswith("-2") for s in setups)
     model = spawn_model()
+    runs: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    machine: list[dict[str, float]] = []
     try:
         base_url = model.stdout.readline().strip()  # type: ignore[union-attr]
         set_latency(base_url, LATENCY)
-        rows = []
-        for setup in setups:
-            for count in counts:
-                before = model_stats(base_url)
-                try:
-                    result = await measure(setup, count, base_url)
-                except Exception as exc:  # a setup that cannot run is a row of errors
-                    result = {"wall": float("nan"), "errors": count, "sample": [repr(exc)[:200]]}
-                else:  # every conversation (and each worker's warm-up) makes ROUNDS + 1 calls
-                    after, workers = model_stats(base_url), int(setup.rsplit("-", 1)[1])
-                    check_model_saw(setup, count, workers, before, after)
-                rows.append((setup, count, result))
+        meter = CpuMeter(model.pid)
+        for repeat in range(args.repeats):
+            for setup in setups:
+                for count in counts:
+                    before = model_stats(base_url)
+                    try:
+                        result = await measure(setup, count, base_url, meter)
+                    except Exception as exc:  # a setup that cannot run is a row of errors
+                        result = {
+                            "wall": float("nan"),
+                            "errors": count,
+                            "sample": [repr(exc)[:200]],
+                        }
+                    else:  # every conversation (and each worker's warm-up) makes ROUNDS + 1 calls
+                        after, workers = model_stats(base_url), int(setup.rsplit("-", 1)[1])
+                        check_model_saw(setup, count, workers, before, after)
+                    runs.setdefault((setup, count), []).append(result)
+                    print(
+                        f"  repeat {repeat + 1}, {setup} ×{count}: {result['wall']:.2f} s, "
+                        f"errors {result['errors']} {result['sample']}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            if two_workers:
+                machine.append(machine_scaling())
                 print(
-                    f"  {setup} ×{count}: {result['wall']:.2f} s, errors {result['errors']} {result['sample']}",
+                    f"  repeat {repeat + 1}, machine: one {machine[-1]['one']:.2f} s, two at once "
+                    f"{machine[-1]['two']:.2f} s → {machine[-1]['ratio']:.2f}×",
                     file=sys.stderr,
                     flush=True,
                 )
     finally:
         model.stdin.close()  # type: ignore[union-attr]  # the model server stops with its stdin
         model.wait(10)
+    by = {key: median_run(results) for key, results in runs.items()}
+    shown = "the median run of" if args.repeats > 1 else "one run"
     print(
-        f"\n{ROUNDS} tool rounds per conversation, {LATENCY * 1000:.0f} ms model, ideal {IDEAL:.2f} s\n"
+        f"\n{ROUNDS} tool rounds per conversation, {LATENCY * 1000:.0f} ms model, ideal {IDEAL:.2f} s; "
+        f"{shown} {args.repeats} per row\n"
     )
     print(
-        "| setup | conversations | wall s | × ideal | rounds/s | worker CPU s | worker walls s | errors |"
+        "| setup | conversations | wall s | × ideal | rounds/s | worker CPU s | pg CPU s "
+        "| model CPU s | worker walls s | errors |"
     )
-    print("|---|---:|---:|---:|---:|---:|---|---:|")
-    for setup, count, result in rows:
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    for (setup, count), result in by.items():
         rate = count * ROUNDS / result["wall"]
-        cpu = f"{result['cpu']:.2f}" if "cpu" in result else "–"
         walls = " / ".join(f"{w:.2f}" for w in result.get("walls", [])) or "–"
         print(
             f"| {setup} | {count} | {result['wall']:.2f} | {result['wall'] / IDEAL:.1f} | {rate:.0f} "
-            f"| {cpu} | {walls} | {result['errors']} |"
+            f"| {seconds(result, 'cpu')} | {seconds(result, 'pg_cpu')} "
+            f"| {seconds(result, 'model_cpu')} | {walls} | {result['errors']} |"
         )
-    by = {(s, c): r for s, c, r in rows}
     top = max(counts)
     pairs = [
         ("api-pg-1", "api-sqlite-1"),
@@ -419,6 +556,19 @@ async def main() -> None:
         for a, b in pairs
         if (a, top) in by and (b, top) in by
     ]
+    one, two = by.get(("api-pg-1", top)), by.get(("api-pg-2", top))
+    if one and two and all(k in two for k in ("cpu", "pg_cpu", "model_cpu")):
+        everyone = two["cpu"] + two["pg_cpu"] + two["model_cpu"]
+        lines.append(
+            f"| bound for api-pg-1 / api-pg-2 on two cores: 2 × wall(api-pg-1) ÷ CPU of "
+            f"everyone in api-pg-2 ({everyone:.2f} s) | {2 * one['wall'] / everyone:.2f} |"
+        )
+    if machine:
+        ratios = [m["ratio"] for m in machine]
+        lines.append(
+            f"| machine: pure-Python work, 2 processes at once ÷ 1 (median of {len(ratios)}; "
+            f"{min(ratios):.2f}–{max(ratios):.2f}) | {statistics.median(ratios):.2f} |"
+        )
     if lines:
         print(f"\nwall-time ratios at {top} conversations\n\n| ratio | value |\n|---|---:|")
         print("\n".join(lines))
