@@ -88,3 +88,39 @@ async def test_a_bad_batch_fails_its_run_with_the_usual_error_and_spares_the_oth
     assert [r["event_id"] for r in await store.events(b)] == [1]
     with pytest.raises(sqlalchemy.exc.IntegrityError):
         await group.append(a, [_event(1)], run_token="ta")
+
+
+async def test_rows_written_together_keep_exact_values(store: AppStore):
+    """Event ids, float timestamps, compressed payloads (`data_z`) and text come back exactly
+    as written (on PostgreSQL they travel as text arrays cast in the statement)."""
+    mid = await _message(store, "tok")
+    stamps = [1795664725.6062639, 0.1 + 0.2, 1e-300, 2.0**53 + 1]
+    big = "payload " * 600  # compressed into data_z
+    events = [
+        {**_event(i + 1, text=big if i == 1 else f"n{i}"), "timestamp": stamp}
+        for i, stamp in enumerate(stamps)
+    ]
+    await group_commit_for(store).append(mid, events, run_token="tok")
+    rows = await store.events(mid)
+    assert [(r["event_id"], r["timestamp"], r["data"]) for r in rows] == [
+        (e["event_id"], e["timestamp"], e["data"]) for e in events
+    ]
+
+
+async def test_postgres_batches_need_no_array_type_lookup(store: AppStore):
+    """Every array of the one-statement batch is a `text[]`: asyncpg knows it from the start,
+    while `int8[]`, `float8[]` or `bytea[]` made each new pooled connection look the types up
+    in the catalog (a costly query on the server) before its first batch."""
+    if store.is_sqlite:
+        pytest.skip("PostgreSQL only")
+    from artifactflow.core.store import schema as t
+    from artifactflow.core.store.eventlog import _unnest_for
+
+    for table in (t.events, t.model_calls, t.tool_executions):
+        unnest = _unnest_for(table, store.engine.dialect)
+        assert unnest is not None
+        async with store.engine.connect() as conn:
+            raw = (await conn.get_raw_connection()).driver_connection
+            assert raw is not None
+            prepared = await raw.prepare(unnest.sql(1, extra=["run_token"]))
+            assert {p.name for p in prepared.get_parameters()} == {"text[]"}, table.name

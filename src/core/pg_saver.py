@@ -14,6 +14,11 @@ its message (`run/ownership.py`): when the app store is this same database, `apu
 checks that in the same statement (`OWNED_CHECKPOINT_SQL`) instead of a query of its own
 through the app store.
 
+The arrays are sent in binary (`%b`): psycopg's default (`%s`) sends a list in text form, a
+`bytea[]` as one hex-escaped array literal, which the worker spent ~0.5 ms building for five
+4 KB blobs (0.013 ms in binary, measured) and the server its `array_in` and `byteain` parsing
+back (~3 % of PostgreSQL's CPU in a profile of the concurrency benchmark).
+
 Connections are checked when taken from the pool (`_check`), mostly without a round trip.
 """
 
@@ -53,8 +58,8 @@ from .store.unit_of_work import PING_IDLE_AFTER  # the app store's pool uses the
 # statement, and nothing (blobs included) is written. (`one` is used, so it is computed.)
 _BLOBS = (
     "blobs AS (INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type,"
-    " blob) SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[],"
-    " %s::bytea[]) ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING)"
+    " blob) SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[],"
+    " %b::bytea[]) ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING)"
 )
 _CHECKPOINT = (
     " INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,"
@@ -75,8 +80,8 @@ OWNED_CHECKPOINT_SQL = (
 # write (`executemany`, pipelined but still executed row by row): same rows, same conflicts.
 _WRITES_FROM_ARRAYS = (
     "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,"
-    " idx, channel, type, blob) SELECT * FROM unnest(%s::text[], %s::text[], %s::text[],"
-    " %s::text[], %s::text[], %s::int4[], %s::text[], %s::text[], %s::bytea[])"
+    " idx, channel, type, blob) SELECT * FROM unnest(%b::text[], %b::text[], %b::text[],"
+    " %b::text[], %b::text[], %b::int4[], %b::text[], %b::text[], %b::bytea[])"
     " ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO "
 )
 INSERT_WRITES_SQL = _WRITES_FROM_ARRAYS + "NOTHING"
