@@ -181,7 +181,7 @@ class Segment:
         if not isinstance(data, LLMChunkData):
             self._last_id += 1
         event = new_event(self.message, data, self._last_id, agent)
-        if event.type is not EventType.LLM_CHUNK:
+        if event.type in Spending.COUNTED:  # the others would be dumped for nothing
             self.spending.add(event.type, agent, data.to_dict())
         self._sink.put(event)
         return event
