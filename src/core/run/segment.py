@@ -304,6 +304,8 @@ class Segment:
         knows the hooks are done). `LeaseLostError` if the run no longer owns it;
         `CancelRequested` if a cancel was accepted first (the run then ends `cancelled`)."""
         await self._sink.flush()
+        if self.context is not None and self.context.settle_recording is not None:
+            await self.context.settle_recording()  # the last recorded call's row (never raises)
         guarded = status != "cancelled"  # an accepted cancel wins over any other ending
         event = await change_status(
             self.store, self.message, data, agent=agent, unless_cancel_requested=guarded,
