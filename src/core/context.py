@@ -101,6 +101,10 @@ class RunContext:
     # The request recorder's state for this segment's message (replay/recording.py), kept
     # here so that it lives exactly as long as the segment. Opaque to the engine.
     recording: Any = None
+    # Set by the recorder while a recorded call's row is on its way to the store (it joins the
+    # transaction of the events emitted after the call); the segment awaits it before its
+    # final status, so a finished run's recorded calls are all stored. Never raises.
+    settle_recording: Callable[[], Awaitable[None]] | None = None
     # The segment's own relay of node events (`Segment.relay_now`), set for the chat graph:
     # nodes hand their events straight to it instead of LangGraph's custom stream (which
     # crosses the event loop with `call_soon_threadsafe`, a self-pipe write per event). The

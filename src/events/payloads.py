@@ -34,7 +34,11 @@ class Record(BaseModel):
     @model_serializer(mode="wrap")
     def _only_set(self, handler: Any):  # noqa: ANN202 - unannotated: keeps the model schema
         dumped = handler(self)
-        keep = self.model_fields_set | set(self.__pydantic_extra__ or {})
+        extra = self.__pydantic_extra__
+        set_ = self.__pydantic_fields_set__
+        if not extra and len(set_) == len(type(self).__pydantic_fields__):
+            return dumped  # every field was set (and no alias renames one): all are kept
+        keep = set_ | set(extra or {})
         return {k: v for k, v in dumped.items() if k in keep}
 
     def to_dict(self) -> dict[str, Any]:

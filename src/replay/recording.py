@@ -128,6 +128,17 @@ class _Message:
         default_factory=lambda: deque(maxlen=RECENT)
     )
     results: result_refs.StoredResults = field(default_factory=result_refs.StoredResults)
+    storing: _Put | None = None  # the latest call row, until its commit is known
+
+
+@dataclass
+class _Put:
+    """A call row handed to the group commit without waiting (`store.put_soon`)."""
+
+    future: asyncio.Future[None]
+    entry: tuple[int, str | None, list[Any], list[Any] | None]  # its place in `recent`
+    size: int
+    seen: bool = False
 
 
 class RequestRecorder:
@@ -190,6 +201,7 @@ class RequestRecorder:
         if seq is None:
             return
         state = self._state(run)
+        await self._settle(state)  # a row is a delta base only once it is stored
         messages = list(request.messages)
         tools = list(request.tools) if request.tools else None
         base, keep, append = delta.encode(messages, ((s, m) for s, _, m, _ in state.recent))
@@ -214,11 +226,45 @@ class RequestRecorder:
         else:
             data["error"] = error_dict(error)
         try:
-            await self._put(run.message_id, seq, calls.CALL, request.agent, data)
+            # Not waited for: the row joins the transaction of the events the node emits next
+            # (`llm_complete`, …), one trip to the store instead of two. Its outcome is seen
+            # by the next call (before it picks a delta base) and by the segment's end.
+            size, future = calls.put_soon(self.store, run.message_id, seq, calls.CALL, request.agent, data)
         except Exception:
             self._warn(run.message_id)
             return
-        state.recent.append((seq, request.agent, messages, tools))
+        entry = (seq, request.agent, messages, tools)
+        state.recent.append(entry)
+        put = state.storing = _Put(future, entry, size)
+        future.add_done_callback(lambda _: self._stored(run.message_id, state, put))
+        run.settle_recording = lambda: self._settle(state)
+
+    async def _settle(self, state: _Message) -> None:
+        """Wait for the latest call row's commit (never raises: a failure was logged and the
+        row is no delta base)."""
+        put = state.storing
+        if put is None:
+            return
+        if not put.future.done():
+            await asyncio.wait([put.future])
+        self._stored(None, state, put)
+
+    def _stored(self, message_id: str | None, state: _Message, put: _Put) -> None:
+        """A call row's commit is known: count it, or log its failure and forget it as a base."""
+        if put.seen or not put.future.done():
+            return
+        put.seen = True
+        if state.storing is put:
+            state.storing = None
+        error = None if put.future.cancelled() else put.future.exception()
+        if error is None and not put.future.cancelled():
+            self.bytes_written += put.size
+            return
+        for i, entry in enumerate(state.recent):
+            if entry is put.entry:
+                del state.recent[i]
+                break
+        self._warn(message_id or "?", error)
 
     async def _refer(
         self, run: RunContext, state: _Message, append: list[Any]
@@ -238,14 +284,14 @@ class RequestRecorder:
     async def _put(self, message_id: str, seq: int, kind: str, agent: str | None, data: Any) -> None:
         self.bytes_written += await calls.put(self.store, message_id, seq, kind, agent, data)
 
-    def _warn(self, message_id: str) -> None:
+    def _warn(self, message_id: str, error: BaseException | None = None) -> None:
         if not self._warned:
             self._warned = True
             log.warning(
                 "could not record a model request of message %s; the run goes on, but it "
                 "cannot be exported for replay",
                 message_id,
-                exc_info=True,
+                exc_info=error or True,
             )
 
 

@@ -9,6 +9,7 @@ This module also reads the few other rows an export needs straight from the shar
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import zlib
@@ -60,6 +61,18 @@ async def put(
            "created_at": time.time(), "data_z": blob}
     await group_commit_for(store).insert(t.model_calls, [row])
     return len(blob)
+
+
+def put_soon(
+    store: AppStore, message_id: str, seq: int, kind: str, agent: str | None, data: Any
+) -> tuple[int, asyncio.Future[None]]:
+    """`put` without waiting for the commit: the row joins the transaction of the events the
+    run emits next (`GroupCommit.insert_soon`). Returns its payload's size and the future of
+    its commit."""
+    blob = pack(data)
+    row = {"message_id": message_id, "seq": seq, "kind": kind, "agent": agent,
+           "created_at": time.time(), "data_z": blob}
+    return len(blob), group_commit_for(store).insert_soon(t.model_calls, [row])
 
 
 async def rows(

@@ -16,16 +16,30 @@ import functools
 import importlib
 import json
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
+import anyio
+import anyio.lowlevel
 import openai
 import orjson
 
-try:  # newer SDKs drain an HTTP/1.1 body after `[DONE]` so the connection can be reused
-    from openai._streaming_cleanup import drain_response_async
-except ImportError:  # pragma: no cover - older SDKs close the response instead
-    drain_response_async = None
+try:  # newer SDKs (on httpx2) map transport errors while streaming and drain after `[DONE]`
+    from openai._httpx2 import request_exceptions, stream_consumed_exceptions, timeout_exceptions
+
+    _DRAINS = True
+except ImportError:  # pragma: no cover - older SDKs map nothing and close the response instead
+
+    def request_exceptions() -> tuple[type[Exception], ...]:
+        return ()
+
+    def timeout_exceptions() -> tuple[type[Exception], ...]:
+        return ()
+
+    def stream_consumed_exceptions() -> tuple[type[Exception], ...]:
+        return ()
+
+    _DRAINS = False
 
 
 def dumps_body(body: Mapping[str, Any]) -> bytes:
@@ -122,16 +136,38 @@ def _probe_cheaply(client: Any) -> None:
 
 class DictStream(openai.AsyncStream[dict[str, Any]]):
     """An `AsyncStream` whose items are the chunks' plain dicts (no pydantic object per
-    chunk); the stream ends at `[DONE]`, like the SDK's."""
+    chunk); the stream ends at `[DONE]`, like the SDK's.
+
+    The SDK's stream reads the body through a chain of async generators (its SSE decoder,
+    the response's byte iterators, the connection pool's) and leaves them suspended when it
+    stops at `[DONE]`: the garbage collector then hands each to the event loop's finalizer
+    hook, which wakes the loop from another thread (`call_soon_threadsafe`) and runs a task
+    to close it: four per model call. Here the rest of the body (after `[DONE]`, usually
+    nothing) is drained through the same iterator, so the chain ends by itself, and what is
+    left is closed at once. Errors are the SDK's: a timeout or a transport failure while
+    reading becomes `APITimeoutError` / `APIConnectionError`, as in its `_iter_events`."""
+
+    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:  # type: ignore[override]
+        return self._iterator  # the chunks themselves, without the SDK's wrapping generator
 
     async def __stream__(self) -> AsyncIterator[dict[str, Any]]:  # type: ignore[override]
         response = self.response
+        raw = response.aiter_bytes()
+        events = self._decoder.aiter_bytes(raw)
         try:
-            async for sse in self._iter_events():
+            while True:
+                try:
+                    sse = await events.__anext__()
+                except StopAsyncIteration:
+                    break
+                except timeout_exceptions() as err:
+                    raise openai.APITimeoutError(request=response.request) from err
+                except request_exceptions() as err:
+                    raise openai.APIConnectionError(request=response.request) from err
                 data = sse.data
                 if data.startswith("[DONE]"):
-                    if drain_response_async is not None and response.http_version == "HTTP/1.1":
-                        await drain_response_async(response)
+                    if _DRAINS and response.http_version == "HTTP/1.1":
+                        await _drain(raw)  # the connection is reused: read the body's end
                     break
                 chunk = orjson.loads(data)
                 if isinstance(chunk, dict) and chunk.get("error"):
@@ -143,4 +179,23 @@ class DictStream(openai.AsyncStream[dict[str, Any]]):
                 if isinstance(chunk, dict):
                     yield chunk
         finally:
+            if isinstance(events, AsyncGenerator):  # suspended at an event or done: no loop trip
+                await events.aclose()
+            await raw.aclose()
             await response.aclose()
+
+
+_DRAIN_TIMEOUT = 0.1  # the SDK's (`openai._streaming_cleanup`)
+
+
+async def _drain(raw: AsyncIterator[bytes]) -> None:
+    """What the SDK's `drain_response_async` does after `[DONE]` on HTTP/1.1 (read the rest of
+    the body for at most 0.1 s, so the connection can be reused; a transport error there is
+    not the call's), but through the iterator the events were read from: when the body ends,
+    every generator of the chain ends with it."""
+    try:
+        with anyio.move_on_after(_DRAIN_TIMEOUT):
+            async for _ in raw:
+                await anyio.lowlevel.checkpoint()  # the deadline holds on buffered data too
+    except request_exceptions() + stream_consumed_exceptions():
+        pass

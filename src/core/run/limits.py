@@ -75,6 +75,8 @@ def _finishes(update: Any) -> bool:
 class Spending:
     """Tokens and cost of one message's run, and its budget verdict."""
 
+    COUNTED = frozenset({"llm_complete", "context_compacted"})  # the event types `add` reads
+
     def __init__(self, services: Services, events: Sequence[Mapping[str, Any]]) -> None:
         self.budget = Budget.from_config(services.settings.budget, services.agents)
         self.sources = {name: spec.source or "" for name, spec in services.agents.items()}
@@ -88,6 +90,8 @@ class Spending:
         return cls(rt.services, await rt.store.events(message_id))
 
     def add(self, type_: str, agent: str | None, data: Mapping[str, Any]) -> None:
+        if type_ not in self.COUNTED:
+            return
         if type_ == "llm_complete" and data.get("invocation") == LEAD:
             self.lead_text = str(data.get("content") or "") or self.lead_text
         if self.budget.active and type_ in ("llm_complete", "context_compacted"):

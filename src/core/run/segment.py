@@ -181,7 +181,7 @@ class Segment:
         if not isinstance(data, LLMChunkData):
             self._last_id += 1
         event = new_event(self.message, data, self._last_id, agent)
-        if event.type is not EventType.LLM_CHUNK:
+        if event.type in Spending.COUNTED:  # the others would be dumped for nothing
             self.spending.add(event.type, agent, data.to_dict())
         self._sink.put(event)
         return event
@@ -304,6 +304,8 @@ class Segment:
         knows the hooks are done). `LeaseLostError` if the run no longer owns it;
         `CancelRequested` if a cancel was accepted first (the run then ends `cancelled`)."""
         await self._sink.flush()
+        if self.context is not None and self.context.settle_recording is not None:
+            await self.context.settle_recording()  # the last recorded call's row (never raises)
         guarded = status != "cancelled"  # an accepted cancel wins over any other ending
         event = await change_status(
             self.store, self.message, data, agent=agent, unless_cancel_requested=guarded,

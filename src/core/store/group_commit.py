@@ -60,6 +60,22 @@ class GroupCommit:
         """Insert `rows` into `table` (all or none); returns once they are committed."""
         await self._submit(None, (table, rows))
 
+    def insert_soon(self, table: sa.Table, rows: Rows) -> asyncio.Future[None]:
+        """`insert` without waiting: the rows join the transaction of whatever else is
+        submitted before the event loop's next turn (a run's events emitted right after), and
+        the returned future says when they are committed (or why not)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self._pending.append((None, (table, rows), future))
+        loop.call_soon(self._start)  # after what is ready now, so they can join
+        return future
+
+    def _start(self) -> None:
+        if self._pending and (self._task is None or self._task.done()):
+            self._task = asyncio.create_task(
+                self._write_pending(), name="artifactflow-group-commit"
+            )
+
     async def _submit(self, key: RunKey | None, payload: Any) -> None:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.append((key, payload, future))
