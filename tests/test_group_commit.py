@@ -107,12 +107,11 @@ async def test_rows_written_together_keep_exact_values(store: AppStore):
     ]
 
 
+@pytest.mark.parametrize("store", ["postgres"], indirect=True)  # a PostgreSQL-only question
 async def test_postgres_batches_need_no_array_type_lookup(store: AppStore):
     """Every array of the one-statement batch is a `text[]`: asyncpg knows it from the start,
     while `int8[]`, `float8[]` or `bytea[]` made each new pooled connection look the types up
     in the catalog (a costly query on the server) before its first batch."""
-    if store.is_sqlite:
-        pytest.skip("PostgreSQL only")
     from artifactflow.core.store import schema as t
     from artifactflow.core.store.eventlog import _unnest_for
 
