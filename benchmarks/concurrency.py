@@ -17,7 +17,8 @@ round one `fetch_page` call returning 4 KB. The run fails unless the model saw e
 one final answer and intact tool results per conversation. Everything shares the 2-core
 machine, the model server and (for http) this client included. An error is a conversation that did
 not end `completed` (or a failed request). All rows are measured in one run, so their ratios are
-comparable; with `--repeats N` the setups run N times, interleaved, and the table shows medians.
+comparable; with `--repeats N` the setups run N times, interleaved: each row shows its median
+run, and each ratio is the median (and range) of the ratios within one repeat.
 
 Where the CPU goes (Linux, from /proc, over each measured window): `pg CPU s` is every PostgreSQL
 process of the machine (its server, backends and background workers, ended backends included),
@@ -468,6 +469,21 @@ def median_run(results: list[dict[str, Any]]) -> dict[str, Any]:
     return ordered[(len(ordered) - 1) // 2]
 
 
+def paired(
+    runs: dict[tuple[str, int], list[dict[str, Any]]], a: str, b: str, count: int
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Rows a and b of the same repeats: on a shared machine whose speed drifts over minutes,
+    a ratio of neighbours is steadier than a ratio of medians taken far apart."""
+    return list(zip(runs.get((a, count), []), runs.get((b, count), []), strict=False))
+
+
+def spread(values: list[float]) -> str:
+    """The median, and the range when there are several."""
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f})"
+
+
 def seconds(result: dict[str, Any], key: str) -> str:
     return f"{result[key]:.2f}" if key in result else "–"
 
@@ -552,25 +568,31 @@ async def main() -> None:
         ("http-sqlite-1", "api-sqlite-1"),
     ]
     lines = [
-        f"| {a} / {b} | {by[(a, top)]['wall'] / by[(b, top)]['wall']:.2f} |"
+        f"| {a} / {b} | {spread([x['wall'] / y['wall'] for x, y in paired(runs, a, b, top)])} |"
         for a, b in pairs
-        if (a, top) in by and (b, top) in by
+        if (a, top) in runs and (b, top) in runs
     ]
-    one, two = by.get(("api-pg-1", top)), by.get(("api-pg-2", top))
-    if one and two and all(k in two for k in ("cpu", "pg_cpu", "model_cpu")):
-        everyone = two["cpu"] + two["pg_cpu"] + two["model_cpu"]
+    bounds = [
+        2 * one["wall"] / (two["cpu"] + two["pg_cpu"] + two["model_cpu"])
+        for one, two in paired(runs, "api-pg-1", "api-pg-2", top)
+        if all(k in two for k in ("cpu", "pg_cpu", "model_cpu"))
+    ]
+    if bounds:
         lines.append(
-            f"| bound for api-pg-1 / api-pg-2 on two cores: 2 × wall(api-pg-1) ÷ CPU of "
-            f"everyone in api-pg-2 ({everyone:.2f} s) | {2 * one['wall'] / everyone:.2f} |"
+            "| bound for api-pg-1 / api-pg-2 on two cores: 2 × wall(api-pg-1) ÷ CPU of "
+            f"everyone in api-pg-2 | {spread(bounds)} |"
         )
     if machine:
-        ratios = [m["ratio"] for m in machine]
         lines.append(
-            f"| machine: pure-Python work, 2 processes at once ÷ 1 (median of {len(ratios)}; "
-            f"{min(ratios):.2f}–{max(ratios):.2f}) | {statistics.median(ratios):.2f} |"
+            "| machine: pure-Python work, 2 processes at once ÷ 1 "
+            f"| {spread([m['ratio'] for m in machine])} |"
         )
     if lines:
-        print(f"\nwall-time ratios at {top} conversations\n\n| ratio | value |\n|---|---:|")
+        many = f" (median of {args.repeats} repeats, each pair from one repeat; range)"
+        print(
+            f"\nwall-time ratios at {top} conversations{many if args.repeats > 1 else ''}"
+            "\n\n| ratio | value |\n|---|---:|"
+        )
         print("\n".join(lines))
 
 
