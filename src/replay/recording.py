@@ -158,6 +158,7 @@ class RequestRecorder:
         if isinstance(state, _Message):
             return state
         state = run.recording = self._remembered(run.message_id)
+        run.settle_recording = lambda: self._settle(state)  # awaited by the segment's end
         return state
 
     def _remembered(self, message_id: str) -> _Message:
@@ -237,7 +238,6 @@ class RequestRecorder:
         state.recent.append(entry)
         put = state.storing = _Put(future, entry, size)
         future.add_done_callback(lambda _: self._stored(run.message_id, state, put))
-        run.settle_recording = lambda: self._settle(state)
 
     async def _settle(self, state: _Message) -> None:
         """Wait for the latest call row's commit (never raises: a failure was logged and the

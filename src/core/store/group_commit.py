@@ -71,6 +71,7 @@ class GroupCommit:
         return future
 
     def _start(self) -> None:
+        """Start the writing task unless it is running (it takes what is pending then)."""
         if self._pending and (self._task is None or self._task.done()):
             self._task = asyncio.create_task(
                 self._write_pending(), name="artifactflow-group-commit"
@@ -79,10 +80,7 @@ class GroupCommit:
     async def _submit(self, key: RunKey | None, payload: Any) -> None:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.append((key, payload, future))
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(
-                self._write_pending(), name="artifactflow-group-commit"
-            )
+        self._start()
         await future
 
     async def _write_pending(self) -> None:
