@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import logging
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -30,14 +31,22 @@ from .conversations import ACTIVE_BRANCH, ConversationManager
 from .graph import build_graph
 from .run import cancel as run_cancel
 from .run import workers
+from .run.endings import Spare, settle_on_open
 from .run.ownership import guard_saver
 from .run.resume import resume_start
 from .run.runtime import GraphProvider, Runtime
+from .run.shutdown import stop_runs
 from .run.start import start_message
 from .run.upkeep import QuietUpkeep
 from .store.repository import AppStore
 
 ModelWrap = Callable[[Model], Model]
+
+log = logging.getLogger("artifactflow")
+
+
+async def _nothing() -> None:
+    return None
 
 
 def builtin_tools() -> list[Any]:
@@ -177,6 +186,8 @@ class Engine:
         services, checkpoints = await open_engine(settings, **options)
         engine = cls(services, checkpoints, graphs)
         try:
+            engine.rt.spare = Spare(services.settings.data_dir, sqlite=services.store.is_sqlite)
+            await settle_on_open(engine.rt)
             engine.workers = await workers.start(engine.rt)
         except BaseException:
             await engine.aclose()
@@ -192,22 +203,26 @@ class Engine:
         self.rt.graph = self.graph
 
     async def aclose(self, *, cancel_running: bool = True) -> None:
-        """Stop background runs (they stay resumable from their checkpoints) and close."""
-        for handle in list(self.rt.runs.values()):
-            if handle.task and not handle.task.done():
-                if cancel_running:
-                    await self.cancel(handle.message_id)
-                with contextlib.suppress(BaseException):
-                    await handle.task
-        if self.workers is not None:
-            await self.workers.stop()
-        await self.services.llm.aclose()
-        await self.services.tools.aclose()  # stops MCP servers
-        await self.services.hooks.aclose()  # ends open spans, flushes exporters
-        if self.rt.upkeep is not None:
-            await self.rt.upkeep.close()  # what is still due, before the files close
-        await self.checkpoints.close()
-        await self.store.close()
+        """Stop background runs (they stay resumable from their checkpoints) and close. Every
+        part is closed even when another fails (a full disk, a database away): a failure is
+        logged, never left holding a connection thread that keeps the process alive."""
+        try:
+            await stop_runs(self.rt, cancel_running=cancel_running)
+        finally:
+            steps: list[tuple[str, Callable[[], Any]]] = [
+                ("workers", self.workers.stop if self.workers is not None else _nothing),
+                ("model clients", self.services.llm.aclose),
+                ("tools", self.services.tools.aclose),  # stops MCP servers
+                ("hooks", self.services.hooks.aclose),  # ends open spans, flushes exporters
+                ("storage upkeep", self.rt.upkeep.close if self.rt.upkeep is not None else _nothing),
+                ("checkpoints", self.checkpoints.close),
+                ("store", self.store.close),
+            ]
+            for name, step in steps:
+                try:
+                    await step()
+                except Exception:
+                    log.warning("closing the engine: %s failed to close", name, exc_info=True)
 
     async def start(
         self,

@@ -36,6 +36,8 @@ class LiveRun:
     lost: bool = False  # another process took the message over: the run stopped writing
     watched: bool = False  # a reader on another worker follows it: announce on the bus
     whole: bool = False  # the message's first segment (`launch(fresh=True)`): `events` is its whole log
+    unstored_ending: bool = False  # its final write failed and is retried (`outage.py`)
+    closing: bool = False  # the process is stopping: an ending the store refuses is marked (`endings.py`)
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
     def last_stored(self) -> int:

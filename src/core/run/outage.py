@@ -17,9 +17,11 @@ hands the failure here, and:
    everywhere else (`LeaseLostError`).
 
 A failure that is not an outage (a bug in a final write) gets one more attempt, then is logged.
-A process that stops while its database is still away (a command line on a full disk) leaves
-the message `running` with a lapsing lease: `artifactflow resume MESSAGE_ID` (or
-`run.recover_on_start` on a server) ends it.
+A full disk first frees the space kept for endings (`endings.Spare`) and tries again at once,
+which almost always stores the ending in the process that ran it. A process that stops while
+the write still fails (it is closing: `LiveRun.closing`, or its task is cancelled), or that
+gives up, leaves a durable marker instead; the next process to open the store, or the server's
+maintenance loop, stores the ending from it (`endings.settle_endings`).
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ import logging
 import time
 from typing import Any
 
-from ...errors import LeaseLostError
+from ...errors import LeaseLostError, StoreUnavailableError
 from ...events.payloads import ErrorData
-from ..store.faults import store_fault
+from ..store.faults import DISK_FULL, store_fault
 from ..store.rows import MessageRow
+from .endings import Spare
 from .eventlog import change_status, new_event
 from .live import LiveRun
 
@@ -44,7 +47,8 @@ MAX_DELAY_SECONDS = 5.0
 
 
 async def end_after_outage(
-    store: Any, message: MessageRow, run_token: str, handle: LiveRun, exc: Exception
+    store: Any, message: MessageRow, run_token: str, handle: LiveRun, exc: Exception,
+    *, spare: Spare | None = None,
 ) -> None:
     """Store the final `failed` status of `message`'s run (`run_token`, live as `handle`)
     after its final write failed with `exc`."""
@@ -62,45 +66,68 @@ async def end_after_outage(
     deadline = time.monotonic() + PATIENCE_SECONDS
     delay = FIRST_DELAY_SECONDS
     attempt = 0
-    while True:
-        attempt += 1
-        try:
-            event = await change_status(
-                store,
-                message,
-                data,
-                expected_status="running",
-                expected_run_token=run_token,
-                status="failed",
-                error=text,
-                lease_expires_at=None,
-            )
-        except Exception as again:
-            if (
-                attempts_left is not None and attempt > attempts_left
-            ) or time.monotonic() > deadline:
-                log.error(
-                    "run %s: gave up storing its final status; it stays `running` until "
-                    "recovered (`artifactflow resume %s`)",
-                    message_id,
-                    message_id,
-                    exc_info=again,
+    spared = False  # the spare space was freed for this write
+    handle.unstored_ending = True  # a close stops this task rather than asking the store to cancel
+    try:
+        while True:
+            attempt += 1
+            try:
+                event = await change_status(
+                    store,
+                    message,
+                    data,
+                    expected_status="running",
+                    expected_run_token=run_token,
+                    status="failed",
+                    error=text,
+                    lease_expires_at=None,
                 )
-                return
-            if attempt == 1:
-                await _tell_readers(message, handle, data)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, MAX_DELAY_SECONDS)
-            continue
-        if event is None:
-            raise LeaseLostError(
-                f"message {message_id} is no longer owned by this run", message_id=message_id
-            )
-        handle.finishing = True
-        if not handle.done:
-            await handle.publish(event)
-        log.warning("run %s: final status `failed` stored after %d attempt(s)", message_id, attempt)
-        return
+            except Exception as again:
+                if not spared and spare is not None and _disk_full(again):
+                    spared = True
+                    if spare.release():
+                        continue  # the freed space is for exactly this write
+                if (
+                    (attempts_left is not None and attempt > attempts_left)
+                    or time.monotonic() > deadline
+                    or handle.closing
+                ):
+                    log.error(
+                        "run %s: could not store its final status (%s)", message_id, again,
+                        exc_info=again if fault is None else None,
+                    )
+                    _leave_marker(spare, message_id, run_token, fault)
+                    return
+                if attempt == 1:
+                    await _tell_readers(message, handle, data)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, MAX_DELAY_SECONDS)
+                continue
+            if event is None:
+                raise LeaseLostError(
+                    f"message {message_id} is no longer owned by this run", message_id=message_id
+                )
+            handle.finishing = True
+            if not handle.done:
+                await handle.publish(event)
+            log.warning("run %s: final status `failed` stored after %d attempt(s)", message_id, attempt)
+            return
+    except asyncio.CancelledError:  # the process is stopping with the ending unstored
+        _leave_marker(spare, message_id, run_token, fault)
+        raise
+
+
+def _disk_full(exc: BaseException) -> bool:
+    fault = store_fault(exc)
+    return fault is not None and fault.reason == DISK_FULL
+
+
+def _leave_marker(spare: Spare | None, message_id: str, run_token: str, fault: StoreUnavailableError | None) -> None:
+    reason = fault.reason if fault is not None else "error"
+    if spare is None or not spare.mark(message_id, run_token, reason):
+        log.error(
+            "run %s stays `running` until recovered (`artifactflow resume %s`)", message_id, message_id
+        )
 
 
 async def _tell_readers(message: MessageRow, handle: LiveRun, data: ErrorData) -> None:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ..checkpoints import CheckpointStore
     from ..context import Services
     from ..store.repository import AppStore
+    from .endings import Spare
     from .upkeep import QuietUpkeep
 
 
@@ -56,6 +57,7 @@ class Runtime:
     bus: Any = field(default_factory=NullBus)
     clock: Callable[[], float] = time.time
     upkeep: QuietUpkeep | None = None  # storage upkeep at quiet moments, set by the engine
+    spare: Spare | None = None  # space and markers for endings the store refused (`endings.py`)
 
     @property
     def store(self) -> AppStore:

@@ -271,7 +271,7 @@ class Segment:
             self._lost()
         except Exception as exc:  # the final write failed: the database is away (outage.py)
             try:
-                await end_after_outage(self.store, self.message, self.run_token, self.handle, exc)
+                await end_after_outage(self.store, self.message, self.run_token, self.handle, exc, spare=self.rt.spare)
             except LeaseLostError:
                 self._lost()
         finally:

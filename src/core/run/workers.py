@@ -30,11 +30,13 @@ from ...errors import ArtifactFlowError, ResumeConflictError
 from ..store import schema as t
 from . import segment
 from .bus import PgBus
+from .endings import keep_settling
 from .runtime import Runtime
 
 log = logging.getLogger("artifactflow.workers")
 
 SLOT_LOCK_KEY = 0x6166_736C_6F74  # "afslot": serialises run starts across workers
+SETTLE_SECONDS = 5.0  # how often marked endings are looked for
 
 
 class RunLimitReached(ArtifactFlowError):
@@ -74,6 +76,8 @@ async def start(rt: Runtime) -> Workers:
         rt.bus.on_control(lambda message: _on_control(rt, message))
         await rt.bus.start()
     workers = Workers(rt)
+    # endings left by stopped processes (a full disk, an outage at exit): `endings.py`
+    workers.tasks.append(asyncio.create_task(keep_settling(rt, SETTLE_SECONDS), name="artifactflow-endings"))
     if settings.run.recover_on_start:
         period = settings.run.lease_seconds / 2
         workers.tasks.append(asyncio.create_task(_keep_recovering(rt, period), name="artifactflow-recovery"))
