@@ -298,10 +298,16 @@ class Segment:
                 "was written", self.run_token, self.message["id"],
             )
 
-    async def _finish(self, status: str, data: EventData, agent: str | None = None, **fields: Any) -> Event:
+    async def _finish(
+        self, status: str, data: EventData, agent: str | None = None, *, end: RunEnd,
+        failure: Exception | None = None, **fields: Any,
+    ) -> Event:
         """End the run: `status` and its final event in one compare-and-set on the run token,
-        after every earlier event is stored (and after `on_run_end`, so whoever sees the event
-        knows the hooks are done). `LeaseLostError` if the run no longer owns it;
+        after every earlier event is stored; then `on_run_end` (with `on_error` for a
+        `failure`), then the event goes to this process's readers, so whoever reads it here
+        knows the hooks are done. The hooks run only once the compare-and-set has decided the
+        ending: a cancel racing the run's own end makes exactly one of them final, and the
+        hooks hear that one, once. `LeaseLostError` if the run no longer owns it;
         `CancelRequested` if a cancel was accepted first (the run then ends `cancelled`)."""
         await self._sink.flush()
         if self.context is not None and self.context.settle_recording is not None:
@@ -319,9 +325,17 @@ class Segment:
                 message_id=self.message["id"],
             )
         self._last_id = event.event_id
-        self.handle.finishing = True
+        self.handle.finishing = True  # from here a cancel only waits for the cleanup
+        # shielded: a cancel arriving now must not cut the hooks of the ending it lost to
+        await asyncio.shield(self._run_end_hooks(end, failure, data))
         await self.handle.publish(event)
         return event
+
+    async def _run_end_hooks(self, end: RunEnd, failure: Exception | None, data: EventData) -> None:
+        if failure is not None and isinstance(data, ErrorData):
+            await hook_runs.run_failed(self.hooks, self.info, failure, data.message, data.kind or "error")
+        else:
+            await hook_runs.run_ended(self.hooks, self.info, end)
 
     async def _relay(self, chunk: Emitted) -> None:
         self._track_partial(chunk)
@@ -348,10 +362,9 @@ class Segment:
         waiting = await hook_runs.run_paused(self.hooks, self.info, waiting, self._pending_calls)  # + trace
         await self._sink.flush()  # the metrics below are read from the log
         metrics = await self._metrics()
-        await hook_runs.run_ended(self.hooks, self.info, RunEnd("waiting"))
         await self._finish(
             "waiting", PermissionRequestData.model_validate(hook_runs.event_view(waiting)),
-            waiting_for=waiting, metrics=metrics, lease_expires_at=None, decisions=None,
+            end=RunEnd("waiting"), waiting_for=waiting, metrics=metrics, lease_expires_at=None, decisions=None,
         )
 
     async def _metrics(self) -> RunMetrics:
@@ -399,11 +412,10 @@ class Segment:
         if stopped is not None:
             response, outcome = self.spending.partial_answer(stopped), Outcome.BUDGET_EXCEEDED.value
         summary = {k: v for k, v in metrics.items() if k != "calls"}
-        await hook_runs.run_ended(self.hooks, self.info, RunEnd("completed", response, outcome))
         data = CompleteData(response=response, outcome=outcome, metrics=summary)
         data.reason = stopped.message if stopped else values.get("outcome_reason")
         await self._finish(
-            "completed", data,
+            "completed", data, end=RunEnd("completed", response, outcome),
             response=response, outcome=outcome, metrics=metrics,
             error=stopped.message if stopped else None, lease_expires_at=None,
         )
@@ -461,10 +473,9 @@ class Segment:
         # Sync tools still running on their threads: say so, rather than nothing.
         for record in self.rt.services.tools.background.take_abandoned(self.message["id"]):
             await self.emit(ToolCompleteData.model_validate({**record, "success": False, "duration_ms": 0.0}))
-        await hook_runs.run_ended(self.hooks, self.info, RunEnd("cancelled"))
         await self._finish(
             "cancelled", CancelledData(partial_response=text, reason="cancelled by request"),
-            response=text or None, lease_expires_at=None, **await self._final_metrics(),
+            end=RunEnd("cancelled"), response=text or None, lease_expires_at=None, **await self._final_metrics(),
         )
         await cleanup_checkpoints(self.rt, self.message)
 
@@ -482,6 +493,5 @@ class Segment:
             kind = "storage"  # as when the final write itself has to wait (outage.py)
         text = str(exc) if isinstance(exc, ArtifactFlowError) else f"{type(exc).__name__}: {exc}"
         data = ErrorData.model_validate({"message": text, "kind": kind, **hook_runs.error_fields(exc)})  # a hook's: kind "hook"
-        await hook_runs.run_failed(self.hooks, self.info, exc, text, data.kind or kind)
-        await self._finish("failed", data, getattr(exc, "agent", None), error=text, lease_expires_at=None,
-                           **await self._final_metrics())
+        await self._finish("failed", data, getattr(exc, "agent", None), end=RunEnd("failed", error=text),
+                           failure=exc, error=text, lease_expires_at=None, **await self._final_metrics())
