@@ -139,6 +139,13 @@ class Session:
                 style="dim",
             )
         )
+        if message["status"] == "failed" and _storage_failure(message.get("error")):
+            # ended after a full disk or an outage: say so, with `run`'s failure code
+            self.prompts.print(
+                Text(f"✗ message {message_id} failed: {message.get('error') or 'no reason stored'}; "
+                     f"run it again with: {self.options.command('retry', message_id)}", style="red")
+            )
+            return exitcodes.FAILED
         calls: list[AskedCall] = (message.get("waiting_for") or {}).get("calls") or []
         data = decide(calls)
         if data is None:
@@ -216,3 +223,8 @@ class Session:
                 return await self._consume(run)
             except InvalidResumeError as exc:
                 self.prompts.print(Text(f"✗ {exc}", style="red"))
+
+
+def _storage_failure(error: str | None) -> bool:
+    """Whether a failed message's stored error is a database that refused writes."""
+    return bool(error) and str(error).startswith(("disk full", "read-only", "database unavailable"))

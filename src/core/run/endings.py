@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ...events.payloads import ErrorData
-from ..store.faults import DISK_FULL, READ_ONLY, UNAVAILABLE
+from ..store.faults import DISK_FULL, READ_ONLY, UNAVAILABLE, watch_free_space
 from .eventlog import change_status
 
 log = logging.getLogger("artifactflow")
@@ -58,6 +58,8 @@ class Spare:
     def __init__(self, data_dir: Path, *, sqlite: bool) -> None:
         self.data_dir = data_dir
         self.sqlite = sqlite
+        if sqlite:
+            watch_free_space(data_dir)  # "disk I/O error" on a nearly full disk: `faults.py`
 
     @property
     def spare_path(self) -> Path:

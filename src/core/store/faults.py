@@ -16,6 +16,9 @@ that may have loaded only one of them.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from ...errors import StoreUnavailableError
 
 DISK_FULL = "disk full"
@@ -58,6 +61,29 @@ _MESSAGES = {
     READ_ONLY: "the data folder or database is read-only, nothing can be written",
     UNAVAILABLE: "the database cannot be reached (down or restarting)",
 }
+
+
+# SQLite on a nearly full file system (a few dozen KB left) often fails a write with "disk I/O
+# error" rather than "database or disk is full": the WAL or a temporary file could not grow.
+# Where a watched data folder has less than this left, such an error is named a full disk.
+LOW_SPACE_BYTES = 1024 * 1024
+_WATCHED: set[Path] = set()
+
+
+def watch_free_space(folder: Path) -> None:
+    """Name SQLite's "disk I/O error" a full disk when `folder`'s file system is nearly full."""
+    _WATCHED.add(folder)
+
+
+def _nearly_full() -> bool:
+    for folder in list(_WATCHED):
+        try:
+            stat = os.statvfs(folder)
+        except OSError:
+            continue
+        if stat.f_bavail * stat.f_frsize < LOW_SPACE_BYTES:
+            return True
+    return False
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -121,6 +147,8 @@ def store_fault(exc: BaseException) -> StoreUnavailableError | None:
         return None
     # The most specific cause wins: a full disk explains an "unable to open" as well.
     reason = next((r for r in (DISK_FULL, READ_ONLY) if r in reasons), UNAVAILABLE)
+    if reason == UNAVAILABLE and any("disk i/o error" in str(i).lower() for i in chain) and _nearly_full():
+        reason = DISK_FULL
     detail = str(exc.__cause__ or exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
     error = StoreUnavailableError(f"{reason}: {_MESSAGES[reason]} ({detail})", reason=reason)
     error.__cause__ = exc

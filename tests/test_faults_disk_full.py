@@ -1,0 +1,180 @@
+"""A real full disk under the command line: a small tmpfs filled while a run streams (issue 34).
+
+`test_faults_disk.py` makes SQLite refuse writes with `PRAGMA max_page_count` inside one
+process. These tests use a real file system instead (a tmpfs, mounted for the test; root only)
+and the real console script, because what broke was the process: the CLI printed its final
+`error` and then never exited (its engine's close stopped at the first failed write and left
+connection threads alive), and the message stayed `running` for good.
+
+What must hold:
+- the CLI exits with code 1 within seconds of the failed write, never hangs;
+- with the spare space every store keeps (`core/run/endings.py`), the run's own process stores
+  its ending: the message is `failed`, the reason names the full disk, while the disk is full;
+- without it (another process took the spare), the CLI leaves a marker and exits; once space
+  is back, the next process that opens the store ends the message `failed` with the reason and
+  a final `error` event, without any command, and `resume` then agrees (exit 1, not 130).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sqlite3
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_helpers import ARTIFACTFLOW, CLI
+from conftest import make_config
+from scripted_llm import Text
+
+from artifactflow import Client, load_settings
+
+TRIALS = int(os.environ.get("AF_DISK_FULL_TRIALS", "2"))
+EXIT_SECONDS = 10.0
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 6 MB tmpfs of the test's own, unmounted at teardown."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mount)], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (root needed): {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _fill(folder: Path) -> Path:
+    """Write zeros until the file system refuses: ENOSPC for everyone from now on."""
+    filler = folder / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        with contextlib.suppress(OSError):
+            while True:
+                os.write(fd, b"\0" * 65536)
+        with contextlib.suppress(OSError):
+            while True:
+                os.write(fd, b"\0" * 512)
+    finally:
+        os.close(fd)
+    return filler
+
+
+def _row(data: Path, message_id: str) -> tuple[str, str | None]:
+    conn = sqlite3.connect(data / "artifactflow.db")
+    try:
+        status, error = conn.execute(
+            "SELECT status, error FROM af_messages WHERE id = ?", (message_id,)
+        ).fetchone()
+    finally:
+        conn.close()
+    return status, error
+
+
+def _run_until_full(cli: CLI, llm: Any, *, take_spare: bool) -> tuple[int, float, str, str]:
+    """Start `run` on the tmpfs, fill the disk mid-stream; (exit code, seconds from the full
+    disk to the exit, stdout, stderr). Fails if the CLI does not exit in `EXIT_SECONDS`."""
+    llm.script(Text("x" * 300_000, chunk_size=10_000, chunk_delay=0.1))  # ~3 s of streaming
+    proc = subprocess.Popen(
+        [ARTIFACTFLOW, *cli.args("run", "--json", "a long answer")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli.env(),
+    )
+    assert proc.stdout is not None
+    seen = b""
+    deadline = time.monotonic() + 120
+    while b'"agent_start"' not in seen:
+        chunk = os.read(proc.stdout.fileno(), 65536)
+        assert chunk and time.monotonic() < deadline, f"the run never started: {seen!r}"
+        seen += chunk
+    if take_spare:
+        (cli.data / "artifactflow.spare").unlink()  # another process used it up
+    filler = _fill(cli.data.parent)
+    full_at = time.monotonic()
+    try:
+        out, err = proc.communicate(timeout=EXIT_SECONDS)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"the CLI did not exit within {EXIT_SECONDS} s of the full disk:\n{err.decode()[-3000:]}")
+    took = time.monotonic() - full_at
+    filler.unlink()  # space returns
+    return proc.returncode, took, (seen + out).decode(), err.decode()
+
+
+def _message_id(out: str) -> str:
+    import json
+
+    for line in out.splitlines():
+        with contextlib.suppress(ValueError):
+            event = json.loads(line)
+            if isinstance(event, dict) and event.get("message_id"):
+                return str(event["message_id"])
+    raise AssertionError(f"no message id in the output:\n{out[-2000:]}")
+
+
+def test_a_full_disk_ends_the_run_in_its_own_process(tmpfs: Path, llm_env: Any, capsys: Any) -> None:
+    cli = CLI(make_config(tmpfs.parent), tmpfs / "data", capsys)
+    for _ in range(TRIALS):
+        code, took, out, err = _run_until_full(cli, llm_env, take_spare=False)
+        assert code == 1, (code, err[-2000:])
+        assert took < EXIT_SECONDS
+        assert "disk full" in out + err
+        assert "Traceback" not in err, err
+        status, error = _row(cli.data, _message_id(out))
+        assert status == "failed" and error is not None and "disk full" in error, (status, error)
+
+
+def test_without_spare_space_the_next_process_ends_the_run(tmpfs: Path, llm_env: Any, capsys: Any) -> None:
+    cli = CLI(make_config(tmpfs.parent), tmpfs / "data", capsys)
+    for _ in range(TRIALS):
+        code, took, out, err = _run_until_full(cli, llm_env, take_spare=True)
+        assert code == 1, (code, err[-2000:])
+        assert took < EXIT_SECONDS
+        message_id = _message_id(out)
+        assert _row(cli.data, message_id)[0] == "running"  # nothing could be written
+        assert list((cli.data / "endings").iterdir()), "no marker was left"
+
+        events = asyncio.run(_reopen(cli, message_id))  # any process that opens the store; no command
+        status, error = _row(cli.data, message_id)
+        assert status == "failed" and error is not None and "disk full" in error, (status, error)
+        assert events[-1].type == "error" and "disk full" in events[-1].data.message
+        assert not list((cli.data / "endings").iterdir())
+        assert (cli.data / "artifactflow.spare").exists()  # kept again, now that there is room
+        resumed = cli.sub("resume", message_id)
+        assert resumed.code == 1, resumed
+        assert "disk full" in resumed.out + resumed.err, resumed
+
+
+async def _reopen(cli: CLI, message_id: str) -> list[Any]:
+    """Open the store as any process would; the message's stored events."""
+    client = await Client.open(load_settings(cli.config, cli.data))
+    try:
+        return await client.runs.events(message_id)
+    finally:
+        await client.aclose()
+
+
+def test_a_disk_io_error_on_a_nearly_full_disk_is_named_disk_full(tmpfs: Path) -> None:
+    from artifactflow.core.store.faults import UNAVAILABLE, store_fault, watch_free_space
+
+    watch_free_space(tmpfs)
+    error = sqlite3.OperationalError("disk I/O error")
+    fault = store_fault(error)
+    assert fault is not None and fault.reason == UNAVAILABLE  # plenty of room: not the disk
+    filler = _fill(tmpfs)
+    try:
+        fault = store_fault(error)
+        assert fault is not None and fault.reason == "disk full", fault
+        assert "disk I/O error" in str(fault)
+    finally:
+        filler.unlink()
