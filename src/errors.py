@@ -7,9 +7,53 @@ signals (`GraphInterrupt`) are deliberately not part of this tree.
 
 from __future__ import annotations
 
+import os
+import re
+
+# --- the process's own secrets, kept out of every error text ------------------------------
+# A provider may echo the API key it refused ("Incorrect API key provided: sk-..."), a
+# database driver the password of its URL. Every `ArtifactFlowError`'s text goes through
+# `scrub_secrets`, and so does each error text stored or printed that did not start as one
+# (a run's failure, the HTTP layer's 500, the command line's last word), so no copy of it —
+# event, message row, model-call record, checkpoint, API answer, terminal — holds a secret.
+
+REDACTED = "[redacted]"
+_SECRET_ENV = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE)
+_KEY_SHAPES = re.compile(r"\b(sk-(?:proj-|ant-)?)[A-Za-z0-9_\-]{12,}|\b(Bearer\s+)[A-Za-z0-9._~+/\-]{12,}=*")
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]+:)[^@/\s]+@")
+_REGISTERED: set[str] = set()
+
+
+def register_secret(value: str | None) -> None:
+    """Keep `value` (a key or token this process holds outside the environment) out of errors."""
+    if value and len(value) >= 8:
+        _REGISTERED.add(value)
+
+
+def _known_secrets() -> list[str]:
+    values = {v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= 8}
+    return sorted(values | _REGISTERED, key=len, reverse=True)
+
+
+def scrub_secrets(text: str) -> str:
+    """`text` without the process's secrets: the values of its `*_API_KEY`, `*_TOKEN`,
+    `*_SECRET`, `*PASSWORD` environment variables and registered ones, key-shaped strings
+    (`sk-...`, `Bearer ...`) and passwords in URLs."""
+    if not text:
+        return text
+    for secret in _known_secrets():
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    text = _KEY_SHAPES.sub(lambda m: (m.group(1) or m.group(2)) + REDACTED, text)
+    return _URL_PASSWORD.sub(lambda m: m.group(1) + REDACTED + "@", text)
+
 
 class ArtifactFlowError(Exception):
-    """Base class of every error raised by artifactflow."""
+    """Base class of every error raised by artifactflow. Its text never holds the process's
+    secrets (`scrub_secrets`)."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(scrub_secrets(a) if isinstance(a, str) else a for a in args))
 
 
 class UserError(ArtifactFlowError):

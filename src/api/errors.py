@@ -32,6 +32,7 @@ from ..errors import (
     StoreUnavailableError,
     UserError,
     WorkflowInputError,
+    scrub_secrets,
 )
 
 log = logging.getLogger("artifactflow.api")
@@ -119,7 +120,10 @@ async def _library_error(request: Request, exc: Exception) -> JSONResponse:
             if status >= 500:
                 log.error("%s %s: %s", request.method, request.url.path, exc)
             return error_response(status, code, str(exc))
-    log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    log.error(
+        "%s %s failed: %s: %s", request.method, request.url.path, type(exc).__name__,
+        scrub_secrets(str(exc)), exc_info=exc, extra={"unhandled": True},
+    )
     return error_response(500, "internal_error", "internal server error; see the server log")
 
 
@@ -202,8 +206,9 @@ class CatchAllMiddleware:
                 if not tracking.started:
                     await unavailable_response(fault)(scope, receive, send)
                 return
-            log.error(
-                "unhandled error in %s %s", scope.get("method"), scope.get("path"), exc_info=exc
+            log.error(  # type, text and traceback, with or without --debug (`unhandled`)
+                "unhandled error in %s %s: %s: %s", scope.get("method"), scope.get("path"),
+                type(exc).__name__, scrub_secrets(str(exc)), exc_info=exc, extra={"unhandled": True},
             )
             if not tracking.started:
                 response = error_response(

@@ -63,7 +63,10 @@ class _LogFormatter(logging.Formatter):
 
         if GLOBALS.debug:
             return super().format(record)
-        return f"{record.levelname.lower()}: {record.getMessage()}"
+        line = f"{record.levelname.lower()}: {record.getMessage()}"
+        if record.exc_info and getattr(record, "unhandled", False):  # a bug: its traceback always
+            line += "\n" + self.formatException(record.exc_info)
+        return line
 
 
 def _log_filter(record: logging.LogRecord) -> bool:
@@ -94,7 +97,7 @@ def _report(exc: BaseException) -> int:
     from rich.text import Text
 
     from ..client.faults import store_fault  # only on this error path: start-up stays lean
-    from ..errors import ArtifactFlowError
+    from ..errors import ArtifactFlowError, scrub_secrets
     from . import exitcodes
     from .options import GLOBALS
     from .text import console
@@ -108,7 +111,7 @@ def _report(exc: BaseException) -> int:
     if isinstance(exc, ArtifactFlowError):
         message = str(exc)
     else:
-        message = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line
+        message = " ".join(scrub_secrets(f"{type(exc).__name__}: {exc}").split())  # one line
         if not GLOBALS.debug:
             message += " (run with --debug for the traceback)"
     err.print(Text(f"error: {message}", style="red"))

@@ -20,7 +20,7 @@ from langgraph.runtime import Runtime
 from ..agents.model import ModelRequest, ModelResponse
 from ..agents.prompts import PLAN_ID, lead_messages, subagent_messages
 from ..agents.spec import AgentSpec
-from ..errors import ArtifactFlowError, LLMError
+from ..errors import ArtifactFlowError, LLMError, scrub_secrets
 from ..events.envelope import Emitted
 from ..events.payloads import (
     AgentCompleteData,
@@ -307,9 +307,10 @@ async def subagent_step(
         raise  # a failing hook ends the run; it is not this subagent's failure
     except (LLMError, ArtifactFlowError) as exc:
         await hook_points.agent_failed(context, agent, exc)
-        emit(AgentCompleteData(content="", tool_calls=0, outcome="failed", error=str(exc)))
-        emit(SubagentCompleteData(status=SubagentStatus.FAILED, error=str(exc), tool_call_id=record["tool_call_id"]))
-        return {"subagent_invocations": {invocation: {"status": SubagentStatus.FAILED.value, "error": str(exc)}}}, {}
+        error = scrub_secrets(str(exc))
+        emit(AgentCompleteData(content="", tool_calls=0, outcome="failed", error=error))
+        emit(SubagentCompleteData(status=SubagentStatus.FAILED, error=error, tool_call_id=record["tool_call_id"]))
+        return {"subagent_invocations": {invocation: {"status": SubagentStatus.FAILED.value, "error": error}}}, {}
     calls = _unique_ids(response.tool_calls, taken, invocation.rsplit(":", 1)[-1])
     update, calls = await _decided_update(context, agent, spec, invocation, response.content, calls, rounds)
     record_update = (update.get("subagent_invocations") or {}).get(invocation) or SubagentRecordUpdate()

@@ -31,7 +31,7 @@ import logging
 import time
 from typing import Any
 
-from ...errors import LeaseLostError, StoreUnavailableError
+from ...errors import LeaseLostError, StoreUnavailableError, scrub_secrets
 from ...events.payloads import ErrorData
 from ..store.faults import DISK_FULL, store_fault
 from ..store.rows import MessageRow
@@ -56,7 +56,7 @@ async def end_after_outage(
     fault = store_fault(exc)
     if fault is None:
         log.error("run %s: its final status could not be stored", message_id, exc_info=exc)
-        text, attempts_left = f"{type(exc).__name__}: {exc}", 1
+        text, attempts_left = scrub_secrets(f"{type(exc).__name__}: {exc}"), 1
     else:
         log.warning(
             "run %s: %s; its final status is stored once writes succeed again", message_id, fault

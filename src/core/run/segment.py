@@ -41,6 +41,7 @@ from ...errors import (
     LLMError,
     ResumeConflictError,
     StoreUnavailableError,
+    scrub_secrets,
 )
 from ...events.envelope import EPHEMERAL_TYPES, Emitted, Event, EventType
 from ...events.payloads import (
@@ -283,8 +284,9 @@ class Segment:
                 await self._sink.close()
             except LeaseLostError:
                 self._lost()
-            except Exception:
-                log.exception("run %s: could not store its last events", message_id)
+            except Exception as exc:  # an outage is said in one line; anything else is a bug
+                log.warning("run %s: could not store its last events (%s)", message_id,
+                            store_fault(exc) or exc, exc_info=store_fault(exc) is None)
             await self.handle.finish()
             if self.rt.runs.get(message_id) is self.handle:
                 del self.rt.runs[message_id]
@@ -491,7 +493,7 @@ class Segment:
         kind = "llm" if isinstance(exc, LLMError) else type(exc).__name__
         if isinstance(exc, StoreUnavailableError):
             kind = "storage"  # as when the final write itself has to wait (outage.py)
-        text = str(exc) if isinstance(exc, ArtifactFlowError) else f"{type(exc).__name__}: {exc}"
+        text = str(exc) if isinstance(exc, ArtifactFlowError) else scrub_secrets(f"{type(exc).__name__}: {exc}")
         data = ErrorData.model_validate({"message": text, "kind": kind, **hook_runs.error_fields(exc)})  # a hook's: kind "hook"
         await self._finish("failed", data, getattr(exc, "agent", None), end=RunEnd("failed", error=text),
                            failure=exc, error=text, lease_expires_at=None, **await self._final_metrics())
