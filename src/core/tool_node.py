@@ -12,7 +12,8 @@ Order matters because LangGraph re-runs this node from its first line on resume:
    dies between running the tool and saving the checkpoint: a finished call's stored result
    is reused; a call that started but never finished is reported as interrupted, not re-run.
    The ledger is cleared when the message finishes. A recovered run does not emit a second
-   `tool_start` for a call whose start is on record, and an approved call does not begin
+   `tool_start` for a call whose start is on record, nor a second `tool_complete` for a
+   result replayed from the ledger whose completion is logged, and an approved call does not begin
    once a cancel was accepted (`ledger_begin`; the run then ends `cancelled`).
 
 `call_subagent` is handled here too: a valid call starts a subagent invocation whose answer
@@ -126,11 +127,11 @@ def _subagent_call(
     return None, {invocation: record}
 
 
-async def started_in_log(store: Any, message_id: str, call_id: str) -> bool:
-    """Whether the message's log holds a `tool_start` of `call_id` (only asked on a re-run:
-    the ledger already knows the call)."""
+async def started_in_log(store: Any, message_id: str, call_id: str, kind: str = "tool_start") -> bool:
+    """Whether the message's log holds a `kind` event (`tool_start`, `tool_complete`) of
+    `call_id` (only asked on a re-run: the ledger already knows the call)."""
     events = await store.events(message_id)
-    return any(e["type"] == "tool_start" and e["data"].get("tool_call_id") == call_id for e in events)
+    return any(e["type"] == kind and e["data"].get("tool_call_id") == call_id for e in events)
 
 
 def _result(result: ToolResult) -> ToolResultData:
@@ -195,9 +196,11 @@ async def _run_one(
         parsed, _ = parse_arguments(arguments)
         emit(ToolStartData(tool_call_id=call["id"], tool=call["name"],
                            arguments=parsed if parsed is not None else arguments, edited=note is not None))
+    replayed = False  # the result comes from the ledger: its `tool_complete` may be logged already
     if record is not None and record["status"] == "finished":
         result = ToolResult.from_dict(record["result"] or {})
         duration = 0.0
+        replayed = True
     elif ledger_key and not svc.tools.may_rerun(call["name"]) and (record is not None or begun == "exists"):
         result = ToolResult.fail(
             "this tool call was interrupted by a process failure while running; it was not "
@@ -230,9 +233,14 @@ async def _run_one(
         result = await hook_points.tool_finished(context, call, arguments, result, duration)
         if ledger_key:
             await svc.store.ledger_finish(context.message_id, ledger_key, result.to_dict())
-    emit(ToolCompleteData(tool_call_id=call["id"], tool=call["name"], success=result.success,
-                          result=_result(result), duration_ms=round(duration, 2), outcome=result.outcome,
-                          may_still_take_effect=result.may_still_take_effect))
+    # A process killed after `tool_complete` was stored, before the step's checkpoint: the
+    # recovered run replays the result from the ledger, and the log must still hold one.
+    if replayed and await started_in_log(svc.store, context.message_id, call["id"], "tool_complete"):
+        schedule.release(call["id"], lambda: None)  # its turn passes, so later calls' go out
+    else:
+        emit(ToolCompleteData(tool_call_id=call["id"], tool=call["name"], success=result.success,
+                              result=_result(result), duration_ms=round(duration, 2), outcome=result.outcome,
+                              may_still_take_effect=result.may_still_take_effect))
     return result, duration
 
 
