@@ -62,6 +62,7 @@ from ..metrics import RunMetrics
 from ..state import LEAD
 from ..store.faults import store_fault
 from ..store.rows import MessageRow
+from .cancel_poll import CancelPoll
 from .eventlog import change_status, new_event
 from .interrupted import mark_interrupted
 from .limits import Spending, step_limit, step_limit_error
@@ -232,6 +233,7 @@ class Segment:
                 if self.graph is self.rt.graph:  # the chat graph's nodes all emit through `Emitter`
                     context.emit_now = self.relay_now
                 await hook_runs.run_started(self.hooks, self.info, self.decisions)
+                poll = CancelPoll(self.store, message_id, enabled=not self.rt.bus.live)
                 with owned_by(self.store, message_id, self.run_token):
                     stream = self.graph.astream(
                         graph_input,
@@ -252,6 +254,8 @@ class Segment:
                                 self._watch(chunk)
                                 if stopped := self.spending.stop_after(chunk):
                                     break  # the next step never starts
+                                if await poll.requested():  # recorded by another process
+                                    raise CancelRequested(message_id)
                     finally:
                         await stream.aclose()
                 await self._store_cut_off()
