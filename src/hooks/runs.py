@@ -121,6 +121,15 @@ async def run_ended(hooks: HookRunner, run: RunInfo, end: RunEnd) -> None:
         await hooks.on_run_end(run, end)
 
 
+async def run_end(hooks: HookRunner, run: RunInfo, end: RunEnd, failure: BaseException | None, data: Any) -> None:
+    """The hooks of a decided ending: `run_failed` for a `failure` (its `data`: the `error`
+    event's payload, with `message` and `kind`), else `on_run_end`."""
+    if failure is not None and getattr(data, "message", None) is not None:
+        await run_failed(hooks, run, failure, data.message, getattr(data, "kind", None) or "error")
+    else:
+        await run_ended(hooks, run, end)
+
+
 def error_fields(exc: BaseException) -> dict[str, Any]:
     """Extra `error` event fields: which hook failed at which point."""
     if isinstance(exc, HookError):

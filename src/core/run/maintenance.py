@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypedDict
 
 from ...events.payloads import ErrorData
@@ -68,6 +68,21 @@ async def run_metrics(
     others = [m for m in await rt.store.list_messages(message["conversation_id"]) if m["id"] != message_id]
     metrics["conversation"] = conversation_usage([*others, {"metrics": metrics}])
     return metrics
+
+
+async def final_metrics(
+    rt: Runtime, message_id: str, started: float, flush: Callable[[], Awaitable[None]]
+) -> dict[str, Any]:
+    """`{"metrics": ...}` for a run ending cancelled or failed (after `flush`ing its events),
+    so the tokens its finished model calls spent count in the message's and the conversation's
+    totals like a completed run's; `{}` when they cannot be read (the store may be why the run
+    failed: the ending must still be recorded)."""
+    try:
+        await flush()
+        return {"metrics": await run_metrics(rt, message_id, started)}
+    except Exception:  # a lost figure must not lose the run's ending
+        log.warning("could not compute the metrics of message %s", message_id, exc_info=True)
+        return {}
 
 
 async def cleanup_checkpoints(rt: Runtime, message: MessageRow, *, touch: bool = False) -> None:

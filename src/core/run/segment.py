@@ -28,7 +28,6 @@ import contextlib
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -67,7 +66,8 @@ from .eventlog import change_status, new_event
 from .interrupted import mark_interrupted
 from .limits import Spending, step_limit, step_limit_error
 from .live import EventSink, LiveRun
-from .maintenance import cleanup_checkpoints, keep_lease, run_metrics
+from .local_stop import cancel as cancel  # re-exported: `segment.cancel`
+from .maintenance import cleanup_checkpoints, final_metrics, keep_lease, run_metrics
 from .outage import end_after_outage
 from .ownership import owned_by
 from .runtime import Runtime
@@ -105,36 +105,6 @@ def launch(
     handle.task = asyncio.create_task(
         segment.drive(graph_input, first_events), name=f"artifactflow-run-{message['id']}"
     )
-
-
-async def cancel(rt: Runtime, message_id: str) -> bool:
-    """Stop a run in this process, or close a paused message. False if neither applies."""
-    handle = rt.runs.get(message_id)
-    if handle is not None and handle.task is not None and handle.finishing:
-        # Its final event is out: only cleanup is left, and a cancel must not rewrite the outcome.
-        with contextlib.suppress(BaseException):
-            await asyncio.shield(handle.task)
-    if handle is None or handle.task is None or handle.task.done():
-        message = await rt.message(message_id)
-        if message["status"] != "waiting":
-            return False
-        # Ordered against a resume (and another cancel): one compare-and-set wins.
-        closed = await change_status(
-            rt.store, message, CancelledData(reason="cancelled while paused"),
-            expected_status="waiting", expected_run_token=message["run_token"],
-            status="cancelled", run_token=uuid.uuid4().hex, waiting_for=None,
-        )
-        if closed is None:
-            return False
-        await cleanup_checkpoints(rt, message)
-        return True
-    if not handle.cancel_requested:
-        handle.cancel_requested = True
-        if handle.started:  # otherwise the task's first line sees the request
-            handle.task.cancel()
-    with contextlib.suppress(BaseException):
-        await asyncio.shield(handle.task)
-    return True
 
 
 class Segment:
@@ -239,8 +209,7 @@ class Segment:
                         graph_input,
                         self.config,
                         context=context,
-                        # nodes that emit straight to `relay_now` need no custom stream (and
-                        # without it LangGraph keeps no waiter task per step)
+                        # no custom stream for nodes emitting to `relay_now` (no waiter task per step)
                         stream_mode=["updates"] if context.emit_now else ["custom", "updates"],
                         durability="sync",
                     )
@@ -288,9 +257,8 @@ class Segment:
                 await self._sink.close()
             except LeaseLostError:
                 self._lost()
-            except Exception as exc:  # an outage is said in one line; anything else is a bug
-                log.warning("run %s: could not store its last events (%s)", message_id,
-                            store_fault(exc) or exc, exc_info=store_fault(exc) is None)
+            except Exception as exc:  # an outage in one line; a traceback for anything else
+                log.warning("run %s: could not store its last events (%s)", message_id, store_fault(exc) or exc, exc_info=store_fault(exc) is None)
             await self.handle.finish()
             if self.rt.runs.get(message_id) is self.handle:
                 del self.rt.runs[message_id]
@@ -308,13 +276,11 @@ class Segment:
         self, status: str, data: EventData, agent: str | None = None, *, end: RunEnd,
         failure: Exception | None = None, **fields: Any,
     ) -> Event:
-        """End the run: `status` and its final event in one compare-and-set on the run token,
-        after every earlier event is stored; then `on_run_end` (with `on_error` for a
-        `failure`), then the event goes to this process's readers, so whoever reads it here
-        knows the hooks are done. The hooks run only once the compare-and-set has decided the
-        ending: a cancel racing the run's own end makes exactly one of them final, and the
-        hooks hear that one, once. `LeaseLostError` if the run no longer owns it;
-        `CancelRequested` if a cancel was accepted first (the run then ends `cancelled`)."""
+        """End the run: `status` and its final event in one compare-and-set on the run token
+        (after every earlier event is stored); then `on_run_end` — only once the ending is
+        decided, so a cancel racing the run's own end makes one of them final and the hooks
+        hear that one, once — then this process's readers get the event. `LeaseLostError` if
+        the run no longer owns it; `CancelRequested` if a cancel was accepted first."""
         await self._sink.flush()
         if self.context is not None and self.context.settle_recording is not None:
             await self.context.settle_recording()  # the last recorded call's row (never raises)
@@ -332,16 +298,9 @@ class Segment:
             )
         self._last_id = event.event_id
         self.handle.finishing = True  # from here a cancel only waits for the cleanup
-        # shielded: a cancel arriving now must not cut the hooks of the ending it lost to
-        await asyncio.shield(self._run_end_hooks(end, failure, data))
+        await asyncio.shield(hook_runs.run_end(self.hooks, self.info, end, failure, data))  # uncut
         await self.handle.publish(event)
         return event
-
-    async def _run_end_hooks(self, end: RunEnd, failure: Exception | None, data: EventData) -> None:
-        if failure is not None and isinstance(data, ErrorData):
-            await hook_runs.run_failed(self.hooks, self.info, failure, data.message, data.kind or "error")
-        else:
-            await hook_runs.run_ended(self.hooks, self.info, end)
 
     async def _relay(self, chunk: Emitted) -> None:
         self._track_partial(chunk)
@@ -427,18 +386,6 @@ class Segment:
         )
         await cleanup_checkpoints(self.rt, self.message, touch=True)  # + touch_conversation
 
-    async def _final_metrics(self) -> dict[str, Any]:
-        """`{"metrics": ...}` for a run ending cancelled or failed, so the tokens its finished
-        model calls spent count in the message's and the conversation's totals like a completed
-        run's; `{}` when they cannot be read (the store may be why the run failed: the ending
-        must still be recorded)."""
-        try:
-            await self._sink.flush()
-            return {"metrics": await run_metrics(self.rt, self.message["id"], self.started)}
-        except Exception:  # a lost figure must not lose the run's ending
-            log.warning("could not compute the metrics of message %s", self.message["id"], exc_info=True)
-            return {}
-
     async def _end_cancelled(self) -> None:
         """End the run `cancelled`, whatever else asks to cancel it meanwhile.
 
@@ -481,7 +428,7 @@ class Segment:
             await self.emit(ToolCompleteData.model_validate({**record, "success": False, "duration_ms": 0.0}))
         await self._finish(
             "cancelled", CancelledData(partial_response=text, reason="cancelled by request"),
-            end=RunEnd("cancelled"), response=text or None, lease_expires_at=None, **await self._final_metrics(),
+            end=RunEnd("cancelled"), response=text or None, lease_expires_at=None, **await final_metrics(self.rt, self.message["id"], self.started, self._sink.flush),
         )
         await cleanup_checkpoints(self.rt, self.message)
 
@@ -500,4 +447,4 @@ class Segment:
         text = str(exc) if isinstance(exc, ArtifactFlowError) else scrub_secrets(f"{type(exc).__name__}: {exc}")
         data = ErrorData.model_validate({"message": text, "kind": kind, **hook_runs.error_fields(exc)})  # a hook's: kind "hook"
         await self._finish("failed", data, getattr(exc, "agent", None), end=RunEnd("failed", error=text),
-                           failure=exc, error=text, lease_expires_at=None, **await self._final_metrics())
+                           failure=exc, error=text, lease_expires_at=None, **await final_metrics(self.rt, self.message["id"], self.started, self._sink.flush))
