@@ -20,7 +20,9 @@ All 0 is the target.
 Also reported: for the pairs, how each cancel was answered (accepted, refused with 409, dropped:
 answered without effect or conflict, or accepted and not ended cancelled) and the slowest cancel;
 with `--approval-kills N`, N more kills right after an approval, counting approvals asked again
-and calls whose `tool_start` was logged twice.
+and calls whose `tool_start` was logged twice; with `--memory-kills N`, N kills around a memory
+write (`memory_save`), counting memories saved twice or lost from a completed run. Every kill
+scenario also counts calls whose `tool_complete` was logged twice.
 
 Run: `python benchmarks/torture.py [--kills 50] [--pairs 100] [--approval-kills 30] [--backends sqlite,postgres]`
 (PostgreSQL: `ARTIFACTFLOW_TEST_PG_URL`, default postgresql://postgres@127.0.0.1:5432/test;
@@ -64,7 +66,7 @@ from artifactflow.core.store import schema as t  # noqa: E402
 
 ARTIFACTFLOW = str(Path(sys.executable).parent / "artifactflow")
 ADMIN_URL = os.environ.get("ARTIFACTFLOW_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
-TOKEN = re.compile(r"task (T[0-9a-f]+)")
+TOKEN = re.compile(r"(?:task|memory) (T[0-9a-f]+)")
 
 PLUGIN = '''
 import os, time
@@ -108,7 +110,13 @@ def route(request: dict[str, Any]) -> Any:
     token = match.group(1) if match else "T0"
     if messages and messages[-1].get("role") == "tool":
         return Text(f"done {token}", chunk_size=4, chunk_delay=0.005)
+    if str(user).startswith("memory "):  # a memory write: `memory_save` (auto), once per run
+        return ToolCalls([Call("memory_save", {"text": memory_text(token)})])
     return ToolCalls([Call("append_line", {"text": token})])
+
+
+def memory_text(token: str) -> str:
+    return f"The torture fact {token} is remembered exactly once"
 
 
 @dataclass
@@ -129,6 +137,10 @@ class Tally:
     # kills after an approval: asked again, and calls whose start is logged twice
     reasked: int = 0
     double_starts: int = 0
+    double_completes: int = 0  # calls whose tool_complete is logged twice (any kill)
+    # memory writes (`memory_save`) cut by a kill: saved twice, or lost from a completed run
+    memory_duplicates: int = 0
+    memory_lost: int = 0
     notes: list[str] = field(default_factory=list)
 
     def note(self, text: str) -> None:
@@ -152,11 +164,11 @@ class World:
             return 0
         return self.journal.read_text(encoding="utf-8").splitlines().count(token)
 
-    async def message_for(self, token: str) -> dict[str, Any] | None:
+    async def message_for(self, token: str, prefix: str = "task") -> dict[str, Any] | None:
         async with self.client.admin.store.engine.connect() as conn:
             row = (
                 await conn.execute(
-                    sa.select(t.messages.c.id).where(t.messages.c.content == f"task {token}")
+                    sa.select(t.messages.c.id).where(t.messages.c.content == f"{prefix} {token}")
                 )
             ).first()
         return await self.client.admin.store.get_message(row[0]) if row else None
@@ -189,7 +201,7 @@ async def world(backend: str, llm: ScriptedLLM) -> AsyncIterator[World]:
     config = root / "config"
     (config / "agents").mkdir(parents=True)
     (config / "agents" / "lead_agent.md").write_text(
-        "---\nname: lead_agent\ndescription: lead\nrole: lead\ntools: [append_line]\n"
+        "---\nname: lead_agent\ndescription: lead\nrole: lead\ntools: [append_line, memory_save]\n"
         "max_tool_rounds: 5\n---\nYou are the lead agent.\n",
         encoding="utf-8",
     )
@@ -236,8 +248,9 @@ async def world(backend: str, llm: ScriptedLLM) -> AsyncIterator[World]:
 
 
 async def kill_trial(
-    w: World, rng: random.Random, tally: Tally, points: list[Any] = KILL_POINTS
+    w: World, rng: random.Random, tally: Tally, points: list[Any] = KILL_POINTS, prefix: str = "task"
 ) -> None:
+    """`prefix` "memory": the run's side effect is a `memory_save` (judged by `judge_memory`)."""
     token = "T" + uuid.uuid4().hex[:10]
     point, delay = rng.choice(points)
     proc = await asyncio.create_subprocess_exec(
@@ -247,7 +260,7 @@ async def kill_trial(
         "--data-dir",
         str(w.data),
         "run",
-        f"task {token}",
+        f"{prefix} {token}",
         "--yes",
         "--json",
         env=w.env,
@@ -282,7 +295,7 @@ async def kill_trial(
         proc.send_signal(signal.SIGKILL)
     await proc.wait()
     tally.trials += 1
-    message = await w.message_for(token)
+    message = await w.message_for(token, prefix)
     if message is None:
         tally.not_started += 1
         return
@@ -312,13 +325,47 @@ async def kill_trial(
     if any(n > 1 for n in starts.values()):
         tally.double_starts += 1
         tally.note(f"{point}+{delay}: tool_start logged {max(starts.values())} times for one call")
+    completes = Counter(e.data.tool_call_id for e in events if e.type == "tool_complete")  # type: ignore[union-attr]
+    if any(n > 1 for n in completes.values()):
+        tally.double_completes += 1
+        tally.note(f"{point}+{delay}: tool_complete logged {max(completes.values())} times for one call")
     if message["status"] != "completed":
         tally.note(f"{point}: ended {message['status']}: {message.get('error')}"[:200])
+    if prefix == "memory":
+        await judge_memory(w, token, message["status"], point, tally)
     if w.journal_count(token) > 1:
         tally.duplicates += 1
         tally.note(f"{point}: side effect ran {w.journal_count(token)} times")
     if not good:
         tally.wrong += 1
+
+
+async def judge_memory(w: World, token: str, status: str, point: str, tally: Tally) -> None:
+    """A memory write cut by a kill is stored once: never twice, never lost from a completed run."""
+    async with w.client.admin.store.engine.connect() as conn:
+        saved = (
+            await conn.execute(
+                sa.select(sa.func.count()).select_from(t.memories).where(t.memories.c.text == memory_text(token))
+            )
+        ).scalar_one()
+    if saved > 1:
+        tally.memory_duplicates += 1
+        tally.note(f"{point}: memory saved {saved} times")
+    if saved == 0 and status == "completed":
+        tally.memory_lost += 1
+        tally.note(f"{point}: the run completed but its memory is not stored")
+
+
+# Around the memory write: as the tool starts, after its result, as the next model call starts.
+MEMORY_POINTS = [
+    ("llm_complete", 0.0),
+    ("tool_start", 0.0),
+    ("tool_start", 0.02),
+    ("tool_complete", 0.0),
+    ("tool_complete", 0.01),
+    ("agent_start#2", 0.0),
+    ("timed", None),
+]
 
 
 # --- racing pairs ------------------------------------------------------------------------------
@@ -483,7 +530,8 @@ async def judge_pair(w: World, mid: str, info: dict[str, Any], tally: Tally) -> 
 
 
 async def run_backend(
-    backend: str, kills: int, pairs: int, seed: int, llm: ScriptedLLM, approval_kills: int = 0
+    backend: str, kills: int, pairs: int, seed: int, llm: ScriptedLLM, approval_kills: int = 0,
+    memory_kills: int = 0,
 ) -> list[tuple[str, Tally]]:
     rng = random.Random(seed)
     rows = []
@@ -504,6 +552,12 @@ async def run_backend(
                     flush=True,
                 )
             rows.append((f"{backend} kills after approval", tally))
+        if memory_kills:
+            tally = Tally()
+            for i in range(memory_kills):
+                await kill_trial(w, rng, tally, MEMORY_POINTS, prefix="memory")
+                print(f"\r{backend}: memory kills {i + 1}/{memory_kills}", end="", file=sys.stderr, flush=True)
+            rows.append((f"{backend} memory-write kills", tally))
         if pairs:
             tally = Tally()
             with servers(w) as urls:
@@ -550,6 +604,20 @@ def table(rows: list[tuple[str, Tally]]) -> str:
         ]
         for name, tally in approvals:
             lines.append(f"| {name} | {tally.trials} | {tally.reasked} | {tally.double_starts} |")
+    killed = [(name, tally) for name, tally in rows if "kills" in name]
+    if killed:
+        lines += [
+            "",
+            "| kills | trials | calls with two tool_complete | memories saved twice "
+            "| memories lost from a completed run |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for name, tally in killed:
+            memory = "memory" in name
+            lines.append(
+                f"| {name} | {tally.trials} | {tally.double_completes} "
+                f"| {tally.memory_duplicates if memory else '—'} | {tally.memory_lost if memory else '—'} |"
+            )
     races = [(name, tally) for name, tally in rows if "pairs" in name]
     if races:
         lines += [
@@ -577,6 +645,12 @@ async def main() -> None:
         default=0,
         help="extra kills right after an approval (asked again? tool_start twice?)",
     )
+    parser.add_argument(
+        "--memory-kills",
+        type=int,
+        default=0,
+        help="kills around a memory write (memory_save): saved twice? lost?",
+    )
     parser.add_argument("--backends", default="sqlite,postgres")
     parser.add_argument("--seed", type=int, default=12)
     args = parser.parse_args()
@@ -585,7 +659,8 @@ async def main() -> None:
         llm.route(route)
         for backend in args.backends.split(","):
             rows += await run_backend(
-                backend.strip(), args.kills, args.pairs, args.seed, llm, args.approval_kills
+                backend.strip(), args.kills, args.pairs, args.seed, llm, args.approval_kills,
+                args.memory_kills,
             )
     print(table(rows))
     for name, tally in rows:
