@@ -49,7 +49,10 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from ..errors import LeaseLostError
-from .store.unit_of_work import PING_IDLE_AFTER  # the app store's pool uses the same
+from .store.unit_of_work import (
+    CONNECT_TIMEOUT_SECONDS,
+    PING_IDLE_AFTER,  # the app store's pool uses the same
+)
 
 # A checkpoint as one statement: its blobs (from arrays) and its row, LangGraph's two upserts
 # (`UPSERT_CHECKPOINT_BLOBS_SQL`, one per blob, and `UPSERT_CHECKPOINTS_SQL`) with the same
@@ -340,6 +343,7 @@ async def open_pooled_saver(
             "prepare_threshold": 0,
             "row_factory": dict_row,
             "options": f"-c synchronous_commit={synchronous_commit}",
+            "connect_timeout": int(CONNECT_TIMEOUT_SECONDS),  # libpq: a silent server fails fast
         },
     )
     await pool.open(wait=True)

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from ...events.envelope import EPHEMERAL_TYPES
+from ..store.unit_of_work import CONNECT_TIMEOUT_SECONDS
 
 if TYPE_CHECKING:
     from ...events.envelope import Event
@@ -166,7 +167,7 @@ class PgBus(NullBus):
         if self._conn is not None:
             return
         self._closing = False
-        conn = await asyncpg.connect(self._url)
+        conn = await asyncpg.connect(self._url, timeout=CONNECT_TIMEOUT_SECONDS)
         await conn.add_listener(EVENTS_CHANNEL, self._on_events)
         await conn.add_listener(CONTROL_CHANNEL, self._on_control)
         conn.add_termination_listener(self._lost)

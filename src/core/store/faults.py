@@ -113,6 +113,8 @@ def _reason(item: BaseException) -> str | None:
             return UNAVAILABLE
         if type(item).__name__ in {"OperationalError", "InterfaceError"} and "locked" not in text:
             return UNAVAILABLE
+    if isinstance(item, TimeoutError):  # a connect the server never answered (connect timeout)
+        return UNAVAILABLE
     if isinstance(item, ConnectionError) or (
         isinstance(item, OSError) and "connect call failed" in text
     ):

@@ -82,6 +82,12 @@ def normalize_database_url(url: str) -> str:
     )
 
 
+# How long opening a PostgreSQL connection may take (the app store, the checkpoint pool, the bus
+# listener). Separate from query time, which is not bounded here: a slow statement is not an
+# outage, a server that does not answer a connect is.
+CONNECT_TIMEOUT_SECONDS = 5.0
+
+
 def open_engine(
     url: str | None, *, sqlite_path: Path | None, pool_size: int, synchronous_commit: str
 ) -> AsyncEngine:
@@ -96,7 +102,10 @@ def open_engine(
             normalize_database_url(url),
             pool_size=2 * pool_size,
             max_overflow=0,
-            connect_args={"server_settings": {"synchronous_commit": synchronous_commit}},
+            # a connect that gets no answer fails in seconds (asyncpg waits 60 s by default):
+            # a database that is away is noticed, and its return too, by the next attempt
+            connect_args={"server_settings": {"synchronous_commit": synchronous_commit},
+                          "timeout": CONNECT_TIMEOUT_SECONDS},
         )
         check_on_checkout(engine)
     else:
