@@ -232,3 +232,41 @@ def test_only_database_errors_count_as_an_outage(tmp_path: Path) -> None:
     conn.close()
     fault = store_fault(readonly.value)
     assert fault is not None and fault.reason == "read-only", fault
+
+
+async def test_a_run_ended_after_an_outage_fires_on_run_end_once(
+    tmp_path: Path, llm_env: Any
+) -> None:
+    """A run whose final write had to wait for the store still tells its hooks how it ended,
+    once: `on_run_end("failed")` when the ending is finally stored (issue 34)."""
+    from conftest import make_config
+
+    from artifactflow import load_settings
+    from artifactflow.hooks import Hooks
+
+    class Ends(Hooks):
+        name = "ends"
+
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        async def on_run_end(self, run: Any, end: Any) -> None:
+            self.seen.append(end.status)
+
+    ends = Ends()
+    client = await Client.open(load_settings(make_config(tmp_path), tmp_path / "data"), hooks=[ends])
+    try:
+        faults = Faults(client)
+        llm_env.script(Delay(0.5, Text("done")))
+        run = await client.runs.start("a run whose database stops taking writes")
+        reader = asyncio.create_task(_read_all(run))
+        await wait_until(lambda: llm_env.request_count == 1, what="the model request")
+        faults.mode = "read-only"
+        await reader
+        faults.mode = None
+        await wait_until(lambda: _ended(client, run.message_id), timeout=60, what="a final status")
+        await wait_until(lambda: ends.seen, timeout=60, what="on_run_end")
+        assert ends.seen == ["failed"]
+    finally:
+        await client.aclose()
+    assert ends.seen == ["failed"]

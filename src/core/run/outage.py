@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ...errors import LeaseLostError, StoreUnavailableError, scrub_secrets
@@ -48,10 +49,11 @@ MAX_DELAY_SECONDS = 5.0
 
 async def end_after_outage(
     store: Any, message: MessageRow, run_token: str, handle: LiveRun, exc: Exception,
-    *, spare: Spare | None = None,
+    *, spare: Spare | None = None, on_stored: Callable[[str], Awaitable[None]] | None = None,
 ) -> None:
     """Store the final `failed` status of `message`'s run (`run_token`, live as `handle`)
-    after its final write failed with `exc`."""
+    after its final write failed with `exc`; then `on_stored(reason)` (the run's `on_run_end`:
+    its ending is decided only now)."""
     message_id = message["id"]
     fault = store_fault(exc)
     if fault is None:
@@ -108,6 +110,8 @@ async def end_after_outage(
                     f"message {message_id} is no longer owned by this run", message_id=message_id
                 )
             handle.finishing = True
+            if on_stored is not None:
+                await asyncio.shield(on_stored(text))
             if not handle.done:
                 await handle.publish(event)
             log.warning("run %s: final status `failed` stored after %d attempt(s)", message_id, attempt)

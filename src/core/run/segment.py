@@ -187,7 +187,7 @@ class Segment:
             try:
                 if self.handle.cancel_requested:  # cancelled before the task started (`cancel.py`)
                     raise asyncio.CancelledError
-                if not self.fresh:  # a message stored a moment ago has no log, spending or cancel yet
+                if not self.fresh:  # stored a moment ago: no log, spending or cancel yet
                     if await self.store.cancel_requested(message_id):
                         raise asyncio.CancelledError  # recorded by another worker (`cancel.py`)
                     self._last_id = await self.store.last_event_id(message_id)
@@ -244,8 +244,9 @@ class Segment:
         except LeaseLostError:
             self._lost()
         except Exception as exc:  # the final write failed: the database is away (outage.py)
+            ended = lambda text: hook_runs.run_ended(self.hooks, self.info, RunEnd("failed", error=text))  # noqa: E731
             try:
-                await end_after_outage(self.store, self.message, self.run_token, self.handle, exc, spare=self.rt.spare)
+                await end_after_outage(self.store, self.message, self.run_token, self.handle, exc, spare=self.rt.spare, on_stored=ended)
             except LeaseLostError:
                 self._lost()
         finally:
@@ -266,11 +267,9 @@ class Segment:
     def _lost(self) -> None:
         if not self.handle.lost:
             self.handle.lost = True
-            log.warning(
-                "run %s stopped: this process no longer owns message %s (its lease ran out and "
-                "another process took it over, or it was cancelled elsewhere); nothing more "
-                "was written", self.run_token, self.message["id"],
-            )
+            log.warning("run %s stopped: this process no longer owns message %s (its lease ran out and another "
+                        "process took it over, or it was cancelled elsewhere); nothing more was written",
+                        self.run_token, self.message["id"])
 
     async def _finish(
         self, status: str, data: EventData, agent: str | None = None, *, end: RunEnd,
