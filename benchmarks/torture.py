@@ -21,7 +21,9 @@ Also reported: for the pairs, how each cancel was answered (accepted, refused wi
 answered without effect or conflict, or accepted and not ended cancelled) and the slowest cancel;
 with `--approval-kills N`, N more kills right after an approval, counting approvals asked again
 and calls whose `tool_start` was logged twice; with `--memory-kills N`, N kills around a memory
-write (`memory_save`), counting memories saved twice or lost from a completed run. Every kill
+write (`memory_save`), counting memories saved twice or lost from a completed run; with
+`--protocol-pairs N`, N paused threads each resumed twice at once through the Agent Protocol
+(`langgraph_sdk`) across the two servers: one accepted, one 409, the effect once. Every kill
 scenario also counts calls whose `tool_complete` was logged twice.
 
 Run: `python benchmarks/torture.py [--kills 50] [--pairs 100] [--approval-kills 30] [--backends sqlite,postgres]`
@@ -529,9 +531,59 @@ async def judge_pair(w: World, mid: str, info: dict[str, Any], tally: Tally) -> 
 # --- main --------------------------------------------------------------------------------------
 
 
+async def protocol_pair(w: World, bases: list[str], rng: random.Random, tally: Tally) -> None:
+    """Two resumes of one paused thread sent at the same instant through the Agent Protocol
+    (the real `langgraph_sdk` client), each to a random one of the servers: exactly one is
+    accepted, the other answered 409; the approved side effect happens once; the thread ends
+    idle. Written against the public protocol surface only, so it holds across rewrites."""
+    from langgraph_sdk import get_client
+
+    token = "T" + uuid.uuid4().hex[:10]
+    tally.trials += 1
+    starter = get_client(url=rng.choice(bases), api_key=None)
+    tid = (await starter.threads.create())["thread_id"]
+    await starter.runs.wait(tid, "lead_agent", input={"messages": [{"role": "user", "content": f"task {token}"}]})
+    if (await starter.threads.get(tid))["status"] != "interrupted":
+        tally.wrong += 1
+        tally.note(f"{token}: the thread did not pause")
+        return
+    racers = [get_client(url=rng.choice(bases), api_key=None) for _ in range(2)]
+    command = {"resume": {"decisions": [{"type": "approve"}]}}
+    answers = await asyncio.gather(
+        *(r.runs.create(tid, "lead_agent", command=command) for r in racers), return_exceptions=True
+    )
+    won = [(r, a) for r, a in zip(racers, answers, strict=True) if isinstance(a, dict)]
+    refused = [a for a in answers if isinstance(a, httpx.HTTPStatusError) and a.response.status_code == 409]
+    other = [a for a in answers if not isinstance(a, dict) and a not in refused]
+    for failure in other:
+        if isinstance(failure, httpx.HTTPStatusError) and failure.response.status_code >= 500:
+            tally.errors_5xx += 1
+        tally.note(f"{token}: a resume answered {failure!r}"[:200])
+    if len(won) != 1 or len(refused) != 1:
+        tally.wrong += 1
+        tally.note(f"{token}: {len(won)} resumes accepted, {len(refused)} refused")
+    else:
+        tally.accepted += 1
+        tally.refused += 1
+    for racer, run in won:
+        with contextlib.suppress(Exception):
+            await racer.runs.join(tid, run["run_id"])
+    for _ in range(600):
+        if (await starter.threads.get(tid))["status"] == "idle":
+            break
+        await asyncio.sleep(0.05)
+    else:
+        tally.wrong += 1
+        tally.note(f"{token}: thread stuck {(await starter.threads.get(tid))['status']}")
+    if w.journal_count(token) != 1:
+        tally.duplicates += int(w.journal_count(token) > 1)
+        tally.wrong += int(w.journal_count(token) == 0)
+        tally.note(f"{token}: the approved side effect ran {w.journal_count(token)} times")
+
+
 async def run_backend(
     backend: str, kills: int, pairs: int, seed: int, llm: ScriptedLLM, approval_kills: int = 0,
-    memory_kills: int = 0,
+    memory_kills: int = 0, protocol_pairs: int = 0,
 ) -> list[tuple[str, Tally]]:
     rng = random.Random(seed)
     rows = []
@@ -571,6 +623,14 @@ async def run_backend(
                         flush=True,
                     )
             rows.append((f"{backend} resume/cancel pairs", tally))
+        if protocol_pairs:
+            tally = Tally()
+            with servers(w) as urls:
+                bases = [u.removesuffix("/api/v1") for u in urls]
+                for i in range(protocol_pairs):
+                    await protocol_pair(w, bases, rng, tally)
+                    print(f"\r{backend}: protocol resume pairs {i + 1}/{protocol_pairs}   ", end="", file=sys.stderr, flush=True)
+            rows.append((f"{backend} protocol resume pairs", tally))
         print(file=sys.stderr)
     return rows
 
@@ -618,7 +678,16 @@ def table(rows: list[tuple[str, Tally]]) -> str:
                 f"| {name} | {tally.trials} | {tally.double_completes} "
                 f"| {tally.memory_duplicates if memory else '—'} | {tally.memory_lost if memory else '—'} |"
             )
-    races = [(name, tally) for name, tally in rows if "pairs" in name]
+    protocol = [(name, tally) for name, tally in rows if "protocol" in name]
+    if protocol:
+        lines += [
+            "",
+            "| protocol resume races | pairs | one accepted, one 409 | wrong | duplicate side effects | 5xx |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for name, tally in protocol:
+            lines.append(f"| {name} | {tally.trials} | {tally.accepted} | {tally.wrong} | {tally.duplicates} | {tally.errors_5xx} |")
+    races = [(name, tally) for name, tally in rows if "pairs" in name and "protocol" not in name]
     if races:
         lines += [
             "",
@@ -651,6 +720,12 @@ async def main() -> None:
         default=0,
         help="kills around a memory write (memory_save): saved twice? lost?",
     )
+    parser.add_argument(
+        "--protocol-pairs",
+        type=int,
+        default=0,
+        help="two Agent Protocol resumes of one paused thread at once, across two servers",
+    )
     parser.add_argument("--backends", default="sqlite,postgres")
     parser.add_argument("--seed", type=int, default=12)
     args = parser.parse_args()
@@ -660,7 +735,7 @@ async def main() -> None:
         for backend in args.backends.split(","):
             rows += await run_backend(
                 backend.strip(), args.kills, args.pairs, args.seed, llm, args.approval_kills,
-                args.memory_kills,
+                args.memory_kills, args.protocol_pairs,
             )
     print(table(rows))
     for name, tally in rows:
