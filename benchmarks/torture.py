@@ -548,7 +548,7 @@ async def protocol_pair(w: World, bases: list[str], rng: random.Random, tally: T
         tally.note(f"{token}: the thread did not pause")
         return
     racers = [get_client(url=rng.choice(bases), api_key=None) for _ in range(2)]
-    command = {"resume": {"decisions": [{"type": "approve"}]}}
+    command: Any = {"resume": {"decisions": [{"type": "approve"}]}}  # the SDK's `Command` shape
     answers = await asyncio.gather(
         *(r.runs.create(tid, "lead_agent", command=command) for r in racers), return_exceptions=True
     )

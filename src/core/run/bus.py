@@ -167,7 +167,7 @@ class PgBus(NullBus):
         if self._conn is not None:
             return
         self._closing = False
-        conn = await asyncpg.connect(self._url, timeout=CONNECT_TIMEOUT_SECONDS)
+        conn = await asyncpg.connect(self._url, timeout=int(CONNECT_TIMEOUT_SECONDS))
         await conn.add_listener(EVENTS_CHANNEL, self._on_events)
         await conn.add_listener(CONTROL_CHANNEL, self._on_control)
         conn.add_termination_listener(self._lost)
