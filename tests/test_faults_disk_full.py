@@ -31,6 +31,7 @@ import pytest
 from cli_helpers import ARTIFACTFLOW, CLI
 from conftest import make_config
 from scripted_llm import Text
+from waiting import wait_until
 
 from artifactflow import Client, load_settings
 
@@ -181,3 +182,47 @@ def test_a_disk_io_error_on_a_nearly_full_disk_is_named_disk_full(tmpfs: Path) -
         assert "disk I/O error" in str(fault)
     finally:
         filler.unlink()
+
+
+async def test_a_running_server_stores_an_ending_left_by_a_stopped_process(
+    tmp_path: Path, llm_env: Any, capsys: Any
+) -> None:
+    """The maintenance loop (`workers.py`, every few seconds) stores a marked ending while the
+    server runs: no restart, no command."""
+    from scripted_llm import Hang
+
+    from artifactflow.core.run.endings import Spare
+
+    cli = CLI(make_config(tmp_path), tmp_path / "data", capsys)
+    server = await Client.open(load_settings(cli.config, cli.data))  # a server's engine
+    try:
+        llm_env.script(Hang())
+        proc = await asyncio.create_subprocess_exec(
+            ARTIFACTFLOW, *cli.args("run", "--json", "hang"), stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=cli.env(),
+        )
+        assert proc.stdout is not None
+        seen = b""
+        while b'"agent_start"' not in seen:
+            line = await proc.stdout.readline()
+            assert line, seen
+            seen += line
+        proc.kill()  # it stopped with its ending unstored
+        await proc.wait()
+        message_id = _message_id(seen.decode())
+        message = await server.conversations.message(message_id)
+        assert message["status"] == "running"
+        # the marker the stopped process would have left (`outage.py`), for a full disk
+        assert Spare(cli.data, sqlite=True).mark(message_id, message["run_token"], "disk full")
+
+        async def ended() -> Any:
+            row = await server.conversations.message(message_id)
+            return row if row["status"] != "running" else None
+
+        row = await wait_until(ended, timeout=120, what="the ending stored by the maintenance loop")
+        assert row["status"] == "failed" and "disk full" in (row["error"] or ""), row
+        events = await server.runs.events(message_id)
+        assert events[-1].type == "error" and "disk full" in events[-1].data.message
+        assert not list((cli.data / "endings").iterdir())
+    finally:
+        await server.aclose()
