@@ -42,6 +42,7 @@ from ..errors import MemoryTextError, UserError
 from ..settings.memory import MemorySettings
 from . import records
 from .cache import VectorCache
+from .dedupe import DUPLICATE_CANDIDATES, duplicates, same_text
 from .embedders import Embedder, make_embedder
 from .lexical import lexical_scores
 from .records import MemoryRow, m, ns_key, ns_tuple
@@ -68,7 +69,10 @@ class SavedMemory:
 def scope_namespace(
     user_id: str | None, scope: str, *, project: str | None = None, conversation_id: str | None = None
 ) -> tuple[str, ...]:
-    """The namespace of `scope` for a user, with the project or conversation it needs."""
+    """The namespace of `scope` for a user, with the project or conversation it needs. Any
+    label value is safe (records.py escapes each); an empty one is refused."""
+    if user_id is not None and (not user_id or "\x00" in user_id):
+        raise UserError(f"a user id may not be empty or contain NUL: {user_id!r}")
     user = user_id or LOCAL_USER
     if scope == "global":
         return (user, "global")
@@ -84,8 +88,8 @@ def scope_namespace(
 
 
 def _label(value: str, what: str) -> str:
-    if not value or "." in value or "\x00" in value:
-        raise UserError(f"a {what} may not be empty or contain '.': {value!r}")
+    if not value or "\x00" in value:
+        raise UserError(f"a {what} may not be empty or contain NUL: {value!r}")
     return value
 
 
@@ -146,8 +150,12 @@ class MemoryStore(BaseStore):
     ) -> SavedMemory:
         """Store `text` in `namespace` and return its id. `key` (e.g. made from a message id
         and a tool call id, `call_key`) makes the write idempotent: the same key saves once.
-        A near-duplicate (cosine ≥ `memory.dedupe_threshold`, or the same text without an
-        embedder) in the same namespace is updated instead, and `deduped` says so."""
+
+        Merging is for true duplicates only (dedupe.py): the same text once normalised (that
+        memory is kept, and `deduped` says so), or a near-identical one (cosine ≥
+        `memory.dedupe_threshold`) that the new text contains, which the new text replaces,
+        the old one kept in the item's history. Anything else is stored beside the others:
+        `re.sub` and `re.subn`, or two facts about one subject, are two memories."""
         text = self.check_text(text)
         memory_id = key or uuid.uuid4().hex
         embedder, (vector,) = await self._vectors([text])
@@ -156,10 +164,13 @@ class MemoryStore(BaseStore):
             existing = await records.by_id(conn, memory_id) if key else None
             if existing is not None:
                 return SavedMemory(existing.id, existing.namespace, deduped=existing.id != existing.key)
-            twin = await self._near_duplicate(conn, namespace, text, vector) if dedupe else None
+            twin = await self._duplicate(conn, namespace, text, vector) if dedupe else None
             if twin is not None:
-                await records.update(conn, twin.seq, twin.namespace, value={**twin.value, **value},
-                                     text=text, embedder=embedder, vector=vector)
+                if same_text(twin.text, text):
+                    await records.touch(conn, twin)
+                else:
+                    await records.update(conn, twin, value={**twin.value, **value},
+                                         text=text, embedder=embedder, vector=vector)
                 return SavedMemory(twin.id, twin.namespace, deduped=True)
             await records.insert(conn, id=memory_id, namespace=namespace, key=memory_id, value=value,
                                  text=text, embedder=embedder, vector=vector)
@@ -190,24 +201,43 @@ class MemoryStore(BaseStore):
                 await records.bump(conn, ns_key(namespace), seqs)
         return ids
 
-    async def _near_duplicate(self, conn: Any, namespace: tuple[str, ...], text: str, vector: bytes | None) -> MemoryRow | None:
+    async def _duplicate(self, conn: Any, namespace: tuple[str, ...], text: str, vector: bytes | None) -> MemoryRow | None:
+        """A memory of `namespace` that `text` duplicates (dedupe.py), or None: the exact
+        text, else the closest vectors above the threshold, checked by their text."""
+        key = ns_key(namespace)
+        row = (await conn.execute(
+            sa.select(*records.ROW_COLUMNS).where(m.c.namespace == key, m.c.text == text).limit(1)
+        )).first()
+        if row is not None:
+            return MemoryRow.of(row)
         if vector is None or self.embedder is None:
-            row = (await conn.execute(
-                sa.select(*records.ROW_COLUMNS).where(m.c.namespace == ns_key(namespace), m.c.text == text).limit(1)
-            )).first()
-            return MemoryRow.of(row) if row else None
+            return None
         query = np.frombuffer(vector, dtype=np.float32)
         self.cache.use(self.embedder.name, int(query.shape[0]))
-        candidates = await self.cache.candidates(conn, [ns_key(namespace)])
+        candidates = await self.cache.candidates(conn, [key])
         if not candidates.size:
             return None
         cosine = candidates.matrix @ query
         cosine[~candidates.has_vector] = -1.0
-        best = int(np.argmax(cosine))
-        if float(cosine[best]) < self.settings.dedupe_threshold:
+        close = [int(i) for i in top(cosine.astype(np.float64), DUPLICATE_CANDIDATES)
+                 if cosine[i] >= self.settings.dedupe_threshold]
+        if not close:
             return None
-        row = await records.by_id(conn, candidates.ids[best])
-        return row if row is not None and row.namespace == tuple(namespace) else None
+        rows = await records.by_ids(conn, [candidates.ids[i] for i in close])
+        for i in close:
+            found = rows.get(candidates.ids[i])
+            if found is not None and found.namespace == tuple(namespace) and duplicates(found.text, text):
+                return found
+        return None
+
+    async def history(self, user_id: str | None, memory_id: str) -> list[dict[str, Any]] | None:
+        """The previous versions of `user_id`'s memory `memory_id` (oldest first, each
+        `{text, value, created_at, replaced_at}`); None when there is no such memory."""
+        async with self.engine.connect() as conn:
+            row = await records.by_id(conn, memory_id)
+            if row is None or row.namespace[0] != (user_id or LOCAL_USER):
+                return None
+            return await records.history_of(conn, row.seq)
 
     async def search_memories(
         self, namespaces: Sequence[tuple[str, ...]], query: str, *, mode: str = "hybrid", limit: int = 10
@@ -360,8 +390,7 @@ class MemoryStore(BaseStore):
         async with self.store.transaction() as conn:
             row = await records.by_key(conn, namespace, op.key)
             if row is not None:
-                await records.update(conn, row.seq, namespace, value=value, text=text,
-                                     embedder=embedder, vector=vector)
+                await records.update(conn, row, value=value, text=text, embedder=embedder, vector=vector)
             else:
                 await records.insert(conn, id=uuid.uuid4().hex, namespace=namespace, key=op.key,
                                      value=value, text=text, embedder=embedder, vector=vector)
