@@ -26,7 +26,6 @@ import numpy as np
 import orjson
 import sqlalchemy as sa
 from langgraph.store.base import (
-    BaseStore,
     GetOp,
     Item,
     ListNamespacesOp,
@@ -43,9 +42,11 @@ from ..settings.memory import MemorySettings
 from . import records
 from .cache import VectorCache
 from .dedupe import DUPLICATE_CANDIDATES, duplicates, same_text
+from .dotted import DottedLabels
 from .embedders import Embedder, make_embedder
 from .lexical import lexical_scores
-from .records import MemoryRow, m, ns_key, ns_tuple
+from .ops import listed, matches, owner_of
+from .records import MemoryRow, m, ns_key
 from .search import LEXICAL_POOL, MODES, MemoryHit, MemorySearchResult, combine, recency, top
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ def _text_of(value: dict[str, Any]) -> str:
     return text if isinstance(text, str) else orjson.dumps(value).decode()
 
 
-class MemoryStore(BaseStore):
+class MemoryStore(DottedLabels):
     """Memories and `BaseStore` items in the app store, searched in-process."""
 
     __slots__ = ("store", "settings", "embedder", "cache", "loop")
@@ -415,7 +416,7 @@ class MemoryStore(BaseStore):
             async with self.engine.connect() as conn:
                 scored = [(MemoryRow.of(r), None) for r in (await conn.execute(statement)).all()]
         if op.filter:
-            scored = [(row, score) for row, score in scored if _matches(row.value, op.filter)]
+            scored = [(row, score) for row, score in scored if matches(row.value, op.filter)]
         return [
             SearchItem(namespace=row.namespace, key=row.key, value=row.value,
                        created_at=_dt(row.created_at), updated_at=_dt(row.updated_at), score=score)
@@ -423,14 +424,13 @@ class MemoryStore(BaseStore):
         ]
 
     async def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        statement = sa.select(m.c.namespace).distinct()
+        owner = owner_of(op)
+        if owner is not None:
+            statement = statement.where(m.c.user_id == owner)
         async with self.engine.connect() as conn:
-            stored = list((await conn.execute(sa.select(m.c.namespace).distinct())).scalars())
-        found: set[tuple[str, ...]] = set()
-        for key in stored:
-            namespace = ns_tuple(key)
-            if all(_condition(namespace, c.match_type, tuple(c.path)) for c in op.match_conditions or ()):
-                found.add(namespace[: op.max_depth] if op.max_depth is not None else namespace)
-        return sorted(found)[op.offset : op.offset + op.limit]
+            stored = list((await conn.execute(statement)).scalars())
+        return listed(stored, op)
 
 
 def records_under(namespace: str, prefixes: Sequence[str]) -> bool:
@@ -440,29 +440,3 @@ def records_under(namespace: str, prefixes: Sequence[str]) -> bool:
 def call_key(message_id: str, tool_call_id: str) -> str:
     """The id of a memory a tool call saves: the same call, replayed, saves once."""
     return hashlib.sha256(f"{message_id}\x00{tool_call_id}".encode()).hexdigest()[:32]
-
-
-def _condition(namespace: tuple[str, ...], match_type: str, path: tuple[str, ...]) -> bool:
-    if len(path) > len(namespace):
-        return False
-    part = namespace[: len(path)] if match_type == "prefix" else namespace[len(namespace) - len(path):]
-    return all(p == "*" or p == n for p, n in zip(path, part, strict=True))
-
-
-_OPS = {
-    "$eq": lambda a, b: a == b, "$ne": lambda a, b: a != b,
-    "$gt": lambda a, b: a is not None and a > b, "$gte": lambda a, b: a is not None and a >= b,
-    "$lt": lambda a, b: a is not None and a < b, "$lte": lambda a, b: a is not None and a <= b,
-}
-
-
-def _matches(value: dict[str, Any], conditions: dict[str, Any]) -> bool:
-    for field, wanted in conditions.items():
-        actual = value.get(field)
-        if isinstance(wanted, dict) and wanted and all(k in _OPS for k in wanted):
-            if not all(_OPS[k](actual, v) for k, v in wanted.items()):
-                return False
-        elif actual != wanted:
-            return False
-    return True
-
