@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ from .search import LEXICAL_POOL, MODES, MemoryHit, MemorySearchResult, combine,
 if TYPE_CHECKING:
     from ..core.store.unit_of_work import UnitOfWork
 
+log = logging.getLogger("artifactflow.memory")
 SPACE = " \t\n\r\f\v"  # what is trimmed (and what an empty text is made of): ASCII white space
 LOCAL_USER = "local"  # the user of a store without accounts (CLI on its own data)
 SCOPES = ("global", "project", "conversation")
@@ -247,6 +249,10 @@ class MemoryStore(DottedLabels):
         result is the one that ran (`lexical` for semantic/hybrid without an embedder)."""
         if mode not in MODES:
             raise UserError(f"unknown search mode {mode!r}; known modes: {', '.join(MODES)}")
+        if not isinstance(limit, int) or limit < 1:
+            raise UserError(f"a search limit is a whole number of at least 1, not {limit!r}")
+        if "\x00" in query:
+            raise UserError("a search query may not contain NUL")
         prefixes = [ns_key(n) for n in namespaces]
         ran = mode
         if mode != "recency" and (self.embedder is None or not query.strip()):
@@ -258,15 +264,23 @@ class MemoryStore(DottedLabels):
             self.cache.use(self.embedder.name, int(query_vector.shape[0]))
         elif self.embedder is not None and self.embedder.dims:
             self.cache.use(self.embedder.name, self.embedder.dims)
+        warning = None
         async with self.engine.connect() as conn:
             candidates = await self.cache.candidates(conn, prefixes)
             if not candidates.size:
                 return MemorySearchResult([], ran)
+            if candidates.stale and ran in ("semantic", "hybrid"):
+                # cosine against another embedder's vectors ranks at random: words only
+                ran = "lexical"
+                warning = (f"{candidates.stale} of these memories have vectors of another embedder than "
+                           f"{self.embedder.name if self.embedder else 'none'}; searched by words only "
+                           "until `artifactflow memory reindex`")
+                log.warning("memory search: %s", warning)
             lexical: list[tuple[str, float]] = []
             if ran in ("hybrid", "lexical"):
                 stored = sorted({ns for ns in self.cache.entries if records_under(ns, prefixes)})
                 lexical = await lexical_scores(conn, stored, query, max(LEXICAL_POOL, limit * 4))
-            scores = combine(ran, candidates, query_vector, lexical, self.settings.weights)
+            scores = combine(ran, candidates, query_vector, lexical, self.settings.weights, query)
             best = top(scores, limit)
             rows = await records.by_ids(conn, [candidates.ids[i] for i in best])
         if ran == "recency":
@@ -278,7 +292,7 @@ class MemoryStore(DottedLabels):
             if row is not None:
                 hits.append(MemoryHit(row.id, row.namespace, row.text, round(float(scores[i]), 6),
                                       row.created_at, row.updated_at))
-        return MemorySearchResult(hits, ran)
+        return MemorySearchResult(hits, ran, warning)
 
     async def list_memories(
         self, namespaces: Sequence[tuple[str, ...]], *, limit: int = 100, offset: int = 0

@@ -34,8 +34,12 @@ class SearchWeights(BaseModel):
     """How hybrid search adds its parts (docs/memory.md): cosine similarity, BM25 divided by
     the best BM25 of the query, and a recency decay (1 for now, 0.5 after `half_life_days`)."""
 
-    semantic: float = Field(default=0.85, ge=0)
-    lexical: float = Field(default=0.10, ge=0)
+    fusion: Literal["rrf", "weighted"] = "rrf"
+    semantic: float = Field(default=1.0, ge=0)
+    lexical: float = Field(default=0.5, ge=0)
+    # the lexical weight when the query's words look like code names (search.identifier_share)
+    lexical_identifiers: float = Field(default=1.5, ge=0)
+    rrf_k: float = Field(default=60.0, gt=0)
     recency: float = Field(default=0.05, ge=0)
     half_life_days: float = Field(default=30.0, gt=0)
 

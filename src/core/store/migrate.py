@@ -67,7 +67,8 @@ def _v5_conversation_project(conn: Connection) -> None:
 def _v6_memory_namespaces(conn: Connection) -> None:
     """Version 6: memory namespaces are stored with each label escaped (`%` → `%25`, `.` →
     `%2E`, NUL → `%00`) so no label can reach another namespace (`memory/records.py`), and
-    `af_memories.history` keeps the versions an update replaced.
+    `af_memories.history` keeps the versions an update replaced; on PostgreSQL the `tsv`
+    column is rebuilt to split dotted and snake names as SQLite's index does.
 
     Before, labels were joined by "." as they were. Only the user (the first label) could
     hold a dot: project names and conversation ids were refused with one, and LangGraph
@@ -82,6 +83,11 @@ def _v6_memory_namespaces(conn: Connection) -> None:
         if added.name not in present:
             kind = added.type.compile(dialect=conn.dialect)
             conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {added.name} {kind}"))
+    if conn.dialect.name == "postgresql":  # the tsvector splits dotted and snake names (schema.py)
+        conn.execute(sa.text("DROP INDEX IF EXISTS ix_af_memories_tsv"))
+        conn.execute(sa.text("ALTER TABLE af_memories DROP COLUMN IF EXISTS tsv"))
+        conn.execute(sa.text(t.POSTGRES_MEMORY_TSV))
+        conn.execute(sa.text("CREATE INDEX ix_af_memories_tsv ON af_memories USING gin (tsv) WITH (fastupdate = off)"))
     m, ns = t.memories, t.memory_namespaces
     moved = {
         seq: new for seq, user, old in conn.execute(sa.select(m.c.seq, m.c.user_id, m.c.namespace)).all()

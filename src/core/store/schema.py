@@ -296,9 +296,14 @@ _SQLITE_MEMORY_FTS = (
     f"INSERT INTO {MEMORY_FTS}({MEMORY_FTS}, rowid, text) VALUES ('delete', old.seq, old.text); "
     f"INSERT INTO {MEMORY_FTS}(rowid, text) VALUES (new.seq, new.text); END",
 )
-_POSTGRES_MEMORY_FTS = (
+# "." and "_" become spaces first: the english parser keeps `heapq.nlargest` (a host name to
+# it) and `capture_output` as one word, where SQLite's unicode61 splits them (schema 6)
+POSTGRES_MEMORY_TSV = (
     "ALTER TABLE af_memories ADD COLUMN tsv tsvector "
-    "GENERATED ALWAYS AS (to_tsvector('english', text)) STORED",
+    "GENERATED ALWAYS AS (to_tsvector('english', translate(text, '._', '  '))) STORED"
+)
+_POSTGRES_MEMORY_FTS = (
+    POSTGRES_MEMORY_TSV,
     "CREATE INDEX ix_af_memories_tsv ON af_memories USING gin (tsv) WITH (fastupdate = off)",
 )
 for _statement in _SQLITE_MEMORY_FTS:
