@@ -193,10 +193,10 @@ async def sweep(memory: MemoryStore, names: dict[str, str], tune: list[dict[str,
     print(f"\nsweep on tune ({backend}): fusion lexical lexical_identifiers rrf_k | kwMRR paraR@10 R@5")
     base = memory.settings
     for fusion in ("rrf", "weighted"):
-        grid = [(0.25, 1.0), (0.5, 1.0), (0.5, 1.5), (0.75, 1.5), (1.0, 2.0)] if fusion == "rrf" else \
-            [(0.1, 0.1), (0.1, 0.4), (0.2, 0.6), (0.3, 0.8)]
+        grid = [(0.5, 1.0), (0.5, 2.0), (1.0, 2.0), (1.0, 3.0)] if fusion == "rrf" else \
+            [(0.1, 0.1), (0.1, 0.4), (0.2, 0.6)]
         for lexical, ident in grid:
-            for k in ((10.0, 60.0) if fusion == "rrf" else (60.0,)):
+            for k in ((10.0, 30.0) if fusion == "rrf" else (60.0,)):
                 weights = SearchWeights(fusion=fusion, lexical=lexical, lexical_identifiers=ident, rrf_k=k,
                                         semantic=1.0 if fusion == "rrf" else 0.85)
                 memory.settings = base.model_copy(update={"weights": weights})

@@ -39,10 +39,15 @@ class MemoryHit:
     score: float
     created_at: float
     updated_at: float
+    # cosine with the query (semantic and hybrid): what recall's relevance cut reads, since a
+    # fused score says how a memory ranks, not how close it is (profiles.relevant)
+    similarity: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["namespace"] = list(self.namespace)
+        if self.similarity is None:
+            del data["similarity"]
         return data
 
 

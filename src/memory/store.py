@@ -290,8 +290,11 @@ class MemoryStore(DottedLabels):
         for i in best:
             row = rows.get(candidates.ids[i])
             if row is not None:
+                similarity = None
+                if query_vector is not None and ran in ("semantic", "hybrid") and candidates.has_vector[i]:
+                    similarity = round(float(candidates.matrix[i] @ query_vector), 6)
                 hits.append(MemoryHit(row.id, row.namespace, row.text, round(float(scores[i]), 6),
-                                      row.created_at, row.updated_at))
+                                      row.created_at, row.updated_at, similarity))
         return MemorySearchResult(hits, ran, warning)
 
     async def list_memories(

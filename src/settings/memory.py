@@ -9,7 +9,7 @@ memory:
     base_url: http://127.0.0.1:8080/v1
     model: text-embedding-3-small
     api_key_env: OPENAI_API_KEY
-  weights: {semantic: 0.85, lexical: 0.10, recency: 0.05, half_life_days: 30}
+  weights: {fusion: weighted, semantic: 0.85, lexical: 0.10, lexical_identifiers: 0.40, recency: 0.05, half_life_days: 30}
 ```
 """
 
@@ -34,12 +34,14 @@ class SearchWeights(BaseModel):
     """How hybrid search adds its parts (docs/memory.md): cosine similarity, BM25 divided by
     the best BM25 of the query, and a recency decay (1 for now, 0.5 after `half_life_days`)."""
 
-    fusion: Literal["rrf", "weighted"] = "rrf"
-    semantic: float = Field(default=1.0, ge=0)
-    lexical: float = Field(default=0.5, ge=0)
-    # the lexical weight when the query's words look like code names (search.identifier_share)
-    lexical_identifiers: float = Field(default=1.5, ge=0)
-    rrf_k: float = Field(default=60.0, gt=0)
+    # weighted: the sum below; rrf: weight / (rrf_k + rank) per side (docs/memory.md#search)
+    fusion: Literal["weighted", "rrf"] = "weighted"
+    semantic: float = Field(default=0.85, ge=0)
+    lexical: float = Field(default=0.10, ge=0)
+    # the lexical weight when the query's words look like code names (search.identifier_share):
+    # an exact name is not lost under cosines that barely differ
+    lexical_identifiers: float = Field(default=0.40, ge=0)
+    rrf_k: float = Field(default=10.0, gt=0)
     recency: float = Field(default=0.05, ge=0)
     half_life_days: float = Field(default=30.0, gt=0)
 
