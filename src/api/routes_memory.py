@@ -13,7 +13,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .auth import Caller, caller
 from .deps import MAX_INT, error_docs
-from .models import NulFree
 
 router = APIRouter(prefix="/memories", tags=["memories"])
 CallerDep = Depends(caller)

@@ -10,6 +10,7 @@ check the other rules (non-empty namespace, non-empty string labels without NUL,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from langgraph.store.base import (
@@ -53,13 +54,13 @@ class DottedLabels(BaseStore):
             return refresh_ttl
         return bool((self.ttl_config or {}).get("refresh_on_read", True))
 
-    def _put_op(self, namespace: tuple[str, ...], key: str, value: dict[str, Any] | None,
+    def _put_op(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None,
                 index: Index, ttl: float | None | NotProvided) -> PutOp:
         check_namespace(tuple(namespace)) if value is not None else check_labels(tuple(namespace))
         if ttl not in (NOT_PROVIDED, None) and not self.supports_ttl:
             raise NotImplementedError(f"TTL is not supported by {type(self).__name__}; pass ttl=None")
         default = (self.ttl_config or {}).get("default_ttl")
-        return PutOp(tuple(namespace), str(key), value, index=index,
+        return PutOp(tuple(namespace), str(key), dict(value) if value is not None else None, index=index,
                      ttl=default if isinstance(ttl, NotProvided) else ttl)
 
     def _search_op(self, prefix: tuple[str, ...], query: str | None, filter: dict[str, Any] | None,
@@ -77,11 +78,11 @@ class DottedLabels(BaseStore):
             conditions.append(MatchCondition(match_type="suffix", path=tuple(suffix)))
         return ListNamespacesOp(match_conditions=tuple(conditions), max_depth=max_depth, limit=limit, offset=offset)
 
-    def put(self, namespace: tuple[str, ...], key: str, value: dict[str, Any], index: Index = None,
+    def put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any], index: Index = None,
             *, ttl: float | None | NotProvided = NOT_PROVIDED) -> None:
         self.batch([self._put_op(namespace, key, value, index, ttl)])
 
-    async def aput(self, namespace: tuple[str, ...], key: str, value: dict[str, Any], index: Index = None,
+    async def aput(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any], index: Index = None,
                    *, ttl: float | None | NotProvided = NOT_PROVIDED) -> None:
         await self.abatch([self._put_op(namespace, key, value, index, ttl)])
 

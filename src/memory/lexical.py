@@ -25,7 +25,6 @@ from ..core.store.schema import MEMORY_FTS
 from .records import m
 from .words import coverage, stem, terms
 
-
 COMMON = 400  # a word in more rows than this is common (see above)
 
 
