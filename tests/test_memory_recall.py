@@ -166,7 +166,7 @@ async def test_a_subagent_recalls_when_its_file_asks(
     section = recalled_section(sub_first)
     assert section is not None and "teal" in section and 'profile="compact"' in section
     (event,) = recalled_events(result)
-    assert event.ids == [teal.id] and event.profile == "compact" and event.mode == "recency"
+    assert event.ids == [teal.id] and event.profile == "compact" and event.mode == "hybrid"
     assert event.invocation and event.invocation != "lead"
 
 

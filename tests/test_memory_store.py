@@ -38,7 +38,7 @@ async def test_add_search_forget(memory: MemoryStore) -> None:
     ]
 
 
-async def test_near_duplicate_updates_and_says_deduped(memory: MemoryStore) -> None:
+async def test_true_duplicate_merges_and_says_deduped(memory: MemoryStore) -> None:
     ns = ("alice", "global")
     first = await memory.add_memory(ns, "I take my coffee black with no sugar.")
     again = await memory.add_memory(ns, "I take my coffee black, with no sugar")
@@ -46,7 +46,49 @@ async def test_near_duplicate_updates_and_says_deduped(memory: MemoryStore) -> N
     other_scope = await memory.add_memory(("alice", "project", "p1"), "I take my coffee black with no sugar.")
     assert not other_scope.deduped and other_scope.id != first.id
     listed = await memory.list_memories([("alice",)])
-    assert sorted(h.text for h in listed) == ["I take my coffee black with no sugar.", "I take my coffee black, with no sugar"]
+    assert [h.text for h in listed] == ["I take my coffee black with no sugar."] * 2
+    assert await memory.history("alice", first.id) == []  # nothing was replaced
+
+
+async def test_near_pairs_are_stored_beside(memory: MemoryStore) -> None:
+    """Near vectors are not the same fact: each of these pairs stays two memories."""
+    ns = ("alice", "global")
+    pairs = [
+        ("time.strftime(format[, t]) Convert a tuple or struct_time representing a time to a string.",
+         "time.strptime(string[, format]) Parse a string representing a time according to a format."),
+        ("re.sub(pattern, repl, string) Return the string obtained by replacing occurrences.",
+         "re.subn(pattern, repl, string) Return the string obtained by replacing occurrences."),
+        ("I like C", "I like C++"),
+    ]
+    for a, b in pairs:
+        first = await memory.add_memory(ns, a)
+        second = await memory.add_memory(ns, b)
+        assert not second.deduped and second.id != first.id, (a, b)
+    texts = {h.text for h in await memory.list_memories([ns])}
+    assert texts == {t for pair in pairs for t in pair}
+
+
+async def test_extended_text_replaces_and_keeps_history(memory: MemoryStore) -> None:
+    ns = ("alice", "global")
+    first = await memory.add_memory(ns, "Falcon ships in Q3")
+    longer = await memory.add_memory(ns, "Falcon ships in Q3, on a Friday.")
+    assert longer.deduped and longer.id == first.id
+    got = await memory.get_memory("alice", first.id)
+    assert got is not None and got.text == "Falcon ships in Q3, on a Friday."
+    history = await memory.history("alice", first.id)
+    assert history is not None and [h["text"] for h in history] == ["Falcon ships in Q3"]
+    assert await memory.history("bob", first.id) is None  # not bob's
+    # a BaseStore put that replaces an item's text keeps the previous version too
+    await memory.aput(("alice", "notes"), "k", {"text": "v1"})
+    await memory.aput(("alice", "notes"), "k", {"text": "v2"})
+    item = await memory.aget(("alice", "notes"), "k")
+    assert item is not None and item.value == {"text": "v2"}
+    async with memory.engine.connect() as conn:
+        from artifactflow.memory import records
+
+        row = await records.by_key(conn, ("alice", "notes"), "k")
+        assert row is not None
+        assert [h["text"] for h in await records.history_of(conn, row.seq)] == ["v1"]
 
 
 async def test_text_limits(store: Any) -> None:

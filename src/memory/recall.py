@@ -76,7 +76,7 @@ class MemoryRecaller:
         if settings.memory.recall or asked:
             found = await store.search_memories(namespaces, request.query, mode=profile.mode, limit=profile.limit)
             mode = found.mode
-            memories = ordered(relevant(found.hits, found.mode, profile), found.mode)
+            memories = ordered(relevant(found.hits, found.mode, profile), found.mode, profile.order)
         chunks = []
         sources: dict[str, str] = {}
         if settings.knowledge.inject and request.query.strip():

@@ -1,13 +1,18 @@
 """Memory rows in the app store (tables `af_memories`, `af_memory_namespaces`, schema.py).
 
 SQLAlchemy Core only, one code path for SQLite and PostgreSQL. A namespace is stored as its
-labels joined by "." (LangGraph forbids "." in a label). Every write in a namespace moves its
+labels, each escaped (`%` → `%25`, `.` → `%2E`, NUL → `%00`), joined by "." (`ns_key`), so no
+label value can reach another namespace: a user id `john.smith@example.com` is one label, and
+`alice` does not see `alice.project`'s memories (schema version 6 re-encoded older rows,
+store/migrate.py). A prefix `p` covers `p` and every key starting with `p + "."`: since a
+label's own dots are escaped, that is exactly the namespaces below it. Every write in a namespace moves its
 `af_memory_namespaces.version` on in the same transaction; that is how each process's vector
 cache (cache.py) learns, with one indexed read, that another worker wrote.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -26,12 +31,33 @@ ns_table = t.memory_namespaces
 changes = t.memory_changes
 
 
+_ESCAPES = {"%": "%25", ".": "%2E", "\x00": "%00"}
+_UNESCAPE = re.compile(r"%(25|2E|00)")
+_PLAIN = {"25": "%", "2E": ".", "00": "\x00"}
+
+
+def escape_label(label: str) -> str:
+    if "%" not in label and "." not in label and "\x00" not in label:
+        return label
+    return "".join(_ESCAPES.get(c, c) for c in label)
+
+
+def unescape_label(text: str) -> str:
+    return _UNESCAPE.sub(lambda found: _PLAIN[found.group(1)], text) if "%" in text else text
+
+
 def ns_key(namespace: Sequence[str]) -> str:
-    return SEP.join(namespace)
+    """The stored form of `namespace`: escaped labels joined by "."; one-to-one."""
+    return SEP.join(escape_label(label) for label in namespace)
 
 
 def ns_tuple(key: str) -> tuple[str, ...]:
-    return tuple(key.split(SEP))
+    return tuple(unescape_label(part) for part in key.split(SEP))
+
+
+def user_of(key: str) -> str:
+    """The user (first label) of a stored namespace key."""
+    return unescape_label(key.split(SEP, 1)[0])
 
 
 def conversation_of(namespace: Sequence[str]) -> str | None:
@@ -96,7 +122,7 @@ async def _next_version(conn: AsyncConnection, namespace: str) -> int:
     try:
         async with conn.begin_nested():  # another worker may create it at the same moment
             await conn.execute(
-                ns_table.insert().values(namespace=namespace, user_id=ns_tuple(namespace)[0], version=1)
+                ns_table.insert().values(namespace=namespace, user_id=user_of(namespace), version=1)
             )
         return 1
     except sqlalchemy.exc.IntegrityError:
@@ -122,15 +148,38 @@ async def insert(
     return seq
 
 
+HISTORY_KEPT = 50  # previous versions kept per item (the oldest go first beyond that)
+
+
 async def update(
-    conn: AsyncConnection, seq: int, namespace: tuple[str, ...], *, value: dict[str, Any], text: str,
+    conn: AsyncConnection, row: MemoryRow, *, value: dict[str, Any], text: str,
     embedder: str | None, vector: bytes | None,
 ) -> None:
-    await conn.execute(m.update().where(m.c.seq == seq).values(
-        value=orjson.dumps(value).decode(), text=text, embedder=embedder, vector=vector,
-        updated_at=time.time(),
-    ))
-    await bump(conn, ns_key(namespace), [seq])
+    """Replace `row`'s value and text. When the text changes, the previous text and value go
+    to the row's `history` (newest last), so an update never loses what it replaced."""
+    now = time.time()
+    values: dict[str, Any] = {
+        "value": orjson.dumps(value).decode(), "text": text, "embedder": embedder, "vector": vector,
+        "updated_at": now,
+    }
+    if text != row.text:
+        stored = (await conn.execute(sa.select(m.c.history).where(m.c.seq == row.seq))).scalar()
+        history = orjson.loads(stored) if stored else []
+        history.append({"text": row.text, "value": row.value, "created_at": row.updated_at, "replaced_at": now})
+        values["history"] = orjson.dumps(history[-HISTORY_KEPT:]).decode()
+    await conn.execute(m.update().where(m.c.seq == row.seq).values(**values))
+    await bump(conn, ns_key(row.namespace), [row.seq])
+
+
+async def touch(conn: AsyncConnection, row: MemoryRow) -> None:
+    """Mark `row` as just saved again (a true duplicate): its text and value stay."""
+    await conn.execute(m.update().where(m.c.seq == row.seq).values(updated_at=time.time()))
+    await bump(conn, ns_key(row.namespace), [row.seq])
+
+
+async def history_of(conn: AsyncConnection, seq: int) -> list[dict[str, Any]]:
+    stored = (await conn.execute(sa.select(m.c.history).where(m.c.seq == seq))).scalar()
+    return list(orjson.loads(stored)) if stored else []
 
 
 async def delete(conn: AsyncConnection, seq: int, namespace: tuple[str, ...]) -> None:
@@ -161,7 +210,7 @@ async def namespace_versions(conn: AsyncConnection, prefixes: Sequence[str]) -> 
     """Every stored namespace equal to or below one of `prefixes`, with its version."""
     if not prefixes:
         return {}
-    users = sorted({p.split(SEP, 1)[0] for p in prefixes})
+    users = sorted({user_of(p) for p in prefixes})
     rows = (await conn.execute(
         sa.select(ns_table.c.namespace, ns_table.c.version).where(
             ns_table.c.user_id.in_(users), under(ns_table.c.namespace, prefixes)

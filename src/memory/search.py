@@ -16,6 +16,7 @@ w_lex 0.10 keeps the vectors' 17/20 on paraphrases with no shared word, where 0.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -38,10 +39,15 @@ class MemoryHit:
     score: float
     created_at: float
     updated_at: float
+    # cosine with the query (semantic and hybrid): what recall's relevance cut reads, since a
+    # fused score says how a memory ranks, not how close it is (profiles.relevant)
+    similarity: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["namespace"] = list(self.namespace)
+        if self.similarity is None:
+            del data["similarity"]
         return data
 
 
@@ -49,9 +55,13 @@ class MemoryHit:
 class MemorySearchResult:
     hits: list[MemoryHit] = field(default_factory=list)
     mode: str = "hybrid"  # the mode that actually ran: recency | semantic | hybrid | lexical
+    warning: str | None = None  # why another mode ran than the one asked for
 
     def to_dict(self) -> dict[str, Any]:
-        return {"mode": self.mode, "hits": [hit.to_dict() for hit in self.hits]}
+        out: dict[str, Any] = {"mode": self.mode, "hits": [hit.to_dict() for hit in self.hits]}
+        if self.warning:
+            out["warning"] = self.warning
+        return out
 
 
 def recency(updated_at: np.ndarray, weights: SearchWeights, now: float | None = None) -> np.ndarray:
@@ -72,12 +82,31 @@ def lexical_vector(candidates: Candidates, lexical: list[tuple[str, float]]) -> 
     return out
 
 
+_IDENTIFIER = re.compile(r"\w[.:]\w|\w_\w|[a-z][A-Z]|\w\(|^[A-Z0-9_]{3,}$")
+SEMANTIC_POOL = 200  # candidates ranked on the semantic side for rank fusion
+
+
+def identifier_share(query: str) -> float:
+    """The share of the query's words that look like code names (`re.sub`, `snake_case`,
+    `camelCase`, `f(`, `CONSTANT`): an exact name asks for the lexical side's say."""
+    words = query.split()
+    if not words:
+        return 0.0
+    return sum(bool(_IDENTIFIER.search(w)) for w in words) / len(words)
+
+
+def lexical_weight(query: str, weights: SearchWeights) -> float:
+    share = identifier_share(query)
+    return weights.lexical + (weights.lexical_identifiers - weights.lexical) * min(1.0, 2 * share)
+
+
 def combine(
     mode: str,
     candidates: Candidates,
     query_vector: np.ndarray | None,
     lexical: list[tuple[str, float]],
     weights: SearchWeights,
+    query: str = "",
 ) -> np.ndarray:
     """One score per candidate for `mode` (recency | semantic | hybrid | lexical)."""
     fresh = recency(candidates.updated_at, weights)
@@ -91,11 +120,21 @@ def combine(
     cosine[~candidates.has_vector] = 0.0
     if mode == "semantic":
         return cosine
-    return (
-        weights.semantic * cosine
-        + weights.lexical * lexical_vector(candidates, lexical)
-        + weights.recency * fresh
-    )
+    w_lex = lexical_weight(query, weights)
+    if weights.fusion == "weighted":
+        return weights.semantic * cosine + w_lex * lexical_vector(candidates, lexical) + weights.recency * fresh
+    # reciprocal-rank fusion: each side adds weight / (k + rank) for its own ranking, so a
+    # name the lexical side puts first is not lost under cosines that barely differ. Scaled
+    # so that first on both sides and new scores 1.
+    out = weights.recency * fresh / (weights.rrf_k + 1.0)  # ties go to the newer
+    for rank, i in enumerate(top(cosine, SEMANTIC_POOL), start=1):
+        out[i] += weights.semantic / (weights.rrf_k + rank)
+    where = candidates.index
+    for rank, (id_, _score) in enumerate(lexical, start=1):
+        i = where.get(id_)
+        if i is not None:
+            out[i] += w_lex / (weights.rrf_k + rank)
+    return out * ((weights.rrf_k + 1.0) / max(weights.semantic + w_lex + weights.recency, 1e-9))
 
 
 def top(scores: np.ndarray, k: int) -> list[int]:

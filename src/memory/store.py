@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,6 @@ import numpy as np
 import orjson
 import sqlalchemy as sa
 from langgraph.store.base import (
-    BaseStore,
     GetOp,
     Item,
     ListNamespacesOp,
@@ -42,14 +42,18 @@ from ..errors import MemoryTextError, UserError
 from ..settings.memory import MemorySettings
 from . import records
 from .cache import VectorCache
+from .dedupe import DUPLICATE_CANDIDATES, duplicates, same_text
+from .dotted import DottedLabels
 from .embedders import Embedder, make_embedder
 from .lexical import lexical_scores
-from .records import MemoryRow, m, ns_key, ns_tuple
+from .ops import listed, matches, owner_of
+from .records import MemoryRow, m, ns_key
 from .search import LEXICAL_POOL, MODES, MemoryHit, MemorySearchResult, combine, recency, top
 
 if TYPE_CHECKING:
     from ..core.store.unit_of_work import UnitOfWork
 
+log = logging.getLogger("artifactflow.memory")
 SPACE = " \t\n\r\f\v"  # what is trimmed (and what an empty text is made of): ASCII white space
 LOCAL_USER = "local"  # the user of a store without accounts (CLI on its own data)
 SCOPES = ("global", "project", "conversation")
@@ -68,7 +72,10 @@ class SavedMemory:
 def scope_namespace(
     user_id: str | None, scope: str, *, project: str | None = None, conversation_id: str | None = None
 ) -> tuple[str, ...]:
-    """The namespace of `scope` for a user, with the project or conversation it needs."""
+    """The namespace of `scope` for a user, with the project or conversation it needs. Any
+    label value is safe (records.py escapes each); an empty one is refused."""
+    if user_id is not None and (not user_id or "\x00" in user_id):
+        raise UserError(f"a user id may not be empty or contain NUL: {user_id!r}")
     user = user_id or LOCAL_USER
     if scope == "global":
         return (user, "global")
@@ -84,8 +91,8 @@ def scope_namespace(
 
 
 def _label(value: str, what: str) -> str:
-    if not value or "." in value or "\x00" in value:
-        raise UserError(f"a {what} may not be empty or contain '.': {value!r}")
+    if not value or "\x00" in value:
+        raise UserError(f"a {what} may not be empty or contain NUL: {value!r}")
     return value
 
 
@@ -98,7 +105,7 @@ def _text_of(value: dict[str, Any]) -> str:
     return text if isinstance(text, str) else orjson.dumps(value).decode()
 
 
-class MemoryStore(BaseStore):
+class MemoryStore(DottedLabels):
     """Memories and `BaseStore` items in the app store, searched in-process."""
 
     __slots__ = ("store", "settings", "embedder", "cache", "loop")
@@ -146,8 +153,12 @@ class MemoryStore(BaseStore):
     ) -> SavedMemory:
         """Store `text` in `namespace` and return its id. `key` (e.g. made from a message id
         and a tool call id, `call_key`) makes the write idempotent: the same key saves once.
-        A near-duplicate (cosine ≥ `memory.dedupe_threshold`, or the same text without an
-        embedder) in the same namespace is updated instead, and `deduped` says so."""
+
+        Merging is for true duplicates only (dedupe.py): the same text once normalised (that
+        memory is kept, and `deduped` says so), or a near-identical one (cosine ≥
+        `memory.dedupe_threshold`) that the new text contains, which the new text replaces,
+        the old one kept in the item's history. Anything else is stored beside the others:
+        `re.sub` and `re.subn`, or two facts about one subject, are two memories."""
         text = self.check_text(text)
         memory_id = key or uuid.uuid4().hex
         embedder, (vector,) = await self._vectors([text])
@@ -156,10 +167,13 @@ class MemoryStore(BaseStore):
             existing = await records.by_id(conn, memory_id) if key else None
             if existing is not None:
                 return SavedMemory(existing.id, existing.namespace, deduped=existing.id != existing.key)
-            twin = await self._near_duplicate(conn, namespace, text, vector) if dedupe else None
+            twin = await self._duplicate(conn, namespace, text, vector) if dedupe else None
             if twin is not None:
-                await records.update(conn, twin.seq, twin.namespace, value={**twin.value, **value},
-                                     text=text, embedder=embedder, vector=vector)
+                if same_text(twin.text, text):
+                    await records.touch(conn, twin)
+                else:
+                    await records.update(conn, twin, value={**twin.value, **value},
+                                         text=text, embedder=embedder, vector=vector)
                 return SavedMemory(twin.id, twin.namespace, deduped=True)
             await records.insert(conn, id=memory_id, namespace=namespace, key=memory_id, value=value,
                                  text=text, embedder=embedder, vector=vector)
@@ -190,24 +204,43 @@ class MemoryStore(BaseStore):
                 await records.bump(conn, ns_key(namespace), seqs)
         return ids
 
-    async def _near_duplicate(self, conn: Any, namespace: tuple[str, ...], text: str, vector: bytes | None) -> MemoryRow | None:
+    async def _duplicate(self, conn: Any, namespace: tuple[str, ...], text: str, vector: bytes | None) -> MemoryRow | None:
+        """A memory of `namespace` that `text` duplicates (dedupe.py), or None: the exact
+        text, else the closest vectors above the threshold, checked by their text."""
+        key = ns_key(namespace)
+        row = (await conn.execute(
+            sa.select(*records.ROW_COLUMNS).where(m.c.namespace == key, m.c.text == text).limit(1)
+        )).first()
+        if row is not None:
+            return MemoryRow.of(row)
         if vector is None or self.embedder is None:
-            row = (await conn.execute(
-                sa.select(*records.ROW_COLUMNS).where(m.c.namespace == ns_key(namespace), m.c.text == text).limit(1)
-            )).first()
-            return MemoryRow.of(row) if row else None
+            return None
         query = np.frombuffer(vector, dtype=np.float32)
         self.cache.use(self.embedder.name, int(query.shape[0]))
-        candidates = await self.cache.candidates(conn, [ns_key(namespace)])
+        candidates = await self.cache.candidates(conn, [key])
         if not candidates.size:
             return None
         cosine = candidates.matrix @ query
         cosine[~candidates.has_vector] = -1.0
-        best = int(np.argmax(cosine))
-        if float(cosine[best]) < self.settings.dedupe_threshold:
+        close = [int(i) for i in top(cosine.astype(np.float64), DUPLICATE_CANDIDATES)
+                 if cosine[i] >= self.settings.dedupe_threshold]
+        if not close:
             return None
-        row = await records.by_id(conn, candidates.ids[best])
-        return row if row is not None and row.namespace == tuple(namespace) else None
+        rows = await records.by_ids(conn, [candidates.ids[i] for i in close])
+        for i in close:
+            found = rows.get(candidates.ids[i])
+            if found is not None and found.namespace == tuple(namespace) and duplicates(found.text, text):
+                return found
+        return None
+
+    async def history(self, user_id: str | None, memory_id: str) -> list[dict[str, Any]] | None:
+        """The previous versions of `user_id`'s memory `memory_id` (oldest first, each
+        `{text, value, created_at, replaced_at}`); None when there is no such memory."""
+        async with self.engine.connect() as conn:
+            row = await records.by_id(conn, memory_id)
+            if row is None or row.namespace[0] != (user_id or LOCAL_USER):
+                return None
+            return await records.history_of(conn, row.seq)
 
     async def search_memories(
         self, namespaces: Sequence[tuple[str, ...]], query: str, *, mode: str = "hybrid", limit: int = 10
@@ -216,6 +249,10 @@ class MemoryStore(BaseStore):
         result is the one that ran (`lexical` for semantic/hybrid without an embedder)."""
         if mode not in MODES:
             raise UserError(f"unknown search mode {mode!r}; known modes: {', '.join(MODES)}")
+        if not isinstance(limit, int) or limit < 1:
+            raise UserError(f"a search limit is a whole number of at least 1, not {limit!r}")
+        if "\x00" in query:
+            raise UserError("a search query may not contain NUL")
         prefixes = [ns_key(n) for n in namespaces]
         ran = mode
         if mode != "recency" and (self.embedder is None or not query.strip()):
@@ -227,15 +264,23 @@ class MemoryStore(BaseStore):
             self.cache.use(self.embedder.name, int(query_vector.shape[0]))
         elif self.embedder is not None and self.embedder.dims:
             self.cache.use(self.embedder.name, self.embedder.dims)
+        warning = None
         async with self.engine.connect() as conn:
             candidates = await self.cache.candidates(conn, prefixes)
             if not candidates.size:
                 return MemorySearchResult([], ran)
+            if candidates.stale and ran in ("semantic", "hybrid"):
+                # cosine against another embedder's vectors ranks at random: words only
+                ran = "lexical"
+                warning = (f"{candidates.stale} of these memories have vectors of another embedder than "
+                           f"{self.embedder.name if self.embedder else 'none'}; searched by words only "
+                           "until `artifactflow memory reindex`")
+                log.warning("memory search: %s", warning)
             lexical: list[tuple[str, float]] = []
             if ran in ("hybrid", "lexical"):
                 stored = sorted({ns for ns in self.cache.entries if records_under(ns, prefixes)})
                 lexical = await lexical_scores(conn, stored, query, max(LEXICAL_POOL, limit * 4))
-            scores = combine(ran, candidates, query_vector, lexical, self.settings.weights)
+            scores = combine(ran, candidates, query_vector, lexical, self.settings.weights, query)
             best = top(scores, limit)
             rows = await records.by_ids(conn, [candidates.ids[i] for i in best])
         if ran == "recency":
@@ -245,9 +290,12 @@ class MemoryStore(BaseStore):
         for i in best:
             row = rows.get(candidates.ids[i])
             if row is not None:
+                similarity = None
+                if query_vector is not None and ran in ("semantic", "hybrid") and candidates.has_vector[i]:
+                    similarity = round(float(candidates.matrix[i] @ query_vector), 6)
                 hits.append(MemoryHit(row.id, row.namespace, row.text, round(float(scores[i]), 6),
-                                      row.created_at, row.updated_at))
-        return MemorySearchResult(hits, ran)
+                                      row.created_at, row.updated_at, similarity))
+        return MemorySearchResult(hits, ran, warning)
 
     async def list_memories(
         self, namespaces: Sequence[tuple[str, ...]], *, limit: int = 100, offset: int = 0
@@ -360,8 +408,7 @@ class MemoryStore(BaseStore):
         async with self.store.transaction() as conn:
             row = await records.by_key(conn, namespace, op.key)
             if row is not None:
-                await records.update(conn, row.seq, namespace, value=value, text=text,
-                                     embedder=embedder, vector=vector)
+                await records.update(conn, row, value=value, text=text, embedder=embedder, vector=vector)
             else:
                 await records.insert(conn, id=uuid.uuid4().hex, namespace=namespace, key=op.key,
                                      value=value, text=text, embedder=embedder, vector=vector)
@@ -386,7 +433,7 @@ class MemoryStore(BaseStore):
             async with self.engine.connect() as conn:
                 scored = [(MemoryRow.of(r), None) for r in (await conn.execute(statement)).all()]
         if op.filter:
-            scored = [(row, score) for row, score in scored if _matches(row.value, op.filter)]
+            scored = [(row, score) for row, score in scored if matches(row.value, op.filter)]
         return [
             SearchItem(namespace=row.namespace, key=row.key, value=row.value,
                        created_at=_dt(row.created_at), updated_at=_dt(row.updated_at), score=score)
@@ -394,14 +441,13 @@ class MemoryStore(BaseStore):
         ]
 
     async def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        statement = sa.select(m.c.namespace).distinct()
+        owner = owner_of(op)
+        if owner is not None:
+            statement = statement.where(m.c.user_id == owner)
         async with self.engine.connect() as conn:
-            stored = list((await conn.execute(sa.select(m.c.namespace).distinct())).scalars())
-        found: set[tuple[str, ...]] = set()
-        for key in stored:
-            namespace = ns_tuple(key)
-            if all(_condition(namespace, c.match_type, tuple(c.path)) for c in op.match_conditions or ()):
-                found.add(namespace[: op.max_depth] if op.max_depth is not None else namespace)
-        return sorted(found)[op.offset : op.offset + op.limit]
+            stored = list((await conn.execute(statement)).scalars())
+        return listed(stored, op)
 
 
 def records_under(namespace: str, prefixes: Sequence[str]) -> bool:
@@ -411,29 +457,3 @@ def records_under(namespace: str, prefixes: Sequence[str]) -> bool:
 def call_key(message_id: str, tool_call_id: str) -> str:
     """The id of a memory a tool call saves: the same call, replayed, saves once."""
     return hashlib.sha256(f"{message_id}\x00{tool_call_id}".encode()).hexdigest()[:32]
-
-
-def _condition(namespace: tuple[str, ...], match_type: str, path: tuple[str, ...]) -> bool:
-    if len(path) > len(namespace):
-        return False
-    part = namespace[: len(path)] if match_type == "prefix" else namespace[len(namespace) - len(path):]
-    return all(p == "*" or p == n for p, n in zip(path, part, strict=True))
-
-
-_OPS = {
-    "$eq": lambda a, b: a == b, "$ne": lambda a, b: a != b,
-    "$gt": lambda a, b: a is not None and a > b, "$gte": lambda a, b: a is not None and a >= b,
-    "$lt": lambda a, b: a is not None and a < b, "$lte": lambda a, b: a is not None and a <= b,
-}
-
-
-def _matches(value: dict[str, Any], conditions: dict[str, Any]) -> bool:
-    for field, wanted in conditions.items():
-        actual = value.get(field)
-        if isinstance(wanted, dict) and wanted and all(k in _OPS for k in wanted):
-            if not all(_OPS[k](actual, v) for k, v in wanted.items()):
-                return False
-        elif actual != wanted:
-            return False
-    return True
-

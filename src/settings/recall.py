@@ -6,7 +6,7 @@ memory:
   profile: standard         # the default profile (an agent's `memory_profile:` or a workflow
                             # node's `memory_profile:` picks another)
   profiles:                 # override or add profiles; the three below are the defaults
-    compact:       {budget_tokens: 2000, mode: recency}
+    compact:       {budget_tokens: 2000, mode: hybrid, order: newest}
     standard:      {budget_tokens: 4000, mode: hybrid}
     comprehensive: {budget_tokens: 8000, mode: semantic}
 ```
@@ -32,10 +32,15 @@ class ProfileSettings(BaseModel):
     # hit's score, is not about the query and stays out (recency keeps the newest that fit)
     min_score: float = Field(default=0.1, ge=0)
     relative: float = Field(default=0.75, ge=0, le=1)
+    # the section's order, which is also what the budget keeps first: `score` (best first) or
+    # `newest` (the newest of the relevant hits; a `recency` mode is newest first anyway)
+    order: Literal["score", "newest"] = "score"
 
 
 DEFAULT_PROFILES: dict[str, ProfileSettings] = {
-    "compact": ProfileSettings(budget_tokens=2000, mode="recency"),
+    # the newest of what is relevant, not the newest of all (issue 33: the newest 2,000 tokens
+    # whatever the question answered 0 of 60 questions)
+    "compact": ProfileSettings(budget_tokens=2000, mode="hybrid", order="newest"),
     "standard": ProfileSettings(budget_tokens=4000, mode="hybrid"),
     "comprehensive": ProfileSettings(budget_tokens=8000, mode="semantic"),
 }

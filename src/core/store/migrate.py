@@ -64,11 +64,70 @@ def _v5_conversation_project(conn: Connection) -> None:
         conn.execute(sa.text(f"CREATE INDEX IF NOT EXISTS ix_{table}_{added.name} ON {table} ({added.name})"))
 
 
+def _v6_memory_namespaces(conn: Connection) -> None:
+    """Version 6: memory namespaces are stored with each label escaped (`%` → `%25`, `.` →
+    `%2E`, NUL → `%00`) so no label can reach another namespace (`memory/records.py`), and
+    `af_memories.history` keeps the versions an update replaced; on PostgreSQL the `tsv`
+    column is rebuilt to split dotted and snake names as SQLite's index does.
+
+    Before, labels were joined by "." as they were. Only the user (the first label) could
+    hold a dot: project names and conversation ids were refused with one, and LangGraph
+    refuses dotted labels in its own operations. So a stored key is split as the row's
+    `user_id` followed by the rest split on "." (a namespace-table key the same way).
+    Keys that change move in two passes (first to a unique temporary key), since a new key
+    may be another row's old one (user `a%` becomes `a%25`, which another user may be)."""
+    table = t.memories.name
+    present = {c["name"] for c in sa.inspect(conn).get_columns(table)}
+    for column in t.MEMORY_COLUMNS_V6:
+        added = column()
+        if added.name not in present:
+            kind = added.type.compile(dialect=conn.dialect)
+            conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {added.name} {kind}"))
+    if conn.dialect.name == "postgresql":  # the tsvector splits dotted and snake names (schema.py)
+        conn.execute(sa.text("DROP INDEX IF EXISTS ix_af_memories_tsv"))
+        conn.execute(sa.text("ALTER TABLE af_memories DROP COLUMN IF EXISTS tsv"))
+        conn.execute(sa.text(t.POSTGRES_MEMORY_TSV))
+        conn.execute(sa.text("CREATE INDEX ix_af_memories_tsv ON af_memories USING gin (tsv) WITH (fastupdate = off)"))
+    m, ns = t.memories, t.memory_namespaces
+    moved = {
+        seq: new for seq, user, old in conn.execute(sa.select(m.c.seq, m.c.user_id, m.c.namespace)).all()
+        if (new := _escaped_key(user, old)) != old
+    }
+    for seq in moved:
+        conn.execute(m.update().where(m.c.seq == seq).values(namespace=f"\x01moving\x01{seq}"))
+    for seq, new in moved.items():
+        conn.execute(m.update().where(m.c.seq == seq).values(namespace=new))
+    renamed = [
+        (old, new, user, version)
+        for old, user, version in conn.execute(sa.select(ns.c.namespace, ns.c.user_id, ns.c.version)).all()
+        if (new := _escaped_key(user, old)) != old
+    ]
+    for old, *_ in renamed:
+        conn.execute(ns.delete().where(ns.c.namespace == old))
+    for _, new, user, version in renamed:  # one version on: every cache reads it again
+        conn.execute(ns.insert().values(namespace=new, user_id=user, version=version + 1))
+    if renamed:
+        conn.execute(t.memory_changes.delete().where(
+            t.memory_changes.c.namespace.in_([old for old, *_ in renamed])
+        ))
+
+
+def _escaped_key(user: str, old: str) -> str:
+    def escape(label: str) -> str:
+        return label.replace("%", "%25").replace(".", "%2E").replace("\x00", "%00")
+
+    rest = old[len(user) + 1 :].split(".") if old.startswith(user + ".") else []
+    if old != user and not old.startswith(user + "."):  # not written by this app: split as it was
+        return ".".join(escape(label) for label in old.split("."))
+    return ".".join([escape(user), *(escape(label) for label in rest)])
+
+
 # version → step that upgrades a database from version - 1. Version 1 has no step.
 STEPS: dict[int, Callable[[Connection], None]] = {
     2: _v2_message_columns,
     3: _v3_result_references,
     5: _v5_conversation_project,
+    6: _v6_memory_namespaces,
 }
 
 

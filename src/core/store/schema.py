@@ -75,6 +75,12 @@ CONVERSATION_COLUMNS_V5: list[Callable[[], sa.Column[Any]]] = [
     lambda: sa.Column("project", NulFreeString(100), nullable=True, index=True),
 ]
 
+# Added to `af_memories` by schema version 6 (migrate.py): the previous versions of an item
+# whose text an update replaced (JSON list, oldest first; src/memory/records.py).
+MEMORY_COLUMNS_V6: list[Callable[[], sa.Column[Any]]] = [
+    lambda: sa.Column("history", NulFreeText, nullable=True),
+]
+
 metadata = sa.MetaData()
 
 meta = sa.Table("af_meta", metadata,
@@ -246,7 +252,7 @@ memories = sa.Table("af_memories", metadata,
     sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("id", NulFreeString(64), nullable=False, unique=True),
     sa.Column("user_id", NulFreeString(64), nullable=False, index=True),
-    sa.Column("namespace", NulFreeString(600), nullable=False),  # labels joined by "."
+    sa.Column("namespace", NulFreeString(600), nullable=False),  # escaped labels joined by "."
     sa.Column("key", NulFreeString(200), nullable=False),
     # set for `(user, "conversation", id)`: deleted with its conversation
     sa.Column("conversation_id", NulFreeString(64), nullable=True, index=True),
@@ -256,6 +262,7 @@ memories = sa.Table("af_memories", metadata,
     sa.Column("vector", sa.LargeBinary, nullable=True),  # float32, unit length
     _created_at(),
     sa.Column("updated_at", sa.Float, nullable=False),
+    *[column() for column in MEMORY_COLUMNS_V6],
     sa.UniqueConstraint("namespace", "key", name="uq_af_memories_namespace_key"),
 )
 
@@ -289,9 +296,14 @@ _SQLITE_MEMORY_FTS = (
     f"INSERT INTO {MEMORY_FTS}({MEMORY_FTS}, rowid, text) VALUES ('delete', old.seq, old.text); "
     f"INSERT INTO {MEMORY_FTS}(rowid, text) VALUES (new.seq, new.text); END",
 )
-_POSTGRES_MEMORY_FTS = (
+# "." and "_" become spaces first: the english parser keeps `heapq.nlargest` (a host name to
+# it) and `capture_output` as one word, where SQLite's unicode61 splits them (schema 6)
+POSTGRES_MEMORY_TSV = (
     "ALTER TABLE af_memories ADD COLUMN tsv tsvector "
-    "GENERATED ALWAYS AS (to_tsvector('english', text)) STORED",
+    "GENERATED ALWAYS AS (to_tsvector('english', translate(text, '._', '  '))) STORED"
+)
+_POSTGRES_MEMORY_FTS = (
+    POSTGRES_MEMORY_TSV,
     "CREATE INDEX ix_af_memories_tsv ON af_memories USING gin (tsv) WITH (fastupdate = off)",
 )
 for _statement in _SQLITE_MEMORY_FTS:
