@@ -5,7 +5,8 @@ stored event E (ids unique and increasing; the form of LangGraph's own `<ms>-<se
 reconnect with `Last-Event-ID: E-k` re-reads event E and sends what followed frame k; a plain
 `E` resumes after event E, `-1` from the run's start. Token chunks are never stored, so the
 ones a client missed are not sent again (the model call's full message follows in
-`values`/`updates`). The first frame is `metadata {run_id, attempt}`, without an id.
+`values`/`updates`). The first frame is `metadata {run_id, attempt}` (id `<start>-0`; on a reconnect the id the
+client gave).
 
 | mode | made from |
 |---|---|
@@ -223,13 +224,15 @@ class Frames:
 async def frames_of(
     frames: Frames, events: AsyncIterator[Event], *, start: int, resume: ResumeAt | None
 ) -> AsyncIterator[bytes]:
-    """The SSE bytes: `metadata` first (no id), then every frame with the id `E-k`: the k-th
-    frame since stored event E (E = `start`, the run's cursor, for the frames before its first
-    event; token chunks continue the count of the event before them). `resume` (E, k) skips
+    """The SSE bytes: `metadata` first (id `start-0`), then every frame with the id `E-k`: the
+    k-th frame since stored event E (E = `start`, the run's cursor, for the frames before its
+    first event; token chunks continue the count of the event before them). `resume` (E, k) skips
     the frames of group E up to index k, which the caller re-reads from event E."""
-    yield sse("metadata", {"run_id": frames.run_id, "attempt": 1}, None)
-    group, index = start, 0
-    skip_group, skip_to = resume if resume is not None else (start, -1)
+    group, index = start, 1  # index 0 of the start group is the `metadata` frame
+    skip_group, skip_to = resume if resume is not None else (start, 0)
+    # On a reconnect, `metadata` repeats the id the client gave: it stands where it stood.
+    seen = f"{start}-0" if resume is None else f"{skip_group}-{min(skip_to, 2**31)}"
+    yield sse("metadata", {"run_id": frames.run_id, "attempt": 1}, seen)
 
     def framed(items: list[Frame]) -> list[bytes]:
         nonlocal index
