@@ -212,9 +212,14 @@ async def test_state_history_and_fork(server: Any, llm: Any) -> None:
     state = await sdk.threads.get_state(tid)
     assert [m["content"] for m in state["values"]["messages"]] == ["first", "one", "second", "two"]
     history = await sdk.threads.get_history(tid)
-    assert [len(h["values"].get("messages", [])) for h in history] == [4, 2, 0]  # newest first
-    first_cp = history[1]["checkpoint"]["checkpoint_id"]
-    assert history[0]["parent_checkpoint"]["checkpoint_id"] == first_cp
+    # newest first, a state per super-step: each turn's input, then its model turn
+    assert [len(h["values"].get("messages", [])) for h in history] == [4, 3, 2, 1, 0]
+    assert [h["next"] for h in history] == [[], ["lead_agent"], [], ["lead_agent"], []]
+    assert [h["parent_checkpoint"]["checkpoint_id"] for h in history[:-1]] == [
+        h["checkpoint"]["checkpoint_id"] for h in history[1:]
+    ]
+    assert history[-1]["parent_checkpoint"] is None
+    first_cp = history[2]["checkpoint"]["checkpoint_id"]
     old = await sdk.threads.get_state(tid, checkpoint_id=first_cp)
     assert [m["content"] for m in old["values"]["messages"]] == ["first", "one"]
     forked = await sdk.runs.wait(

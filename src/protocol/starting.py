@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..client import Resume, Run, Task, WorkflowTask
 from ..core.conversations import ACTIVE_BRANCH
-from ..errors import NotFoundError, ResumeConflictError
+from ..errors import NotFoundError, ResumeConflictError, UserError
 from .catalog import Assistant
 from .convert import decisions_of, task_text
+from .history import states_to
 from .views import ROOT
 from .wire import RunCreate
 
@@ -36,18 +37,25 @@ async def create(
     p: Protocol, thread_id: str | None, body: RunCreate, user: str | None
 ) -> tuple[JSON, Run | None]:
     assistant = p.assistant(body.assistant_id)
-    if assistant.kind != "workflow" and not (body.command and body.command.resuming):
-        task_text(body.input)  # 422 for an input without a user message, before anything
     exists = thread_id is not None and (await p.client.admin.store.get_conversation(thread_id))
     if thread_id is not None and not exists and body.if_not_exists != "create":
         raise NotFoundError(f"thread {thread_id} not found")
     if exists and thread_id is not None:
         await p.conversation(thread_id, user)  # another user's thread: 404
     parent: Any = ACTIVE_BRANCH
+    again: str | None = None  # the question of a turn re-run from inside it (Regenerate)
     if body.checkpoint_at is not None:
         if not exists or thread_id is None:
             raise NotFoundError(f"checkpoint {body.checkpoint_at} not found")
-        parent = await _fork_point(p, thread_id, body.checkpoint_at)
+        parent, again = await _fork_point(p, thread_id, body.checkpoint_at)
+    resuming = body.command is not None and body.command.resuming
+    if again is not None and body.input is not None:
+        raise UserError(
+            f"checkpoint {body.checkpoint_at} is inside a turn: a new input forks after a turn's "
+            "end (the checkpoint before its input); without input the turn runs again"
+        )
+    if assistant.kind != "workflow" and not resuming and again is None:
+        task_text(body.input)  # 422 for an input without a user message, before anything
     if body.command is not None and body.command.resuming:
         if not exists or thread_id is None:
             raise ConflictError("a new thread is not interrupted: nothing to resume")
@@ -76,7 +84,7 @@ async def create(
             if rolled is not None and parent is ACTIVE_BRANCH:
                 parent = rolled or None
     await close_pause(p, thread_id)
-    return await start(p, thread_id, assistant, body, parent, values, user)
+    return await start(p, thread_id, assistant, body, parent, values, user, text=again)
 
 
 def _values(thread_id: str, user: str | None, assistant: Assistant, body: RunCreate) -> JSON:
@@ -99,16 +107,20 @@ async def _first_run_metadata(p: Protocol, thread_id: str, assistant: Assistant)
     }
 
 
-async def _fork_point(p: Protocol, thread_id: str, checkpoint_id: str) -> str | None:
+async def _fork_point(p: Protocol, thread_id: str, checkpoint_id: str) -> tuple[Any, str | None]:
+    """Where a run from `checkpoint_id` answers: (the parent message, None) after a turn's end
+    or `root`; for a step inside a turn (after its input, a model turn or a tool round), its
+    message's parent and the turn's question, to run the turn again (LangGraph re-runs from
+    that step; we re-run the turn from its input, so its tool calls are asked again)."""
     if checkpoint_id == ROOT:
-        return None
-    try:
-        message = await p.client.conversations.message(checkpoint_id)
-    except NotFoundError:
-        message = None
-    if message is None or message["conversation_id"] != thread_id:
-        raise NotFoundError(f"checkpoint {checkpoint_id} not found in thread {thread_id}")
-    return checkpoint_id
+        return None, None
+    messages = [cast(JSON, dict(m)) for m in await p.client.conversations.messages(thread_id)]
+    state = (await states_to(p.client, thread_id, messages, checkpoint_id))[-1]
+    message_id = state["metadata"]["message_id"]
+    if state["checkpoint"]["checkpoint_id"] == message_id:
+        return message_id, None
+    message = next(m for m in messages if m["id"] == message_id)
+    return message["parent_id"], message["content"]
 
 
 async def close_pause(p: Protocol, thread_id: str) -> None:
@@ -128,14 +140,16 @@ async def start(
     user: str | None,
     *,
     run_id: str | None = None,
+    text: str | None = None,
 ) -> tuple[JSON, Run]:
+    """Start the run: a workflow, or the lead on `text` (else the input's user message)."""
     if assistant.kind == "workflow":
         data = body.input
         task: Any = WorkflowTask(
             assistant.name, data if isinstance(data, dict) else None, conversation_id=thread_id
         )
     else:
-        task = Task(task_text(body.input), thread_id, parent)
+        task = Task(text if text is not None else task_text(body.input), thread_id, parent)
     run = await p.client.runs.start(task, user_id=user)
     if run_id is None:
         row = await p.records.add_run(

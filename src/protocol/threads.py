@@ -6,10 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Query, Response
 
-from ..errors import NotFoundError
-from .convert import message_messages, turns_of
+from .convert import turns_of
 from .deps import JSON, Ctx, CtxDep, ProtocolError, plain
-from .views import ROOT, path_to, state_at, thread_status, thread_view
+from .history import states_to
+from .steps import parse_step_id
+from .views import ROOT, thread_status, thread_view
 from .wire import (
     History,
     StateCheckpoint,
@@ -34,14 +35,11 @@ async def _thread(ctx: Ctx, thread_id: str, *, with_values: bool = True) -> JSON
 
 
 async def state_of(ctx: Ctx, conversation: JSON, checkpoint_id: str | None = None) -> JSON:
+    """The state at `checkpoint_id` (a message, one of its steps, or `root`), else the
+    thread's head."""
     messages = plain(await ctx.p.client.conversations.messages(conversation["id"]))
-    by_id = {m["id"]: m for m in messages}
-    tip = conversation.get("active_message_id") if checkpoint_id is None else checkpoint_id
-    if tip == ROOT:
-        tip = None
-    elif tip is not None and tip not in by_id:
-        raise NotFoundError(f"checkpoint {checkpoint_id} not found in thread {conversation['id']}")
-    return await state_at(ctx.p.client, conversation["id"], path_to(by_id, tip))
+    at = conversation.get("active_message_id") if checkpoint_id is None else checkpoint_id
+    return (await states_to(ctx.p.client, conversation["id"], messages, at))[-1]
 
 
 def add_threads(router: APIRouter) -> None:
@@ -135,6 +133,11 @@ def add_threads(router: APIRouter) -> None:
         head = conversation.get("active_message_id")
         if checkpoint_id:
             head = (await state_of(ctx, conversation, checkpoint_id))["checkpoint"]["checkpoint_id"]
+            if parse_step_id(head)[1] is not None:
+                raise ProtocolError(
+                    422, f"checkpoint {checkpoint_id} is inside a turn: move the head to a turn's "
+                    "end (the message's own checkpoint) or to root"
+                )
             head = None if head == ROOT else head
             await ctx.p.move_head(thread_id, head)
         store = ctx.p.client.admin.store
@@ -165,25 +168,17 @@ def add_threads(router: APIRouter) -> None:
 
 
 async def _history(ctx: Ctx, thread_id: str, body: History) -> list[JSON]:
-    """The states of the thread's head path, newest first: one per message, then the empty
-    state before the first (`root`), each with its complete values."""
+    """The states of the branch that ends at `checkpoint` (else the thread's head), newest
+    first: a state per super-step (`history.py`), then `root`."""
     conversation = await ctx.p.conversation(thread_id, ctx.user)
-    messages = plain(await ctx.p.client.conversations.messages(thread_id))
-    by_id = {m["id"]: m for m in messages}
-    before = body.before_id
     start = (body.checkpoint.checkpoint_id if body.checkpoint else None) or conversation.get(
         "active_message_id"
     )
-    path = path_to(by_id, start)
-    if not path:
+    if start is None:
         return []
-    per_message = [message_messages(m, await ctx.p.client.runs.events(m["id"])) for m in path]
-    states: list[JSON] = []
-    flat: list[JSON] = [m for messages_of in per_message for m in messages_of]
-    counts = [len(messages_of) for messages_of in per_message]
-    for i in range(len(path), -1, -1):
-        shown = flat[: sum(counts[:i])]
-        states.append(await state_at(ctx.p.client, thread_id, path[:i], messages=shown))
+    messages = plain(await ctx.p.client.conversations.messages(thread_id))
+    states = list(reversed(await states_to(ctx.p.client, thread_id, messages, start)))
+    before = body.before_id
     if before:
         ids = [s["checkpoint"]["checkpoint_id"] for s in states]
         states = states[ids.index(before) + 1 :] if before in ids else states
