@@ -37,6 +37,7 @@ class Transition:
     step: int  # the step the node runs as (LangGraph's `langgraph_step`)
     writes: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)  # the message's, after an exit
 
 
 def step_id(message_id: str, step: int) -> str:
@@ -71,7 +72,9 @@ class StepTracker:
         if self.node is None:
             return []
         self.step += 1
-        done = Transition("exit", self.node, self.step, self.pending, error)
+        done = Transition(
+            "exit", self.node, self.step, self.pending, error, list(self.builder.messages)
+        )
         self.node, self.pending = None, []
         return [done]
 
@@ -111,7 +114,7 @@ def message_steps(
         transitions, _ = tracker.feed(event)
         for t in transitions:
             if t.kind == "exit":
-                steps.append((t.step, t.node, t.writes, list(tracker.builder.messages)))
+                steps.append((t.step, t.node, t.writes, t.messages))
     if len(steps) == 1 and message.get("response"):  # a turn written whole (a state update)
         messages = message_messages(message, events)
         steps.append((1, LEAD_NODE, messages[1:], messages))
