@@ -87,21 +87,25 @@ class Frames:
             "data": data,
         }
 
-    def _checkpoint(self, step: int, next_nodes: list[str], writes: JSON | None) -> JSON:
+    def _checkpoint(
+        self, step: int, next_nodes: list[str], writes: JSON | None, values: JSON
+    ) -> JSON:
         parent = step_id(self.message_id, step - 1) if step > 0 else None
         return {
             "config": {"configurable": checkpoint(self.thread_id, step_id(self.message_id, step))},
             "parent_config": (
                 {"configurable": checkpoint(self.thread_id, parent)} if parent else None
             ),
-            "values": self.values(),
+            "values": values,
             "metadata": {"source": "input" if step == 0 else "loop", "step": step, "writes": writes},
             "next": next_nodes,
             "tasks": [{"id": step_id(self.message_id, step + 1), "name": n} for n in next_nodes],
         }
 
-    def _checkpoint_frames(self, step: int, next_nodes: list[str], writes: JSON | None) -> list[Frame]:
-        payload = self._checkpoint(step, next_nodes, writes)
+    def _checkpoint_frames(
+        self, step: int, next_nodes: list[str], writes: JSON | None, values: JSON
+    ) -> list[Frame]:
+        payload = self._checkpoint(step, next_nodes, writes, values)
         out: list[Frame] = []
         if "checkpoints" in self.modes:
             out.append(("checkpoints", payload))
@@ -120,7 +124,9 @@ class Frames:
         if "values" in self.modes:
             out.append(("values", self.values()))
         if self.fresh:
-            out += self._checkpoint_frames(0, [LEAD_NODE], {"__start__": self.values()})
+            out += self._checkpoint_frames(
+                0, [LEAD_NODE], {"__start__": self.values()}, self.values()
+            )
         return out
 
     def _task(self, t: Transition) -> JSON:
@@ -157,13 +163,14 @@ class Frames:
                                                  {"output": writes})))
         if "updates" in self.modes and t.writes:
             out.append(("updates", {t.node: writes}))
+        after = {"messages": self.base + t.messages}  # the state this step ended with
         if "values" in self.modes:
-            out.append(("values", self.values()))
+            out.append(("values", after))
         calls = any(m.get("tool_calls") for m in t.writes)
         following = [TOOL_NODE] if t.node == LEAD_NODE and calls else (
             [LEAD_NODE] if t.node == TOOL_NODE else []
         )
-        return out + self._checkpoint_frames(t.step, following, {t.node: writes})
+        return out + self._checkpoint_frames(t.step, following, {t.node: writes}, after)
 
     def _chunk(self, event: Event, node: str, invocation: str) -> list[Frame]:
         frames: list[Frame] = []
@@ -196,17 +203,18 @@ class Frames:
             return self._chunk(event, node, invocation)
         ai_before = self.builder.current_ai_id
         transitions, added = self.tracker.feed(event)
+        # the node this event starts (after the one it ends), then its own frames, then the
+        # node it completes itself (a model call, the run's end)
+        entered = max((i + 1 for i, t in enumerate(transitions) if t.kind == "enter"), default=0)
         frames: list[Frame] = []
-        for t in transitions:
-            if t.kind == "enter":
-                frames += self._transition(t, event)
+        for t in transitions[:entered]:
+            frames += self._transition(t, event)
         if event.type == EventType.LLM_CHUNK:
             return frames + self._chunk(event, node, invocation)
         frames += self._messages(event, added, ai_before)
         frames += self._model_and_tool_events(event, added)
-        for t in transitions:
-            if t.kind == "exit":
-                frames += self._transition(t, event)
+        for t in transitions[entered:]:
+            frames += self._transition(t, event)
         if event.type == EventType.PERMISSION_REQUEST:
             frames += self._interrupt(event)
         if event.type == EventType.ERROR:
