@@ -92,6 +92,11 @@ def _args(raw: Any) -> Any:
     return raw if raw is not None else {}
 
 
+def cut_off(event: Event) -> bool:
+    """A model call's `llm_complete` written when the run was cancelled during it."""
+    return getattr(event.data, "finish_reason", None) == "cancelled"
+
+
 class MessageBuilder:
     """The LangChain messages of one of our messages, built from its events as they come."""
 
@@ -110,7 +115,10 @@ class MessageBuilder:
         data = event.data
         invocation = getattr(data, "invocation", None) or LEAD
         added: list[dict[str, Any]] = []
-        if event.type == EventType.LLM_COMPLETE and invocation == LEAD:
+        if event.type == EventType.LLM_COMPLETE and cut_off(event):
+            if invocation == LEAD:  # a call cancelled mid-answer writes nothing (as LangGraph)
+                self.lead_calls += 1
+        elif event.type == EventType.LLM_COMPLETE and invocation == LEAD:
             calls = [c.model_dump() for c in data.tool_calls]  # type: ignore[attr-defined]
             added.append(ai(self.current_ai_id, data.content, calls))  # type: ignore[attr-defined]
             self.lead_calls += 1

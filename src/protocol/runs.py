@@ -191,7 +191,10 @@ def add_runs(router: APIRouter) -> None:
 
     async def background(ctx: Ctx, thread_id: str | None, body: RunCreate) -> Response:
         run, _ = await ctx.p.create(thread_id, body, ctx.user)
-        return JSONResponse(run_view(run), headers=_run_location(run, stream=False))
+        # handed to the engine, not yet begun: `pending`, as LangGraph's server answers a new
+        # run (`runs.get` reads `running` from then on)
+        shown = {**run, "status": "pending"} if run["status"] == "running" else run
+        return JSONResponse(run_view(shown), headers=_run_location(run, stream=False))
 
     @router.post("/threads/{thread_id}/runs/stream")
     async def thread_stream(thread_id: str, body: Run, ctx: Ctx = CtxDep) -> Response:

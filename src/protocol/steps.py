@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..events.envelope import Event, EventType
-from .convert import LEAD, MessageBuilder, message_messages
+from .convert import LEAD, MessageBuilder, cut_off, message_messages
 
 LEAD_NODE = "lead_agent"
 TOOL_NODE = "tool_execution"
@@ -93,8 +93,12 @@ class StepTracker:
         if added and self.node is None and event.type == EventType.COMPLETE:
             out += self._enter(LEAD_NODE)  # a workflow's answer: one node that wrote it
         self.pending += added
-        if lead and event.type == EventType.LLM_COMPLETE:
+        if lead and event.type == EventType.LLM_COMPLETE and cut_off(event):
+            self.node, self.pending = None, []  # cancelled mid-call: the node wrote nothing
+        elif lead and event.type == EventType.LLM_COMPLETE:
             out += self._exit()  # a model call is a whole node
+        elif event.type == EventType.CANCELLED and not self.pending:
+            self.node = None  # a node cancelled before it wrote anything is no step
         elif event.type in END_TYPES:
             error = getattr(event.data, "message", None) if event.type == EventType.ERROR else None
             out += self._exit(error)
