@@ -272,7 +272,7 @@ async def test_background_join_and_join_stream_from_start_and_middle(server: Any
         input={"messages": [{"role": "user", "content": "go"}]},
         stream_mode=["updates"],
     )
-    assert run["status"] in ("running", "success")
+    assert run["status"] == "pending"  # as LangGraph answers a new run
     joined = await sdk.runs.join(tid, run["run_id"])
     assert joined["messages"][-1]["content"] == "done"
     full = await parts(

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 ROOT = "root"
 NODE = "tool_execution"  # where a paused run waits: the node that asks before tools run
-STATUS = {"running": "busy", "waiting": "interrupted", "failed": "error"}
+# a cancelled last run leaves the thread `interrupted`, as LangGraph's server reports it
+STATUS = {"running": "busy", "waiting": "interrupted", "failed": "error", "cancelled": "interrupted"}
 
 
 def iso(ts: float | None) -> str | None:

@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 
 from .conftest import Server
 from .helpers import approve, human
@@ -128,10 +129,10 @@ def _cases(server: Server, thread_id: str, run_id: str) -> list[tuple[str, str, 
 
 
 async def _snapshot(http: httpx.AsyncClient, thread_id: str) -> Any:
-    threads = (await http.post("/threads/search", json={"limit": 1000})).json()
-    runs = (await http.get(f"/threads/{thread_id}/runs?limit=1000")).json()
+    threads = (await http.post("/threads/search", json={"limit": 100})).json()
+    runs = (await http.get(f"/threads/{thread_id}/runs?limit=100")).json()
     state = (await http.get(f"/threads/{thread_id}/state")).json()
-    items = (await http.post("/store/items/search", json={"limit": 1000})).json()
+    items = (await http.post("/store/items/search", json={"limit": 100})).json()
     return (
         sorted((t["thread_id"], t["status"], json.dumps(t["metadata"], sort_keys=True),
                 len(t["values"].get("messages", []))) for t in threads),
@@ -179,6 +180,13 @@ async def test_wrongly_typed_requests_change_nothing(server: Server, llm_env: An
             if not (400 <= answer.status_code < 500) or not detail:
                 failures.append((method, path, str(body)[:120], answer.status_code,
                                  answer.text[:200]))
+        if not server.local:  # the reference's own answers, for the side-by-side table
+            fives = sum(1 for f in failures if f[3] >= 500)
+            pytest.skip(
+                f"the reference answered {len(failures)} of {len(cases)} wrongly typed requests "
+                f"without a 4xx and detail ({fives} with 5xx): artifactflow's typed layer is "
+                "stricter (docs/agent-protocol.md, Errors)"
+            )
         assert failures == [], "\n".join(map(str, failures))
         assert await _snapshot(http, thread_id) == before
         if server.local:

@@ -40,9 +40,9 @@ async def test_a_tool_turn_has_a_checkpoint_per_step(server: Server) -> None:
     asked = next(h for h in history if [m["type"] for m in messages_of(h["values"])] == ["human", "ai"])
     assert asked["next"], "after the model asked for a tool, the tool node runs next"
     assert messages_of(asked["values"])[-1]["tool_calls"]
-    writes = asked["metadata"]["writes"]
-    assert any(messages_of(w)[-1].get("tool_calls") for w in writes.values())
-    if server.local:
+    if server.local:  # LangGraph 1.x no longer fills metadata.writes; we still do
+        writes = asked["metadata"]["writes"]
+        assert any(messages_of(w)[-1].get("tool_calls") for w in writes.values())
         assert [h["next"] for h in with_messages] == [
             [], ["lead_agent"], ["tool_execution"], ["lead_agent"]
         ]

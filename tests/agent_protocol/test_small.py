@@ -1,4 +1,5 @@
-"""The small ones: a cancelled run leaves no empty or partial AI message and the thread idle;
+"""The small ones: a cancelled run leaves no empty or partial AI message and the thread
+`interrupted` (as LangGraph's server reports it until the next run);
 a new background run reports `pending` before it starts; `graph_id` aliases agree in
 assistant and thread searches; cancelling an ended run is 404."""
 
@@ -20,7 +21,8 @@ async def test_cancel_leaves_no_ai_message(server: Server) -> None:
     await wait_for_status(client, thread_id, run["run_id"], {"running"})
     await client.runs.cancel(thread_id, run["run_id"], wait=True)
     thread = await wait_for_thread(client, thread_id, {"idle", "interrupted", "error"})
-    assert thread["status"] == "idle"
+    assert thread["status"] == "interrupted"
+    assert not any(thread["interrupts"].values())  # not a pause: nothing to answer
     after = messages_of((await client.threads.get_state(thread_id))["values"])
     added = after[len(before):]
     assert all(m["type"] != "ai" for m in added), added
