@@ -59,44 +59,74 @@ async def branch_states(client: Client, thread_id: str, path: list[JSON]) -> lis
     states = [_root(thread_id)]
     base: list[JSON] = []
     for message in path:
-        steps = message_steps(message, await client.runs.events(message["id"]))
-        for index, (step, node, writes, messages) in enumerate(steps):
-            last = index == len(steps) - 1
-            interrupts: list[JSON] = []
-            tasks: list[JSON] = []
-            if not last:
-                following = steps[index + 1][1] or LEAD_NODE
-                tasks = [_task(step_id(message["id"], step + 1), following, [])]
-            elif message["status"] == "waiting" and message.get("waiting_for"):
-                interrupts = [interrupt_of(message["waiting_for"])]
-                tasks = [_task(message["id"], TOOL_NODE, interrupts)]
-            elif message["status"] == "running":
-                upcoming = TOOL_NODE if node == LEAD_NODE and _calls(writes) else LEAD_NODE
-                tasks = [_task(message["id"], upcoming, [])]
-            states.append(
-                {
-                    "values": {"messages": base + messages},
-                    "next": [t["name"] for t in tasks],
-                    "tasks": tasks,
-                    "checkpoint": checkpoint(
-                        thread_id, message["id"] if last else step_id(message["id"], step)
-                    ),
-                    "parent_checkpoint": states[-1]["checkpoint"],
-                    "metadata": {
-                        "source": "input" if node is None else "loop",
-                        "step": states[-1]["metadata"]["step"] + 1,
-                        "writes": {node or "__start__": {"messages": writes}},
-                        "parents": {},
-                        "message_id": message["id"],
-                        "step_in_turn": step,
-                        "status": message["status"] if last else "running",
-                    },
-                    "created_at": iso(message["created_at"] if step == 0 else message["updated_at"]),
-                    "interrupts": interrupts,
-                }
-            )
-        base = base + steps[-1][3]
+        mine, base = await _message_states(client, thread_id, message, base, states[-1])
+        states += mine
     return states
+
+
+async def thread_states(client: Client, thread_id: str, messages: list[JSON]) -> list[JSON]:
+    """Every state of every branch of the thread, newest first (LangGraph lists a thread's
+    checkpoints across its branches, and `useStream` builds its branch switcher from them)."""
+    children: dict[str | None, list[JSON]] = {}
+    for message in messages:
+        children.setdefault(message["parent_id"], []).append(message)
+    root = _root(thread_id)
+    found: list[tuple[tuple[float, int], JSON]] = [((0.0, -1), root)]
+    todo: list[tuple[str | None, list[JSON], JSON]] = [(None, [], root)]
+    while todo:
+        parent_id, base, parent_state = todo.pop()
+        for message in children.get(parent_id, []):
+            mine, after = await _message_states(client, thread_id, message, base, parent_state)
+            found += [((message["created_at"], i), state) for i, state in enumerate(mine)]
+            todo.append((message["id"], after, mine[-1]))
+    found.sort(key=lambda pair: pair[0], reverse=True)
+    return [state for _, state in found]
+
+
+async def _message_states(
+    client: Client, thread_id: str, message: JSON, base: list[JSON], parent: JSON
+) -> tuple[list[JSON], list[JSON]]:
+    """The states of one message's steps after `parent` (the state its input follows), and
+    the branch's messages after it."""
+    states: list[JSON] = []
+    previous = parent
+    steps = message_steps(message, await client.runs.events(message["id"]))
+    for index, (step, node, writes, messages) in enumerate(steps):
+        last = index == len(steps) - 1
+        interrupts: list[JSON] = []
+        tasks: list[JSON] = []
+        if not last:
+            following = steps[index + 1][1] or LEAD_NODE
+            tasks = [_task(step_id(message["id"], step + 1), following, [])]
+        elif message["status"] == "waiting" and message.get("waiting_for"):
+            interrupts = [interrupt_of(message["waiting_for"])]
+            tasks = [_task(message["id"], TOOL_NODE, interrupts)]
+        elif message["status"] == "running":
+            upcoming = TOOL_NODE if node == LEAD_NODE and _calls(writes) else LEAD_NODE
+            tasks = [_task(message["id"], upcoming, [])]
+        state = {
+            "values": {"messages": base + messages},
+            "next": [t["name"] for t in tasks],
+            "tasks": tasks,
+            "checkpoint": checkpoint(
+                thread_id, message["id"] if last else step_id(message["id"], step)
+            ),
+            "parent_checkpoint": previous["checkpoint"],
+            "metadata": {
+                "source": "input" if node is None else "loop",
+                "step": previous["metadata"]["step"] + 1,
+                "writes": {node or "__start__": {"messages": writes}},
+                "parents": {},
+                "message_id": message["id"],
+                "step_in_turn": step,
+                "status": message["status"] if last else "running",
+            },
+            "created_at": iso(message["created_at"] if step == 0 else message["updated_at"]),
+            "interrupts": interrupts,
+        }
+        states.append(state)
+        previous = state
+    return states, base + steps[-1][3]
 
 
 def _calls(writes: list[JSON]) -> bool:

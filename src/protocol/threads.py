@@ -8,7 +8,7 @@ from fastapi import APIRouter, Body, Query, Response
 
 from .convert import turns_of
 from .deps import JSON, Ctx, CtxDep, ProtocolError, plain
-from .history import states_to
+from .history import states_to, thread_states
 from .steps import parse_step_id
 from .views import ROOT, thread_status, thread_view
 from .wire import (
@@ -168,16 +168,17 @@ def add_threads(router: APIRouter) -> None:
 
 
 async def _history(ctx: Ctx, thread_id: str, body: History) -> list[JSON]:
-    """The states of the branch that ends at `checkpoint` (else the thread's head), newest
-    first: a state per super-step (`history.py`), then `root`."""
-    conversation = await ctx.p.conversation(thread_id, ctx.user)
-    start = (body.checkpoint.checkpoint_id if body.checkpoint else None) or conversation.get(
-        "active_message_id"
-    )
-    if start is None:
-        return []
+    """A state per super-step (`history.py`), newest first: of every branch of the thread
+    (as LangGraph lists them), or with `checkpoint` of the branch that ends there."""
+    await ctx.p.conversation(thread_id, ctx.user)
     messages = plain(await ctx.p.client.conversations.messages(thread_id))
-    states = list(reversed(await states_to(ctx.p.client, thread_id, messages, start)))
+    if not messages:
+        return []
+    start = body.checkpoint.checkpoint_id if body.checkpoint else None
+    if start:
+        states = list(reversed(await states_to(ctx.p.client, thread_id, messages, start)))
+    else:
+        states = await thread_states(ctx.p.client, thread_id, messages)
     before = body.before_id
     if before:
         ids = [s["checkpoint"]["checkpoint_id"] for s in states]

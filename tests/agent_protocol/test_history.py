@@ -89,5 +89,11 @@ async def test_regenerate_and_edit_answer_from_that_step(server: Server, llm_env
     )
     assert old[0]["checkpoint"]["checkpoint_id"] == answered["checkpoint"]["checkpoint_id"]
     assert messages_of(old[0]["values"])[-1]["id"] == first_answer["id"]
-    current = await client.threads.get_history(thread_id, limit=100)
-    assert text_of(messages_of(current[0]["values"])[0]) == "hello edited"
+    # without `checkpoint`, every branch's states, newest first (useStream's branch switcher)
+    everything = await client.threads.get_history(thread_id, limit=100)
+    assert text_of(messages_of(everything[0]["values"])[0]) == "hello edited"
+    ids = {h["checkpoint"]["checkpoint_id"] for h in everything}
+    assert answered["checkpoint"]["checkpoint_id"] in ids  # the first answer's branch
+    assert before_answer in ids
+    _chain([h for h in everything if h["checkpoint"]["checkpoint_id"] in {
+        h2["checkpoint"]["checkpoint_id"] for h2 in old}])
