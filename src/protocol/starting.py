@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from typing import TYPE_CHECKING, Any, cast
+from typing import Protocol as TypingProtocol
 
 from ..client import Resume, Run, Task, WorkflowTask
 from ..core.conversations import ACTIVE_BRANCH
@@ -22,15 +23,32 @@ from .history import states_to
 from .views import ROOT
 from .wire import RunCreate
 
+JSON = dict[str, Any]
+
 if TYPE_CHECKING:
-    from .service import Protocol
+    from ..client import Client
+    from .records import ProtocolRecords
+
+
+class Protocol(TypingProtocol):
+    """What starting a run needs of `service.Protocol` (typed here, so the two modules do not
+    import each other)."""
+
+    client: Client
+    records: ProtocolRecords
+
+    def assistant(self, assistant_id: str) -> Assistant: ...
+    async def conversation(self, thread_id: str, user: str | None) -> JSON: ...
+    async def tip(self, conversation: JSON) -> JSON | None: ...
+    async def active_runs(self, thread_id: str) -> list[JSON]: ...
+    def watch(self, run: JSON, message_id: str, cursor: int) -> None: ...
+    def later(self, thread_id: str, delay: float) -> None: ...
+    async def _stop(self, run: JSON, *, rollback: bool) -> str | None: ...
 
 
 class ConflictError(ResumeConflictError):
     """A thread is busy and the run asked for `reject`, or a run cannot do what was asked."""
 
-
-JSON = dict[str, Any]
 
 
 async def create(
