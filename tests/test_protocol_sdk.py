@@ -426,6 +426,14 @@ async def test_auth_isolation_with_api_key_and_bearer(make_client: Any, llm: Any
                 input={"messages": [{"role": "user", "content": "y"}]},
             )
         assert taken.value.response.status_code == 404
+        # creating a thread with alice's id tells bob no more than alice re-creating it tells
+        # her: the same 409, not whose it is (one id space, docs/agent-protocol.md)
+        answers = []
+        for who in (as_bob, as_alice):
+            with pytest.raises(httpx.HTTPStatusError) as clash:
+                await who.threads.create(thread_id=tid, metadata={"k": "bob"})
+            answers.append((clash.value.response.status_code, clash.value.response.json()))
+        assert answers[0] == answers[1] and answers[0][0] == 409
         mine = await as_alice.threads.search()
         assert [t["thread_id"] for t in mine] == [tid] and mine[0]["metadata"]["k"] == "v"
         assert await as_alice.assistants.search()

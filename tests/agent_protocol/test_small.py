@@ -53,3 +53,15 @@ async def test_graph_id_aliases_agree(server: Server) -> None:
     for name in ("agent", by_alias[0]["graph_id"]):
         found = await client.threads.search(metadata={"graph_id": name})
         assert [t["thread_id"] for t in found] == [thread_id]
+
+
+async def test_every_replayed_frame_has_an_id(server: Server) -> None:
+    client = server.client
+    thread_id = (await client.threads.create())["thread_id"]
+    run = await client.runs.create(
+        thread_id, server.assistant_id, input=human("hello"), stream_mode=["values", "updates"],
+        stream_resumable=True,
+    )
+    await client.runs.join(thread_id, run["run_id"])
+    replayed = [p async for p in client.runs.join_stream(thread_id, run["run_id"], last_event_id="-1")]
+    assert replayed and all(p.id for p in replayed), [(p.event, p.id) for p in replayed]
