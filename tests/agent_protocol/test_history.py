@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from langgraph_sdk.errors import NotFoundError
+
 from .conftest import Server
 from .helpers import approve, human, messages_of, text_of
 from .toy import ANSWER
@@ -95,5 +98,10 @@ async def test_regenerate_and_edit_answer_from_that_step(server: Server, llm_env
     ids = {h["checkpoint"]["checkpoint_id"] for h in everything}
     assert answered["checkpoint"]["checkpoint_id"] in ids  # the first answer's branch
     assert before_answer in ids
+
+    # retention: the states live as long as the thread; deleted, its checkpoints are 404
+    await client.threads.delete(thread_id)
+    with pytest.raises(NotFoundError):
+        await client.threads.get_state(thread_id, checkpoint_id=before_answer)
     _chain([h for h in everything if h["checkpoint"]["checkpoint_id"] in {
         h2["checkpoint"]["checkpoint_id"] for h2 in old}])
