@@ -122,6 +122,7 @@ def _cases(server: Server, thread_id: str, run_id: str) -> list[tuple[str, str, 
     add("GET", "/store/items?key=%00&namespace=a", None)
     add("GET", "/store/items?key=k&namespace=a%00", None)
     add("POST", "/store/items/search", {"filter": {"v": {"$gt": None}}}, {"offset": 10**30},
+        {"namespace_prefix": ["fuzz"], "filter": {"v": {"$gt": "a"}}},  # 1 > "a": unlike types
         {"limit": "x"}, {"filter": {"v": {"$lt": [1]}}}, {"filter": "x"})
     add("POST", "/store/namespaces", {"max_depth": "x"}, {"prefix": "a"})
     add("DELETE", "/store/items", {"namespace": ["a"], "key": 5})
