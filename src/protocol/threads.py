@@ -12,6 +12,7 @@ from .history import states_to, thread_states
 from .steps import parse_step_id
 from .views import ROOT, thread_status, thread_view
 from .wire import (
+    MAX_LIMIT,
     History,
     StateCheckpoint,
     StateUpdate,
@@ -160,7 +161,7 @@ def add_threads(router: APIRouter) -> None:
     @router.get("/threads/{thread_id}/history")
     async def history_by_query(
         thread_id: str,
-        limit: int = Query(10, ge=1, le=1000),
+        limit: int = Query(10, ge=1, le=MAX_LIMIT),
         before: str | None = Query(None, min_length=1, max_length=200),
         ctx: Ctx = CtxDep,
     ) -> list[JSON]:

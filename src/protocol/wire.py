@@ -176,7 +176,7 @@ class History(Wire):
 
     UNSUPPORTED = ("metadata",)
 
-    limit: Annotated[int, Field(ge=1, le=1000)] = 10
+    limit: Annotated[int, Field(ge=1, le=MAX_LIMIT)] = 10
     before: Id | Configurable | CheckpointRef | None = None
     metadata: JSONObject | None = None
     checkpoint: CheckpointRef | None = None
