@@ -34,3 +34,19 @@ async def test_a_body_too_large_is_413_with_detail(make_client: Any, llm: Any) -
         # /api/v1 keeps its own envelope
         answer = await http.post("/api/v1/chat", json={"content": "x" * 500})
         assert answer.status_code == 413 and answer.json()["error"]["code"] == "payload_too_large"
+
+
+async def test_an_unexpected_error_is_a_500_with_detail(
+    make_client: Any, llm: Any, monkeypatch: Any
+) -> None:
+    from artifactflow.protocol import catalog
+
+    def broken(client: Any) -> list[Any]:
+        raise RuntimeError("a bug")
+
+    af = await make_client()
+    async with serving(create_app(client=af)) as url, httpx.AsyncClient(base_url=url) as http:
+        monkeypatch.setattr(catalog, "assistants", broken)
+        answer = await http.get("/assistants/agent")
+        assert answer.status_code == 500
+        assert answer.json() == {"detail": "internal server error; see the server log"}
