@@ -269,8 +269,7 @@ class RunCreate(Wire):
             raise UnsupportedError(name)  # pauses come from tool permissions, not node names
         if self.webhook is not None:
             raise UnsupportedError("webhook")
-        if self.command is not None and self.input is not None:
-            raise ValueError("give input or command, not both")
+        # input beside a resume is ignored: agent-chat-ui resumes with `submit({}, {command})`
         return self
 
     @property

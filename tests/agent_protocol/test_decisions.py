@@ -64,8 +64,8 @@ async def test_decisions_keyed_by_tool_call_id(server: Server) -> None:
         pytest.skip("a mapping keyed by tool-call id is artifactflow's extension")
     thread_id, interrupt = await _paused_on_two(server)
     first, second = (r["tool_call_id"] for r in interrupt["value"]["action_requests"])
-    await server.client.runs.wait(
-        thread_id, server.assistant_id,
+    await server.client.runs.wait(  # input {} beside the command, as agent-chat-ui resumes
+        thread_id, server.assistant_id, input={},
         command={"resume": {second: {"type": "approve"}, first: {"type": "reject"}}},
     )
     assert NOTES == ["b"]
