@@ -180,6 +180,9 @@ async def _history(ctx: Ctx, thread_id: str, body: History) -> list[JSON]:
         states = list(reversed(await states_to(ctx.p.client, thread_id, messages, start)))
     else:
         states = await thread_states(ctx.p.client, thread_id, messages)
+    if body.metadata:  # the states whose metadata has these values
+        wanted = body.metadata.items()
+        states = [st for st in states if all(st["metadata"].get(k) == v for k, v in wanted)]
     before = body.before_id
     if before:
         ids = [s["checkpoint"]["checkpoint_id"] for s in states]

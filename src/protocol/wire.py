@@ -172,9 +172,8 @@ class Configurable(BaseModel):
 
 class History(Wire):
     """`POST /threads/{id}/history`: `before` is a checkpoint id, a `Checkpoint` or a config
-    (`{"configurable": {"checkpoint_id": ...}}`)."""
-
-    UNSUPPORTED = ("metadata",)
+    (`{"configurable": {"checkpoint_id": ...}}`); `metadata` keeps the states whose metadata
+    has those values (e.g. `{"source": "input"}`)."""
 
     limit: Annotated[int, Field(ge=1, le=MAX_LIMIT)] = 10
     before: Id | Configurable | CheckpointRef | None = None

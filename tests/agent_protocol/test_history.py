@@ -43,6 +43,9 @@ async def test_a_tool_turn_has_a_checkpoint_per_step(server: Server) -> None:
     asked = next(h for h in history if [m["type"] for m in messages_of(h["values"])] == ["human", "ai"])
     assert asked["next"], "after the model asked for a tool, the tool node runs next"
     assert messages_of(asked["values"])[-1]["tool_calls"]
+    inputs = await client.threads.get_history(thread_id, limit=100, metadata={"source": "input"})
+    assert inputs and all(h["metadata"]["source"] == "input" for h in inputs)
+    assert len(inputs) < len(history)
     if server.local:  # LangGraph 1.x no longer fills metadata.writes; we still do
         writes = asked["metadata"]["writes"]
         assert any(messages_of(w)[-1].get("tool_calls") for w in writes.values())
