@@ -5,6 +5,7 @@ It behaves like artifactflow under the suite's scripted model, offline and deter
 - "write a note: TEXT" -> the chat node calls `write_note(text=TEXT)`; the tool node asks with
   one `interrupt()` in LangChain's human-in-the-loop form (`action_requests`, `review_configs`)
   and takes `{"decisions": [{"type": "approve" | "edit" | "reject", ...}]}`;
+- "write notes: A; B" -> two `write_note` calls in one turn (one interrupt, two requests);
 - "slow ..." -> a long answer streamed slowly (so a test can cancel or double-text it);
 - anything else -> "Hello from the toy graph." streamed token by token.
 """
@@ -24,6 +25,7 @@ from langgraph.types import interrupt
 
 ANSWER = "Hello from the toy graph."
 NOTE_PREFIX = "write a note:"
+NOTES_PREFIX = "write notes:"
 
 
 def _text(message: BaseMessage) -> str:
@@ -45,6 +47,12 @@ class ToyChatModel(BaseChatModel):
         if isinstance(last, ToolMessage):
             return AIMessage(content=f"Noted: {_text(last)}")
         text = _text(last).strip()
+        if text.lower().startswith(NOTES_PREFIX):
+            notes = [n.strip() for n in text[len(NOTES_PREFIX):].split(";")]
+            return AIMessage(content="", tool_calls=[
+                {"name": "write_note", "args": {"text": n}, "id": f"call_{i}_{abs(hash(n)) % 10**8}"}
+                for i, n in enumerate(notes)
+            ])
         if text.lower().startswith(NOTE_PREFIX):
             note = text[len(NOTE_PREFIX):].strip()
             return AIMessage(
@@ -69,10 +77,10 @@ class ToyChatModel(BaseChatModel):
     def _chunks(self, messages: list[BaseMessage]) -> Iterator[AIMessageChunk]:
         reply = self._reply(messages)
         if reply.tool_calls:
-            call = reply.tool_calls[0]
-            yield AIMessageChunk(content="", tool_call_chunks=[{
-                "name": call["name"], "args": json.dumps(call["args"]), "id": call["id"], "index": 0,
-            }])
+            yield AIMessageChunk(content="", tool_call_chunks=[
+                {"name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": i}
+                for i, c in enumerate(reply.tool_calls)
+            ])
             return
         for i, word in enumerate(str(reply.content).split(" ")):
             yield AIMessageChunk(content=word if i == 0 else " " + word)
@@ -121,6 +129,8 @@ def tools(state: MessagesState) -> dict[str, Any]:
         ],
     })
     decisions = response.get("decisions", []) if isinstance(response, dict) else []
+    if len(decisions) != len(calls):  # as LangChain's HumanInTheLoopMiddleware checks
+        raise ValueError(f"{len(decisions)} decision(s) for {len(calls)} action request(s)")
     results = []
     for call, decision in zip(calls, decisions, strict=False):
         kind = decision.get("type")

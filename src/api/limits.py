@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse
 
 from ..client import Client
 from ..core.run.workers import RunLimitReached
@@ -73,12 +74,14 @@ class BodyLimitMiddleware:
         self.app = app
         self.limit = limit
 
-    def _refuse(self, max_bytes: int) -> Any:
-        return error_response(
-            413,
-            "payload_too_large",
-            f"request body exceeds server.max_request_bytes ({max_bytes} bytes)",
-        )
+    def _refuse(self, max_bytes: int, scope: Any = None) -> Any:
+        message = f"request body exceeds server.max_request_bytes ({max_bytes} bytes)"
+        response = error_response(413, "payload_too_large", message)
+        if scope is not None and not str(scope.get("path", "")).startswith("/api/"):
+            # the Agent Protocol (served at the root) answers `{"detail": ...}`
+            body = {"detail": message, "error": {"code": "payload_too_large", "message": message}}
+            response = JSONResponse(body, status_code=413)
+        return response
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -92,7 +95,7 @@ class BodyLimitMiddleware:
                 except ValueError:
                     too_big = False
                 if too_big:
-                    await self._refuse(max_bytes)(scope, receive, send)
+                    await self._refuse(max_bytes, scope)(scope, receive, send)
                     return
         seen = 0
 
@@ -110,4 +113,4 @@ class BodyLimitMiddleware:
             await self.app(scope, counting_receive, tracking)
         except _TooLarge:
             if not tracking.started:
-                await self._refuse(max_bytes)(scope, receive, send)
+                await self._refuse(max_bytes, scope)(scope, receive, send)

@@ -92,6 +92,11 @@ def _args(raw: Any) -> Any:
     return raw if raw is not None else {}
 
 
+def cut_off(event: Event) -> bool:
+    """A model call's `llm_complete` written when the run was cancelled during it."""
+    return getattr(event.data, "finish_reason", None) == "cancelled"
+
+
 class MessageBuilder:
     """The LangChain messages of one of our messages, built from its events as they come."""
 
@@ -110,7 +115,10 @@ class MessageBuilder:
         data = event.data
         invocation = getattr(data, "invocation", None) or LEAD
         added: list[dict[str, Any]] = []
-        if event.type == EventType.LLM_COMPLETE and invocation == LEAD:
+        if event.type == EventType.LLM_COMPLETE and cut_off(event):
+            if invocation == LEAD:  # a call cancelled mid-answer writes nothing (as LangGraph)
+                self.lead_calls += 1
+        elif event.type == EventType.LLM_COMPLETE and invocation == LEAD:
             calls = [c.model_dump() for c in data.tool_calls]  # type: ignore[attr-defined]
             added.append(ai(self.current_ai_id, data.content, calls))  # type: ignore[attr-defined]
             self.lead_calls += 1
@@ -160,8 +168,12 @@ def interrupt_of(pause: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def decisions_of(resume: Any, pause: dict[str, Any]) -> Any:
-    """Our decisions (keyed by tool-call id) for a `Command(resume=...)` value."""
+def decisions_of(resume: Any, pause: dict[str, Any]) -> dict[str, Any]:
+    """Our decisions (keyed by tool-call id) for a `Command(resume=...)` value: exactly one
+    decision per action request, in their order (LangChain v1's HITL middleware), or a mapping
+    keyed by tool-call id naming every call. A count that differs is refused (422) before
+    anything runs: one `approve` never answers two calls here (`/api/v1` keeps its
+    approve-for-all)."""
     calls = pause.get("calls") or []
     ids = [c["tool_call_id"] for c in calls]
     if (
@@ -171,9 +183,12 @@ def decisions_of(resume: Any, pause: dict[str, Any]) -> Any:
     ):
         resume = resume[pause["interrupt_id"]]  # keyed by interrupt id
     if isinstance(resume, str):
-        return {"accept": "approve", "approve": "approve", "reject": "deny", "ignore": "deny"}.get(
-            resume, resume
-        )
+        resume = [{"type": resume}]  # one bare decision: fits a pause with one call only
+    if isinstance(resume, dict) and resume and set(resume) <= set(ids):
+        missing = [i for i in ids if i not in resume]
+        if missing:
+            raise InvalidResumeError(f"no decision for tool call(s) {missing}: one per call")
+        return {i: _decision(resume[i]) for i in ids}
     if isinstance(resume, dict) and "decisions" in resume:
         items = resume["decisions"]
     elif isinstance(resume, list):
@@ -187,14 +202,12 @@ def decisions_of(resume: Any, pause: dict[str, Any]) -> Any:
         )
     if not isinstance(items, list):
         raise InvalidResumeError("resume decisions must be a list, one per action request")
-    if len(items) == 1 and len(ids) > 1:
-        items = items * len(ids)
     if len(items) != len(ids):
-        raise InvalidResumeError(f"{len(items)} decision(s) for {len(ids)} action request(s)")
-    out: dict[str, Any] = {}
-    for call, item in zip(calls, items, strict=True):
-        out[call["tool_call_id"]] = _decision(item)
-    return out
+        raise InvalidResumeError(
+            f"{len(items)} decision(s) for {len(ids)} action request(s): give one per request, "
+            "in their order"
+        )
+    return {i: _decision(item) for i, item in zip(ids, items, strict=True)}
 
 
 def _decision(item: Any) -> dict[str, Any]:

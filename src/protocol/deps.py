@@ -3,11 +3,11 @@ as the protocol answers them (`{"detail": ...}` with 404/409/422)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+import logging
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from fastapi import Depends, Request, Response
-from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
@@ -16,15 +16,16 @@ from starlette.exceptions import HTTPException
 from ..client import Client
 from ..client.faults import store_fault
 from ..errors import (
-    ArtifactFlowError,
     InvalidResumeError,
     NotFoundError,
     ResumeConflictError,
     UserError,
 )
 from .service import Protocol
+from .wire import clean_text
 
 JSON = dict[str, Any]
+log = logging.getLogger("artifactflow.protocol")
 
 
 def plain(rows: Any) -> list[JSON]:
@@ -69,22 +70,43 @@ class ProtocolRoute(APIRoute):
         async def guarded(request: Request) -> Response:
             _as_json(request)
             try:
+                _clean_params(request)
                 return await handler(request)
             except ProtocolError as exc:
                 return JSONResponse({"detail": exc.detail}, exc.status, headers=exc.headers)
-            except RequestValidationError as exc:  # errors may hold the raw body (bytes)
-                return JSONResponse({"detail": jsonable_encoder(exc.errors())}, 422)
+            except RequestValidationError as exc:
+                return JSONResponse({"detail": validation_detail(exc.errors())}, 422)
             except HTTPException as exc:  # not the /api/v1 error envelope
                 return JSONResponse({"detail": exc.detail}, exc.status_code, headers=exc.headers)
-            except ArtifactFlowError as exc:
+            except Exception as exc:
                 if store_fault(exc) is not None:
-                    raise
+                    raise  # the database is away: the app's 503 with Retry-After
                 for cls, status in _STATUS:
                     if isinstance(exc, cls):
                         return JSONResponse({"detail": str(exc)}, status)
-                raise
+                log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+                return JSONResponse({"detail": "internal server error; see the server log"}, 500)
 
         return guarded
+
+
+def validation_detail(errors: Sequence[Any]) -> list[JSON]:
+    """FastAPI's validation errors without the offending input (`input`, `ctx`): it may be
+    a lone surrogate that JSON cannot encode, bytes, or a 300-deep object to echo back."""
+    return [
+        {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": e.get("type", "")}
+        for e in errors
+    ]
+
+
+def _clean_params(request: Request) -> None:
+    """422 for a path or query parameter no database can store (NUL, a lone surrogate)."""
+    params = [*request.path_params.items(), *request.query_params.multi_items()]
+    for name, value in params:
+        try:
+            clean_text(str(value), name)
+        except ValueError as exc:
+            raise ProtocolError(422, str(exc)) from None
 
 
 def protocol_of(request: Request) -> Protocol:

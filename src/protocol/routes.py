@@ -3,7 +3,7 @@ assistants here, threads in `threads.py`, runs in `runs.py`."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
 
@@ -13,6 +13,7 @@ from .runs import add_runs
 from .store import store_router
 from .threads import add_threads
 from .views import NODE, iso
+from .wire import AssistantCount, AssistantSearch
 
 __all__ = ["ProtocolError", "protocol_router"]
 
@@ -65,20 +66,37 @@ def _assistant_view(a: Any, created: float | None = None) -> JSON:
     }
 
 
+def _matching(ctx: Ctx, metadata: JSON | None, graph_id: str | None, name: str | None
+              ) -> list[JSON]:
+    out = [_assistant_view(a) for a in ctx.p.assistants()]
+    if graph_id:  # an alias ("agent") names the same graph as its id
+        out = [a for a in out if a["graph_id"] in ctx.p.graph_ids(graph_id)]
+    if name:
+        out = [a for a in out if name in a["name"]]
+    if metadata:
+        out = [a for a in out if all(a["metadata"].get(k) == v for k, v in metadata.items())]
+    return out
+
+
 def add_assistants(router: APIRouter) -> None:
     @router.post("/assistants/search")
-    async def search(body: JSON = Body(default_factory=dict), ctx: Ctx = CtxDep) -> list[JSON]:
-        out = [_assistant_view(a) for a in ctx.p.assistants()]
-        if body.get("graph_id"):
-            out = [a for a in out if a["graph_id"] == body["graph_id"]]
-        if body.get("name"):
-            out = [a for a in out if body["name"] in a["name"]]
-        offset, limit = int(body.get("offset") or 0), int(body.get("limit") or 10)
-        return out[offset : offset + limit]
+    async def search(
+        body: Annotated[AssistantSearch, Body()] = AssistantSearch(), ctx: Ctx = CtxDep
+    ) -> list[JSON]:
+        found = _matching(ctx, body.metadata, body.graph_id, body.name)
+        key = body.sort_by
+        if key in ("assistant_id", "graph_id", "name", "created_at", "updated_at"):
+            found.sort(key=lambda a: a[key], reverse=body.sort_order == "desc")
+        page = found[body.offset : body.offset + body.limit]
+        if body.select:
+            page = [{k: v for k, v in a.items() if k in body.select} for a in page]
+        return page
 
     @router.post("/assistants/count")
-    async def count(body: JSON = Body(default_factory=dict), ctx: Ctx = CtxDep) -> int:
-        return len(await search(body | {"limit": 10_000}, ctx))
+    async def count(
+        body: Annotated[AssistantCount, Body()] = AssistantCount(), ctx: Ctx = CtxDep
+    ) -> int:
+        return len(_matching(ctx, body.metadata, body.graph_id, body.name))
 
     @router.get("/assistants/{assistant_id}")
     async def get(assistant_id: str, ctx: Ctx = CtxDep) -> JSON:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import anyio
 from fastapi import APIRouter, Body, Query, Request, Response
@@ -14,9 +14,10 @@ from starlette.responses import StreamingResponse
 from .convert import LEAD
 from .deps import JSON, Ctx, CtxDep, ProtocolError, plain
 from .records import FINAL
-from .stream import Frames, ResumeAt, frames_of, modes_of, sse, with_heartbeat
+from .stream import MODES, Frames, ResumeAt, frames_of, modes_of, sse, with_heartbeat
 from .threads import state_of
 from .views import path_messages, path_to, run_view
+from .wire import MAX_EVENT_ID, MAX_LIMIT, MAX_OFFSET, RunCreate, RunStatus
 
 # --- runs --------------------------------------------------------------------------------------
 
@@ -54,7 +55,7 @@ async def _frames(
     p = ctx.p
     while run["status"] in ("pending", "starting") or run["message_id"] is None:
         if run["status"] in FINAL:
-            yield sse("metadata", {"run_id": run["run_id"], "attempt": 1}, None)
+            yield sse("metadata", {"run_id": run["run_id"], "attempt": 1}, f"{run['cursor']}-0")
             return  # cancelled before it started
         await p.dispatch(run["thread_id"])
         await asyncio.sleep(0.05)
@@ -137,7 +138,10 @@ def _asked_modes(stream_mode: list[str] | None) -> list[str] | None:
     """A join's `stream_mode` query, None when not given: `langgraph_sdk` sends `stream_mode=`
     (empty) for "the run's own modes", since httpx writes a None parameter as an empty one."""
     asked = [mode for mode in stream_mode or [] if mode]
-    return modes_of(asked) if asked else None
+    unknown = [mode for mode in asked if mode not in MODES]
+    if unknown:
+        raise ProtocolError(422, f"stream_mode: unknown mode(s) {unknown}; one of {list(MODES)}")
+    return list(dict.fromkeys(asked)) or None
 
 
 def _last_event_id(request: Request) -> ResumeAt | None:
@@ -147,75 +151,81 @@ def _last_event_id(request: Request) -> ResumeAt | None:
         return None
     event, _, index = raw.partition("-")
     try:
-        return int(event), int(index) if index else 2**31
+        at = int(event), int(index) if index else 2**31
     except ValueError:
+        at = (-1, -1)
+    if not (0 <= at[0] < MAX_EVENT_ID and 0 <= at[1] <= 2**31):
         raise ProtocolError(
             422,
             f"Last-Event-ID must be an id this stream sent (E-k), an event id or -1, not {raw!r}",
-        ) from None
+        )
+    return at
+
+
+Run = Annotated[RunCreate, Body()]
 
 
 def add_runs(router: APIRouter) -> None:
-    async def create(ctx: Ctx, thread_id: str | None, body: JSON) -> tuple[JSON, Any]:
+    async def stream(ctx: Ctx, thread_id: str | None, body: RunCreate) -> Response:
         run, handle = await ctx.p.create(thread_id, body, ctx.user)
-        return run, handle
-
-    async def stream(ctx: Ctx, thread_id: str | None, body: JSON) -> Response:
-        run, handle = await create(ctx, thread_id, body)
-        modes = modes_of(body.get("stream_mode"))
 
         async def cancel() -> None:
-            if body.get("on_disconnect") == "cancel":
+            if body.on_disconnect == "cancel":
                 current = await ctx.p.records.run(run["run_id"])
                 if current is not None and current["status"] not in FINAL:
                     await ctx.p.cancel(current, action="interrupt", wait=False)
 
         return _stream_response(
             ctx,
-            _frames(ctx, run, modes, None, fresh_handle=handle),
+            _frames(ctx, run, body.modes, None, fresh_handle=handle),
             _run_location(run, stream=True),
             on_disconnect=cancel,
         )
 
-    async def wait(ctx: Ctx, thread_id: str | None, body: JSON) -> Response:
-        run, _ = await create(ctx, thread_id, body)
+    async def wait(ctx: Ctx, thread_id: str | None, body: RunCreate) -> Response:
+        run, _ = await ctx.p.create(thread_id, body, ctx.user)
         run = await ctx.p.join(run)
         return JSONResponse(
             await _output(ctx, run["thread_id"], run), headers=_run_location(run, stream=False)
         )
 
+    async def background(ctx: Ctx, thread_id: str | None, body: RunCreate) -> Response:
+        run, _ = await ctx.p.create(thread_id, body, ctx.user)
+        # handed to the engine, not yet begun: `pending`, as LangGraph's server answers a new
+        # run (`runs.get` reads `running` from then on)
+        shown = {**run, "status": "pending"} if run["status"] == "running" else run
+        return JSONResponse(run_view(shown), headers=_run_location(run, stream=False))
+
     @router.post("/threads/{thread_id}/runs/stream")
-    async def thread_stream(thread_id: str, body: JSON = Body(...), ctx: Ctx = CtxDep) -> Response:
+    async def thread_stream(thread_id: str, body: Run, ctx: Ctx = CtxDep) -> Response:
         return await stream(ctx, thread_id, body)
 
     @router.post("/runs/stream")
-    async def threadless_stream(body: JSON = Body(...), ctx: Ctx = CtxDep) -> Response:
+    async def threadless_stream(body: Run, ctx: Ctx = CtxDep) -> Response:
         return await stream(ctx, None, body)
 
     @router.post("/threads/{thread_id}/runs/wait")
-    async def thread_wait(thread_id: str, body: JSON = Body(...), ctx: Ctx = CtxDep) -> Response:
+    async def thread_wait(thread_id: str, body: Run, ctx: Ctx = CtxDep) -> Response:
         return await wait(ctx, thread_id, body)
 
     @router.post("/runs/wait")
-    async def threadless_wait(body: JSON = Body(...), ctx: Ctx = CtxDep) -> Response:
+    async def threadless_wait(body: Run, ctx: Ctx = CtxDep) -> Response:
         return await wait(ctx, None, body)
 
     @router.post("/threads/{thread_id}/runs")
-    async def background(thread_id: str, body: JSON = Body(...), ctx: Ctx = CtxDep) -> Response:
-        run, _ = await create(ctx, thread_id, body)
-        return JSONResponse(run_view(run), headers=_run_location(run, stream=False))
+    async def thread_background(thread_id: str, body: Run, ctx: Ctx = CtxDep) -> Response:
+        return await background(ctx, thread_id, body)
 
     @router.post("/runs")
-    async def threadless_background(body: JSON = Body(...), ctx: Ctx = CtxDep) -> Response:
-        run, _ = await create(ctx, None, body)
-        return JSONResponse(run_view(run), headers=_run_location(run, stream=False))
+    async def threadless_background(body: Run, ctx: Ctx = CtxDep) -> Response:
+        return await background(ctx, None, body)
 
     @router.get("/threads/{thread_id}/runs")
     async def list_runs(
         thread_id: str,
-        limit: int = Query(10, ge=0),
-        offset: int = Query(0, ge=0),
-        status: str | None = None,
+        limit: int = Query(10, ge=0, le=MAX_LIMIT),
+        offset: int = Query(0, ge=0, le=MAX_OFFSET),
+        status: RunStatus | None = None,
         ctx: Ctx = CtxDep,
     ) -> list[JSON]:
         await ctx.p.conversation(thread_id, ctx.user)
@@ -273,15 +283,13 @@ def add_runs(router: APIRouter) -> None:
     async def cancel(
         thread_id: str,
         run_id: str,
-        wait: int = Query(0),
-        action: str = Query("interrupt"),
+        wait: bool = Query(False),
+        action: Literal["interrupt", "rollback"] = Query("interrupt"),
         ctx: Ctx = CtxDep,
     ) -> Response:
-        if action not in ("interrupt", "rollback"):
-            raise ProtocolError(422, "action must be interrupt or rollback")
         run = await ctx.p.run_row(thread_id, run_id, ctx.user)
-        if run["status"] in FINAL:
-            raise ProtocolError(409, f"run {run_id} has already ended ({run['status']})")
+        if run["status"] in FINAL:  # as LangGraph's server answers: no active run by that id
+            raise ProtocolError(404, f"run {run_id} has already ended ({run['status']})")
         run = await ctx.p.cancel(run, action=action, wait=bool(wait))
         if wait:
             return JSONResponse(run_view(run))

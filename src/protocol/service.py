@@ -18,25 +18,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..client import Resume, Run, Task, WorkflowTask
+from ..client import Run
 from ..core.conversations import ACTIVE_BRANCH
 from ..core.store.schema import conversations as conversation_table
-from ..errors import NotFoundError, ResumeConflictError, UserError
-from .convert import decisions_of, task_text
+from ..errors import NotFoundError
+from . import catalog, starting
+from .catalog import Assistant
 from .records import FINAL, ProtocolRecords
-from .views import ROOT
+from .wire import RunCreate
 
 if TYPE_CHECKING:
     from ..client import Client
 
 log = logging.getLogger("artifactflow.protocol")
 
-STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
 STARTING_SECONDS = 30.0  # a claimed queued run not started by then is queued again
 MESSAGE_TO_RUN = {
     "waiting": "success",
@@ -44,18 +43,6 @@ MESSAGE_TO_RUN = {
     "failed": "error",
     "cancelled": "interrupted",
 }
-
-
-class ConflictError(ResumeConflictError):
-    """A thread is busy and the run asked for `reject`, or a run cannot do what was asked."""
-
-
-class Assistant:
-    def __init__(
-        self, assistant_id: str, graph_id: str, kind: str, name: str, description: str
-    ) -> None:
-        self.assistant_id, self.graph_id, self.kind = assistant_id, graph_id, kind
-        self.name, self.description = name, description
 
 
 class Protocol:
@@ -69,35 +56,13 @@ class Protocol:
     # --- assistants ----------------------------------------------------------------------------
 
     def assistants(self) -> list[Assistant]:
-        services = self.client.admin.services
-        lead = services.lead
-        out = [
-            Assistant(
-                lead.name, lead.name, "agent", lead.name, getattr(lead, "description", "") or ""
-            )
-        ]
-        for workflow in self.client.workflows.list():
-            if not workflow.get("problems"):
-                out.append(
-                    Assistant(
-                        f"workflow:{workflow['name']}",
-                        f"workflow:{workflow['name']}",
-                        "workflow",
-                        workflow["name"],
-                        workflow.get("description") or "",
-                    )
-                )
-        return out
+        return catalog.assistants(self.client)
 
     def assistant(self, assistant_id: str) -> Assistant:
-        for assistant in self.assistants():
-            if assistant_id in (assistant.assistant_id, assistant.graph_id, assistant.name):
-                return assistant
-        if assistant_id == "agent":  # LangGraph's template graph name: the lead agent
-            return self.assistants()[0]
-        raise NotFoundError(
-            f"assistant {assistant_id} not found; GET /assistants/search lists them"
-        )
+        return catalog.assistant(self.client, assistant_id)
+
+    def graph_ids(self, name: str) -> set[str]:
+        return catalog.graph_ids(self.client, name)
 
     # --- threads -------------------------------------------------------------------------------
 
@@ -173,157 +138,10 @@ class Protocol:
     # --- starting ------------------------------------------------------------------------------
 
     async def create(
-        self, thread_id: str | None, body: dict[str, Any], user: str | None
+        self, thread_id: str | None, body: RunCreate, user: str | None
     ) -> tuple[dict[str, Any], Run | None]:
         """Start (or queue) the run `body` asks for; its row and, when it started, its handle."""
-        await self.records.ready()
-        assistant = self.assistant(str(body.get("assistant_id") or ""))
-        strategy = body.get("multitask_strategy") or "reject"
-        if strategy not in STRATEGIES:
-            raise UserError(f"multitask_strategy must be one of {', '.join(STRATEGIES)}")
-        thread_id = await self._thread_for(thread_id, body, user)
-        await self.records.merge_thread_metadata(
-            thread_id, user, await self._first_run_metadata(thread_id, assistant)
-        )
-        command = body.get("command") or {}
-        if command.get("update") is not None or command.get("goto") is not None:
-            raise UserError(
-                "command.update and command.goto are not supported; resume with command.resume"
-            )
-        values = dict(
-            thread_id=thread_id,
-            user_id=user,
-            assistant_id=assistant.assistant_id,
-            multitask_strategy=strategy,
-            metadata=body.get("metadata") or {},
-        )
-        if "resume" in command:
-            values["request"] = _streaming(body)
-            return await self._resume(thread_id, command["resume"], values, user)
-        active = await self.active_runs(thread_id)
-        parent: Any = ACTIVE_BRANCH
-        if body.get("checkpoint_id") or (body.get("checkpoint") or {}).get("checkpoint_id"):
-            parent = await self._fork_point(
-                thread_id, body.get("checkpoint_id") or body["checkpoint"]["checkpoint_id"]
-            )
-        delay = float(body.get("after_seconds") or 0)
-        if delay > 0:  # queued now, started by the first to see it due (see `dispatch`)
-            request = {**_request(body), "not_before": time.time() + delay}
-            row = await self.records.add_run(status="pending", request=request, **values)
-            self.later(thread_id, delay)
-            return row, None
-        if active:
-            if strategy == "reject":
-                raise ConflictError(
-                    f"thread {thread_id} is busy with run {active[0]['run_id']}; "
-                    'pass multitask_strategy "enqueue", "interrupt" or "rollback"'
-                )
-            if strategy == "enqueue":
-                row = await self.records.add_run(status="pending", request=_request(body), **values)
-                return row, None
-            for run in reversed(active):
-                rolled = await self._stop(run, rollback=strategy == "rollback")
-                if rolled is not None and parent is ACTIVE_BRANCH:
-                    parent = rolled or None
-        await self._close_pause(thread_id)
-        return await self._start(thread_id, assistant, body, parent, values, user)
-
-    async def _thread_for(
-        self, thread_id: str | None, body: dict[str, Any], user: str | None
-    ) -> str:
-        store = self.client.admin.store
-        if thread_id is None:
-            return (await store.create_conversation(None, user_id=user))["id"]
-        existing = await store.get_conversation(thread_id)
-        if existing is None and body.get("if_not_exists") == "create":
-            await store.create_conversation(thread_id, user_id=user)
-            return thread_id
-        await self.conversation(thread_id, user)
-        return thread_id
-
-    async def _first_run_metadata(self, thread_id: str, assistant: Assistant) -> dict[str, Any]:
-        row = await self.records.thread_row(thread_id)
-        meta = row["metadata"] if row else {}
-        return {
-            k: v
-            for k, v in (("assistant_id", assistant.assistant_id), ("graph_id", assistant.graph_id))
-            if k not in meta
-        }
-
-    async def _fork_point(self, thread_id: str, checkpoint_id: str) -> str | None:
-        if checkpoint_id == ROOT:
-            return None
-        try:
-            message = await self.client.conversations.message(checkpoint_id)
-        except NotFoundError:
-            message = None
-        if message is None or message["conversation_id"] != thread_id:
-            raise NotFoundError(f"checkpoint {checkpoint_id} not found in thread {thread_id}")
-        return checkpoint_id
-
-    async def _close_pause(self, thread_id: str) -> None:
-        tip = await self.tip(await self.conversation(thread_id, None))
-        if tip is not None and tip["status"] == "waiting":
-            await self.client.runs.cancel(tip["id"])
-
-    async def _start(
-        self,
-        thread_id: str,
-        assistant: Assistant,
-        body: dict[str, Any],
-        parent: Any,
-        values: dict[str, Any],
-        user: str | None,
-        *,
-        run_id: str | None = None,
-    ) -> tuple[dict[str, Any], Run]:
-        if assistant.kind == "workflow":
-            data = body.get("input")
-            run = await self.client.runs.start(
-                WorkflowTask(
-                    assistant.name,
-                    data if isinstance(data, dict) else None,
-                    conversation_id=thread_id,
-                ),
-                user_id=user,
-            )
-        else:
-            run = await self.client.runs.start(
-                Task(task_text(body.get("input")), thread_id, parent), user_id=user
-            )
-        if run_id is None:
-            row = await self.records.add_run(
-                status="running",
-                message_id=run.message_id,
-                cursor=0,
-                request=_streaming(body),
-                **values,
-            )
-        else:
-            await self.records.set_run(
-                run_id,
-                status="running",
-                message_id=run.message_id,
-                cursor=0,
-                request=json.dumps(_streaming(body)),
-            )
-            row = await self.records.run(run_id) or {}
-        self.watch(row, run.message_id, 0)
-        return row, run
-
-    async def _resume(
-        self, thread_id: str, resume: Any, values: dict[str, Any], user: str | None
-    ) -> tuple[dict[str, Any], Run]:
-        tip = await self.tip(await self.conversation(thread_id, user))
-        if tip is None or tip["status"] != "waiting":
-            raise ConflictError(f"thread {thread_id} is not interrupted: nothing to resume")
-        decisions = decisions_of(resume, tip.get("waiting_for") or {})
-        run = await self.client.runs.start(Resume(tip["id"], decisions), user_id=user)
-        row = await self.records.add_run(
-            status="running", message_id=tip["id"], cursor=run.cursor, **values
-        )
-        self.watch(row, tip["id"], run.cursor)
-        return row, run
+        return await starting.create(self, thread_id, body, user)
 
     # --- watching, queueing, stopping ----------------------------------------------------------
 
@@ -364,8 +182,10 @@ class Protocol:
             return
         if not await self.records.set_run(run["run_id"], when=("pending",), status="starting"):
             return
-        body = run["request"] or {}
         try:
+            body = RunCreate.model_validate(
+                {"assistant_id": run["assistant_id"], **(run["request"] or {})}
+            )
             assistant = self.assistant(run["assistant_id"])
             values = dict(
                 thread_id=thread_id,
@@ -374,8 +194,9 @@ class Protocol:
                 multitask_strategy=run["multitask_strategy"],
                 metadata=run["metadata"],
             )
-            await self._close_pause(thread_id)
-            await self._start(
+            await starting.close_pause(self, thread_id)
+            await starting.start(
+                self,
                 thread_id,
                 assistant,
                 body,
@@ -448,25 +269,3 @@ class Protocol:
         for task in list(self._watchers.values()):
             with contextlib.suppress(BaseException):
                 await task
-
-
-def _streaming(body: dict[str, Any]) -> dict[str, Any]:
-    """What a join or a reconnect needs of the request: its stream modes."""
-    return {k: body[k] for k in ("stream_mode", "stream_subgraphs") if body.get(k) is not None}
-
-
-def _request(body: dict[str, Any]) -> dict[str, Any]:
-    """A queued run's request, to start it later."""
-    return {
-        k: body.get(k)
-        for k in (
-            "input",
-            "assistant_id",
-            "metadata",
-            "config",
-            "context",
-            "stream_mode",
-            "stream_subgraphs",
-        )
-        if body.get(k) is not None
-    }

@@ -22,15 +22,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from langgraph.store.base import BaseStore, InvalidNamespaceError, Item, SearchItem
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from ..memory import LOCAL_USER
 from .deps import ProtocolRoute, caller, protocol_of
+from .wire import MAX_OFFSET, JSONObject, Text, check_json
 
 UserDependency = Callable[..., Awaitable[str | None]]
 StoreSource = BaseStore | Callable[[Request], BaseStore]
@@ -44,17 +45,35 @@ def app_memory_store(request: Request) -> BaseStore:
 
 # --- wire formats ------------------------------------------------------------------------------
 
-Label = str
+Label = Text
+ORDER_OPS = ("$gt", "$gte", "$lt", "$lte")
+
+
+def check_filter(value: dict[str, Any]) -> dict[str, Any]:
+    """A search filter the store can apply: `{field: value}` (equality) or `{field: {op:
+    value}}` with `$eq`/`$ne` (any JSON) or an order operator comparing a number or a string
+    (`$gt: null` or an object cannot be ordered: 422, not a failed search)."""
+    check_json(value)
+    for field, wanted in value.items():
+        if isinstance(wanted, dict) and wanted and all(k.startswith("$") for k in wanted):
+            for op, operand in wanted.items():
+                if op not in ("$eq", "$ne", *ORDER_OPS):
+                    raise ValueError(f"filter.{field}: unknown operator {op}")
+                if op in ORDER_OPS and (
+                    isinstance(operand, bool) or not isinstance(operand, int | float | str)
+                ):
+                    raise ValueError(f"filter.{field}.{op} compares a number or a string")
+    return value
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
 
 class PutItemBody(_Body):
     namespace: list[Label] = Field(description="The item's namespace path, e.g. ['global']")
-    key: str = Field(min_length=1)
-    value: dict[str, Any]
+    key: Text = Field(min_length=1)
+    value: JSONObject
     index: Literal[False] | list[str] | None = Field(
         None, description="Fields to index for search: None (the store's default) or False"
     )
@@ -63,15 +82,15 @@ class PutItemBody(_Body):
 
 class DeleteItemBody(_Body):
     namespace: list[Label]
-    key: str = Field(min_length=1)
+    key: Text = Field(min_length=1)
 
 
 class SearchItemsBody(_Body):
     namespace_prefix: list[Label] = Field(default_factory=list)
-    filter: dict[str, Any] | None = None
+    filter: Annotated[dict[str, Any], AfterValidator(check_filter)] | None = None
     limit: int = Field(10, ge=1, le=1000)
-    offset: int = Field(0, ge=0)
-    query: str | None = Field(None, description="Natural-language query (ranked search)")
+    offset: int = Field(0, ge=0, le=MAX_OFFSET)
+    query: Text | None = Field(None, description="Natural-language query (ranked search)")
     refresh_ttl: bool | None = None
 
 
@@ -80,7 +99,7 @@ class ListNamespacesBody(_Body):
     suffix: list[Label] | None = None
     max_depth: int | None = Field(None, ge=1)
     limit: int = Field(100, ge=1, le=1000)
-    offset: int = Field(0, ge=0)
+    offset: int = Field(0, ge=0, le=MAX_OFFSET)
 
 
 def _iso(moment: datetime) -> str:
@@ -170,14 +189,19 @@ def store_router(store: StoreSource = app_memory_store, *, user: UserDependency 
     async def search_items(
         body: SearchItemsBody, request: Request, caller: str | None = Depends(user)
     ) -> dict[str, Any]:
-        hits = await resolve(request).asearch(
-            _owned(caller, body.namespace_prefix, "namespace_prefix"),
-            query=body.query,
-            filter=body.filter,
-            limit=body.limit,
-            offset=body.offset,
-            refresh_ttl=body.refresh_ttl,
-        )
+        try:
+            hits = await resolve(request).asearch(
+                _owned(caller, body.namespace_prefix, "namespace_prefix"),
+                query=body.query,
+                filter=body.filter,
+                limit=body.limit,
+                offset=body.offset,
+                refresh_ttl=body.refresh_ttl,
+            )
+        except TypeError as exc:  # an order operator met a stored value of another type
+            raise HTTPException(
+                422, f"filter compares values of unlike types (a number with a string?): {exc}"
+            ) from None
         return {"items": [_item(hit) for hit in hits]}
 
     @router.post("/namespaces", summary="List namespaces")

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from fastapi import APIRouter, Body, Query, Response
 
-from ..errors import NotFoundError
-from .convert import message_messages, turns_of
+from .convert import turns_of
 from .deps import JSON, Ctx, CtxDep, ProtocolError, plain
-from .views import ROOT, path_to, state_at, thread_status, thread_view
+from .history import states_to, thread_states
+from .steps import parse_step_id
+from .views import ROOT, thread_status, thread_view
+from .wire import (
+    MAX_LIMIT,
+    History,
+    StateCheckpoint,
+    StateUpdate,
+    ThreadCount,
+    ThreadCreate,
+    ThreadPatch,
+    ThreadSearch,
+)
 
 # --- threads -----------------------------------------------------------------------------------
 
@@ -23,33 +36,31 @@ async def _thread(ctx: Ctx, thread_id: str, *, with_values: bool = True) -> JSON
 
 
 async def state_of(ctx: Ctx, conversation: JSON, checkpoint_id: str | None = None) -> JSON:
+    """The state at `checkpoint_id` (a message, one of its steps, or `root`), else the
+    thread's head."""
     messages = plain(await ctx.p.client.conversations.messages(conversation["id"]))
-    by_id = {m["id"]: m for m in messages}
-    tip = conversation.get("active_message_id") if checkpoint_id is None else checkpoint_id
-    if tip == ROOT:
-        tip = None
-    elif tip is not None and tip not in by_id:
-        raise NotFoundError(f"checkpoint {checkpoint_id} not found in thread {conversation['id']}")
-    return await state_at(ctx.p.client, conversation["id"], path_to(by_id, tip))
+    at = conversation.get("active_message_id") if checkpoint_id is None else checkpoint_id
+    return (await states_to(ctx.p.client, conversation["id"], messages, at))[-1]
 
 
 def add_threads(router: APIRouter) -> None:
     @router.post("/threads")
-    async def create(body: JSON = Body(default_factory=dict), ctx: Ctx = CtxDep) -> JSON:
+    async def create(
+        body: Annotated[ThreadCreate, Body()] = ThreadCreate(), ctx: Ctx = CtxDep
+    ) -> JSON:
+        """A thread id is one space for all users: an id someone else holds answers the same
+        409 as one of your own (not whose it is; its content stays 404 to you)."""
         store = ctx.p.client.admin.store
-        thread_id = body.get("thread_id")
+        thread_id = body.thread_id
         if thread_id:
             existing = await store.get_conversation(thread_id)
             if existing is not None:
-                if body.get("if_exists") == "do_nothing" and (
-                    ctx.user is None or existing["user_id"] == ctx.user
-                ):
+                mine = ctx.user is None or existing["user_id"] == ctx.user
+                if body.if_exists == "do_nothing" and mine:
                     return await _thread(ctx, thread_id)
-                raise ProtocolError(409, f"thread {thread_id} already exists")
+                raise ProtocolError(409, f"thread id {thread_id} is taken; choose another")
         conversation = await store.create_conversation(thread_id, user_id=ctx.user)
-        await ctx.p.records.put_thread(
-            conversation["id"], ctx.user, dict(body.get("metadata") or {})
-        )
+        await ctx.p.records.put_thread(conversation["id"], ctx.user, dict(body.metadata or {}))
         return await _thread(ctx, conversation["id"])
 
     @router.get("/threads/{thread_id}")
@@ -58,12 +69,10 @@ def add_threads(router: APIRouter) -> None:
 
     @router.patch("/threads/{thread_id}")
     async def patch(
-        thread_id: str, body: JSON = Body(default_factory=dict), ctx: Ctx = CtxDep
+        thread_id: str, body: Annotated[ThreadPatch, Body()] = ThreadPatch(), ctx: Ctx = CtxDep
     ) -> JSON:
         await ctx.p.conversation(thread_id, ctx.user)
-        await ctx.p.records.merge_thread_metadata(
-            thread_id, ctx.user, dict(body.get("metadata") or {})
-        )
+        await ctx.p.records.merge_thread_metadata(thread_id, ctx.user, dict(body.metadata or {}))
         return await _thread(ctx, thread_id)
 
     @router.delete("/threads/{thread_id}", status_code=204)
@@ -74,12 +83,20 @@ def add_threads(router: APIRouter) -> None:
         return Response(status_code=204)
 
     @router.post("/threads/search")
-    async def search(body: JSON = Body(default_factory=dict), ctx: Ctx = CtxDep) -> list[JSON]:
-        return (await _search(ctx, body))[0]
+    async def search(
+        body: Annotated[ThreadSearch, Body()] = ThreadSearch(), ctx: Ctx = CtxDep
+    ) -> list[JSON]:
+        page = (await _search(ctx, body))[0]
+        if body.select:
+            page = [{k: v for k, v in t.items() if k in body.select} for t in page]
+        return page
 
     @router.post("/threads/count")
-    async def count(body: JSON = Body(default_factory=dict), ctx: Ctx = CtxDep) -> int:
-        return (await _search(ctx, body | {"limit": 0}))[1]
+    async def count(
+        body: Annotated[ThreadCount, Body()] = ThreadCount(), ctx: Ctx = CtxDep
+    ) -> int:
+        wanted = ThreadSearch(metadata=body.metadata, status=body.status, limit=0)
+        return (await _search(ctx, wanted))[1]
 
     @router.get("/threads/{thread_id}/state")
     async def state(thread_id: str, ctx: Ctx = CtxDep) -> JSON:
@@ -91,24 +108,22 @@ def add_threads(router: APIRouter) -> None:
 
     @router.post("/threads/{thread_id}/state/checkpoint")
     async def state_by_body(
-        thread_id: str, body: JSON = Body(default_factory=dict), ctx: Ctx = CtxDep
+        thread_id: str, body: Annotated[StateCheckpoint, Body()], ctx: Ctx = CtxDep
     ) -> JSON:
-        checkpoint_id = (body.get("checkpoint") or {}).get("checkpoint_id")
+        checkpoint_id = body.checkpoint.checkpoint_id
         return await state_of(ctx, await ctx.p.conversation(thread_id, ctx.user), checkpoint_id)
 
     @router.post("/threads/{thread_id}/state")
     async def update_state(
-        thread_id: str, body: JSON = Body(default_factory=dict), ctx: Ctx = CtxDep
+        thread_id: str, body: Annotated[StateUpdate, Body()] = StateUpdate(), ctx: Ctx = CtxDep
     ) -> JSON:
         """`checkpoint_id` moves the thread's head there (time travel: the next run answers
         after it); `values.messages` then appends finished turns (a user message and the
         answer after it, written as a completed message; nothing runs). `as_node` is accepted
         and ignored: every turn is the lead's."""
         conversation = await ctx.p.conversation(thread_id, ctx.user)
-        checkpoint_id = body.get("checkpoint_id") or (body.get("checkpoint") or {}).get(
-            "checkpoint_id"
-        )
-        values = body.get("values")
+        checkpoint_id = body.checkpoint_at
+        values = body.values
         turns = turns_of(values) if values not in (None, {}, []) else []
         if not checkpoint_id and not turns:
             raise ProtocolError(
@@ -119,6 +134,11 @@ def add_threads(router: APIRouter) -> None:
         head = conversation.get("active_message_id")
         if checkpoint_id:
             head = (await state_of(ctx, conversation, checkpoint_id))["checkpoint"]["checkpoint_id"]
+            if parse_step_id(head)[1] is not None:
+                raise ProtocolError(
+                    422, f"checkpoint {checkpoint_id} is inside a turn: move the head to a turn's "
+                    "end (the message's own checkpoint) or to root"
+                )
             head = None if head == ROOT else head
             await ctx.p.move_head(thread_id, head)
         store = ctx.p.client.admin.store
@@ -134,58 +154,54 @@ def add_threads(router: APIRouter) -> None:
 
     @router.post("/threads/{thread_id}/history")
     async def history(
-        thread_id: str, body: JSON = Body(default_factory=dict), ctx: Ctx = CtxDep
+        thread_id: str, body: Annotated[History, Body()] = History(), ctx: Ctx = CtxDep
     ) -> list[JSON]:
         return await _history(ctx, thread_id, body)
 
     @router.get("/threads/{thread_id}/history")
     async def history_by_query(
-        thread_id: str, limit: int = Query(10, ge=1), before: str | None = None, ctx: Ctx = CtxDep
+        thread_id: str,
+        limit: int = Query(10, ge=1, le=MAX_LIMIT),
+        before: str | None = Query(None, min_length=1, max_length=200),
+        ctx: Ctx = CtxDep,
     ) -> list[JSON]:
-        return await _history(ctx, thread_id, {"limit": limit, "before": before})
+        return await _history(ctx, thread_id, History(limit=limit, before=before))
 
 
-async def _history(ctx: Ctx, thread_id: str, body: JSON) -> list[JSON]:
-    """The states of the thread's head path, newest first: one per message, then the empty
-    state before the first (`root`), each with its complete values."""
-    conversation = await ctx.p.conversation(thread_id, ctx.user)
+async def _history(ctx: Ctx, thread_id: str, body: History) -> list[JSON]:
+    """A state per super-step (`history.py`), newest first: of every branch of the thread
+    (as LangGraph lists them), or with `checkpoint` of the branch that ends there."""
+    await ctx.p.conversation(thread_id, ctx.user)
     messages = plain(await ctx.p.client.conversations.messages(thread_id))
-    by_id = {m["id"]: m for m in messages}
-    before = body.get("before")
-    if isinstance(before, dict):
-        before = before.get("checkpoint_id") or (before.get("configurable") or {}).get(
-            "checkpoint_id"
-        )
-    checkpoint = body.get("checkpoint") or {}
-    start = checkpoint.get("checkpoint_id") or conversation.get("active_message_id")
-    path = path_to(by_id, start)
-    if not path:
+    if not messages:
         return []
-    per_message = [message_messages(m, await ctx.p.client.runs.events(m["id"])) for m in path]
-    states: list[JSON] = []
-    flat: list[JSON] = [m for messages_of in per_message for m in messages_of]
-    counts = [len(messages_of) for messages_of in per_message]
-    for i in range(len(path), -1, -1):
-        shown = flat[: sum(counts[:i])]
-        states.append(await state_at(ctx.p.client, thread_id, path[:i], messages=shown))
+    start = body.checkpoint.checkpoint_id if body.checkpoint else None
+    if start:
+        states = list(reversed(await states_to(ctx.p.client, thread_id, messages, start)))
+    else:
+        states = await thread_states(ctx.p.client, thread_id, messages)
+    if body.metadata:  # the states whose metadata has these values
+        wanted = body.metadata.items()
+        states = [st for st in states if all(st["metadata"].get(k) == v for k, v in wanted)]
+    before = body.before_id
     if before:
         ids = [s["checkpoint"]["checkpoint_id"] for s in states]
         states = states[ids.index(before) + 1 :] if before in ids else states
-    return states[: int(body.get("limit") or 10)]
+    return states[: body.limit]
 
 
-async def _search(ctx: Ctx, body: JSON) -> tuple[list[JSON], int]:
+async def _search(ctx: Ctx, body: ThreadSearch) -> tuple[list[JSON], int]:
     p = ctx.p
     await p.records.purge_orphans()  # threads whose conversation was deleted elsewhere
     conversations = plain(await p.client.conversations.list(user_id=ctx.user, limit=10_000))
     rows = await p.records.thread_rows([c["id"] for c in conversations])
-    if body.get("ids"):
-        conversations = [c for c in conversations if c["id"] in set(body["ids"])]
-    wanted = body.get("metadata") or {}
+    if body.ids:
+        conversations = [c for c in conversations if c["id"] in set(body.ids)]
+    wanted = body.metadata or {}
     conversations = [
         c
         for c in conversations
-        if all((rows.get(c["id"]) or {}).get("metadata", {}).get(k) == v for k, v in wanted.items())
+        if _metadata_matches(ctx, (rows.get(c["id"]) or {}).get("metadata", {}), wanted)
     ]
     out = []
     for c in conversations:
@@ -193,19 +209,27 @@ async def _search(ctx: Ctx, body: JSON) -> tuple[list[JSON], int]:
         out.append(
             thread_view(c, rows.get(c["id"]), status=thread_status(tip, await p.busy(c["id"])))
         )
-    if body.get("status"):
-        out = [t for t in out if t["status"] == body["status"]]
-    key = body.get("sort_by") or "updated_at"
-    if key in ("thread_id", "status", "created_at", "updated_at"):
-        out.sort(key=lambda t: t[key] or "", reverse=(body.get("sort_order") or "desc") == "desc")
+    if body.status:
+        out = [t for t in out if t["status"] == body.status]
+    key = body.sort_by or "updated_at"
+    out.sort(key=lambda t: t[key] or "", reverse=(body.sort_order or "desc") == "desc")
     total = len(out)
-    offset, limit = (
-        int(body.get("offset") or 0),
-        int(body["limit"] if body.get("limit") is not None else 10),
-    )
-    page = out[offset : offset + limit]
+    page = out[body.offset : body.offset + body.limit]
     for t in page:  # values only for the page
         t["values"] = (await state_of(ctx, await p.conversation(t["thread_id"], ctx.user)))[
             "values"
         ]
     return page, total
+
+
+def _metadata_matches(ctx: Ctx, metadata: JSON, wanted: JSON) -> bool:
+    """`wanted`'s keys equal in `metadata`; a `graph_id`/`assistant_id` matches any alias of
+    the same graph (agent-chat-ui searches by the name it was configured with: "agent")."""
+    for key, value in wanted.items():
+        have = metadata.get(key)
+        if key in ("graph_id", "assistant_id") and isinstance(value, str):
+            if have not in ctx.p.graph_ids(value):
+                return False
+        elif have != value:
+            return False
+    return True

@@ -1,12 +1,5 @@
-"""Threads, states and runs as the Agent Protocol shows them, read from our records.
-
-Checkpoints are messages: a thread's state after message M has checkpoint id M (the
-conversation's path root → M, read from the message tree and the event log), and the state
-before its first message has checkpoint id `root`. A run given `checkpoint_id` M forks there
-(its message answers after M). These states are rebuilt from durable records, so none of them
-is ever collected: LangGraph's own checkpoints are still dropped when a message ends (kept
-while it is paused), and no endpoint here needs them.
-"""
+"""Threads, checkpoints and runs as the Agent Protocol shows them, read from our records
+(the states themselves are built in `history.py`)"""
 
 from __future__ import annotations
 
@@ -14,14 +7,15 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..events.envelope import Event
-from .convert import interrupt_of, message_messages
+from .convert import message_messages
 
 if TYPE_CHECKING:
     from ..client import Client
 
 ROOT = "root"
 NODE = "tool_execution"  # where a paused run waits: the node that asks before tools run
-STATUS = {"running": "busy", "waiting": "interrupted", "failed": "error"}
+# a cancelled last run leaves the thread `interrupted`, as LangGraph's server reports it
+STATUS = {"running": "busy", "waiting": "interrupted", "failed": "error", "cancelled": "interrupted"}
 
 
 def iso(ts: float | None) -> str | None:
@@ -50,65 +44,6 @@ def checkpoint(thread_id: str, checkpoint_id: str | None) -> dict[str, Any]:
         "checkpoint_ns": "",
         "checkpoint_id": checkpoint_id,
         "checkpoint_map": None,
-    }
-
-
-async def state_at(
-    client: Client,
-    thread_id: str,
-    path: list[dict[str, Any]],
-    *,
-    messages: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """The thread's state after the last message of `path` (the empty state for `[]`)."""
-    tip = path[-1] if path else None
-    values: dict[str, Any] = {
-        "messages": messages if messages is not None else await path_messages(client, path)
-    }
-    tasks: list[dict[str, Any]] = []
-    interrupts: list[dict[str, Any]] = []
-    if tip is not None and tip["status"] == "waiting" and tip.get("waiting_for"):
-        interrupts = [interrupt_of(tip["waiting_for"])]
-        tasks = [
-            {
-                "id": tip["id"],
-                "name": NODE,
-                "path": [],
-                "error": None,
-                "interrupts": interrupts,
-                "checkpoint": None,
-                "state": None,
-                "result": None,
-            }
-        ]
-    elif tip is not None and tip["status"] == "running":
-        tasks = [
-            {
-                "id": tip["id"],
-                "name": "lead_agent",
-                "path": [],
-                "error": None,
-                "interrupts": [],
-                "checkpoint": None,
-                "state": None,
-                "result": None,
-            }
-        ]
-    parent = (path[-2]["id"] if len(path) > 1 else ROOT) if path else None
-    return {
-        "values": values if path else {},
-        "next": [t["name"] for t in tasks],
-        "tasks": tasks,
-        "checkpoint": checkpoint(thread_id, tip["id"] if tip else ROOT),
-        "parent_checkpoint": checkpoint(thread_id, parent) if parent else None,
-        "metadata": {
-            "source": "loop",
-            "step": len(path),
-            "message_id": tip["id"] if tip else None,
-            "status": tip["status"] if tip else None,
-        },
-        "created_at": iso(tip["updated_at"] if tip else None),
-        "interrupts": interrupts,
     }
 
 

@@ -1,6 +1,7 @@
 """The JS client: tests/js/use-stream-check.mjs drives the server with `@langchain/langgraph-sdk`
 (npm) the way React's `useStream` does — stream a run, get the human-in-the-loop interrupt,
-resume it with `command: {resume: {decisions: [...]}}` — and prints what it saw.
+resume it with `command: {resume: {decisions: [...]}}` — then agent-chat-ui's Regenerate,
+Edit, Reject and branch switch, and prints what it saw.
 
 `npm ci` runs once per lock file (node_modules/.package-lock.json newer than package-lock.json
 means installed). No node or npm: skipped locally, a failure under `CI=1`."""
@@ -76,4 +77,18 @@ async def test_use_stream_flow_with_the_js_sdk(server: Server) -> None:
     assert answer["content"] and answer["content"] in resumed["streamedTexts"].values()
     assert seen["threadStatus"] == "idle"
     if server.local:
-        assert NOTES == ["buy milk"]
+        assert NOTES[0] == "buy milk"
+
+    # agent-chat-ui's Regenerate, Edit, Reject and branch switch
+    flows = seen["flows"]
+    regenerated = flows["regenerated"]
+    assert [m["type"] for m in regenerated][0] == "human" and regenerated[-1]["type"] == "ai"
+    assert regenerated[-1]["id"] != answer["id"] and regenerated[-1]["content"]
+    assert flows["edited"]["interrupts"] == 1  # the edited question asks for the tool again
+    rejected = flows["rejected"]
+    assert [m["content"] for m in rejected if m["type"] == "human"] == ["write a note: edited milk"]
+    assert "not now" in [m for m in rejected if m["type"] == "tool"][-1]["content"]
+    assert flows["forks"] >= 1  # the history's parent_checkpoint tree branches
+    assert flows["switchedTo"][0] == "human" and flows["switchedTo"][-1] == "ai"
+    if server.local:
+        assert "edited milk" not in NOTES  # rejected: the tool did not run

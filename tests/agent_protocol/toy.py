@@ -6,6 +6,8 @@ answers by the same rules):
 - "write a note: TEXT"      -> a call of the CONFIRM tool `write_note(text=TEXT)`, asked as one
                                LangChain human-in-the-loop interrupt; approved, the tool runs
                                and the model answers "Noted: ...";
+- "write notes: A; B"        -> two `write_note` calls in one model turn: one interrupt with two
+                               action requests (one decision per request);
 - "slow ..."                -> a long answer streamed slowly (a run to cancel or double-text).
 """
 
@@ -18,6 +20,7 @@ from artifactflow.testing import Call, Text, ToolCalls
 
 ANSWER = "Hello from the toy graph."
 NOTE_PREFIX = "write a note:"
+NOTES_PREFIX = "write notes:"
 SLOW_ANSWER = " ".join(f"word{i}" for i in range(40))
 
 NOTES: list[str] = []  # write_note's side effects (artifactflow only: the reference's are remote)
@@ -47,6 +50,9 @@ def toy_route(request: dict[str, Any]) -> Any:
         return Text(f"Noted: {_text(last)}", chunk_size=6)
     text = _text(last)
     lowered = text.lower()
+    if NOTES_PREFIX in lowered:
+        notes = text[lowered.index(NOTES_PREFIX) + len(NOTES_PREFIX):].split(";")
+        return ToolCalls([Call("write_note", {"text": n.strip()}) for n in notes])
     if NOTE_PREFIX in lowered:
         note = text[lowered.index(NOTE_PREFIX) + len(NOTE_PREFIX):].strip()
         return ToolCalls([Call("write_note", {"text": note})])

@@ -12,6 +12,11 @@
 //                       head's tasks[].interrupts give `stream.interrupt` when the values have
 //                       none
 //   resume           -> submit(null, { command: { resume } }) on the same thread
+//   agent-chat-ui    -> Regenerate: submit(undefined, { checkpoint: <parent of the answer's
+//                       first state> }); Edit: submit(edited, { checkpoint: <parent of the
+//                       question's first state> }); Reject: resume with { type: "reject" };
+//                       branch switch: the history lists every branch (parent_checkpoint tree),
+//                       and getState of the other branch's head reads it
 //
 // Usage: node use-stream-check.mjs URL [PROMPT] ; env ASSISTANT_ID, API_KEY (sent as
 // X-Api-Key), BEARER (sent as Authorization: Bearer). Prints one JSON summary on stdout.
@@ -40,6 +45,7 @@ function interruptsOf(values, history) {
 }
 
 async function submit(input, options = {}) {
+  // (a checkpoint in options forks or regenerates from it, as useStream's submit does)
   if (!threadId) {
     threadId = (await client.threads.create({ metadata: { source: "use-stream-check" } })).thread_id;
   }
@@ -50,6 +56,7 @@ async function submit(input, options = {}) {
   const stream = client.runs.stream(threadId, assistantId, {
     input,
     command: options.command,
+    checkpoint: options.checkpoint,
     streamMode: ["values", "messages-tuple", "updates"],
     onDisconnect: "cancel",
     streamResumable: false,
@@ -102,4 +109,53 @@ if (first.interrupts.length) {
   resumed = await submit(null, { command: { resume: { decisions } } });
 }
 const thread = await client.threads.get(threadId);
-console.log(JSON.stringify({ assistantId, threadId, first, resumed, threadStatus: thread.status }));
+
+// agent-chat-ui's message actions, read from its thread/messages components: each names the
+// checkpoint before the message's first state (`firstSeenState.parent_checkpoint`).
+async function firstSeenParent(messageId) {
+  const history = await client.threads.getHistory(threadId, { limit: 1000 });
+  const seen = history.filter((s) => (s.values?.messages ?? []).some((m) => m.id === messageId));
+  const first = seen[seen.length - 1]; // newest first: the oldest state holding it
+  return first?.parent_checkpoint ?? null;
+}
+
+async function approveAll(result) {
+  let out = result;
+  while (out.interrupts.length) {
+    const requests = out.interrupts[0].value?.action_requests ?? [{}];
+    out = await submit(null, { command: { resume: { decisions: requests.map(() => ({ type: "approve" })) } } });
+  }
+  return out;
+}
+
+let flows = null;
+if (resumed && !process.env.SKIP_FLOWS) {
+  const answer = resumed.messages.filter((m) => m.type === "ai").at(-1);
+  const regenerated = await approveAll(await submit(undefined, { checkpoint: await firstSeenParent(answer.id) }));
+  const question = regenerated.messages.find((m) => m.type === "human");
+  const edited = await submit(
+    { messages: [{ type: "human", content: "write a note: edited milk" }] },
+    { checkpoint: await firstSeenParent(question.id) },
+  );
+  const rejected = await submit(null, {
+    command: { resume: { decisions: [{ type: "reject", message: "not now" }] } },
+  });
+  const history = await client.threads.getHistory(threadId, { limit: 1000 });
+  const children = new Map();
+  for (const state of history) {
+    const parent = state.parent_checkpoint?.checkpoint_id ?? "";
+    children.set(parent, (children.get(parent) ?? 0) + 1);
+  }
+  const forks = [...children.values()].filter((n) => n > 1).length;
+  // switch to the first branch: its head is the regenerated answer's last state
+  const other = history.find((s) => (s.values?.messages ?? []).some((m) => m.id === regenerated.messages.at(-1).id));
+  const switched = await client.threads.getState(threadId, other.checkpoint.checkpoint_id);
+  flows = {
+    regenerated: regenerated.messages,
+    edited: { interrupts: edited.interrupts.length, messages: edited.messages },
+    rejected: rejected.messages,
+    forks,
+    switchedTo: (switched.values?.messages ?? []).map((m) => m.type),
+  };
+}
+console.log(JSON.stringify({ assistantId, threadId, first, resumed, flows, threadStatus: thread.status }));
