@@ -198,7 +198,9 @@ def rotated(names: list[str], repeat: int) -> list[str]:
     return names[k:] + names[:k]
 
 
-async def measure(names: list[str], sizes: list[int], repeats: int) -> dict[str, Any]:
+async def measure(
+    names: list[str], sizes: list[int], repeats: int, concurrent_only: bool = False
+) -> dict[str, Any]:
     samples: dict[tuple[str, int], list[dict[str, float]]] = {}
     walls: dict[str, list[float]] = {}
     cpus: dict[str, list[float]] = {}
@@ -207,7 +209,7 @@ async def measure(names: list[str], sizes: list[int], repeats: int) -> dict[str,
         root = Path(folder)
         try:
             for repeat in range(repeats):
-                for rounds in sizes:
+                for rounds in [] if concurrent_only else sizes:
                     for name in rotated(names, repeat):
                         storage = rounds == max(sizes) and name in STORING
                         result = await one_run(name, model, rounds, root, storage)
@@ -261,6 +263,30 @@ def table(names: list[str], sizes: list[int], repeats: int, found: dict[str, Any
             f"| {cell(name, large, 'wall')} / {cell(name, large, 'cpu')} "
             f"| {median(walls[name]):.2f} s / {median(cpus[name]):.2f} s | {store} |"
         )
+    return "\n".join(lines)
+
+
+def concurrent_table(names: list[str], repeats: int, found: dict[str, Any]) -> str:
+    """The concurrency figure alone: medians and ranges, and each peer's ratio to the SDK's."""
+    walls, cpus = found["walls"], found["cpus"]
+    lines = [
+        f"{CONCURRENT} conversations × {CONCURRENT_ROUNDS} rounds, {CONCURRENT_DELAY * 1000:.0f} ms "
+        f"model, {repeats} interleaved repeat(s): median (min–max)"
+    ]
+    for name in names:
+        cpu, wall = cpus[name], walls[name]
+        line = (
+            f"  {name:<12} CPU {median(cpu):6.2f} s ({min(cpu):.2f}–{max(cpu):.2f})  "
+            f"wall {median(wall):6.2f} s ({min(wall):.2f}–{max(wall):.2f})"
+        )
+        if name != "agents-sdk" and "agents-sdk" in names:
+            ratios = [c / s for c, s in zip(cpu, cpus["agents-sdk"], strict=True)]
+            line += (
+                f"  CPU ÷ agents-sdk {median(cpu) / median(cpus['agents-sdk']):.2f} "
+                f"(per-repeat {min(ratios):.2f}–{max(ratios):.2f}), wall ÷ agents-sdk "
+                f"{median(wall) / median(walls['agents-sdk']):.2f}"
+            )
+        lines.append(line)
     return "\n".join(lines)
 
 
@@ -395,6 +421,11 @@ def main() -> None:
         "--profile", metavar="PEER", help="profile one conversation of PEER instead"
     )
     parser.add_argument("--top", type=int, default=30, help="functions listed by --profile")
+    parser.add_argument(
+        "--concurrent",
+        action="store_true",
+        help=f"only the {CONCURRENT}-conversation figure (wall and CPU), interleaved and repeated",
+    )
     args = parser.parse_args()
     logging.disable(logging.WARNING)
     os.environ.setdefault("OPENAI_API_KEY", "benchmark-no-network")
@@ -411,7 +442,10 @@ def main() -> None:
         sizes, args.repeats = [3, 20], 1
     check_installed(names)
     started = time.perf_counter()
-    found = asyncio.run(measure(names, sizes, args.repeats))
+    found = asyncio.run(measure(names, sizes, args.repeats, args.concurrent))
+    if args.concurrent:
+        print(concurrent_table(names, args.repeats, found))
+        return
     command = "python benchmarks/peers.py " + " ".join(
         a for a in sys.argv[1:] if a != "--write-readme"
     )
