@@ -3,7 +3,9 @@ the scripted model, and picking an implementation by a profile's `api`."""
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
+import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -289,3 +291,66 @@ async def test_overflow_from_the_server_is_an_llm_error_event(make_client, llm):
     assert "`context_window`" in events[-1].data.message
     assert llm.request_count == 1
     assert issubclass(ContextOverflowError, LLMError)
+
+
+def test_announces_body_only_for_a_whole_head_with_a_body():
+    from artifactflow.agents.model.openai_stream import announces_body
+
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 12\r\n\r\n"
+    assert announces_body(head)
+    assert announces_body(head.replace(b"Content-Length: 12", b"transfer-encoding: chunked"))
+    assert not announces_body(head.replace(b"12", b"0"))  # no body follows: send it now
+    assert not announces_body(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert not announces_body(head[:-2])  # not a whole head
+    assert not announces_body(b'{"content-length: 5"}\r\n\r\n')  # a body chunk, not a head
+
+
+class KeepAliveChat(asyncio.Protocol):
+    """A keep-alive HTTP/1.1 chat server (the scripted one is HTTP/1.0, a connection per
+    request): each request, once whole, gets a streamed answer "answer N"; bodies are kept."""
+
+    bodies: list[bytes] = []
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport, self.buffer = transport, b""
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while b"\r\n\r\n" in self.buffer:
+            head, rest = self.buffer.split(b"\r\n\r\n", 1)
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            if len(rest) < length:
+                return
+            self.bodies.append(rest[:length])
+            self.buffer = rest[length:]
+            chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                     "choices": [{"index": 0, "delta": {"content": f"answer {len(self.bodies)}"},
+                                  "finish_reason": "stop"}]}
+            body = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
+            self.transport.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                + f"content-length: {len(body)}\r\n\r\n".encode() + body
+            )
+
+
+async def test_a_request_goes_out_in_one_send_and_the_connection_is_reused():
+    """The head waits for its body's first bytes: one send per model call, on one kept-alive
+    connection, and the server reads every request whole (the answers arrive in order)."""
+    KeepAliveChat.bodies = []
+    server = await asyncio.get_running_loop().create_server(KeepAliveChat, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    model = OpenAIChatModel(POLICY)
+    request = ModelRequest(
+        ResolvedModel(None, "m", f"http://127.0.0.1:{port}/v1", "k"), MESSAGES, agent="lead_agent"
+    )
+    try:
+        for n in range(1, 4):
+            assert (await model.complete(request)).content == f"answer {n}"
+        http = next(iter(model._clients.values()))._client
+        connections = http._transport._pool.connections
+        assert len(connections) == 1
+        assert connections[0]._connection._network_stream.writes == 3
+        assert [json.loads(b)["messages"] for b in KeepAliveChat.bodies] == [MESSAGES] * 3
+    finally:
+        await model.aclose()
+        server.close()

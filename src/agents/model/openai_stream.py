@@ -81,6 +81,13 @@ def shared_http_client() -> Any:
 # connections) that was 11 probes per request and 6-8 % of the process's CPU. Here the stream
 # keeps the raw socket it was connected with and probes it directly: the same `poll` of the
 # same socket, the same answer.
+#
+# The same stream sends a request's head and the start of its body in one write. The pool
+# writes the head (an h11 `Request` event) and then each body chunk apart: two `send` system
+# calls and two TCP segments per model call (TCP_NODELAY is on), and at 100 conversations the
+# head's own write was 5 % of the process's busy time. A head that announces a body (a non-zero
+# Content-Length, or chunked) waits for that body's first bytes, which always follow at once;
+# a head without a body is sent as it is. Nothing else changes: the same bytes, in order.
 
 
 @functools.cache
@@ -101,6 +108,19 @@ def _fast_probe_backend(library: str) -> Any:
         def __init__(self, stream: Any, sock: Any) -> None:
             super().__init__(stream)
             self._sock = sock
+            self._head = b""  # a request head waiting for its body's first bytes
+            self.writes = 0  # sends made (tests see a request go out in one)
+
+        async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109  # the pool's signature
+            if not buffer:
+                return
+            if self._head:
+                buffer, self._head = self._head + buffer, b""
+            elif announces_body(buffer):
+                self._head = buffer
+                return
+            self.writes += 1
+            await super().write(buffer, timeout)
 
         def get_extra_info(self, info: str) -> Any:
             if info == "is_readable":
@@ -120,6 +140,21 @@ def _fast_probe_backend(library: str) -> Any:
             return Stream(inner, inner.extra(raw_socket, None))
 
     return Backend
+
+
+def announces_body(buffer: bytes) -> bool:
+    """Whether `buffer` is a whole HTTP/1.1 request head whose body follows: it ends the head
+    and declares a non-zero Content-Length or chunked transfer encoding."""
+    if not buffer.endswith(b"\r\n\r\n") or b" HTTP/1.1\r\n" not in buffer[:8192]:
+        return False
+    for line in buffer.lower().split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        value = value.strip()
+        if name == b"content-length":
+            return value.isdigit() and int(value) > 0
+        if name == b"transfer-encoding" and b"chunked" in value:
+            return True
+    return False
 
 
 def _probe_cheaply(client: Any) -> None:
