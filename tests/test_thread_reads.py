@@ -95,3 +95,38 @@ async def test_conversation_pages_carry_each_active_message(store):
     assert by_id[second].active is not None and by_id[second].active["id"] == second_ids[-1]
     assert [h.conversation["id"] for h in heads] == [empty["id"], second, first]  # newest first
     assert len(await conversation_page(store, limit=1)) == 1
+
+
+async def test_the_api_serves_branch_pages_of_real_runs(make_client, llm):
+    """`GET /api/v1/conversations/{id}/branch`: pages of a conversation run through the
+    engine, newest first, `before` to the root; bad input is a 422/404 and changes nothing."""
+    import httpx
+    from scripted_llm import Text
+
+    from artifactflow import Task
+    from artifactflow.api.app import create_app
+
+    client = await make_client()
+    for n in range(3):
+        llm.script(Text(f"answer {n}"))
+    first = await client.run("question 0")
+    second = await client.run(Task("question 1", conversation_id=first.conversation_id))
+    third = await client.run(Task("question 2", conversation_id=first.conversation_id))
+    app = create_app(client=client)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://testserver"
+    ) as http:
+        url = f"/api/v1/conversations/{first.conversation_id}/branch"
+        page = (await http.get(url, params={"limit": 2})).json()
+        assert [m["id"] for m in page["messages"]] == [third.message_id, second.message_id]
+        assert [m["response"] for m in page["messages"]] == ["answer 2", "answer 1"]
+        assert page["before"] == second.message_id
+        rest = (await http.get(url, params={"limit": 2, "before": page["before"]})).json()
+        assert [m["id"] for m in rest["messages"]] == [first.message_id] and rest["before"] is None
+        assert (await http.get(url, params={"limit": 0})).status_code == 422
+        wrong = await http.get(url, params={"before": "not-a-message"})
+        assert wrong.status_code == 422 and "is not in conversation" in wrong.json()["error"]["message"]
+        missing = await http.get("/api/v1/conversations/nope/branch")
+        assert missing.status_code == 404
+    again = await client.conversations.branch(first.conversation_id, limit=5)
+    assert [m["id"] for m in again.messages] == [third.message_id, second.message_id, first.message_id]
