@@ -19,9 +19,9 @@ from .models import (
     ArtifactVersions,
     BranchPage,
     ConversationInfo,
-    MessageInfo,
     ConversationPage,
     ConversationTree,
+    MessageInfo,
 )
 
 ARTIFACTS = "/conversations/{conversation_id}/artifacts"
