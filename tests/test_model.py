@@ -341,3 +341,20 @@ async def test_calls_reuse_one_kept_alive_connection_and_arrive_whole():
     finally:
         await model.aclose()
         server.close()
+
+
+async def test_a_server_that_never_answers_times_out_per_read():
+    """`llm.timeout` bounds each read on the aiohttp wire too: a silent server is a
+    retryable "request timed out", not a hang until the call deadline."""
+    server = await asyncio.start_server(lambda reader, writer: None, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    model = OpenAIChatModel(LLMSettings(max_retries=0, timeout=0.5, call_deadline=600))
+    request = ModelRequest(
+        ResolvedModel(None, "m", f"http://127.0.0.1:{port}/v1", "k"), MESSAGES, agent="lead_agent"
+    )
+    try:
+        with pytest.raises(RetryableLLMError, match="request timed out"):
+            await model.complete(request)
+    finally:
+        await model.aclose()
+        server.close()
