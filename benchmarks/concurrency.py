@@ -488,6 +488,48 @@ def seconds(result: dict[str, Any], key: str) -> str:
     return f"{result[key]:.2f}" if key in result else "–"
 
 
+def everyone_cpu(result: dict[str, Any]) -> float | None:
+    """CPU seconds of every process of a run: its workers, PostgreSQL and the model server."""
+    keys = ("cpu", "pg_cpu", "model_cpu")
+    return sum(result[k] for k in keys) if all(k in result for k in keys) else None
+
+
+def cpu_per_conversation(runs: dict[tuple[str, int], list[dict[str, Any]]], counts: list[int]) -> str:
+    """Efficiency, which two shared cores can show where wall-clock scaling cannot: CPU ms
+    per conversation by process kind (medians over repeats), and the two-worker ÷ one-worker
+    ratio of everyone's CPU per conversation (median and range of per-repeat pairs)."""
+    rows = [
+        "\nCPU per conversation (ms; median of repeats): workers, PostgreSQL, model server, everyone"
+        "\n\n| setup | conversations | workers | pg | model | everyone |\n|---|---:|---:|---:|---:|---:|"
+    ]
+    for (setup, count), results in runs.items():
+        full = [r for r in results if everyone_cpu(r) is not None]
+        if not full:
+            continue
+
+        def per(key: str, full: list[dict[str, Any]] = full, count: int = count) -> str:
+            return f"{statistics.median(r[key] for r in full) * 1000 / count:.1f}"
+
+        total = statistics.median(everyone_cpu(r) or 0.0 for r in full) * 1000 / count
+        rows.append(
+            f"| {setup} | {count} | {per('cpu')} | {per('pg_cpu')} | {per('model_cpu')} "
+            f"| {total:.1f} |"
+        )
+    for one, two in (("api-pg-1", "api-pg-2"), ("http-pg-1", "http-pg-2")):
+        for count in counts:
+            ratios = [
+                (everyone_cpu(b) or 0.0) / (everyone_cpu(a) or 1.0)
+                for a, b in paired(runs, one, two, count)
+                if everyone_cpu(a) and everyone_cpu(b)
+            ]
+            if ratios:
+                rows.append(
+                    f"\n{two} ÷ {one}, everyone's CPU per conversation at {count}: "
+                    f"{spread(ratios)} (target ≤ 1.1)"
+                )
+    return "\n".join(rows)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--conversations", default="1,10,50,100")
@@ -587,6 +629,7 @@ async def main() -> None:
             "| machine: pure-Python work, 2 processes at once ÷ 1 "
             f"| {spread([m['ratio'] for m in machine])} |"
         )
+    print(cpu_per_conversation(runs, counts))
     if lines:
         many = f" (median of {args.repeats} repeats, each pair from one repeat; range)"
         print(

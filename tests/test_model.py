@@ -3,7 +3,9 @@ the scripted model, and picking an implementation by a profile's `api`."""
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
+import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -289,3 +291,70 @@ async def test_overflow_from_the_server_is_an_llm_error_event(make_client, llm):
     assert "`context_window`" in events[-1].data.message
     assert llm.request_count == 1
     assert issubclass(ContextOverflowError, LLMError)
+
+
+class KeepAliveChat(asyncio.Protocol):
+    """A keep-alive HTTP/1.1 chat server (the scripted one is HTTP/1.0, a connection per
+    request): each request, once whole, gets a streamed answer "answer N"; bodies are kept."""
+
+    bodies: list[bytes] = []
+    connections = 0
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport, self.buffer = transport, b""
+        KeepAliveChat.connections += 1
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while b"\r\n\r\n" in self.buffer:
+            head, rest = self.buffer.split(b"\r\n\r\n", 1)
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            if len(rest) < length:
+                return
+            self.bodies.append(rest[:length])
+            self.buffer = rest[length:]
+            chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                     "choices": [{"index": 0, "delta": {"content": f"answer {len(self.bodies)}"},
+                                  "finish_reason": "stop"}]}
+            body = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
+            self.transport.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                + f"content-length: {len(body)}\r\n\r\n".encode() + body
+            )
+
+
+async def test_calls_reuse_one_kept_alive_connection_and_arrive_whole():
+    """One session per endpoint: three calls go over one connection (no per-call client or
+    connection), each request body arrives whole and each answer is read to its end."""
+    KeepAliveChat.bodies, KeepAliveChat.connections = [], 0
+    server = await asyncio.get_running_loop().create_server(KeepAliveChat, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    model = OpenAIChatModel(POLICY)
+    request = ModelRequest(
+        ResolvedModel(None, "m", f"http://127.0.0.1:{port}/v1", "k"), MESSAGES, agent="lead_agent"
+    )
+    try:
+        for n in range(1, 4):
+            assert (await model.complete(request)).content == f"answer {n}"
+        assert KeepAliveChat.connections == 1
+        assert [json.loads(b)["messages"] for b in KeepAliveChat.bodies] == [MESSAGES] * 3
+    finally:
+        await model.aclose()
+        server.close()
+
+
+async def test_a_server_that_never_answers_times_out_per_read():
+    """`llm.timeout` bounds each read on the aiohttp wire too: a silent server is a
+    retryable "request timed out", not a hang until the call deadline."""
+    server = await asyncio.start_server(lambda reader, writer: None, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    model = OpenAIChatModel(LLMSettings(max_retries=0, timeout=0.5, call_deadline=600))
+    request = ModelRequest(
+        ResolvedModel(None, "m", f"http://127.0.0.1:{port}/v1", "k"), MESSAGES, agent="lead_agent"
+    )
+    try:
+        with pytest.raises(RetryableLLMError, match="request timed out"):
+            await model.complete(request)
+    finally:
+        await model.aclose()
+        server.close()

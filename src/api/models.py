@@ -183,6 +183,13 @@ class ConversationTree(ConversationInfo):
     usage: ConversationUsage | None = Field(None, description="Tokens and cost of the whole conversation")
 
 
+class BranchPage(BaseModel):
+    messages: list[MessageInfo] = Field(description="Messages of the active branch, newest first")
+    before: str | None = Field(
+        None, description="Pass as `before` for the next, older page; null at the branch's root"
+    )
+
+
 # --- artifacts ---------------------------------------------------------------------------------
 
 

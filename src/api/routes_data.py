@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from fastapi import APIRouter, Depends, Query, Response
+from fastapi.exceptions import RequestValidationError
 
 from ..settings.projects import PROJECT_NAME_PATTERN
 from .auth import Caller, caller
@@ -16,9 +17,11 @@ from .models import (
     ArtifactSummary,
     ArtifactVersion,
     ArtifactVersions,
+    BranchPage,
     ConversationInfo,
     ConversationPage,
     ConversationTree,
+    MessageInfo,
 )
 
 ARTIFACTS = "/conversations/{conversation_id}/artifacts"
@@ -57,6 +60,30 @@ async def get_conversation(conversation_id: str, caller: Caller = CallerDep) -> 
     tree = await caller.client.conversations.tree(conversation_id, user_id=caller.user)
     tree.pop("user_id", None)
     return ConversationTree.model_validate(tree)
+
+
+@conversations.get(
+    "/{conversation_id}/branch", response_model=BranchPage, responses=error_docs(404)
+)
+async def get_branch(
+    conversation_id: str,
+    limit: int = Query(20, ge=1, le=100),
+    before: str | None = Query(None, max_length=64, description="`before` of the previous page"),
+    caller: Caller = CallerDep,
+) -> BranchPage:
+    """A page of the active branch, newest first: its cost does not grow with the
+    conversation (the whole tree is `GET /conversations/{id}`)."""
+    try:
+        page = await caller.client.conversations.branch(
+            conversation_id, limit=limit, before=before, user_id=caller.user
+        )
+    except ValueError as exc:
+        raise RequestValidationError(
+            [{"type": "value_error", "loc": ("query", "before"), "msg": str(exc), "input": before}]
+        ) from None
+    return BranchPage(
+        messages=[MessageInfo.model_validate(m) for m in page.messages], before=page.before
+    )
 
 
 @conversations.delete("/{conversation_id}", status_code=204, responses=error_docs(404))

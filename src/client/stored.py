@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..core.conversations import ConversationTree
     from ..core.store.repository import AppStore
     from ..core.store.rows import ConversationRow, LineageRow, MessageRow, WorkflowRunSummary
+    from ..core.store.thread_reads import BranchPage
     from ..events.envelope import Event
 
 
@@ -65,6 +66,17 @@ class StoredConversations(StoredView):
     async def tree(self, conversation_id: str, *, user_id: str | None = None) -> ConversationTree:
         """The conversation with its messages as a tree; `active` marks the current branch."""
         return await self._data.conversation_tree(conversation_id, user_id=user_id)
+
+    async def branch(
+        self, conversation_id: str, *, limit: int = 20, before: str | None = None,
+        user_id: str | None = None,
+    ) -> BranchPage:
+        """A page of the active branch, newest first (`page.messages`), read in O(page) however
+        long the conversation is; pass `page.before` for the next, older page (None at the
+        root). `NotFoundError` if missing; `ValueError` for a bad `limit` or `before`."""
+        return await self._data.conversation_branch(
+            conversation_id, limit=limit, before=before, user_id=user_id
+        )
 
     async def messages(
         self, conversation_id: str, *, user_id: str | None = None

@@ -16,6 +16,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+import orjson
 import sqlalchemy as sa
 
 from ..core.store import schema as t
@@ -35,7 +36,12 @@ CALL, CONFIG = "call", "config"
 
 
 def pack(data: Any) -> bytes:
-    return zlib.compress(json.dumps(data, ensure_ascii=False, default=str).encode("utf-8"), 1)
+    """`data` as zlib-compressed JSON (orjson; the standard encoder for what it refuses)."""
+    try:
+        text = orjson.dumps(data, default=str, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        text = json.dumps(data, ensure_ascii=False, default=str).encode("utf-8")
+    return zlib.compress(text, 1)
 
 
 def unpack(raw: bytes) -> Any:

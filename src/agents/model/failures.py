@@ -22,6 +22,7 @@ import dataclasses
 import ssl
 from typing import Any
 
+import aiohttp
 import httpx
 import openai
 
@@ -43,6 +44,10 @@ _KNOWN: list[tuple[type[BaseException], str]] = [
     (httpx.ConnectError, "could not connect"),
     (httpx.ReadError, "the connection broke while reading"),
     (httpx.WriteError, "the connection broke while sending"),
+    # the same, as aiohttp (`openai_http`) names them
+    (aiohttp.ServerDisconnectedError, "the server closed the connection before the answer was complete"),
+    (aiohttp.ClientPayloadError, "the server closed the connection before the answer was complete"),
+    (aiohttp.ClientConnectorError, "could not connect"),
 ]
 
 
@@ -81,7 +86,7 @@ def connection_failure(exc: Exception) -> Failure | None:
         return None
     if isinstance(exc, openai.APIConnectionError):
         return Failure(RetryableLLMError, f"connection failed: {describe_drop(exc)}")
-    if isinstance(exc, httpx.TransportError):  # raised while reading the stream: not wrapped
+    if isinstance(exc, httpx.TransportError | aiohttp.ClientError):  # while streaming: not wrapped
         return Failure(
             RetryableLLMError, f"connection failed while streaming the answer: {describe_drop(exc)}"
         )

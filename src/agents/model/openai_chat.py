@@ -1,16 +1,11 @@
 """`chat_completions`: the OpenAI chat-completions API, against any compatible endpoint.
 
-We drive `openai.AsyncOpenAI` with the SDK's own retries switched off and retry in
-`retry.with_retries`, so the policy (which errors, how many times, backoff with jitter, the
-`Retry-After` cap) is ours and visible in metrics. One `AsyncOpenAI` is cached per
-endpoint + key, so its connection pool is reused across runs.
-
-The body (`openai_wire.request_body`) is already valid JSON-ready data, so it goes through the
-client's low-level `post` (the SDK's documented way to call any path) instead of
-`chat.completions.create`, whose request transform re-walks every message on every call: at
-200 rounds that walk was most of a round's CPU. `post` keeps what the SDK is good at: auth
-headers, the `APIStatusError` family, timeouts and the SSE decoder; the body is encoded with orjson
-and chunks arrive as plain dicts (`openai_stream`), not one pydantic object each.
+Calls go over `openai_http` (aiohttp, one session per endpoint + key, reused across runs)
+with the retries ours (`retry.with_retries`), so the policy (which errors, how many times,
+backoff with jitter, the `Retry-After` cap) is ours and visible in metrics. The body
+(`openai_wire.request_body`) is already valid JSON-ready data, encoded with orjson; streamed
+chunks arrive as plain dicts. Failures keep the `openai` SDK's exception types
+(`APIStatusError`, `APITimeoutError`, `APIConnectionError`), which `classify` maps to ours.
 
 Two bounds apply to each call: `llm.timeout` per read (the SDK's), and `llm.call_deadline` for
 the whole call, retries included, so a server that keeps streaming cannot hold a run forever.
@@ -19,6 +14,7 @@ the whole call, retries included, so a server that keeps streaming cannot hold a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import time
 from typing import Any
@@ -37,17 +33,10 @@ from .base import (
     send_delta,
 )
 from .failures import AnswerCap, connection_failure
-from .openai_stream import DictStream, dumps_body, shared_http_client
+from .openai_http import ChatEndpoint, json_body, sse_chunks
+from .openai_stream import dumps_body
 from .openai_wire import Assembly, output_limit, request_body
 from .retry import Attempt, Failure, Sleep, with_retries
-
-_PATH = "/chat/completions"
-# Bearer auth only, as `create()` asks for it (older SDKs have no `security` option).
-_OPTIONS: Any = (
-    {"security": {"bearer_auth": True}}
-    if "security" in getattr(openai._types.RequestOptions, "__annotations__", {})
-    else {}
-)
 
 
 class OpenAIChatModel:
@@ -62,25 +51,19 @@ class OpenAIChatModel:
     def __init__(self, settings: LLMSettings, *, sleep: Sleep = asyncio.sleep) -> None:
         self.settings = settings
         self._sleep = sleep
-        self._clients: dict[tuple[str | None, str], openai.AsyncOpenAI] = {}
+        self._endpoints: dict[tuple[str | None, str], ChatEndpoint] = {}
 
-    def _client(self, target: ResolvedModel) -> openai.AsyncOpenAI:
-        client = self._clients.get(target.client_key)
-        if client is None:
-            client = openai.AsyncOpenAI(
-                base_url=target.base_url,
-                api_key=target.api_key,
-                max_retries=0,
-                timeout=self.settings.timeout,
-                http_client=shared_http_client(),
-            )
-            self._clients[target.client_key] = client
-        return client
+    def _endpoint(self, target: ResolvedModel) -> ChatEndpoint:
+        endpoint = self._endpoints.get(target.client_key)
+        if endpoint is None:
+            endpoint = ChatEndpoint(target, self.settings.timeout)
+            self._endpoints[target.client_key] = endpoint
+        return endpoint
 
     async def aclose(self) -> None:
-        for client in self._clients.values():
-            await client.close()
-        self._clients.clear()
+        for endpoint in self._endpoints.values():
+            await endpoint.aclose()
+        self._endpoints.clear()
 
     async def complete(
         self, request: ModelRequest, on_delta: DeltaCallback | None = None
@@ -115,19 +98,12 @@ class OpenAIChatModel:
     ) -> ModelResponse:
         """One attempt: streamed (text reaches `on_delta` as it comes) or not (in one piece,
         once the response is assembled)."""
-        client = self._client(request.target)
+        endpoint = self._endpoint(request.target)
         assembly = Assembly(request.target.model)
         cap = AnswerCap(output_limit(request, self.settings)[1])  # a server may ignore max_tokens
+        response = await endpoint.post(dumps_body(body))
         if stream:
-            chunks = await client.post(
-                _PATH,
-                body=dumps_body(body),  # type: ignore[arg-type]  # bytes are sent as they are
-                cast_to=ChatCompletion,
-                stream=True,
-                stream_cls=DictStream,
-                options=_OPTIONS,
-            )
-            async with chunks:
+            async with contextlib.aclosing(sse_chunks(response, endpoint.request)) as chunks:
                 async for chunk in chunks:
                     text = cap.take(assembly.add_dict(chunk))
                     if text:
@@ -137,14 +113,13 @@ class OpenAIChatModel:
                         break
             cap.finish(assembly)
             return cap.bound(assembly.response(offered_tools=bool(request.tools)))
-        raw = dumps_body(body)
-        completion = await client.post(_PATH, body=raw, cast_to=ChatCompletion, options=_OPTIONS)  # type: ignore[arg-type]
+        completion = ChatCompletion.model_validate(await json_body(response, endpoint.request))
         text = cap.take(assembly.add_completion(completion))
-        response = cap.bound(assembly.response(offered_tools=bool(request.tools)))
+        result = cap.bound(assembly.response(offered_tools=bool(request.tools)))
         if text:
             attempt.output_seen = True
             await send_delta(on_delta, text)
-        return response
+        return result
 
 
 def classify(exc: Exception) -> Failure:

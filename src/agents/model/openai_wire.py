@@ -128,7 +128,7 @@ class Assembly:
         return text
 
     def add_dict(self, chunk: dict[str, Any]) -> str:
-        """Fold in one chunk as the plain dict the stream parsed (`openai_stream.DictStream`);
+        """Fold in one chunk as the plain dict the stream parsed (`openai_http.sse_chunks`);
         the same rules as `add_chunk`. Return its new text (may be "")."""
         self.chunks += 1
         model = chunk.get("model")

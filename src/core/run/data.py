@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..conversations import ConversationManager, ConversationTree
     from ..store.repository import AppStore
     from ..store.rows import ConversationRow, LineageRow, MessageRow
+    from ..store.thread_reads import BranchPage
     from .runtime import Runtime
 
 
@@ -54,6 +55,22 @@ class StoredReads:
         """The conversation with its messages as a tree; `active` marks the current branch."""
         await self.get_conversation(conversation_id, user_id=user_id)
         return await self.conversations.tree(conversation_id)
+
+    async def conversation_branch(
+        self, conversation_id: str, *, limit: int = 20, before: str | None = None,
+        user_id: str | None = None,
+    ) -> BranchPage:
+        """A page of the active branch, newest first, in O(page) whatever the conversation's
+        length (`store/thread_reads.py`); `before`: the `before` of the previous page.
+        `NotFoundError` if the conversation is missing or not `user_id`'s; `ValueError` for a
+        bad `limit` or `before`."""
+        from ..store.thread_reads import branch_page
+
+        await self.get_conversation(conversation_id, user_id=user_id)
+        page = await branch_page(self.store, conversation_id, limit=limit, before=before)
+        if page is None:
+            raise NotFoundError(f"conversation {conversation_id} not found")
+        return page
 
     # --- messages and tokens ---------------------------------------------------------------
 

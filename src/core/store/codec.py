@@ -12,6 +12,7 @@ import zlib
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
 from sqlalchemy.engine import RowMapping
 
 from .rows import EventRow, StoredEventRow
@@ -19,8 +20,17 @@ from .rows import EventRow, StoredEventRow
 COMPRESS_EVENTS_OVER = 1024
 
 
+_ORJSON = orjson.OPT_NON_STR_KEYS
+
+
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
+    """`value` as JSON text, compact, non-ASCII kept, anything else as `str()`. orjson writes it
+    several times faster than `json.dumps` (every event of every round passes here); the
+    standard encoder takes what orjson refuses (an integer wider than 64 bits)."""
+    try:
+        return orjson.dumps(value, default=str, option=_ORJSON).decode()
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def loads(value: str | None) -> Any:

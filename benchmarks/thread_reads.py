@@ -1,0 +1,180 @@
+"""Do reads of a conversation grow with its length? Latency of each read at 10, 100 and 1,000
+messages.
+
+Each size is one conversation whose messages form one branch (each the child of the one before,
+the last active), every message answered, with EVENTS events of its run stored (one a 4 KB tool
+result, compressed as the event log stores it), beside OTHERS short conversations. Reads:
+
+- `head`:            `thread_reads.thread_head` (open the thread, its state);
+- `branch page`:     `thread_reads.branch_page`, the newest PAGE messages of the active branch;
+- `search page`:     `thread_reads.conversation_page`, PAGE conversations with their active message;
+- `tree (all)`:      the whole message list (`list_messages`, what the conversation tree reads) —
+                     O(thread) by contract, shown as the baseline that grows;
+- `events (all)`:    every message's events (`events(message_id)` for each message of the branch,
+                     what rebuilding a thread's values from the event log reads) — the old way.
+
+Sizes are interleaved and each read repeated; figures are medians (and ranges) in ms, and the
+ratio of the 1,000-message median to the 10-message one (target ≤ 2 for the O(page) reads).
+The benchmark asserts what each read returned (page lengths, the active message, every event).
+The machine is shared: run it on an idle one for absolute figures; the ratios are within one run.
+
+Run: `python benchmarks/thread_reads.py [--sizes 10,100,1000] [--repeats 15] [--pg URL]`
+(`--pg`: also on PostgreSQL, an empty database at URL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from artifactflow.core.store import schema as t
+from artifactflow.core.store.codec import event_row
+from artifactflow.core.store.repository import AppStore
+from artifactflow.core.store.thread_reads import branch_page, conversation_page, thread_head
+
+EVENTS = 4
+PAGE = 20
+OTHERS = 50
+TOOL_RESULT = ("lorem ipsum dolor sit amet " * 160)[:4096]
+
+
+async def build(store: AppStore, size: int) -> tuple[str, list[str]]:
+    """One conversation of `size` messages on one branch, with their events; its id and the
+    message ids, oldest first."""
+    cid = uuid.uuid4().hex
+    now = time.time()
+    ids = [uuid.uuid4().hex for _ in range(size)]
+    messages, events = [], []
+    for n, mid in enumerate(ids):
+        messages.append({
+            "id": mid, "conversation_id": cid, "parent_id": ids[n - 1] if n else None,
+            "thread_id": f"thread-{mid}", "content": f"question {n}", "response": f"answer {n}",
+            "status": "completed", "outcome": "answered", "error": None, "waiting_for": None,
+            "metrics": '{"tokens": 100}', "run_token": None, "lease_expires_at": None,
+            "checkpoints_deleted": True, "created_at": now + n, "updated_at": now + n,
+        })
+        for k in range(EVENTS):
+            data = {"result": TOOL_RESULT} if k == 1 else {"text": f"event {k}"}
+            events.append(event_row(mid, {
+                "event_id": k + 1, "type": "tool_complete" if k == 1 else "text",
+                "agent": "lead_agent", "timestamp": now + n, "data": data,
+            }))
+    conversation = {
+        "id": cid, "user_id": None, "title": f"{size} messages", "active_message_id": ids[-1],
+        "created_at": now, "updated_at": now + size,
+    }
+    await store.write(t.conversations.insert().values(**conversation))
+    for start in range(0, size, 200):
+        await store.write(t.messages.insert().values(messages[start : start + 200]))
+    for start in range(0, len(events), 500):
+        await store.write(t.events.insert().values(events[start : start + 500]))
+    return cid, ids
+
+
+def reads(store: AppStore, cid: str, ids: list[str]) -> dict[str, Callable[[], Awaitable[None]]]:
+    """Each read, with the check of what it returned."""
+    size = len(ids)
+
+    async def head() -> None:
+        found = await thread_head(store, cid)
+        assert found is not None and found.active is not None and found.active["id"] == ids[-1]
+
+    async def branch() -> None:
+        page = await branch_page(store, cid, limit=PAGE)
+        assert page is not None and [m["id"] for m in page.messages] == ids[::-1][:PAGE]
+
+    async def search() -> None:
+        heads = await conversation_page(store, limit=PAGE)
+        assert len(heads) == PAGE and all(h.active is not None for h in heads)
+
+    async def tree() -> None:
+        assert len(await store.list_messages(cid)) == size
+
+    async def events() -> None:
+        total = 0
+        for mid in ids:
+            total += len(await store.events(mid))
+        assert total == size * EVENTS
+
+    return {
+        "head": head, "branch page": branch, "search page": search,
+        "tree (all)": tree, "events (all)": events,
+    }
+
+
+async def measure(store: AppStore, sizes: list[int], repeats: int) -> dict[tuple[str, int], list[float]]:
+    for _ in range(OTHERS):
+        await build(store, 3)
+    built = {size: await build(store, size) for size in sizes}
+    timings: dict[tuple[str, int], list[float]] = {}
+    for repeat in range(repeats):
+        order = sizes if repeat % 2 == 0 else sizes[::-1]
+        for size in order:
+            for name, read in reads(store, *built[size]).items():
+                if name == "events (all)" and size > 100 and repeat >= 3:
+                    continue  # seconds per read at 1,000: three samples say enough
+                started = time.perf_counter()
+                await read()
+                timings.setdefault((name, size), []).append((time.perf_counter() - started) * 1000)
+    return timings
+
+
+def report(label: str, sizes: list[int], timings: dict[tuple[str, int], list[float]]) -> str:
+    small, large = min(sizes), max(sizes)
+    names = list(dict.fromkeys(name for name, _ in timings))
+    head = " | ".join(f"{s} messages, ms" for s in sizes)
+    lines = [f"\n{label}\n", f"| read | {head} | {large} ÷ {small} |", "|---|" + "---:|" * (len(sizes) + 1)]
+    for name in names:
+        cells = []
+        for size in sizes:
+            v = timings[(name, size)]
+            cells.append(f"{statistics.median(v):.2f} ({min(v):.2f}–{max(v):.2f})")
+        ratio = statistics.median(timings[(name, large)]) / statistics.median(timings[(name, small)])
+        lines.append(f"| {name} | {' | '.join(cells)} | {ratio:.2f} |")
+    return "\n".join(lines)
+
+
+async def run(url: str | None, sizes: list[int], repeats: int) -> str:
+    with tempfile.TemporaryDirectory() as folder:
+        if url is None:
+            store = await AppStore.open(None, sqlite_path=Path(folder) / "app.db")
+            label = "SQLite"
+        else:
+            store = await AppStore.open(url)
+            label = "PostgreSQL"
+        try:
+            timings = await measure(store, sizes, repeats)
+        finally:
+            await store.close()
+    return report(
+        f"{label}: medians (min–max) of {repeats} interleaved repeats; page = {PAGE}; "
+        f"{EVENTS} events per message; {OTHERS} other conversations",
+        sizes,
+        timings,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--sizes", default="10,100,1000")
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--pg", metavar="URL", help="also on PostgreSQL (an empty database)")
+    args = parser.parse_args()
+    sizes = sorted(int(x) for x in args.sizes.split(","))
+    if len(sizes) < 2 or args.repeats < 3:
+        sys.exit("give at least two sizes and --repeats ≥ 3")
+    print(asyncio.run(run(None, sizes, args.repeats)))
+    if args.pg:
+        print(asyncio.run(run(args.pg, sizes, args.repeats)))
+    print("\n(a shared machine: absolute figures are noisy; ratios are within one run)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""Reads of a conversation that cost O(page), not O(conversation length).
+
+Opening a long conversation should not get slower as it grows. The conversation tree
+(`ConversationRecords.list_messages`) returns every message by contract, and reading a thread's
+values from its events touches every event of every message; these reads instead use what each
+message row already holds (its question, its final answer, status, metrics: a per-message
+summary written once when the run ends) and reach only the rows they return:
+
+- `thread_head`: the conversation row and its active message (two primary-key lookups): what
+  "open the thread" and "the thread's state" need;
+- `branch_page`: a page of the active branch, newest first, walking `parent_id` up from a
+  message with a recursive query bounded by the page size (one primary-key lookup per row);
+  `before` continues from the last page;
+- `conversation_page`: a page of conversations (most recently active first, the `updated_at`
+  index) each with its active message: thread search without reading any thread's messages.
+
+They are plain functions over the store so the protocol server (and our own API) can call them
+without a mixin change; the statements are built once and reused (SQLAlchemy's compiled cache
+keys them on their shape).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+
+from . import schema as t
+from .conversation_records import _message
+from .rows import ConversationRow, MessageRow
+
+if TYPE_CHECKING:
+    from .repository import AppStore
+
+MAX_PAGE = 1000
+
+
+@dataclass(frozen=True)
+class ThreadHead:
+    """A conversation and its active message (None before the first message)."""
+
+    conversation: ConversationRow
+    active: MessageRow | None
+
+
+@dataclass(frozen=True)
+class BranchPage:
+    """Messages of a branch, newest first; `before` asks for the next (older) page, None at
+    the root."""
+
+    messages: list[MessageRow]
+    before: str | None
+
+
+def _check_limit(limit: int) -> None:
+    if not 1 <= limit <= MAX_PAGE:
+        raise ValueError(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
+
+
+def _conversation_query() -> sa.Select[tuple[object, ...]]:
+    return sa.select(t.conversations).where(t.conversations.c.id == sa.bindparam("cid"))
+
+
+def _message_query() -> sa.Select[tuple[object, ...]]:
+    return sa.select(t.messages).where(t.messages.c.id == sa.bindparam("mid"))
+
+
+def _branch_query() -> sa.Select[tuple[object, ...]]:
+    """From message `start`, up its parents, at most `limit` rows, newest first."""
+    m = t.messages
+    first = sa.select(m.c.id, m.c.parent_id, sa.literal(1).label("depth")).where(
+        m.c.id == sa.bindparam("start")
+    )
+    path = first.cte("branch_path", recursive=True)
+    step = (
+        sa.select(m.c.id, m.c.parent_id, (path.c.depth + 1).label("depth"))
+        .join(path, m.c.id == path.c.parent_id)
+        .where(path.c.depth < sa.bindparam("limit"))
+    )
+    path = path.union_all(step)
+    return sa.select(m).join(path, m.c.id == path.c.id).order_by(path.c.depth)
+
+
+_CONVERSATION, _MESSAGE, _BRANCH = _conversation_query(), _message_query(), _branch_query()
+
+
+async def thread_head(store: AppStore, conversation_id: str) -> ThreadHead | None:
+    """The conversation and its active message; None if there is no such conversation."""
+    rows = await store.fetch_rows(_CONVERSATION.params(cid=conversation_id))
+    if not rows:
+        return None
+    conversation: ConversationRow = dict(rows[0])  # type: ignore[assignment]
+    active_id = conversation["active_message_id"]
+    active = None
+    if active_id is not None:
+        found = await store.fetch_rows(_MESSAGE.params(mid=active_id))
+        active = _message(found[0]) if found else None
+    return ThreadHead(conversation, active)
+
+
+async def branch_page(
+    store: AppStore, conversation_id: str, *, limit: int = 20, before: str | None = None
+) -> BranchPage | None:
+    """Up to `limit` messages of the active branch, newest first, starting at the active
+    message, or at the parent of `before` (a message of this conversation) for the next page.
+    None if there is no such conversation; `ValueError` for a bad `limit` or a `before` that is
+    not a message of this conversation."""
+    _check_limit(limit)
+    head = await thread_head(store, conversation_id)
+    if head is None:
+        return None
+    start: str | None
+    if before is None:
+        start = head.active["id"] if head.active is not None else None
+    else:
+        found = await store.fetch_rows(_MESSAGE.params(mid=before))
+        if not found or found[0]["conversation_id"] != conversation_id:
+            raise ValueError(f"message {before!r} is not in conversation {conversation_id!r}")
+        start = found[0]["parent_id"]
+    if start is None:
+        return BranchPage([], None)
+    rows = await store.fetch_rows(_BRANCH.params(start=start, limit=limit))
+    messages = [_message(r) for r in rows]
+    more = len(messages) == limit and messages[-1]["parent_id"] is not None
+    return BranchPage(messages, messages[-1]["id"] if more else None)
+
+
+async def conversation_page(
+    store: AppStore,
+    *,
+    user_id: str | None = None,
+    project: str | None = None,
+    limit: int = 20,
+    offset: int = 0,
+) -> list[ThreadHead]:
+    """Conversations, most recently active first, each with its active message: two queries
+    whatever the conversations' lengths."""
+    _check_limit(limit)
+    if offset < 0:
+        raise ValueError(f"offset must be ≥ 0, got {offset}")
+    conversations = await store.list_conversations(
+        user_id=user_id, limit=limit, offset=offset, project=project
+    )
+    wanted = [c["active_message_id"] for c in conversations if c["active_message_id"]]
+    active: dict[str, MessageRow] = {}
+    if wanted:
+        rows = await store.fetch_rows(sa.select(t.messages).where(t.messages.c.id.in_(wanted)))
+        active = {r["id"]: _message(r) for r in rows}
+    return [
+        ThreadHead(c, active.get(c["active_message_id"] or "")) for c in conversations
+    ]
