@@ -29,6 +29,7 @@ from .options import (
 from .text import console
 
 if TYPE_CHECKING:
+    from ..agents.spec import AgentSpec
     from ..client import Client, Reader
     from ..settings import Settings
     from .session import Session
@@ -55,12 +56,27 @@ YesOption = Annotated[
 ]
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from ..version import __version__
+
+        typer.echo(f"artifactflow {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     config_dir: ConfigDirOption = None,
     data_dir: DataDirOption = None,
     model: ModelOption = None,
     debug: DebugOption = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", is_eager=True,
+            callback=_print_version,
+        ),
+    ] = False,
 ) -> None:
     GLOBALS.update(config_dir=config_dir, data_dir=data_dir, model=model, debug=debug)
 
@@ -117,7 +133,7 @@ def read(work: Callable[[Reader], Awaitable[int | None]]) -> None:
     _execute(open_reader, work)
 
 
-def check_config_files(settings: Settings) -> None:
+def check_config_files(settings: Settings) -> dict[str, AgentSpec]:
     """Refuse a broken config (`ConfigError`, exit 2) in a command that only reads, as every
     command did when each opened the whole engine: the agent files must parse and the plugins
     import. That costs milliseconds; building the tools, models and graph is left to the
@@ -126,11 +142,12 @@ def check_config_files(settings: Settings) -> None:
     from ..settings import packaged_config_dir
 
     folder = settings.config_dir / "agents"
-    load_agents(folder if folder.is_dir() else packaged_config_dir() / "agents")
+    agents = load_agents(folder if folder.is_dir() else packaged_config_dir() / "agents")
     if settings.plugins:
         from ..tools.registry import ToolRegistry
 
         ToolRegistry().load_plugins(settings.plugins, settings.config_dir)
+    return agents
 
 
 def _execute(

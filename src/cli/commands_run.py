@@ -12,7 +12,8 @@ from ..errors import UserError
 from . import exitcodes
 from .app import JsonOption, NoInputOption, YesOption, command, drive
 from .approvals import ResumeData, decisions_from_flags
-from .options import argument, option
+from .options import GLOBALS, argument, option
+from .preflight import before_run
 
 if TYPE_CHECKING:
     from ..shapes import AskedCall
@@ -55,6 +56,7 @@ def run(
     if parent is not None and new_root:
         raise UserError("use either --parent or --new-root, not both")
     parent_id: Any = None if new_root else (parent if parent is not None else ACTIVE_BRANCH)
+    before_run(GLOBALS.settings(), conversation=conversation)
 
     drive(
         lambda session: session.run(task, conversation, parent_id, project=project),
@@ -103,6 +105,7 @@ def resume(
         )
 
     decide([])  # reject contradictory flags before opening anything
+    before_run(GLOBALS.settings(), message=message_id)
 
     drive(
         lambda session: session.resume(message_id, decide),
@@ -124,4 +127,5 @@ def retry(
     --no-input, Ctrl-C). A completed, paused or running message is a conflict (exit 5).
     """
 
+    before_run(GLOBALS.settings(), message=message_id)
     drive(lambda session: session.retry(message_id), json_=json_, no_input=no_input, yes=yes)
