@@ -129,14 +129,31 @@ async def test_empty_stream_is_retried_then_answered(model, llm):
     assert response.content == "second try" and response.attempts == 2
 
 
-async def test_empty_streams_end_in_an_error_never_done(model, llm):
+async def test_a_server_that_cannot_stream_tools_gets_them_unstreamed(model, llm, caplog):
+    """llama-cpp-python answers a streamed request offering tools with an empty stream: the
+    turn is sent again unstreamed, the endpoint's later tool turns go unstreamed at once, and
+    one warning names the profile setting that starts that way."""
     llm.quirks = Quirks(no_streamed_tools=True)
-    llm.script(*[ToolCalls([Call("append_note", {"text": "x"})])] * 3)
+    # the empty stream uses up a scripted answer as the server's own would use up a turn
+    llm.script(*[ToolCalls([Call("append_note", {"text": str(i)})]) for i in (9, 0, 1)])
+    first = await model.complete(request(llm, TOOLS))
+    second = await model.complete(request(llm, TOOLS))
+    assert [json.loads(r.tool_calls[0]["arguments"]) for r in (first, second)] == [
+        {"text": "0"}, {"text": "1"},
+    ]
+    assert [r.get("stream", False) for r in llm.requests] == [True, False, False]
+    assert llm.requests[0]["tool_choice"] == "auto"  # sent by default with tools
+    warnings = [r.getMessage() for r in caplog.records if "empty stream" in r.getMessage()]
+    assert len(warnings) == 1 and "stream_tools: false" in warnings[0]
+
+
+async def test_empty_streams_without_tools_end_in_an_error_never_done(model, llm):
+    llm.quirks = Quirks(empty_stream=True)
+    llm.script(*[Text("never sent")] * 3)
     with pytest.raises(RetryableLLMError) as info:
-        await model.complete(request(llm, TOOLS))
+        await model.complete(request(llm))
     message = str(info.value)
     assert "after 3 attempts" in message and "empty stream" in message
-    assert "stream_tools: false" in message  # says how to fix it
 
 
 async def test_tool_call_stream_cut_short_is_retried(model, llm):
