@@ -8,6 +8,7 @@ modules it imported can be read; no timing is asserted here (benchmarks/cli_star
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -220,3 +221,37 @@ async def test_a_stored_run_still_works_after_the_checks(tmp_path: Path, llm_env
     assert code == 0, err
     async with await Client.open(load_settings(config, data)) as client:
         assert [c["title"] for c in await client.conversations.list()] == ["question"]
+
+
+def test_the_reaper_ends_an_orphan_the_tests_left_behind(tmp_path: Path) -> None:
+    """A process whose parent exited (handed to init, no longer our descendant) still carries
+    the session's marker, and is ended; a process without the marker is left alone."""
+    import signal
+    import time
+    import uuid
+
+    import reaper
+
+    token = uuid.uuid4().hex
+    pids = tmp_path / "pids"
+    spawn = (
+        "import subprocess, sys; "
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], "
+        "start_new_session=True); open(sys.argv[1], 'a').write(f'{p.pid}\\n')"
+    )
+    subprocess.run([sys.executable, "-c", spawn, str(pids)], env={**os.environ, reaper.MARKER: token},
+                   check=True, timeout=TIMEOUT)
+    unmarked = {k: v for k, v in os.environ.items() if k != reaper.MARKER}
+    subprocess.run([sys.executable, "-c", spawn, str(pids)], env=unmarked, check=True, timeout=TIMEOUT)
+    orphan, stranger = (int(line) for line in pids.read_text().split())
+    try:
+        assert reaper._alive(orphan) and reaper._alive(stranger)
+        assert reaper.reap(token, descendants=False) == [orphan]
+        deadline = time.monotonic() + TIMEOUT
+        while reaper._alive(orphan) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not reaper._alive(orphan) and reaper._alive(stranger)
+    finally:
+        for pid in (orphan, stranger):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
