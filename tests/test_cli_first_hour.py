@@ -255,3 +255,31 @@ def test_the_reaper_ends_an_orphan_the_tests_left_behind(tmp_path: Path) -> None
         for pid in (orphan, stranger):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_the_research_path_says_once_which_search_provider_to_configure(
+    tmp_path: Path, llm
+) -> None:
+    import shutil
+
+    config = tmp_path / "config"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "config", config)
+    data = tmp_path / "data"
+    llm.script(Text("first answer"), Text("second answer"))
+    where = ["--config-dir", str(config), "--data-dir", str(data)]
+    key = {"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": llm.base_url}
+    said = []
+    for question in ("first", "second"):
+        code, _, out, err = _probe(["run", question, "--no-input", *where], **key)
+        assert code == 0, err
+        said.append(err)
+    assert "web search is not configured" in said[0] and "web.search.provider" in said[0]
+    assert "searxng" in said[0] and "BRAVE_API_KEY" in said[0] and "TAVILY_API_KEY" in said[0]
+    assert "web search is not configured" not in said[1]  # once per data folder
+
+    (config / "artifactflow.yaml").write_text(
+        (config / "artifactflow.yaml").read_text().replace("provider: null", "provider: brave")
+    )
+    llm.script(Text("third answer"))
+    code, _, _, err = _probe(["run", "third", "--no-input", *where[:2], "--data-dir", str(tmp_path / "d2")], **key)
+    assert code == 0 and "web search is not configured" not in err

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.text import Text
 
 from ..errors import UserError
 from . import exitcodes
@@ -14,6 +15,7 @@ from .app import JsonOption, NoInputOption, YesOption, command, drive
 from .approvals import ResumeData, decisions_from_flags
 from .options import GLOBALS, argument, option
 from .preflight import before_run
+from .text import console
 
 if TYPE_CHECKING:
     from ..shapes import AskedCall
@@ -56,7 +58,9 @@ def run(
     if parent is not None and new_root:
         raise UserError("use either --parent or --new-root, not both")
     parent_id: Any = None if new_root else (parent if parent is not None else ACTIVE_BRANCH)
-    before_run(GLOBALS.settings(), conversation=conversation)
+    notice = before_run(GLOBALS.settings(), conversation=conversation)
+    if notice:
+        console(stderr=True).print(Text(notice, style="yellow"))
 
     drive(
         lambda session: session.run(task, conversation, parent_id, project=project),

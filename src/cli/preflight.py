@@ -17,13 +17,18 @@ from typing import TYPE_CHECKING
 from ..errors import NotFoundError
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ..agents.spec import AgentSpec
     from ..settings import Settings
+
 
 
 def before_run(
     settings: Settings, *, conversation: str | None = None, message: str | None = None
-) -> None:
-    """Raise the error the engine would raise later (exit 2), or return: the run may start."""
+) -> str | None:
+    """Raise the error the engine would raise later (exit 2), or return: the run may start;
+    what is returned is a first-run note to show (`search_notice`), if any."""
     from .app import check_config_files
 
     agents = check_config_files(settings)
@@ -34,6 +39,30 @@ def before_run(
         _check_known(settings, "conversation", conversation)
     if message is not None:
         _check_known(settings, "message", message)
+    return search_notice(settings, agents)
+
+
+SEARCH_NOTICE = (
+    "note: web search is not configured, so the agents cannot search the web (web_search "
+    "answers that it is not configured). Set web.search.provider in config/artifactflow.yaml: "
+    "searxng (with web.search.searxng_url, a SearXNG you run: no key), brave (BRAVE_API_KEY) or "
+    "tavily (TAVILY_API_KEY). This note is shown once per data folder."
+)
+NOTICE_MARK = ".search-notice-shown"
+
+
+def search_notice(settings: Settings, agents: Mapping[str, AgentSpec]) -> str | None:
+    """The first-run note for a config whose agents may call `web_search` while no search
+    provider is set (the packaged defaults: the research path), once per data folder; None
+    otherwise. Showing it leaves a mark in the data folder."""
+    if settings.web.search.provider or not any("web_search" in a.tools for a in agents.values()):
+        return None
+    mark = settings.data_dir / NOTICE_MARK
+    if mark.exists():
+        return None
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    mark.touch()
+    return SEARCH_NOTICE
 
 
 def check_model(settings: Settings, reference: str | None) -> None:
