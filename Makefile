@@ -8,10 +8,12 @@ BIN := $(VENV)/bin
 
 # Two installs: `setup` (and `run`) install what running needs; the checks and tests install
 # the `[test]` extra on top (pyright, Playwright, schemathesis, PostgreSQL, the memory embedder).
+# `--no-compile`: Python writes the bytecode of what it imports on first use, not of all of it
+# (95 MB of the run-time set would be bytecode of modules a run never imports).
 $(BIN)/artifactflow: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q --no-compile -e .
 	touch $@
 
 $(VENV)/.test-installed: $(BIN)/artifactflow pyproject.toml

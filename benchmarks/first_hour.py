@@ -13,10 +13,10 @@ system's accounting) and wall seconds; the ratio is the median of per-pair ratio
 exit code is checked, and `run` without a key must leave no file in the data folder on this
 tree (the baseline's files are counted, not asserted).
 
-Install: a new venv in a temporary folder, `pip install -e .` (the run-time dependencies only;
-pip's cache is whatever the machine has: say so when quoting), then a task through the new
-venv's `artifactflow run` against the scripted model server (asserting it answered), then the
-venv's size on disk (`du`), the bytecode of what the run imported included.
+Install: `make setup VENV=<a new temporary folder>` (the run-time dependencies only; pip's
+cache is whatever the machine has: say so when quoting), its size on disk (`du`), then a task
+through the new venv's `artifactflow run` against the scripted model server (asserting it
+answered), then the size again, with the bytecode of what the run imported.
 """
 
 from __future__ import annotations
@@ -117,12 +117,12 @@ def install() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         venv = Path(tmp) / "venv"
-        start = time.perf_counter()
-        subprocess.run([PY, "-m", "venv", str(venv)], check=True)
-        pip = [str(venv / "bin" / "pip"), "install", "-q"]
-        subprocess.run([*pip, "--upgrade", "pip"], check=True, capture_output=True)
-        subprocess.run([*pip, "-e", str(ROOT)], check=True, capture_output=True)
+        start = time.perf_counter()  # exactly what `make setup` does, into a venv of its own
+        subprocess.run(["make", "-C", str(ROOT), "--no-print-directory", "setup", f"VENV={venv}"],
+                       check=True, capture_output=True)
         seconds = time.perf_counter() - start
+        installed = int(subprocess.run(["du", "-sm", str(venv)], capture_output=True, text=True,
+                                       check=True).stdout.split()[0])
         with ScriptedLLM() as llm:
             llm.script(Text("installed and answering"))
             env = _env(None, Path(tmp) / "data", OPENAI_API_KEY="k", OPENAI_BASE_URL=llm.base_url)
@@ -137,8 +137,8 @@ def install() -> None:
         site = next((venv / "lib").glob("python3*/site-packages"))
         top = subprocess.run(["du", "-sm", *map(str, site.iterdir())], capture_output=True, text=True)
         biggest = sorted((int(n), Path(p).name) for n, p in (line.split("\t") for line in top.stdout.splitlines()))[-8:]
-        print(f"run-time install: {seconds:.0f} s (pip cache as the machine has it), {megabytes} MB "
-              "on disk after one run")
+        print(f"run-time install (`make setup`): {seconds:.0f} s (pip cache as the machine has "
+              f"it), {installed} MB on disk, {megabytes} MB after one run (its bytecode)")
         print("largest: " + ", ".join(f"{name} {mb} MB" for mb, name in reversed(biggest)))
         shutil.rmtree(venv)
 

@@ -10,6 +10,10 @@ OpenAI-compatible server over HTTP and a real SQLite store.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
 
 from scripted_llm import Call, Text, ToolCalls
 
@@ -108,3 +112,47 @@ async def test_llama_cpp_python_through_the_environment_variables_alone(make_cli
     offered = [r for r in llm.requests if r.get("tools")]
     assert all(r["tool_choice"] == "auto" for r in offered)
     assert [r.get("stream", False) for r in offered] == [True, False, False]
+
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "real-model-check"
+
+
+def _dry_run(llm, python: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("ARTIFACTFLOW_", "OPENAI_", "REAL_MODEL_", "VIRTUAL_ENV"))}
+    env.update(REAL_MODEL_BASE_URL=llm.base_url, NO_COLOR="1")
+    return subprocess.run([python, str(SCRIPT)], env=env, capture_output=True, text=True,
+                          timeout=900, stdin=subprocess.DEVNULL)
+
+
+def test_real_model_check_runs_as_documented_under_the_system_python(llm) -> None:
+    """`scripts/real-model-check` started by its shebang's `python3` (the system's, without
+    artifactflow) re-runs itself in the checkout's venv; against a server that answers as a
+    model should, every step passes."""
+    system = shutil.which("python3", path="/usr/bin:/bin")
+    assert system is not None
+    llm.script(
+        ToolCalls([Call("get_weather", {"city": "Oslo"})]), Text("Oslo: 3°C, light snow."),
+        ToolCalls([Call("save_note", {"text": "meeting on Friday"})]), Text("Saved."),
+        *[ToolCalls([Call("update_document", {"doc_id": "notes", "text": "hello"})])] * 5,
+    )
+    proc = _dry_run(llm, system)
+    assert "running under" in proc.stdout and ".venv/bin/python" in proc.stdout
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("[PASS]") == 4 and "[FAIL]" not in proc.stdout
+    assert "summary   4/4 steps passed" in proc.stdout
+
+
+def test_real_model_check_never_says_ok_for_a_check_that_did_not_run() -> None:
+    from importlib.machinery import SourceFileLoader
+
+    module = SourceFileLoader("real_model_check", str(SCRIPT)).load_module()
+    step = module.Step("a step")
+    assert step.check(False, "`artifactflow run` exited 1") is False
+    step.ran(module.Outcome(1, [], 0.1, "ModuleNotFoundError: No module named 'artifactflow'"))
+    assert step.check(True, "nothing ran before the approval") is False
+    assert step.detail == [
+        "FAIL `artifactflow run` exited 1",
+        "---- not checked (the command did not run): nothing ran before the approval",
+    ]
+    assert not any(line.startswith("ok") for line in step.detail)
