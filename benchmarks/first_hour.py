@@ -51,6 +51,7 @@ def _baseline(rev: str, into: Path) -> Path:
 
 def _env(pythonpath: Path | None, data: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ARTIFACTFLOW_", "OPENAI_"))}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode is written, and cached after the warm-up
     env.update(NO_COLOR="1", ARTIFACTFLOW_DATA_DIR=str(data), **extra)
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)

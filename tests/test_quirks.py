@@ -211,12 +211,17 @@ async def test_llama_cpp_python_habits_with_its_profile(make_client, llm, tmp_pa
     assert assistant["tool_calls"][0]["function"]["name"] == "append_note"
     done = [e for e in result.events if e.type == "tool_complete"]
     assert done[0].data.success and done[0].data.result.data == "noted: first"
-    # no usage reported: unknown, never zero
+    # no usage sent: counted offline and marked estimated (never zero, never "n/a")
     llm_events = [e for e in result.events if e.type == "llm_complete"]
-    assert all(e.data.usage.prompt_tokens is None for e in llm_events)
+    assert all(e.data.usage_estimated is True for e in llm_events)
+    assert all((e.data.usage.prompt_tokens or 0) > 0 for e in llm_events)
+    assert (llm_events[1].data.usage.completion_tokens or 0) >= 2  # "All noted."
     tokens = result.metrics["tokens"]
-    assert tokens["total"] is None and tokens["unreported_calls"] == 2
-    assert "n/a tokens" in closing_line(CompleteData(response="", metrics=result.metrics))
+    prompts = sum(e.data.usage.prompt_tokens or 0 for e in llm_events)
+    assert tokens["prompt"] == prompts and tokens["estimated_calls"] == 2
+    assert tokens["unreported_calls"] == 0
+    line = closing_line(CompleteData(response="", metrics=result.metrics))
+    assert f"~{tokens['total']} tokens" in line and "2 calls estimated: no usage sent" in line
 
 
 async def test_malformed_arguments_are_not_echoed_to_a_strict_server(make_client, llm):
