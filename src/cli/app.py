@@ -41,7 +41,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    rich_markup_mode="markdown",
 )
 token_app = typer.Typer(help="Manage API tokens for `artifactflow serve`.", no_args_is_help=True)
 app.add_typer(token_app, name="token")

@@ -191,13 +191,26 @@ def classify(exc: Exception) -> Failure:
         return dropped
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
-        reason = f"HTTP {status}: {exc.message or exc}"
+        reason = f"HTTP {status}: {_said(exc)}"
         if is_context_overflow(status, exc.message or str(exc), _code(exc)):
             return Failure(ContextOverflowError, reason)
         if status >= 500 or status in (408, 409, 429):
             return Failure(RetryableLLMError, reason, retry_after(exc.response.headers))
         return Failure(FatalLLMError, reason)
     return Failure(FatalLLMError, f"{type(exc).__name__}: {exc}")
+
+
+def _said(exc: openai.APIStatusError) -> str:
+    """What the server said: the SDK's message is only "Error code: 500" when the body is not
+    OpenAI's error shape, so the body's own text (one line, cut) is added to it."""
+    message = exc.message or str(exc)
+    if message.strip() != f"Error code: {exc.status_code}":
+        return message
+    try:
+        body = " ".join(exc.response.text.split())[:300]
+    except Exception:  # a streamed body that cannot be read again
+        body = ""
+    return f"{message}: {body}" if body else f"{message} (the server sent no reason)"
 
 
 def _code(exc: openai.APIStatusError) -> str | None:
