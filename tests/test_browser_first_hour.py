@@ -67,7 +67,7 @@ async def test_demo_serves_the_page_offline_with_progress_in_the_bubble(tmp_path
     require_chromium()
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ARTIFACTFLOW_", "OPENAI_"))}
-    server = subprocess.Popen(
+    server = subprocess.Popen(  # noqa: ASYNC220 - started once, read after it ends
         [ARTIFACTFLOW, "demo", "--port", str(port), "--data-dir", str(tmp_path / "data"),
          "--config-dir", str(ROOT / "config")],
         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -99,7 +99,7 @@ def records_from_events(events: Sequence[Mapping[str, Any]]) -> list[CallRecord]
         data = event.get("data") or {}
         if event["type"] == "llm_complete":
             usage = data.get("usage") or {}
-            records.append({
+            record: CallRecord = {
                 "kind": "llm",
                 "agent": event.get("agent"),
                 "invocation": data.get("invocation"),
@@ -109,8 +109,10 @@ def records_from_events(events: Sequence[Mapping[str, Any]]) -> list[CallRecord]
                 "duration_ms": data.get("duration_ms", 0.0),
                 "attempts": data.get("attempts", 1),
                 "cost_usd": data.get("cost_usd"),
-                **({"estimated": True} if data.get("usage_estimated") else {}),
-            })
+            }
+            if data.get("usage_estimated"):
+                record["estimated"] = True
+            records.append(record)
         elif event["type"] == "context_compacted" and (data.get("usage") or {}).get("prompt_tokens"):
             usage = data["usage"]
             records.append({
@@ -183,6 +185,14 @@ def summarize(records: list[CallRecord], wall_ms: float) -> RunMetrics:
             if model["unreported_calls"] == model["calls"]:
                 model["prompt_tokens"] = model["completion_tokens"] = None
     known = llm_calls == 0 or unreported < llm_calls
+    tokens: TokenTotals = {
+        "prompt": prompt if known else None,
+        "completion": completion if known else None,
+        "total": prompt + completion if known else None,
+        "unreported_calls": unreported,
+    }
+    if estimated:
+        tokens["estimated_calls"] = estimated
     return {
         "wall_ms": round(wall_ms, 2),
         "llm_calls": llm_calls,
@@ -191,13 +201,7 @@ def summarize(records: list[CallRecord], wall_ms: float) -> RunMetrics:
         "tool_ms": round(tool_ms, 2),
         "tool_success": tool_ok,
         "tool_failed": tool_failed,
-        "tokens": {
-            "prompt": prompt if known else None,
-            "completion": completion if known else None,
-            "total": prompt + completion if known else None,
-            "unreported_calls": unreported,
-            **({"estimated_calls": estimated} if estimated else {}),
-        },
+        "tokens": tokens,
         # None when no call was priced; `cost_complete` says whether every call was.
         "cost_usd": round(cost, 6) if llm_calls > unpriced else None,
         "cost_complete": unpriced == 0,

@@ -303,11 +303,12 @@ def load_settings(
             problems.drop(data, path)
         unknown = []
     lines = [line for _, line in unknown]
+    settings: Settings | None = None
     try:
         settings = Settings(**data)
     except ValidationError as exc:
         lines += problems.validation_lines(exc, [path for path, _ in unknown])
-    if lines:
+    if lines or settings is None:
         raise ConfigError(_listed(yaml_path, lines))
     updates: dict[str, Any] = {"config_dir": folder}
     if data_dir is not None:

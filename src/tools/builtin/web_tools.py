@@ -11,9 +11,8 @@ from ..base import Permission, ToolResult
 from ..context import ToolContext
 from ..decorator import tool
 from ..web import fetch_urls
-from ..web.fetch import MAX_URLS
 from ..web import web_search as run_search
-
+from ..web.fetch import MAX_URLS
 
 # Declared checks (in the schema the model sees, and run before a person is asked to approve a
 # call): a call with no URL or an empty one goes back to the model, never to a person.
