@@ -3,7 +3,11 @@
 Weak models (a 270M local model, measured) repeat one failing call round after round until a
 round limit or a signal ends them. A call *repeats* when its tool, its arguments (as history
 resends them, keys sorted) and its error text are those of the invocation's previous call;
-successful calls and other errors break the streak. With the defaults
+successful calls and other errors break the streak. A malformed call (an unknown subagent
+name, arguments that are not one JSON object, invalid arguments) repeats by its *kind*
+whatever its arguments (`failure_kind`: 30 calls to subagents named `agent1`,
+`machine_id:179304`, … were measured with a 270M model), and its note names what is valid
+(the error's own list of subagents, the tool's JSON schema). With the defaults
 (`run.loop_guard: {warn_after: 3, stop_after: 5}`) the third identical failing call in a row
 gets a note in its result telling the model to change course, and the fifth ends the run with
 outcome `loop_detected`, the lead's latest text kept as the partial answer. 0 or null disables

@@ -88,7 +88,8 @@ class WebSettings(BaseModel):
 
 
 class LoopGuardSettings(BaseModel):
-    """The loop guard (core/loop_guard.py): the same failing tool call repeated in a row is
+    """The loop guard (core/loop_guard.py): the same failing tool call (or malformed call of
+    the same kind) repeated in a row is
     told to change course at `warn_after`, and ends the run (`loop_detected`) at `stop_after`.
     0 or null turns either off."""
 
