@@ -104,12 +104,16 @@ def command(
     return register
 
 
-def execute(work: Callable[[Client], Awaitable[int | None]]) -> None:
+def execute(
+    work: Callable[[Client], Awaitable[int | None]],
+    check: Callable[[Settings], object] | None = None,
+) -> None:
     """Open a client from the global options, run `work`, close; exit with its code.
 
     Ctrl-C and SIGTERM are handled for the whole command (`InterruptGuard`): during a run they
     cancel it cleanly; otherwise they stop the command (130 / 143); once `work` has returned,
-    its exit code stands whatever arrives while the client closes.
+    its exit code stands whatever arrives while the client closes. `check(settings)` runs
+    first, under the same guard: the cheap checks before the engine loads (`preflight`).
     """
 
     async def open_client(settings: Settings) -> Client:
@@ -117,7 +121,7 @@ def execute(work: Callable[[Client], Awaitable[int | None]]) -> None:
 
         return await Client.open(settings)
 
-    _execute(open_client, work)
+    _execute(open_client, work, check)
 
 
 def read(work: Callable[[Reader], Awaitable[int | None]]) -> None:
@@ -151,7 +155,9 @@ def check_config_files(settings: Settings) -> dict[str, AgentSpec]:
 
 
 def _execute(
-    opener: Callable[[Settings], Awaitable[Opened]], work: Callable[[Opened], Awaitable[int | None]]
+    opener: Callable[[Settings], Awaitable[Opened]],
+    work: Callable[[Opened], Awaitable[int | None]],
+    check: Callable[[Settings], object] | None = None,
 ) -> None:
     import asyncio
 
@@ -160,7 +166,11 @@ def _execute(
     async def main() -> int | None:
         with InterruptGuard(console(stderr=True)) as guard:
             try:
-                opened = await opener(GLOBALS.settings())
+                settings = GLOBALS.settings()
+                if check is not None:
+                    check(settings)
+                    await asyncio.sleep(0)  # a Ctrl-C during the checks lands here
+                opened = await opener(settings)
                 try:
                     code = await work(opened)
                     guard.settle(code or exitcodes.OK)
@@ -223,14 +233,19 @@ def show(
 
 
 def drive(
-    start: Callable[[Session], Awaitable[int]], *, json_: bool, no_input: bool, yes: bool
+    start: Callable[[Session], Awaitable[int]],
+    *,
+    json_: bool,
+    no_input: bool,
+    yes: bool,
+    check: Callable[[Settings], object] | None = None,
 ) -> None:
     """`execute` a command that drives a message: `start` gets the session for these flags."""
 
     async def work(client: Client) -> int:
         return await start(make_session(client, json_=json_, no_input=no_input, yes=yes))
 
-    execute(work)
+    execute(work, check)
 
 
 def make_session(

@@ -13,11 +13,12 @@ from ..errors import UserError
 from . import exitcodes
 from .app import JsonOption, NoInputOption, YesOption, command, drive
 from .approvals import ResumeData, decisions_from_flags
-from .options import GLOBALS, argument, option
+from .options import argument, option
 from .preflight import before_run
 from .text import console
 
 if TYPE_CHECKING:
+    from ..settings import Settings
     from ..shapes import AskedCall
 
 
@@ -58,13 +59,14 @@ def run(
     if parent is not None and new_root:
         raise UserError("use either --parent or --new-root, not both")
     parent_id: Any = None if new_root else (parent if parent is not None else ACTIVE_BRANCH)
-    notice = before_run(GLOBALS.settings(), conversation=conversation)
-    if notice:
-        console(stderr=True).print(Text(notice, style="yellow"))
+    def check(settings: Settings) -> None:
+        notice = before_run(settings, conversation=conversation, notice=True)
+        if notice:
+            console(stderr=True).print(Text(notice, style="yellow"))
 
     drive(
         lambda session: session.run(task, conversation, parent_id, project=project),
-        json_=json_, no_input=no_input, yes=yes,
+        json_=json_, no_input=no_input, yes=yes, check=check,
     )
 
 
@@ -109,11 +111,11 @@ def resume(
         )
 
     decide([])  # reject contradictory flags before opening anything
-    before_run(GLOBALS.settings(), message=message_id)
 
     drive(
         lambda session: session.resume(message_id, decide),
         json_=json_, no_input=no_input, yes=yes,
+        check=lambda settings: before_run(settings, message=message_id),
     )
 
 
@@ -131,5 +133,7 @@ def retry(
     --no-input, Ctrl-C). A completed, paused or running message is a conflict (exit 5).
     """
 
-    before_run(GLOBALS.settings(), message=message_id)
-    drive(lambda session: session.retry(message_id), json_=json_, no_input=no_input, yes=yes)
+    drive(
+        lambda session: session.retry(message_id), json_=json_, no_input=no_input, yes=yes,
+        check=lambda settings: before_run(settings, message=message_id),
+    )

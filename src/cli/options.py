@@ -88,8 +88,6 @@ class Globals:
 
         if self.config_dir is not None and not self.config_dir.expanduser().is_dir():
             raise UserError(f"--config-dir {self.config_dir}: no such folder")
-        if self.data_dir is not None and self.data_dir.expanduser().is_file():
-            raise UserError(f"--data-dir {self.data_dir}: a file, not a folder")
         return load_settings(self.config_dir, self.data_dir, model=self.model)
 
     def as_args(self) -> list[str]:

@@ -25,10 +25,14 @@ if TYPE_CHECKING:
 
 
 def before_run(
-    settings: Settings, *, conversation: str | None = None, message: str | None = None
+    settings: Settings,
+    *,
+    conversation: str | None = None,
+    message: str | None = None,
+    notice: bool = False,
 ) -> str | None:
     """Raise the error the engine would raise later (exit 2), or return: the run may start;
-    what is returned is a first-run note to show (`search_notice`), if any."""
+    with `notice`, what is returned is a first-run note to show (`search_notice`), if any."""
     from .app import check_config_files
 
     agents = check_config_files(settings)
@@ -39,7 +43,7 @@ def before_run(
         _check_known(settings, "conversation", conversation)
     if message is not None:
         _check_known(settings, "message", message)
-    return search_notice(settings, agents)
+    return search_notice(settings, agents) if notice else None
 
 
 SEARCH_NOTICE = (

@@ -12,7 +12,6 @@ the model does not know, with the nearest valid key (`difflib`, the standard lib
 
 from __future__ import annotations
 
-import difflib
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -23,6 +22,8 @@ from pydantic import BaseModel, ValidationError
 
 def nearest(word: str, choices: Iterable[str]) -> str | None:
     """The closest of `choices` to `word`, or None when none is close."""
+    import difflib  # only on the error path
+
     found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return found[0] if found else None
 
