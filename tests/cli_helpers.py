@@ -29,7 +29,7 @@ from scripted_llm import Call, ToolCalls
 from artifactflow.cli.main import main
 
 ARTIFACTFLOW = str(Path(sys.executable).parent / "artifactflow")
-TIMEOUT = 20
+TIMEOUT = 180  # a ceiling for a busy machine, not an expected time
 
 PLUGIN = '''
 from artifactflow import tool

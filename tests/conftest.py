@@ -23,6 +23,18 @@ from scripted_llm import ScriptedLLM  # noqa: E402
 from artifactflow import Client, load_settings  # noqa: E402
 
 
+@pytest.fixture(scope="session", autouse=True)
+def reaper() -> Iterator[None]:
+    """Ends the processes this test run started and left running (tests/reaper.py)."""
+    import reaper as procs
+
+    token = procs.mark()
+    yield
+    left = procs.reap(token)
+    if left:
+        print(f"\nreaper: ended {len(left)} process(es) the tests left running: {left}")
+
+
 @pytest.fixture(autouse=True)
 def user_data_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A test that configures no data folder (nor a subprocess it starts) writes to a fresh

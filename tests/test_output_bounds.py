@@ -77,7 +77,9 @@ def test_tool_choice_only_with_tools_agent_over_profile():
     assert request_body(agent, settings, stream=True)["tool_choice"] == "required"
     bare = request_body(ModelRequest(profile, MESSAGES), settings, stream=True)
     assert "tool_choice" not in bare and "parallel_tool_calls" not in bare and "tools" not in bare
-    assert "tool_choice" not in request_body(ModelRequest(target(), MESSAGES, TOOLS), settings, stream=True)
+    assert request_body(ModelRequest(target(), MESSAGES, TOOLS), settings, stream=True)["tool_choice"] == "auto"
+    omitted = ModelRequest(target(tool_choice="omit"), MESSAGES, TOOLS)
+    assert "tool_choice" not in request_body(omitted, settings, stream=True)
     unstreamed = request_body(ModelRequest(profile, MESSAGES, TOOLS), settings, stream=False)
     assert "stream" not in unstreamed and "stream_options" not in unstreamed
 

@@ -129,14 +129,31 @@ async def test_empty_stream_is_retried_then_answered(model, llm):
     assert response.content == "second try" and response.attempts == 2
 
 
-async def test_empty_streams_end_in_an_error_never_done(model, llm):
+async def test_a_server_that_cannot_stream_tools_gets_them_unstreamed(model, llm, caplog):
+    """llama-cpp-python answers a streamed request offering tools with an empty stream: the
+    turn is sent again unstreamed, the endpoint's later tool turns go unstreamed at once, and
+    one warning names the profile setting that starts that way."""
     llm.quirks = Quirks(no_streamed_tools=True)
-    llm.script(*[ToolCalls([Call("append_note", {"text": "x"})])] * 3)
+    # the empty stream uses up a scripted answer as the server's own would use up a turn
+    llm.script(*[ToolCalls([Call("append_note", {"text": str(i)})]) for i in (9, 0, 1)])
+    first = await model.complete(request(llm, TOOLS))
+    second = await model.complete(request(llm, TOOLS))
+    assert [json.loads(r.tool_calls[0]["arguments"]) for r in (first, second)] == [
+        {"text": "0"}, {"text": "1"},
+    ]
+    assert [r.get("stream", False) for r in llm.requests] == [True, False, False]
+    assert llm.requests[0]["tool_choice"] == "auto"  # sent by default with tools
+    warnings = [r.getMessage() for r in caplog.records if "empty stream" in r.getMessage()]
+    assert len(warnings) == 1 and "stream_tools: false" in warnings[0]
+
+
+async def test_empty_streams_without_tools_end_in_an_error_never_done(model, llm):
+    llm.quirks = Quirks(empty_stream=True)
+    llm.script(*[Text("never sent")] * 3)
     with pytest.raises(RetryableLLMError) as info:
-        await model.complete(request(llm, TOOLS))
+        await model.complete(request(llm))
     message = str(info.value)
     assert "after 3 attempts" in message and "empty stream" in message
-    assert "stream_tools: false" in message  # says how to fix it
 
 
 async def test_tool_call_stream_cut_short_is_retried(model, llm):
@@ -194,12 +211,17 @@ async def test_llama_cpp_python_habits_with_its_profile(make_client, llm, tmp_pa
     assert assistant["tool_calls"][0]["function"]["name"] == "append_note"
     done = [e for e in result.events if e.type == "tool_complete"]
     assert done[0].data.success and done[0].data.result.data == "noted: first"
-    # no usage reported: unknown, never zero
+    # no usage sent: counted offline and marked estimated (never zero, never "n/a")
     llm_events = [e for e in result.events if e.type == "llm_complete"]
-    assert all(e.data.usage.prompt_tokens is None for e in llm_events)
+    assert all(e.data.usage_estimated is True for e in llm_events)
+    assert all((e.data.usage.prompt_tokens or 0) > 0 for e in llm_events)
+    assert (llm_events[1].data.usage.completion_tokens or 0) >= 2  # "All noted."
     tokens = result.metrics["tokens"]
-    assert tokens["total"] is None and tokens["unreported_calls"] == 2
-    assert "n/a tokens" in closing_line(CompleteData(response="", metrics=result.metrics))
+    prompts = sum(e.data.usage.prompt_tokens or 0 for e in llm_events)
+    assert tokens["prompt"] == prompts and tokens["estimated_calls"] == 2
+    assert tokens["unreported_calls"] == 0
+    line = closing_line(CompleteData(response="", metrics=result.metrics))
+    assert f"~{tokens['total']} tokens" in line and "2 calls estimated: no usage sent" in line
 
 
 async def test_malformed_arguments_are_not_echoed_to_a_strict_server(make_client, llm):

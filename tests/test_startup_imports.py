@@ -207,3 +207,24 @@ def test_package_root_resolves_every_public_name() -> None:
     assert artifactflow.Reader is Reader
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         _ = artifactflow.Nope  # type: ignore[attr-defined]
+
+
+def test_run_and_resume_refuse_before_the_engine_is_imported(tmp_path: Path) -> None:
+    """A missing key and an unknown id are reported with pydantic and YAML alone: not the
+    engine, the stores or the model SDK (tests/test_cli_first_hour.py checks the messages)."""
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "models.yaml").write_text(  # a key no environment has, whatever the shell sets
+        "profiles:\n  p:\n    model: m\n    api_key_env: AF_NO_SUCH_KEY_FOR_THIS_TEST\n"
+    )
+    where = ["--config-dir", str(config), "--data-dir", str(tmp_path / "data"), "--model", "p"]
+    codes, modules, _ = _probe(["run", "hello", *where], ["resume", "0" * 32, "--approve", *where])
+    assert codes == [2, 2]
+    assert sorted(modules & {*ENGINE, "sqlalchemy", "aiosqlite", "numpy", "jsonschema_rs"}) == []
+    assert not (tmp_path / "data").exists()
+
+
+def test_version_imports_nothing_but_the_command_line() -> None:
+    codes, modules, out = _probe(["--version"])
+    assert codes == [0] and out.startswith("artifactflow ")
+    assert sorted(modules & {*HEAVY, "pydantic", "yaml", "asyncio"}) == []

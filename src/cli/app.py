@@ -29,6 +29,7 @@ from .options import (
 from .text import console
 
 if TYPE_CHECKING:
+    from ..agents.spec import AgentSpec
     from ..client import Client, Reader
     from ..settings import Settings
     from .session import Session
@@ -55,12 +56,27 @@ YesOption = Annotated[
 ]
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from ..version import __version__
+
+        typer.echo(f"artifactflow {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     config_dir: ConfigDirOption = None,
     data_dir: DataDirOption = None,
     model: ModelOption = None,
     debug: DebugOption = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", is_eager=True,
+            callback=_print_version,
+        ),
+    ] = False,
 ) -> None:
     GLOBALS.update(config_dir=config_dir, data_dir=data_dir, model=model, debug=debug)
 
@@ -88,12 +104,16 @@ def command(
     return register
 
 
-def execute(work: Callable[[Client], Awaitable[int | None]]) -> None:
+def execute(
+    work: Callable[[Client], Awaitable[int | None]],
+    check: Callable[[Settings], object] | None = None,
+) -> None:
     """Open a client from the global options, run `work`, close; exit with its code.
 
     Ctrl-C and SIGTERM are handled for the whole command (`InterruptGuard`): during a run they
     cancel it cleanly; otherwise they stop the command (130 / 143); once `work` has returned,
-    its exit code stands whatever arrives while the client closes.
+    its exit code stands whatever arrives while the client closes. `check(settings)` runs
+    first, under the same guard: the cheap checks before the engine loads (`preflight`).
     """
 
     async def open_client(settings: Settings) -> Client:
@@ -101,7 +121,7 @@ def execute(work: Callable[[Client], Awaitable[int | None]]) -> None:
 
         return await Client.open(settings)
 
-    _execute(open_client, work)
+    _execute(open_client, work, check)
 
 
 def read(work: Callable[[Reader], Awaitable[int | None]]) -> None:
@@ -117,7 +137,7 @@ def read(work: Callable[[Reader], Awaitable[int | None]]) -> None:
     _execute(open_reader, work)
 
 
-def check_config_files(settings: Settings) -> None:
+def check_config_files(settings: Settings) -> dict[str, AgentSpec]:
     """Refuse a broken config (`ConfigError`, exit 2) in a command that only reads, as every
     command did when each opened the whole engine: the agent files must parse and the plugins
     import. That costs milliseconds; building the tools, models and graph is left to the
@@ -126,15 +146,18 @@ def check_config_files(settings: Settings) -> None:
     from ..settings import packaged_config_dir
 
     folder = settings.config_dir / "agents"
-    load_agents(folder if folder.is_dir() else packaged_config_dir() / "agents")
+    agents = load_agents(folder if folder.is_dir() else packaged_config_dir() / "agents")
     if settings.plugins:
         from ..tools.registry import ToolRegistry
 
         ToolRegistry().load_plugins(settings.plugins, settings.config_dir)
+    return agents
 
 
 def _execute(
-    opener: Callable[[Settings], Awaitable[Opened]], work: Callable[[Opened], Awaitable[int | None]]
+    opener: Callable[[Settings], Awaitable[Opened]],
+    work: Callable[[Opened], Awaitable[int | None]],
+    check: Callable[[Settings], object] | None = None,
 ) -> None:
     import asyncio
 
@@ -143,7 +166,11 @@ def _execute(
     async def main() -> int | None:
         with InterruptGuard(console(stderr=True)) as guard:
             try:
-                opened = await opener(GLOBALS.settings())
+                settings = GLOBALS.settings()
+                if check is not None:
+                    check(settings)
+                    await asyncio.sleep(0)  # a Ctrl-C during the checks lands here
+                opened = await opener(settings)
                 try:
                     code = await work(opened)
                     guard.settle(code or exitcodes.OK)
@@ -206,14 +233,19 @@ def show(
 
 
 def drive(
-    start: Callable[[Session], Awaitable[int]], *, json_: bool, no_input: bool, yes: bool
+    start: Callable[[Session], Awaitable[int]],
+    *,
+    json_: bool,
+    no_input: bool,
+    yes: bool,
+    check: Callable[[Settings], object] | None = None,
 ) -> None:
     """`execute` a command that drives a message: `start` gets the session for these flags."""
 
     async def work(client: Client) -> int:
         return await start(make_session(client, json_=json_, no_input=no_input, yes=yes))
 
-    execute(work)
+    execute(work, check)
 
 
 def make_session(

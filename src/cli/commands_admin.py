@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from . import views
+from ..errors import UserError
+from . import exitcodes, views
 from .app import JsonOption, command, execute, present, token_app
 from .options import GLOBALS, argument, option
 from .text import console
@@ -56,9 +57,10 @@ def serve(
         ),
     ] = None,
 ) -> None:
-    """Serve the HTTP/SSE API."""
+    """Serve the HTTP/SSE API (exit 7 when the port is in use)."""
     import asyncio
 
+    check_port_free(host, port)  # before the settings, the app and its "startup complete"
     from ..api.app import serve as serve_app
     from ..settings import cors_origin as parse_origin
 
@@ -73,6 +75,32 @@ def serve(
     result = serve_app(settings, host=host, port=port)
     if inspect.isawaitable(result):
         asyncio.run(result)  # type: ignore[arg-type]
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Bind `host:port` once, as uvicorn will (SO_REUSEADDR), and let it go; in use (or not
+    bindable) ends the command with its own line and exit 7, before anything starts."""
+    import errno
+    import socket
+
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise UserError(f"--host {host}: not an address this machine has ({exc.strerror})") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            busy = exc.errno == errno.EADDRINUSE
+            reason = "is in use (another server is listening there)" if busy else f"cannot be bound ({exc.strerror})"
+            console(stderr=True).print(
+                f"[red]error: {host}:{port} {reason}; choose another with --port[/red]"
+            )
+            raise typer.Exit(exitcodes.PORT_BUSY) from None
 
 
 @command("create", group=token_app)

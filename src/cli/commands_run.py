@@ -7,14 +7,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.text import Text
 
 from ..errors import UserError
 from . import exitcodes
 from .app import JsonOption, NoInputOption, YesOption, command, drive
 from .approvals import ResumeData, decisions_from_flags
 from .options import argument, option
+from .preflight import before_run
+from .text import console
 
 if TYPE_CHECKING:
+    from ..settings import Settings
     from ..shapes import AskedCall
 
 
@@ -55,10 +59,14 @@ def run(
     if parent is not None and new_root:
         raise UserError("use either --parent or --new-root, not both")
     parent_id: Any = None if new_root else (parent if parent is not None else ACTIVE_BRANCH)
+    def check(settings: Settings) -> None:
+        notice = before_run(settings, conversation=conversation, notice=True)
+        if notice:
+            console(stderr=True).print(Text(notice, style="yellow"))
 
     drive(
         lambda session: session.run(task, conversation, parent_id, project=project),
-        json_=json_, no_input=no_input, yes=yes,
+        json_=json_, no_input=no_input, yes=yes, check=check,
     )
 
 
@@ -107,6 +115,7 @@ def resume(
     drive(
         lambda session: session.resume(message_id, decide),
         json_=json_, no_input=no_input, yes=yes,
+        check=lambda settings: before_run(settings, message=message_id),
     )
 
 
@@ -124,4 +133,7 @@ def retry(
     --no-input, Ctrl-C). A completed, paused or running message is a conflict (exit 5).
     """
 
-    drive(lambda session: session.retry(message_id), json_=json_, no_input=no_input, yes=yes)
+    drive(
+        lambda session: session.retry(message_id), json_=json_, no_input=no_input, yes=yes,
+        check=lambda settings: before_run(settings, message=message_id),
+    )

@@ -16,6 +16,8 @@
 |      | retry of a message that neither failed nor was cancelled                     |
 | 6    | the run stopped at a budget (`budget.max_tokens`, `budget.max_cost_usd` or   |
 |      | an agent's `max_tokens`); the partial answer is saved                        |
+| 7    | `serve`: the address is in use (another server on that port) or cannot be    |
+|      | bound; nothing was started                                                   |
 | 130  | cancelled (Ctrl-C); the partial answer is saved                              |
 | 143  | cancelled by SIGTERM (systemd, `timeout`, a container stop), as Ctrl-C       |
 """
@@ -32,6 +34,7 @@ PAUSED = 3
 MAX_ROUNDS = 4
 CONFLICT = 5
 BUDGET = 6
+PORT_BUSY = 7
 CANCELLED = 130
 TERMINATED = 143
 
@@ -40,7 +43,7 @@ HELP = (
     "missing credentials, invalid decisions or unknown id · 3 paused waiting for approval "
     "(non-interactive) · 4 stopped at max_tool_rounds or by the loop guard · 5 conflict (already resumed, running, "
     "or not retryable) · 6 stopped at a token or cost budget · 130 cancelled (Ctrl-C) "
-    "· 143 cancelled (SIGTERM)."
+    "· 143 cancelled (SIGTERM) · 7 serve: the port is in use."
 )
 
 

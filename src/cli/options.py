@@ -83,8 +83,11 @@ class Globals:
         self.debug = debug_from_env()
 
     def settings(self) -> Settings:
+        from ..errors import UserError
         from ..settings import load_settings  # pydantic and YAML: only for a command that runs
 
+        if self.config_dir is not None and not self.config_dir.expanduser().is_dir():
+            raise UserError(f"--config-dir {self.config_dir}: no such folder")
         return load_settings(self.config_dir, self.data_dir, model=self.model)
 
     def as_args(self) -> list[str]:

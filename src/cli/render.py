@@ -41,6 +41,9 @@ def closing_line(data: payloads.CompleteData) -> str:
             f"{_tokens(tokens.get('total'))} tokens ({_tokens(tokens.get('prompt'))} prompt + "
             f"{_tokens(tokens.get('completion'))} completion)"
         )
+        if tokens.get("estimated_calls"):
+            n = tokens["estimated_calls"]
+            text = f"~{text} ({n} call{'' if n == 1 else 's'} estimated: no usage sent)"
         unreported = tokens.get("unreported_calls") or 0
         if unreported and tokens.get("total") is not None:
             text += f" + n/a for {unreported} call{'' if unreported == 1 else 's'} without usage"

@@ -54,3 +54,19 @@ def pending(settings: Settings) -> list[MessageRow] | None:
         return None
     with contextlib.closing(conn):
         return quick_reads.messages_with_status(conn, "waiting")
+
+
+def known(settings: Settings, kind: str, row_id: str) -> bool | None:
+    """Whether a conversation or message (`kind`) with this id is stored: False also when
+    no store exists yet; None when only a `Reader` can tell (PostgreSQL, an older schema).
+    Never creates a file."""
+    from ..core.store import quick_reads
+
+    if not settings.database_url and not settings.app_db_path.exists():
+        return False
+    conn = _connect(settings)
+    if conn is None:
+        return None
+    table = {"conversation": "af_conversations", "message": "af_messages"}[kind]
+    with contextlib.closing(conn):
+        return quick_reads.has_row(conn, table, row_id)

@@ -18,6 +18,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from ..agents.model import ModelRequest, ModelResponse
+from ..agents.model.base import Usage as ModelUsage
 from ..agents.prompts import PLAN_ID, lead_messages, subagent_messages
 from ..agents.spec import AgentSpec
 from ..errors import ArtifactFlowError, LLMError, scrub_secrets
@@ -206,22 +207,23 @@ async def _llm_step(
         raise
     duration = (time.perf_counter() - started) * 1000
     response = await hook_points.after_model(context, agent, request, response, duration)
-    usage = response.usage
+    usage, estimated = response.usage, None
+    if usage is None:  # the server sent none (llama-cpp-python while streaming): estimated
+        # offline as for a cut-off call, and marked so (never a made-up 0)
+        written = response.content + "".join(c["arguments"] or "" for c in response.tool_calls)
+        usage, estimated = ModelUsage(
+            request_tokens(request.messages, request.tools), text_tokens(written)
+        ), True
     emit(LLMCompleteData(
         content=response.content,
         tool_calls=[ToolCallRequest.model_validate(c) for c in response.tool_calls],
         model=response.model,
-        # A usage the provider did not report stays None (unknown), never a made-up 0.
-        usage=Usage(
-            prompt_tokens=usage.prompt_tokens if usage else None,
-            completion_tokens=usage.completion_tokens if usage else None,
-        ),
+        usage=Usage(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens),
+        usage_estimated=estimated,
         duration_ms=round(duration, 2),
         attempts=response.attempts,
         finish_reason=response.finish_reason,
-        cost_usd=(
-            cost_usd(usage.prompt_tokens, usage.completion_tokens, Prices.of(target)) if usage else None
-        ),
+        cost_usd=cost_usd(usage.prompt_tokens, usage.completion_tokens, Prices.of(target)),
     ))
     return response
 

@@ -3,7 +3,11 @@
 Weak models (a 270M local model, measured) repeat one failing call round after round until a
 round limit or a signal ends them. A call *repeats* when its tool, its arguments (as history
 resends them, keys sorted) and its error text are those of the invocation's previous call;
-successful calls and other errors break the streak. With the defaults
+successful calls and other errors break the streak. A malformed call (an unknown subagent
+name, arguments that are not one JSON object, invalid arguments) repeats by its *kind*
+whatever its arguments (`failure_kind`: 30 calls to subagents named `agent1`,
+`machine_id:179304`, … were measured with a 270M model), and its note names what is valid
+(the error's own list of subagents, the tool's JSON schema). With the defaults
 (`run.loop_guard: {warn_after: 3, stop_after: 5}`) the third identical failing call in a row
 gets a note in its result telling the model to change course, and the fifth ends the run with
 outcome `loop_detected`, the lead's latest text kept as the partial answer. 0 or null disables
@@ -20,7 +24,8 @@ counts as the same error. A compaction that summarises old rounds starts the cou
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,11 +75,57 @@ def _arguments(raw: str | None) -> str:
         return text
 
 
+KIND = "kind:"  # the arguments part of a signature that counts a kind of failure
+
+
+def failure_kind(error: str) -> str | None:
+    """The kind of a failure that says the call was malformed before the tool ran (what a weak
+    model repeats with ever different arguments), or None for any other error. An unknown
+    subagent name, arguments that are not JSON (or not an object), and a validation error
+    counted by the fields it names (`url_list.0` and `url_list.3` are one field)."""
+    body = error[len(FAILED_PREFIX) :] if error.startswith(FAILED_PREFIX) else error
+    if body.startswith("unknown subagent "):
+        return "an unknown subagent name"
+    if body.startswith(("arguments are not valid JSON", "arguments must be a JSON object")):
+        return "arguments that are not one JSON object"
+    if body.startswith("call_subagent needs a non-empty"):
+        return "an empty instruction"
+    match = _INVALID.match(body)
+    if match:
+        fields = sorted({_field(p) for p in match.group(1).split("; ") if ":" in p})
+        return f"invalid arguments ({', '.join(fields) or 'arguments'})"
+    return None
+
+
+_INVALID = re.compile(r"invalid arguments for '[^']*': (.*)", re.DOTALL)
+
+
+def _field(problem: str) -> str:
+    """`url_list.0: String should...` → `url_list` (the top-level field a problem names)."""
+    return problem.split(":", 1)[0].strip().split(".", 1)[0]
+
+
 def signature(name: str, raw_arguments: str | None, text: str | None) -> Signature | None:
-    """What makes two calls "the same failing call"; None for a call that did not fail."""
+    """What makes two calls "the same failing call"; None for a call that did not fail.
+    A malformed call (`failure_kind`) is the same as another of its kind whatever its
+    arguments; any other failure is the same only with the same arguments and error."""
     if text is None or not text.startswith(FAILED_PREFIX):
         return None
-    return name, _arguments(raw_arguments), text.split(NOTE_MARKER, 1)[0]
+    error = text.split(NOTE_MARKER, 1)[0]
+    kind = failure_kind(error)
+    if kind is not None:
+        return name, KIND + kind, error
+    return name, _arguments(raw_arguments), error
+
+
+def _same(a: Signature | None, b: Signature | None) -> bool:
+    """Two failures in one streak: the same tool, arguments and error, or the same kind of
+    malformed call (whose error text names the varying arguments)."""
+    if a is None or b is None:
+        return False
+    if a[1].startswith(KIND) or b[1].startswith(KIND):
+        return a[:2] == b[:2]
+    return a == b
 
 
 def _history(memory: Sequence[ChatMessage], current: set[str]) -> Iterator[Signature | None]:
@@ -112,7 +163,7 @@ def _streak(
         return None, 0
     count = 1
     for sig in history:
-        if sig != first or count >= bound:
+        if not _same(sig, first) or count >= bound:
             break
         count += 1
     return first, count
@@ -120,8 +171,26 @@ def _streak(
 
 def _described(sig: Signature) -> str:
     name, arguments, error = sig
+    if arguments.startswith(KIND):
+        return f"{name} with {arguments[len(KIND):]} → {error[len(FAILED_PREFIX) :][:300]}"
     args = arguments if len(arguments) <= 200 else arguments[:200] + "…"
     return f"{name}({args}) → {error[len(FAILED_PREFIX) :][:300]}"
+
+
+def _kind_note(sig: Signature, count: int, shape: str | None, stop: bool) -> str:
+    """What the model is told about a repeated kind of malformed call: what is valid."""
+    name, kind, error = sig[0], sig[1][len(KIND) :], sig[2][len(FAILED_PREFIX) :]
+    head = f"{count} calls of {name} in a row failed with {kind}"
+    if stop:
+        return f"{head}; the run is stopped."
+    valid = f" Its arguments must match this JSON schema: {shape}" if shape else ""
+    return (
+        f"{head}. Varying the arguments will not help: {error[:300]}{valid} "
+        "Send one valid call, use another tool, or answer with what you have."
+    )
+
+
+Shapes = Callable[[str], "str | None"]  # tool name → its arguments' JSON schema, compact
 
 
 def judge(
@@ -129,10 +198,12 @@ def judge(
     memory: Sequence[ChatMessage],
     calls: Sequence[PendingToolCall],
     texts: Mapping[str, str],
+    shapes: Shapes | None = None,
 ) -> Verdict:
     """The verdict on one invocation's round: `memory` before the round, `calls` its calls in
     order, `texts` call id → the result text the model will see (absent: no result yet, such
-    as a started subagent, which breaks a streak)."""
+    as a started subagent, which breaks a streak); `shapes` tells the model a tool's schema
+    when it keeps sending malformed calls."""
     verdict = Verdict()
     if not config.active or not calls:
         return verdict
@@ -143,13 +214,19 @@ def judge(
         if sig is None:
             current, count = None, 0
             continue
-        count = count + 1 if sig == current else 1
+        count = count + 1 if _same(sig, current) else 1
         current = sig
+        kind = sig[1].startswith(KIND)
         if config.stop_after and count >= config.stop_after:
-            verdict.stop = f"the agent made the same failing tool call {count} times in a row: {_described(sig)}"
+            what = "malformed tool calls of one kind" if kind else "the same failing tool call"
+            verdict.stop = f"the agent made {what} {count} times in a row: {_described(sig)}"
             verdict.notes[call["id"]] = (
-                f"This identical call failed {count} times in a row; the run is stopped."
+                _kind_note(sig, count, None, stop=True) if kind
+                else f"This identical call failed {count} times in a row; the run is stopped."
             )
+        elif config.warn_after and count >= config.warn_after and kind:
+            shape = shapes(sig[0]) if shapes is not None else None
+            verdict.notes[call["id"]] = _kind_note(sig, count, shape, stop=False)
         elif config.warn_after and count >= config.warn_after:
             verdict.notes[call["id"]] = (
                 f"This identical call has now failed {count} times in a row with the same error. "
@@ -177,6 +254,7 @@ def judge_round(
     memories: Mapping[str, Sequence[ChatMessage]],
     calls: Sequence[PendingToolCall],
     texts: Mapping[str, str],
+    shapes: Shapes | None = None,
 ) -> Verdict:
     """`judge` for every invocation of a round (a round may hold several subagents' calls)."""
     verdict = Verdict()
@@ -186,7 +264,7 @@ def judge_round(
     for call in calls:
         by_invocation.setdefault(call["invocation"], []).append(call)
     for invocation, own in by_invocation.items():
-        part = judge(config, memories.get(invocation, ()), own, texts)
+        part = judge(config, memories.get(invocation, ()), own, texts, shapes)
         verdict.notes.update(part.notes)
         if part.stop is not None and verdict.stop is None:
             verdict.stop, verdict.stopped = part.stop, invocation

@@ -7,7 +7,9 @@ A compaction's summary call is in its `context_compacted` event and counts as an
 (`purpose: "summary"`): it costs tokens like any other and budgets include it. A
 conversation's totals are a fold over its messages' stored metrics.
 
-A call whose provider reported no usage has `None` tokens, not 0: the totals then count only
+A call whose server sent no usage (llama-cpp-python while streaming) has its tokens counted
+offline and marked `usage_estimated` (`tokens.estimated_calls` counts them; the CLI shows
+"~"). A record without tokens (older events) has `None` tokens, not 0: the totals then count only
 the reported calls and say how many were not (`tokens.unreported_calls`); when no call
 reported usage, the totals are `None` (shown as "n/a"), so a missing figure never reads as a
 real zero.
@@ -27,6 +29,7 @@ class CallRecord(TypedDict):
     invocation: str | None
     duration_ms: float
     purpose: NotRequired[str]  # "summary": a compaction's summary call
+    estimated: NotRequired[bool]  # tokens counted offline: the server sent no usage
     model: NotRequired[str | None]
     prompt_tokens: NotRequired[int | None]
     completion_tokens: NotRequired[int | None]
@@ -51,6 +54,7 @@ class TokenTotals(TypedDict):
     completion: int | None
     total: int | None
     unreported_calls: int
+    estimated_calls: NotRequired[int]  # calls whose server sent no usage: counted offline
 
 
 class RunMetrics(TypedDict):
@@ -95,7 +99,7 @@ def records_from_events(events: Sequence[Mapping[str, Any]]) -> list[CallRecord]
         data = event.get("data") or {}
         if event["type"] == "llm_complete":
             usage = data.get("usage") or {}
-            records.append({
+            record: CallRecord = {
                 "kind": "llm",
                 "agent": event.get("agent"),
                 "invocation": data.get("invocation"),
@@ -105,7 +109,10 @@ def records_from_events(events: Sequence[Mapping[str, Any]]) -> list[CallRecord]
                 "duration_ms": data.get("duration_ms", 0.0),
                 "attempts": data.get("attempts", 1),
                 "cost_usd": data.get("cost_usd"),
-            })
+            }
+            if data.get("usage_estimated"):
+                record["estimated"] = True
+            records.append(record)
         elif event["type"] == "context_compacted" and (data.get("usage") or {}).get("prompt_tokens"):
             usage = data["usage"]
             records.append({
@@ -140,10 +147,11 @@ def summarize(records: list[CallRecord], wall_ms: float) -> RunMetrics:
     by_agent: dict[str | None, dict[str, ModelFigures]] = {}
     llm_ms = tool_ms = cost = 0.0
     prompt = completion = 0
-    tool_ok = tool_failed = llm_calls = unreported = unpriced = 0
+    tool_ok = tool_failed = llm_calls = unreported = unpriced = estimated = 0
     for rec in records:
         if rec.get("kind") == "llm":
             llm_calls += 1
+            estimated += int(bool(rec.get("estimated")))
             price = rec.get("cost_usd")
             if price is None:
                 unpriced += 1
@@ -177,6 +185,14 @@ def summarize(records: list[CallRecord], wall_ms: float) -> RunMetrics:
             if model["unreported_calls"] == model["calls"]:
                 model["prompt_tokens"] = model["completion_tokens"] = None
     known = llm_calls == 0 or unreported < llm_calls
+    tokens: TokenTotals = {
+        "prompt": prompt if known else None,
+        "completion": completion if known else None,
+        "total": prompt + completion if known else None,
+        "unreported_calls": unreported,
+    }
+    if estimated:
+        tokens["estimated_calls"] = estimated
     return {
         "wall_ms": round(wall_ms, 2),
         "llm_calls": llm_calls,
@@ -185,12 +201,7 @@ def summarize(records: list[CallRecord], wall_ms: float) -> RunMetrics:
         "tool_ms": round(tool_ms, 2),
         "tool_success": tool_ok,
         "tool_failed": tool_failed,
-        "tokens": {
-            "prompt": prompt if known else None,
-            "completion": completion if known else None,
-            "total": prompt + completion if known else None,
-            "unreported_calls": unreported,
-        },
+        "tokens": tokens,
         # None when no call was priced; `cost_complete` says whether every call was.
         "cost_usd": round(cost, 6) if llm_calls > unpriced else None,
         "cost_complete": unpriced == 0,

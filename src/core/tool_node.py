@@ -26,6 +26,7 @@ are held until its subagents answer).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -125,6 +126,14 @@ def _subagent_call(
         "order": order,
     }
     return None, {invocation: record}
+
+
+def _shape(svc: Any, name: str) -> str | None:
+    """A tool's argument schema as compact JSON, for the loop guard's note (None: unknown)."""
+    tool = svc.tools.get(name)
+    if tool is None:
+        return None
+    return json.dumps(tool.json_schema(), separators=(",", ":"), ensure_ascii=False)[:1500]
 
 
 async def started_in_log(store: Any, message_id: str, call_id: str, kind: str = "tool_start") -> bool:
@@ -312,7 +321,8 @@ async def tool_execution(state: AgentState, runtime: Runtime[RunContext]) -> Age
             limit = (tool.max_result_chars if tool and tool.max_result_chars else limit_default)
             texts[call["id"]], _ = model_text(results[call["id"]], limit)
     guard = loop_guard.judge_round(loop_guard.LoopGuardConfig.of(svc.settings),
-                                   state.get("agent_memories") or {}, calls, texts)
+                                   state.get("agent_memories") or {}, calls, texts,
+                                   shapes=lambda name: _shape(svc, name))
     for call in calls:
         if call["id"] in deferred:
             continue

@@ -223,5 +223,18 @@ def make_embedder(settings: MemorySettings) -> Embedder | None:
                 "no torch), set memory.minilm_path to the model's folder, or choose 'static'"
             )
     if not _STATIC:
+        if "embedder" not in settings.model_fields_set and not wordllama_installed():
+            # the default on an install without the `memory` extra: words and recency, said
+            # once at info level (a run is not the place to nag); asked for by name, it is an error
+            log.info(
+                "memory search uses words and recency: the semantic embedder is not installed "
+                "(pip install 'artifactflow[memory]')"
+            )
+            return None
         _STATIC.append(StaticEmbedder())
     return _STATIC[0]
+
+
+def wordllama_installed() -> bool:
+    """Whether the `memory` extra (wordllama) is installed, found without importing it."""
+    return importlib.util.find_spec("wordllama") is not None

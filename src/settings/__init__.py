@@ -16,6 +16,7 @@ hooks and tools packages import them from here.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,6 +27,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ..errors import ConfigError
+from . import problems
 from .data_dir import default_data_dir, notice_legacy_data_dir
 from .hooks import HooksSettings, TelemetrySettings
 from .knowledge import KnowledgeSettings
@@ -33,6 +35,8 @@ from .mcp import McpServerConfig
 from .memory import MemorySettings
 from .permissions import Permission, parse_permissions
 from .projects import project_name_problem
+
+log = logging.getLogger("artifactflow.settings")
 
 PACKAGED_CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
 
@@ -84,7 +88,8 @@ class WebSettings(BaseModel):
 
 
 class LoopGuardSettings(BaseModel):
-    """The loop guard (core/loop_guard.py): the same failing tool call repeated in a row is
+    """The loop guard (core/loop_guard.py): the same failing tool call (or malformed call of
+    the same kind) repeated in a row is
     told to change course at `warn_after`, and ends the run (`loop_detected`) at `stop_after`.
     0 or null turns either off."""
 
@@ -168,6 +173,9 @@ class Settings(BaseSettings):
     )
 
     config_dir: Path = Path("config")
+    # Unknown keys in artifactflow.yaml are an error naming the nearest valid key; `strict:
+    # false` makes them warnings (a file shared with a newer or older version).
+    strict: bool = True
     data_dir: Path = Field(default_factory=default_data_dir)  # the user's data folder (data_dir.py)
     model: str | None = None
     # The project new conversations belong to unless the caller names one (settings/projects.py).
@@ -205,6 +213,18 @@ class Settings(BaseSettings):
             raise ValueError(problem)
         return value
 
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, value: str | None) -> str | None:
+        if value and value.startswith("postgres"):
+            missing = [m for m in ("psycopg", "asyncpg") if importlib.util.find_spec(m) is None]
+            if missing:
+                raise ValueError(
+                    f"names PostgreSQL, but its drivers ({', '.join(missing)}) are not "
+                    "installed: pip install 'artifactflow[postgres]'"
+                )
+        return value
+
     @field_validator("permissions", mode="before")
     @classmethod
     def _parse_permissions(cls, value: Any) -> Any:
@@ -237,7 +257,9 @@ def resolve_config_dir(explicit: str | Path | None = None, env: Mapping[str, str
     path = Path(raw).expanduser()
     if path.is_dir():
         return path.resolve()
-    if explicit or env.get("ARTIFACTFLOW_CONFIG_DIR"):
+    if explicit:
+        raise ConfigError(f"config folder {path} does not exist")
+    if env.get("ARTIFACTFLOW_CONFIG_DIR"):
         raise ConfigError(f"config folder {path} does not exist (ARTIFACTFLOW_CONFIG_DIR)")
     return packaged_config_dir()
 
@@ -275,12 +297,20 @@ def load_settings(
     yaml_path = folder / "artifactflow.yaml"
     data = _read_yaml(yaml_path)
     data.pop("config_dir", None)
+    unknown = problems.unknown_keys(Settings, data)
+    if unknown and data.get("strict") is False:  # `strict: false`: warned, then left out
+        for path, line in unknown:
+            log.warning("%s: %s (ignored: strict is false)", yaml_path, line)
+            problems.drop(data, path)
+        unknown = []
+    lines = [line for _, line in unknown]
+    settings: Settings | None = None
     try:
         settings = Settings(**data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise ConfigError(f"{yaml_path}: field '{where}': {err['msg']}") from None
+        lines += problems.validation_lines(exc, [path for path, _ in unknown])
+    if lines or settings is None:
+        raise ConfigError(_listed(yaml_path, lines))
     updates: dict[str, Any] = {"config_dir": folder}
     if data_dir is not None:
         updates["data_dir"] = Path(data_dir)
@@ -290,6 +320,13 @@ def load_settings(
     settings = _override(settings, updates)
     settings.data_dir = Path(settings.data_dir).expanduser().resolve()
     return settings
+
+
+def _listed(path: Path, lines: list[str]) -> str:
+    """One problem: `path: problem`; several: a count, then one per line."""
+    if len(lines) == 1:
+        return f"{path}: {lines[0]}"
+    return f"{path}: {len(lines)} problems:\n" + "\n".join(f"  - {line}" for line in lines)
 
 
 def _override(settings: Settings, updates: Mapping[str, Any]) -> Settings:

@@ -45,7 +45,9 @@ def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
 def build_args_model(func: Callable[..., Any], name: str) -> tuple[type[BaseModel], str | None]:
     """Return the argument model and the name of the `ToolContext` parameter, if any."""
     signature = inspect.signature(func)
-    hints = get_type_hints(func)
+    # with the `Annotated` extras: a tool declares checks beyond its types there (a non-empty
+    # list, `Field(min_length=1)`), and they run before a person is asked (`tools.arguments`)
+    hints = get_type_hints(func, include_extras=True)
     _, docs = _parse_docstring(func.__doc__)
     fields: dict[str, Any] = {}
     context_param: str | None = None

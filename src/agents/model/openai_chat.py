@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
+import logging
 import time
 from typing import Any
 
@@ -38,12 +39,17 @@ from .openai_stream import dumps_body
 from .openai_wire import Assembly, output_limit, request_body
 from .retry import Attempt, Failure, Sleep, with_retries
 
+log = logging.getLogger("artifactflow.model")
+
 
 class OpenAIChatModel:
     """Streamed chat completions with native tool calling and usage in the last chunk.
 
     A profile with `stream_tools: false` gets unstreamed requests for the turns that offer
     tools (its server cannot stream tool calls); the text then reaches `on_delta` in one piece.
+    A server that answers such a streamed request with an empty stream (llama-cpp-python) is
+    found out at its first tool turn: that turn is sent again unstreamed, and so are the
+    endpoint's later tool turns (one warning says so).
     """
 
     api = "chat_completions"
@@ -52,6 +58,21 @@ class OpenAIChatModel:
         self.settings = settings
         self._sleep = sleep
         self._endpoints: dict[tuple[str | None, str], ChatEndpoint] = {}
+        # endpoints that answered a streamed request offering tools with an empty stream
+        # (llama-cpp-python: "Automatic streaming tool choice is not supported")
+        self._unstreamed: set[tuple[str | None, str]] = set()
+
+    def _stream_no_tools(self, request: ModelRequest) -> None:
+        """Send this endpoint's turns that offer tools unstreamed from now on, and say so once
+        (its profile's `stream_tools: false` does the same from the start)."""
+        target = request.target
+        self._unstreamed.add(target.client_key)
+        log.warning(
+            "the model server at %s sent an empty stream to a streamed request offering tools "
+            "(llama-cpp-python does): its tool turns are sent unstreamed from now on; set "
+            "`stream_tools: false` in its profile (config/models.yaml) to start that way",
+            target.base_url or "the default endpoint",
+        )
 
     def _endpoint(self, target: ResolvedModel) -> ChatEndpoint:
         endpoint = self._endpoints.get(target.client_key)
@@ -68,11 +89,21 @@ class OpenAIChatModel:
     async def complete(
         self, request: ModelRequest, on_delta: DeltaCallback | None = None
     ) -> ModelResponse:
-        stream = bool(request.target.stream_tools or not request.tools)
+        stream = not request.tools or (
+            request.target.stream_tools and request.target.client_key not in self._unstreamed
+        )
         body = request_body(request, self.settings, stream=stream)
 
         async def run(attempt: Attempt) -> ModelResponse:
-            return await self._once(request, body, on_delta, attempt, stream=stream)
+            if stream:
+                response = await self._once(request, body, on_delta, attempt, stream=True)
+                if response is not None:
+                    return response
+                self._stream_no_tools(request)  # then this turn again, unstreamed
+            plain = request_body(request, self.settings, stream=False)
+            response = await self._once(request, plain, on_delta, attempt, stream=False)
+            assert response is not None
+            return response
 
         deadline = self.settings.call_deadline
         try:
@@ -95,9 +126,10 @@ class OpenAIChatModel:
         attempt: Attempt,
         *,
         stream: bool,
-    ) -> ModelResponse:
+    ) -> ModelResponse | None:
         """One attempt: streamed (text reaches `on_delta` as it comes) or not (in one piece,
-        once the response is assembled)."""
+        once the response is assembled). None: a streamed request offering tools got an empty
+        stream, which the caller sends again unstreamed."""
         endpoint = self._endpoint(request.target)
         assembly = Assembly(request.target.model)
         cap = AnswerCap(output_limit(request, self.settings)[1])  # a server may ignore max_tokens
@@ -111,6 +143,8 @@ class OpenAIChatModel:
                         await send_delta(on_delta, text)
                     if cap.full:
                         break
+            if assembly.chunks == 0 and request.tools:
+                return None
             cap.finish(assembly)
             return cap.bound(assembly.response(offered_tools=bool(request.tools)))
         completion = ChatCompletion.model_validate(await json_body(response, endpoint.request))
@@ -132,13 +166,26 @@ def classify(exc: Exception) -> Failure:
         return dropped
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
-        reason = f"HTTP {status}: {exc.message or exc}"
+        reason = f"HTTP {status}: {_said(exc)}"
         if is_context_overflow(status, exc.message or str(exc), _code(exc)):
             return Failure(ContextOverflowError, reason)
         if status >= 500 or status in (408, 409, 429):
             return Failure(RetryableLLMError, reason, retry_after(exc.response.headers))
         return Failure(FatalLLMError, reason)
     return Failure(FatalLLMError, f"{type(exc).__name__}: {exc}")
+
+
+def _said(exc: openai.APIStatusError) -> str:
+    """What the server said: the SDK's message is only "Error code: 500" when the body is not
+    OpenAI's error shape, so the body's own text (one line, cut) is added to it."""
+    message = exc.message or str(exc)
+    if message.strip() != f"Error code: {exc.status_code}":
+        return message
+    try:
+        body = " ".join(exc.response.text.split())[:300]
+    except Exception:  # a streamed body that cannot be read again
+        body = ""
+    return f"{message}: {body}" if body else f"{message} (the server sent no reason)"
 
 
 def _code(exc: openai.APIStatusError) -> str | None:

@@ -10,7 +10,7 @@ are absorbed (issue 11), each with a test on the scripted server's quirks mode:
   are sent with `""`.
 - `max_tokens` is always bounded (agent, then profile, then `llm.max_output_tokens`), so a
   weak model cannot generate forever; `tool_choice` is sent only with tools (OpenAI refuses it
-  alone), from the agent or the profile.
+  alone), from the agent or the profile, else `auto` (`DEFAULT_TOOL_CHOICE`).
 - A tool call's name repeated in every delta (llama-cpp-python) is not appended again.
 - A stream that ends without a `finish_reason` (empty, or cut off by a failing server) is not
   an answer: `Assembly.response` raises a retryable error instead of returning "done".
@@ -30,6 +30,13 @@ from .base import ModelRequest, ModelResponse, Usage
 # `context.compact_at` at its default (0.8), a prompt at the compaction threshold plus a full
 # answer still fit, so servers that refuse prompt + max_tokens > window (OpenAI, vLLM) accept it.
 DEFAULT_OUTPUT_SHARE = 0.2
+
+# Sent with tools unless the agent or profile says otherwise: OpenAI's own default, so it
+# changes nothing there, and llama-cpp-python drops the tools of a request without it (the
+# model then never calls one). A profile's `tool_choice: omit` sends no key (a server that
+# refuses it).
+DEFAULT_TOOL_CHOICE = "auto"
+OMIT_TOOL_CHOICE = "omit"
 
 # Keys that are only valid next to `tools`: dropped from a request that offers none (a
 # summary call of an agent whose profile sets them), since OpenAI refuses them there.
@@ -80,7 +87,9 @@ def request_body(request: ModelRequest, settings: LLMSettings, *, stream: bool) 
     if request.tools:
         body["tools"] = request.tools
         choice = request.tool_choice if request.tool_choice is not None else target.tool_choice
-        if choice is not None:
+        if choice is None:
+            choice = DEFAULT_TOOL_CHOICE
+        if choice != OMIT_TOOL_CHOICE:
             body["tool_choice"] = choice
     else:
         for name in _TOOLS_ONLY:

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ...errors import ConfigError, MissingCredentialsError
 from ...settings import read_config_text
+from ...settings.problems import unknown_key_line
 from .base import ResolvedModel
 from .registry import model_api_names
 
@@ -85,22 +86,44 @@ class ModelRegistry:
             section = raw.get("profiles", raw) if isinstance(raw, dict) else None
             if not isinstance(section, dict):
                 raise ConfigError(f"{path}: expected 'profiles:' mapping names to profiles")
+            lines: list[str] = []  # every problem of the file, not the first
             for name, spec in section.items():
                 try:
                     profiles[str(name)] = ProfileSpec.model_validate(spec)
                 except ValidationError as exc:
-                    err = exc.errors()[0]
-                    where = ".".join(str(p) for p in err["loc"]) or "profile"
-                    raise ConfigError(
-                        f"{path}: profile '{name}', field '{where}': {err['msg']}"
-                    ) from None
+                    for err in exc.errors():
+                        where = ".".join(str(p) for p in err["loc"]) or "profile"
+                        if err["type"] == "extra_forbidden":
+                            line = unknown_key_line(where, where, ProfileSpec.model_fields)
+                            lines.append(f"profile '{name}', {line}")
+                        else:
+                            lines.append(f"profile '{name}', field '{where}': {err['msg']}")
+                    continue
                 api = profiles[str(name)].api
                 if api not in model_api_names():
-                    raise ConfigError(
-                        f"{path}: profile '{name}', field 'api': unknown model API '{api}'; "
+                    lines.append(
+                        f"profile '{name}', field 'api': unknown model API '{api}'; "
                         f"known: {', '.join(model_api_names())}"
                     )
+            if len(lines) == 1:
+                raise ConfigError(f"{path}: {lines[0]}")
+            if lines:
+                listed = "\n".join(f"  - {line}" for line in lines)
+                raise ConfigError(f"{path}: {len(lines)} problems:\n{listed}")
         return cls(profiles, default_model=default_model, env=env)
+
+    def _refuse_unknown_profile(self, ref: str) -> None:
+        """`ref` is no profile and no endpoint would serve it as a model name: name it with
+        the profiles there are (the nearest first), since a typo is likelier than a model."""
+        import difflib
+
+        names = sorted(self.profiles)
+        close = difflib.get_close_matches(ref, names, n=1, cutoff=0.6)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        raise MissingCredentialsError(
+            f"model '{ref}' is not a profile of models.yaml ({hint}profiles: {', '.join(names)}); "
+            "to use it as a model name on the default endpoint, set OPENAI_API_KEY"
+        )
 
     def resolve(self, reference: str | None) -> ResolvedModel:
         ref = reference or self.default_model
@@ -124,6 +147,8 @@ class ModelRegistry:
             )
         base_url = self.env.get("OPENAI_BASE_URL") or None
         key = self.env.get("OPENAI_API_KEY") or ""
+        if ref and self.profiles and not key and self.credentials_required:
+            self._refuse_unknown_profile(ref)  # a misspelled profile, not "no endpoint"
         if not key and self.credentials_required and base_url:
             raise MissingCredentialsError(
                 f"no API key for the endpoint OPENAI_BASE_URL={base_url}: set OPENAI_API_KEY "

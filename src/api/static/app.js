@@ -12,6 +12,7 @@ import { ArtifactPanel } from "./artifacts.js";
 import { escapeHtml, plainInto, renderInto } from "./markdown.js";
 import { MemoryPanel } from "./memory.js";
 import { PermissionDialog } from "./permissions.js";
+import { stepOf, streamInto } from "./progress.js";
 import { Timeline } from "./timeline.js";
 
 const EVENT_TYPES = [
@@ -70,6 +71,11 @@ onUnauthorized((message) => {
   if (!$("token-dialog").open) $("token-dialog").showModal();
 });
 $("token-button").addEventListener("click", () => $("token-dialog").showModal());
+$("timeline-widen").addEventListener("click", () => {
+  const wide = document.body.classList.toggle("timeline-wide");
+  $("timeline-widen").setAttribute("aria-pressed", String(wide));
+  $("timeline-widen").textContent = wide ? "Narrow ⤡" : "Widen ⤢";
+});
 $("token-form").addEventListener("submit", (e) => {
   e.preventDefault();
   setToken($("token-input").value.trim());
@@ -236,10 +242,11 @@ function fillAnswer(turn, node) {
   if (node.status === "completed") {
     renderInto(bubble, node.response || "");
   } else if (node.status === "running") {
-    if (node.text) plainInto(bubble, node.text);
-    else placeholder("Working…");
+    if (node.text) streamInto(bubble, node);
+    else placeholder(escapeHtml(node.step || "Working…"));
     bubble.classList.add("cursor");
     if (node.steps?.size) status.textContent = `Running ${[...node.steps].join(", ")}`; // workflow nodes
+    else if (node.step) status.textContent = node.step; // the current step, where people look
   } else if (node.status === "waiting") {
     if (node.text) renderInto(bubble, node.text);
     else placeholder("Paused");
@@ -421,6 +428,12 @@ function apply(event, { replay }) {
   const node = state.nodes.get(event.message_id);
   if (!node) return;
   const lead = event.data?.invocation === "lead";
+  const step = stepOf(event, lead);
+  if (step && node.status === "running") {
+    const changed = node.step !== step;
+    node.step = step;
+    if (changed && event.type !== "llm_chunk") updateTurn(event.message_id);
+  }
   switch (event.type) {
     case "llm_chunk":
       if (!lead) return;

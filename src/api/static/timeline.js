@@ -138,6 +138,11 @@ export class Timeline {
     }
     item.dataset.type = event.type;
     item.innerHTML = `<span class="tag ${cls}">${tag}</span><div class="text">${html}</div>`;
-    item.scrollIntoView({ block: "nearest" });
+    // Follow the newest step inside the timeline's own box only: scrolling the page (a phone's
+    // one column) would carry the person away from where they are reading.
+    const box = this.list.closest(".panel");
+    if (box && box.scrollHeight > box.clientHeight && getComputedStyle(box).overflowY !== "visible") {
+      box.scrollTop = box.scrollHeight;
+    }
   }
 }

@@ -81,3 +81,10 @@ def _message(record: dict[str, Any]) -> MessageRow:
         record[column] = None if value is None else json.loads(value)
     record["checkpoints_deleted"] = bool(record["checkpoints_deleted"])
     return cast(MessageRow, record)
+
+
+def has_row(conn: sqlite3.Connection, table: str, row_id: str) -> bool:
+    """Whether `table` (af_conversations or af_messages) holds a row with this id."""
+    if table not in ("af_conversations", "af_messages"):
+        raise ValueError(f"not a table of ids: {table}")
+    return conn.execute(f"SELECT 1 FROM {table} WHERE id = ?", (row_id,)).fetchone() is not None

@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import os
+from typing import Annotated
+
+from pydantic import Field, StringConstraints
 
 from ..base import Permission, ToolResult
 from ..context import ToolContext
 from ..decorator import tool
 from ..web import fetch_urls
 from ..web import web_search as run_search
+from ..web.fetch import MAX_URLS
+
+# Declared checks (in the schema the model sees, and run before a person is asked to approve a
+# call): a call with no URL or an empty one goes back to the model, never to a person.
+Url = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+Urls = Annotated[list[Url], Field(min_length=1, max_length=MAX_URLS)]
+Query = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 
 
 @tool(name="web_fetch", permission=Permission.CONFIRM)
-async def web_fetch(ctx: ToolContext, url_list: list[str], max_content_length: int = 20000) -> ToolResult:
+async def web_fetch(
+    ctx: ToolContext, url_list: Urls, max_content_length: Annotated[int, Field(gt=0)] = 20000
+) -> ToolResult:
     """Fetch web pages or PDFs and return their readable text as Markdown, one entry per URL.
 
     Args:
@@ -29,7 +41,9 @@ async def web_fetch(ctx: ToolContext, url_list: list[str], max_content_length: i
 
 
 @tool(name="web_search")
-async def web_search(ctx: ToolContext, query: str, count: int = 5) -> ToolResult:
+async def web_search(
+    ctx: ToolContext, query: Query, count: Annotated[int, Field(ge=1, le=20)] = 5
+) -> ToolResult:
     """Search the web and return result titles, URLs and snippets.
 
     Args:
