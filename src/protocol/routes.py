@@ -1,18 +1,16 @@
-"""The Agent Protocol's endpoints, as `langgraph_sdk` calls them (`protocol_router()`): meta and
-assistants here, threads in `threads.py`, runs in `runs.py`."""
+"""The Agent Protocol's endpoints, as `langgraph_sdk` calls them (`protocol_router()`): meta here,
+assistants, crons and webhooks in `platform.py`, threads in `threads.py`, runs in `runs.py`."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from fastapi import APIRouter, Body
+from fastapi import APIRouter
 
 from ..version import __version__
-from .deps import JSON, Ctx, CtxDep, ProtocolError, ProtocolRoute
+from .deps import JSON, ProtocolError, ProtocolRoute
+from .platform import add_platform
 from .runs import add_runs
 from .store import store_router
 from .threads import add_threads
-from .views import NODE, iso
 
 __all__ = ["ProtocolError", "protocol_router"]
 
@@ -25,14 +23,14 @@ def protocol_router() -> APIRouter:
     # overlap by design (`GET /threads/search` is thread "search", not a 405).
     router = APIRouter(route_class=ProtocolRoute, tags=["agent protocol"], include_in_schema=False)
     add_meta(router)
-    add_assistants(router)
+    add_platform(router)  # assistants, crons, webhooks (platform.py, issue 35)
     add_threads(router)
     add_runs(router)
     router.include_router(store_router())
     return router
 
 
-# --- meta and assistants -----------------------------------------------------------------------
+# --- meta -----------------------------------------------------------------------
 
 
 def add_meta(router: APIRouter) -> None:
@@ -45,79 +43,6 @@ def add_meta(router: APIRouter) -> None:
         return {
             "version": __version__,
             "langgraph_py_version": None,
-            "flags": {"assistants": True, "crons": False, "langsmith": False},
+            "flags": {"assistants": True, "crons": True, "langsmith": False},
             "host": {"kind": "artifactflow"},
         }
-
-
-def _assistant_view(a: Any, created: float | None = None) -> JSON:
-    return {
-        "assistant_id": a.assistant_id,
-        "graph_id": a.graph_id,
-        "name": a.name,
-        "description": a.description,
-        "config": {},
-        "context": {},
-        "metadata": {"kind": a.kind},
-        "version": 1,
-        "created_at": iso(created or 0),
-        "updated_at": iso(created or 0),
-    }
-
-
-def add_assistants(router: APIRouter) -> None:
-    @router.post("/assistants/search")
-    async def search(body: JSON = Body(default_factory=dict), ctx: Ctx = CtxDep) -> list[JSON]:
-        out = [_assistant_view(a) for a in ctx.p.assistants()]
-        if body.get("graph_id"):
-            out = [a for a in out if a["graph_id"] == body["graph_id"]]
-        if body.get("name"):
-            out = [a for a in out if body["name"] in a["name"]]
-        offset, limit = int(body.get("offset") or 0), int(body.get("limit") or 10)
-        return out[offset : offset + limit]
-
-    @router.post("/assistants/count")
-    async def count(body: JSON = Body(default_factory=dict), ctx: Ctx = CtxDep) -> int:
-        return len(await search(body | {"limit": 10_000}, ctx))
-
-    @router.get("/assistants/{assistant_id}")
-    async def get(assistant_id: str, ctx: Ctx = CtxDep) -> JSON:
-        return _assistant_view(ctx.p.assistant(assistant_id))
-
-    @router.get("/assistants/{assistant_id}/graph")
-    async def graph(assistant_id: str, ctx: Ctx = CtxDep) -> JSON:
-        ctx.p.assistant(assistant_id)
-        nodes = ["__start__", "lead_agent", NODE, "subagent", "__end__"]
-        edges = [
-            ("__start__", "lead_agent", False),
-            ("lead_agent", NODE, True),
-            ("lead_agent", "subagent", True),
-            ("lead_agent", "__end__", True),
-            (NODE, "lead_agent", False),
-            ("subagent", "lead_agent", False),
-        ]
-        return {
-            "nodes": [{"id": n, "type": "runnable", "data": n} for n in nodes],
-            "edges": [{"source": s, "target": t, "conditional": c} for s, t, c in edges],
-        }
-
-    @router.get("/assistants/{assistant_id}/schemas")
-    async def schemas(assistant_id: str, ctx: Ctx = CtxDep) -> JSON:
-        a = ctx.p.assistant(assistant_id)
-        messages = {
-            "type": "object",
-            "properties": {"messages": {"type": "array", "items": {"type": "object"}}},
-        }
-        return {
-            "graph_id": a.graph_id,
-            "input_schema": messages,
-            "output_schema": messages,
-            "state_schema": messages,
-            "config_schema": {"type": "object", "properties": {}},
-            "context_schema": {"type": "object", "properties": {}},
-        }
-
-    @router.get("/assistants/{assistant_id}/subgraphs")
-    async def subgraphs(assistant_id: str, ctx: Ctx = CtxDep) -> JSON:
-        ctx.p.assistant(assistant_id)
-        return {}

@@ -27,9 +27,10 @@ from ..client import Resume, Run, Task, WorkflowTask
 from ..core.conversations import ACTIVE_BRANCH
 from ..core.store.schema import conversations as conversation_table
 from ..errors import NotFoundError, ResumeConflictError, UserError
+from . import assistants_store, webhooks
 from .convert import decisions_of, task_text
 from .records import FINAL, ProtocolRecords
-from .views import ROOT
+from .views import ROOT, run_view
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -177,7 +178,10 @@ class Protocol:
     ) -> tuple[dict[str, Any], Run | None]:
         """Start (or queue) the run `body` asks for; its row and, when it started, its handle."""
         await self.records.ready()
-        assistant = self.assistant(str(body.get("assistant_id") or ""))
+        # platform (issue 35): saved assistants, the run's agent configuration, its webhook
+        assistant: Any = await assistants_store.find(self, str(body.get("assistant_id") or ""))
+        assistants_store.run_config(self, assistant, body)  # checked before anything is stored
+        webhook = await webhooks.check(self.client.settings.webhooks, body.get("webhook"))
         strategy = body.get("multitask_strategy") or "reject"
         if strategy not in STRATEGIES:
             raise UserError(f"multitask_strategy must be one of {', '.join(STRATEGIES)}")
@@ -199,7 +203,10 @@ class Protocol:
         )
         if "resume" in command:
             values["request"] = _streaming(body)
-            return await self._resume(thread_id, command["resume"], values, user)
+            resumed = await self._resume(thread_id, command["resume"], values, user)
+            if webhook is not None:
+                await webhooks.register(self.client.admin.store, resumed[0]["run_id"], webhook)
+            return resumed
         active = await self.active_runs(thread_id)
         parent: Any = ACTIVE_BRANCH
         if body.get("checkpoint_id") or (body.get("checkpoint") or {}).get("checkpoint_id"):
@@ -288,8 +295,15 @@ class Protocol:
                 user_id=user,
             )
         else:
+            config = assistants_store.run_config(self, assistant, body)  # platform (issue 35)
             run = await self.client.runs.start(
-                Task(task_text(body.get("input")), thread_id, parent), user_id=user
+                Task(
+                    task_text(body.get("input")),
+                    thread_id,
+                    parent,
+                    config=None if config is None else config.set(),
+                ),
+                user_id=user,
             )
         if run_id is None:
             row = await self.records.add_run(
@@ -308,6 +322,8 @@ class Protocol:
                 request=json.dumps(_streaming(body)),
             )
             row = await self.records.run(run_id) or {}
+        if body.get("webhook"):  # platform (issue 35): checked when the run was asked for
+            await webhooks.register(self.client.admin.store, row["run_id"], body["webhook"])
         self.watch(row, run.message_id, 0)
         return row, run
 
@@ -334,7 +350,8 @@ class Protocol:
             try:
                 handle = await self.client.runs.get(message_id, after_event_id=cursor)
                 await handle.result()
-                await self.settle(await self.records.run(run["run_id"]) or run)
+                settled = await self.settle(await self.records.run(run["run_id"]) or run)
+                self.ended(settled)  # platform (issue 35): its webhook
                 await self.dispatch(run["thread_id"])
             except Exception:  # a watcher must never take the server down
                 log.exception("watching protocol run %s", run["run_id"])
@@ -344,6 +361,22 @@ class Protocol:
         self._watchers[run["run_id"]] = asyncio.create_task(
             follow(), name=f"protocol-run-{run['run_id']}"
         )
+
+    def ended(self, run: dict[str, Any]) -> None:
+        """The run has ended: send its webhook, if it has one, in a task of its own."""
+
+        async def send() -> None:
+            try:
+                await webhooks.deliver(
+                    self.client.admin.store, self.client.settings.webhooks, run["run_id"],
+                    run_view(run),
+                )
+            except Exception:  # a webhook never takes the server (or the run) down
+                log.exception("webhook of protocol run %s", run["run_id"])
+
+        task = asyncio.create_task(send(), name=f"protocol-webhook-{run['run_id']}")
+        self._watchers[f"webhook:{run['run_id']}"] = task
+        task.add_done_callback(lambda _: self._watchers.pop(f"webhook:{run['run_id']}", None))
 
     async def move_head(self, thread_id: str, message_id: str | None) -> None:
         """Make `message_id` the thread's head (None: before its first message), so its state
@@ -366,7 +399,7 @@ class Protocol:
             return
         body = run["request"] or {}
         try:
-            assistant = self.assistant(run["assistant_id"])
+            assistant: Any = await assistants_store.find(self, run["assistant_id"])
             values = dict(
                 thread_id=thread_id,
                 user_id=run["user_id"],
@@ -467,6 +500,7 @@ def _request(body: dict[str, Any]) -> dict[str, Any]:
             "context",
             "stream_mode",
             "stream_subgraphs",
+            "webhook",
         )
         if body.get(k) is not None
     }

@@ -32,6 +32,7 @@ from .knowledge import KnowledgeSettings
 from .mcp import McpServerConfig
 from .memory import MemorySettings
 from .permissions import Permission, parse_permissions
+from .platform import CronSettings, WebhookSettings
 from .projects import project_name_problem
 
 PACKAGED_CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
@@ -194,6 +195,8 @@ class Settings(BaseSettings):
     mcp_servers: dict[str, McpServerConfig] = {}
     memory: MemorySettings = MemorySettings()
     knowledge: KnowledgeSettings = KnowledgeSettings()
+    webhooks: WebhookSettings = WebhookSettings()  # settings/platform.py
+    crons: CronSettings = CronSettings()
 
     @field_validator("project")
     @classmethod

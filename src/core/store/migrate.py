@@ -64,6 +64,10 @@ def _v5_conversation_project(conn: Connection) -> None:
         conn.execute(sa.text(f"CREATE INDEX IF NOT EXISTS ix_{table}_{added.name} ON {table} ({added.name})"))
 
 
+# Version 6 (the agent platform: assistants, run configs, crons, webhook deliveries) adds
+# tables only: `create_all` makes them, so it has no step.
+
+
 # version → step that upgrades a database from version - 1. Version 1 has no step.
 STEPS: dict[int, Callable[[Connection], None]] = {
     2: _v2_message_columns,
