@@ -45,7 +45,7 @@ class AssistantRow:
         return merged(self.config.get("configurable"), self.context, where="assistant config")
 
 
-def _row(r: Mapping[str, Any], *, version: int | None = None, updated_at: float | None = None) -> AssistantRow:
+def _row(r: Mapping[Any, Any], *, version: int | None = None, updated_at: float | None = None) -> AssistantRow:
     return AssistantRow(
         assistant_id=r["assistant_id"],
         graph_id=r["graph_id"],

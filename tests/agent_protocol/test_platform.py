@@ -26,6 +26,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from waiting import wait_until
 
 from .conftest import _database
 from .helpers import approve, human, last_ai, text_of, wait_for_status
@@ -229,10 +230,8 @@ async def _receiver(fail_first: int = 0) -> AsyncIterator[Receiver]:
         await asyncio.wait_for(task, 60)
 
 
-async def _until(condition: Any, seconds: float = 120) -> None:
-    async with asyncio.timeout(seconds):
-        while not condition():
-            await asyncio.sleep(0.05)
+async def _until(condition: Any, seconds: float = 120) -> Any:
+    return await wait_until(condition, timeout=seconds, what="the condition")
 
 
 async def test_webhook_posts_final_status_signed_once(platform: Platform) -> None:
@@ -272,12 +271,11 @@ async def test_failing_receiver_is_retried_and_never_affects_the_run(platform: P
         async with httpx.AsyncClient(base_url=platform.url) as http:
             url = f"/threads/{thread['thread_id']}/runs/{runs[0]['run_id']}/webhook"
 
-            async def delivered() -> dict[str, Any]:
-                return (await http.get(url)).json()
+            async def delivered() -> dict[str, Any] | None:
+                shown = (await http.get(url)).json()
+                return shown if shown["status"] == "delivered" else None
 
-            async with asyncio.timeout(120):
-                while (shown := await delivered())["status"] != "delivered":
-                    await asyncio.sleep(0.05)
+            shown = await _until(delivered)
         assert [a["status_code"] for a in shown["attempts"]] == [503, 503, 200]
     # a receiver that is down: the run is unaffected, the attempts are recorded as failed
     thread = await c.threads.create()
