@@ -28,6 +28,7 @@ from fastapi import FastAPI
 
 from ..client import Client
 from ..protocol import protocol_router
+from ..protocol.crons import CronLoop
 from ..settings import ServerSettings, Settings, load_settings
 from ..version import __version__
 from .auth import RedactTokens, auth_enabled
@@ -93,9 +94,11 @@ def create_app(
         owned = app.state.client is None
         if owned:
             _attach(app, await factory(), host)
+        crons = CronLoop(app.state).start()  # due crons, on every worker (protocol/crons.py)
         try:
             yield
         finally:
+            await crons.stop()
             drain_streams(app.state.streams)
             protocol = getattr(app.state, "protocol", None)
             if protocol is not None:

@@ -7,11 +7,13 @@ from fastapi import APIRouter
 
 from . import webhooks
 from .assistant_routes import add_assistants
+from .cron_routes import add_crons
 from .deps import JSON, Ctx, CtxDep, ProtocolError
 
 
 def add_platform(router: APIRouter) -> None:
     add_assistants(router)
+    add_crons(router)
 
     @router.get("/threads/{thread_id}/runs/{run_id}/webhook")
     async def webhook(thread_id: str, run_id: str, ctx: Ctx = CtxDep) -> JSON:

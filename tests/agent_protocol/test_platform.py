@@ -41,6 +41,7 @@ class Platform:
     client: LangGraphClient
     lead: str
     llm: Any
+    app_client: Any  # the artifactflow Client behind the server
 
 
 @asynccontextmanager
@@ -58,7 +59,7 @@ async def _platform(backend: str, llm: Any, tmp_path: Path, yaml_text: str) -> A
         try:
             async with serving(create_app(client=af)) as url:
                 client = get_client(url=url, api_key=None)
-                yield Platform(url, client, af.admin.services.lead.name, llm)
+                yield Platform(url, client, af.admin.services.lead.name, llm, af)
         finally:
             await af.aclose()
 
