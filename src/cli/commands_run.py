@@ -39,6 +39,14 @@ def run(
             "memories (default: ARTIFACTFLOW_PROJECT).",
         ),
     ] = None,
+    assistant: Annotated[
+        str | None,
+        option(
+            "--assistant",
+            help="Run with a saved assistant's configuration (model, prompt, tools, "
+            "permissions): its id (`artifactflow assistants`).",
+        ),
+    ] = None,
     json_: JsonOption = False,
     no_input: NoInputOption = False,
     yes: YesOption = False,
@@ -57,7 +65,9 @@ def run(
     parent_id: Any = None if new_root else (parent if parent is not None else ACTIVE_BRANCH)
 
     drive(
-        lambda session: session.run(task, conversation, parent_id, project=project),
+        lambda session: session.run(
+            task, conversation, parent_id, project=project, assistant=assistant
+        ),
         json_=json_, no_input=no_input, yes=yes,
     )
 

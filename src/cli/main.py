@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 # catch anything, so a Ctrl-C while typer, rich and pydantic load must land inside `main()`.
 COMMAND_MODULES = (
     "commands_run", "commands_data", "commands_tools", "commands_replay", "commands_admin",
-    "commands_workflows", "commands_memory", "commands_knowledge",
+    "commands_workflows", "commands_memory", "commands_knowledge", "commands_platform",
 )
 STARTUP_INTERRUPTED = "✗ interrupted (Ctrl-C)"  # before (or after) a command's own handling
 
