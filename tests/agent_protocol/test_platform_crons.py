@@ -17,12 +17,13 @@ import pytest
 import pytest_asyncio
 from langgraph_sdk import get_client
 
+from artifactflow.protocol import webhooks
 from artifactflow.protocol.crons import Crons, CronScheduler
 from artifactflow.protocol.service import Protocol
 
 from .conftest import _database
 from .helpers import human, last_ai, text_of
-from .test_platform import Platform, _platform
+from .test_platform import WEBHOOKS, Platform, _platform, _receiver, _until
 from .toy import ANSWER
 
 START = datetime(2030, 1, 7, 9, 0, 30, tzinfo=UTC).timestamp()  # 30 s past a minute
@@ -104,7 +105,7 @@ async def workers(request: pytest.FixtureRequest, llm_env: Any, tmp_path: Path) 
 
     llm_env.route(toy_route)
     async with _database(request.param) as database:
-        config = make_config(tmp_path, lead_tools=["write_note"], yaml_text=database)
+        config = make_config(tmp_path, lead_tools=["write_note"], yaml_text=database + WEBHOOKS)
         count = 2 if request.param == "postgres" else 1
         clients = [
             await Client.open(load_settings(config, tmp_path / "data"), extra_tools=[write_note])
@@ -230,3 +231,25 @@ async def test_cron_runs_from_the_server_loop(llm_env: Any, tmp_path: Path) -> N
 
 async def _store_of(p: Platform) -> Any:
     return p.app_client.admin.store
+
+
+async def test_webhook_delivered_once_across_workers(workers: list[Protocol]) -> None:
+    """Every worker may see a run end; the delivery row's compare-and-set lets one send it."""
+    p = workers[0]
+    settings = p.client.settings.webhooks
+    async with _receiver() as receiver:
+        body = {"assistant_id": p.client.admin.services.lead.name, "input": human("hello"), "webhook": receiver.url}
+        run, _ = await p.create(None, body, None)
+        await p.join(run)
+        await _until(lambda: receiver.hits)
+        again = await asyncio.gather(
+            *(webhooks.deliver(w.client.admin.store, settings, run["run_id"], {"run_id": run["run_id"]}) for w in workers)
+        )
+        assert again == [None] * len(workers)
+        # a delivery none has claimed yet, asked of every worker at once: sent once
+        await webhooks.register(p.client.admin.store, "race-run", receiver.url)
+        sent = await asyncio.gather(
+            *(webhooks.deliver(w.client.admin.store, settings, "race-run", {"run_id": "race-run"}) for w in workers)
+        )
+        assert sorted(sent, key=str) == sorted(["delivered"] + [None] * (len(workers) - 1), key=str)
+        assert [hit[0]["run_id"] for hit in receiver.hits] == [run["run_id"], "race-run"]
