@@ -298,3 +298,28 @@ async def test_private_webhook_refused_by_default(llm_env: Any, tmp_path: Path) 
         assert "webhooks.allow_private" in response.json()["detail"]
         assert await p.client.runs.list(thread["thread_id"]) == []
         assert p.llm.request_count == 0
+
+
+# --- threads.copy ------------------------------------------------------------------------------
+
+
+async def test_thread_copy_has_the_history_and_goes_its_own_way(platform: Platform) -> None:
+    c = platform.client
+    thread = await c.threads.create(metadata={"topic": "notes"})
+    await c.runs.wait(thread["thread_id"], platform.lead, input=human("hello one"))
+    await c.runs.wait(thread["thread_id"], platform.lead, input=human("hello two"))
+    original = (await c.threads.get_state(thread["thread_id"]))["values"]
+    copied = await c.threads.copy(thread["thread_id"])
+    assert copied["thread_id"] != thread["thread_id"]
+    assert copied["metadata"]["topic"] == "notes"
+    state = (await c.threads.get_state(copied["thread_id"]))["values"]
+    texts = [text_of(m) for m in state["messages"]]
+    assert texts == [text_of(m) for m in original["messages"]]
+    assert texts[0] == "hello one" and texts[-1] == ANSWER and len(texts) == 4
+    # the copy continues on its own; the original is unchanged
+    await c.runs.wait(copied["thread_id"], platform.lead, input=human("hello three"))
+    assert len((await c.threads.get_state(copied["thread_id"]))["values"]["messages"]) == 6
+    assert len((await c.threads.get_state(thread["thread_id"]))["values"]["messages"]) == 4
+    with pytest.raises(httpx.HTTPStatusError) as missing:
+        await c.threads.copy("no-such-thread")
+    assert missing.value.response.status_code == 404
