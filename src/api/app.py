@@ -25,6 +25,7 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
+from starlette.routing import Route
 
 from ..client import Client
 from ..protocol import protocol_router
@@ -36,6 +37,7 @@ from .cors import LazyCORS
 from .deps import API_PREFIX
 from .errors import CatchAllMiddleware, install_error_handlers
 from .limits import BodyLimitMiddleware, RunLimiter
+from .mcp_server import McpEndpoint
 from .openapi import install_openapi
 from .page import install_page
 from .page import router as page_router
@@ -96,7 +98,8 @@ def create_app(
             _attach(app, await factory(), host)
         crons = CronLoop(app.state).start()  # due crons, on every worker (protocol/crons.py)
         try:
-            yield
+            async with mcp.running():  # the assistants as MCP tools at /mcp (mcp_server.py)
+                yield
         finally:
             await crons.stop()
             drain_streams(app.state.streams)
@@ -116,6 +119,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.client = None
+    mcp = McpEndpoint(app.state)
     app.state.streams = set()
     app.state.max_request_bytes = ServerSettings().max_request_bytes  # until settings are known
     if client is not None:
@@ -132,6 +136,7 @@ def create_app(
     app.include_router(memory_router, prefix=API_PREFIX)
     app.include_router(page_router, prefix=API_PREFIX)
     app.include_router(protocol_router())  # the Agent Protocol, at the root
+    app.router.routes.append(Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]))
     install_page(app)
     return app
 

@@ -86,3 +86,17 @@ def assistants(json_: JsonOption = False) -> None:
         return present(await all_views(Protocol(client)), _assistants_table, json_)
 
     execute(work)
+
+
+@command()
+def mcp() -> None:
+    """Serve the assistants as MCP tools over stdin/stdout, for desktop MCP clients (Claude
+    Desktop, Cursor): `{"command": "artifactflow", "args": ["mcp"]}` in their config."""
+
+    async def work(client: Client) -> int | None:
+        from ..api.mcp_server import serve_stdio
+
+        await serve_stdio(client)
+        return None
+
+    execute(work)
