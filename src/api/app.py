@@ -32,6 +32,7 @@ from ..protocol import protocol_router
 from ..protocol.crons import CronLoop
 from ..settings import ServerSettings, Settings, load_settings
 from ..version import __version__
+from .a2a import router as a2a_router
 from .auth import RedactTokens, auth_enabled
 from .cors import LazyCORS
 from .deps import API_PREFIX
@@ -137,6 +138,7 @@ def create_app(
     app.include_router(page_router, prefix=API_PREFIX)
     app.include_router(protocol_router())  # the Agent Protocol, at the root
     app.router.routes.append(Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]))
+    app.include_router(a2a_router)  # A2A: agent cards and /a2a/{assistant_id} (a2a.py)
     install_page(app)
     return app
 
