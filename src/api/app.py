@@ -29,7 +29,7 @@ from starlette.routing import Route
 
 from ..client import Client
 from ..protocol import protocol_router
-from ..protocol.crons import CronLoop
+from ..protocol.loops import PlatformLoops
 from ..settings import ServerSettings, Settings, load_settings
 from ..version import __version__
 from .a2a import router as a2a_router
@@ -97,12 +97,12 @@ def create_app(
         owned = app.state.client is None
         if owned:
             _attach(app, await factory(), host)
-        crons = CronLoop(app.state).start()  # due crons, on every worker (protocol/crons.py)
+        loops = PlatformLoops(app.state).start()  # crons and the store's TTL sweeper
         try:
             async with mcp.running():  # the assistants as MCP tools at /mcp (mcp_server.py)
                 yield
         finally:
-            await crons.stop()
+            await loops.stop()
             drain_streams(app.state.streams)
             protocol = getattr(app.state, "protocol", None)
             if protocol is not None:

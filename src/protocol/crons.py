@@ -15,8 +15,6 @@ thread per run (threadless).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -234,42 +232,6 @@ class CronScheduler(Crons):
             log.exception("cron %s: starting its run", cron["cron_id"])
             return None
         return run
-
-    async def run_forever(self, poll_seconds: float) -> None:
-        while True:
-            try:
-                await self.p.records.ready()
-                await self.tick()
-            except Exception:  # the database may be away for a moment: try again next poll
-                log.exception("cron scheduler tick")
-            await asyncio.sleep(poll_seconds)
-
-
-class CronLoop:
-    """The app's scheduler task (started in the HTTP app's lifespan)."""
-
-    def __init__(self, state: Any) -> None:
-        self.state = state
-        self.task: asyncio.Task[None] | None = None
-
-    def start(self) -> CronLoop:
-        client = self.state.client
-        if client is None or not client.settings.crons.enabled:
-            return self
-        protocol = getattr(self.state, "protocol", None)
-        if protocol is None or protocol.client is not client:
-            protocol = self.state.protocol = Protocol(client)
-        scheduler = CronScheduler(protocol)
-        self.task = asyncio.create_task(
-            scheduler.run_forever(client.settings.crons.poll_seconds), name="artifactflow-crons"
-        )
-        return self
-
-    async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(BaseException):
-                await self.task
 
 
 def parse_time(value: str | None) -> float | None:

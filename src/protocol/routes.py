@@ -10,6 +10,7 @@ from .deps import JSON, ProtocolError, ProtocolRoute
 from .platform import add_platform
 from .runs import add_runs
 from .store import store_router
+from .store_ttl import request_store
 from .threads import add_threads
 
 __all__ = ["ProtocolError", "protocol_router"]
@@ -26,7 +27,7 @@ def protocol_router() -> APIRouter:
     add_platform(router)  # assistants, crons, webhooks (platform.py, issue 35)
     add_threads(router)
     add_runs(router)
-    router.include_router(store_router())
+    router.include_router(store_router(request_store))  # with TTL (store_ttl.py)
     return router
 
 
@@ -45,4 +46,5 @@ def add_meta(router: APIRouter) -> None:
             "langgraph_py_version": None,
             "flags": {"assistants": True, "crons": True, "langsmith": False},
             "host": {"kind": "artifactflow"},
+            "store": {"ttl": {"supported": True, "refresh_on_read": True}},
         }

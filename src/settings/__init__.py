@@ -32,7 +32,7 @@ from .knowledge import KnowledgeSettings
 from .mcp import McpServerConfig
 from .memory import MemorySettings
 from .permissions import Permission, parse_permissions
-from .platform import CronSettings, WebhookSettings
+from .platform import CronSettings, StoreTTLSettings, WebhookSettings
 from .projects import project_name_problem
 
 PACKAGED_CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
@@ -197,6 +197,7 @@ class Settings(BaseSettings):
     knowledge: KnowledgeSettings = KnowledgeSettings()
     webhooks: WebhookSettings = WebhookSettings()  # settings/platform.py
     crons: CronSettings = CronSettings()
+    store_ttl: StoreTTLSettings = StoreTTLSettings()
 
     @field_validator("project")
     @classmethod

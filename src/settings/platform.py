@@ -28,3 +28,12 @@ class CronSettings(BaseModel):
 
     enabled: bool = True
     poll_seconds: float = Field(default=5.0, gt=0)
+
+
+class StoreTTLSettings(BaseModel):
+    """`store_ttl:` in artifactflow.yaml: how often a server deletes the store items whose TTL
+    has run out (a read never returns an expired item, whatever this is)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sweep_seconds: float = Field(default=60.0, gt=0)

@@ -42,6 +42,7 @@ class Platform:
     lead: str
     llm: Any
     app_client: Any  # the artifactflow Client behind the server
+    app_state: Any = None  # the HTTP app's state
 
 
 @asynccontextmanager
@@ -57,9 +58,10 @@ async def _platform(backend: str, llm: Any, tmp_path: Path, yaml_text: str) -> A
         config = make_config(tmp_path, lead_tools=["write_note"], yaml_text=database + yaml_text)
         af = await Client.open(load_settings(config, tmp_path / "data"), extra_tools=[write_note])
         try:
-            async with serving(create_app(client=af)) as url:
+            app = create_app(client=af)
+            async with serving(app) as url:
                 client = get_client(url=url, api_key=None)
-                yield Platform(url, client, af.admin.services.lead.name, llm, af)
+                yield Platform(url, client, af.admin.services.lead.name, llm, af, app.state)
         finally:
             await af.aclose()
 
@@ -323,3 +325,40 @@ async def test_thread_copy_has_the_history_and_goes_its_own_way(platform: Platfo
     with pytest.raises(httpx.HTTPStatusError) as missing:
         await c.threads.copy("no-such-thread")
     assert missing.value.response.status_code == 404
+
+
+# --- store TTL ---------------------------------------------------------------------------------
+
+
+async def test_store_ttl_expires_refreshes_and_sweeps(platform: Platform) -> None:
+    """Time is the TTL store's clock, moved by the test; the sweeper is called directly."""
+    from artifactflow.protocol.store_ttl import ttl_store_of
+
+    c = platform.client
+    async with httpx.AsyncClient(base_url=platform.url) as http:
+        info = (await http.get("/info")).json()
+    assert info["store"]["ttl"]["supported"] is True
+    ttl_store = ttl_store_of(platform.app_state)
+    now = [1_000_000.0]
+    ttl_store.clock = lambda: now[0]
+    await c.store.put_item(["notes"], "short", {"text": "gone soon"}, ttl=1)
+    await c.store.put_item(["notes"], "kept", {"text": "for good"})
+    await c.store.put_item(["notes"], "read", {"text": "kept alive by reads"}, ttl=1)
+    now[0] += 45
+    assert (await c.store.get_item(["notes"], "read"))["key"] == "read"  # refreshes its TTL
+    now[0] += 45  # 90 s after the put: "short" has expired, "read" was refreshed 45 s ago
+    with pytest.raises(httpx.HTTPStatusError) as gone:
+        await c.store.get_item(["notes"], "short")
+    assert gone.value.response.status_code == 404
+    keys = {i["key"] for i in (await c.store.search_items(["notes"]))["items"]}
+    assert keys == {"kept", "read"}
+    # no refresh: the item goes a minute after its last refresh
+    await c.store.get_item(["notes"], "read", refresh_ttl=False)
+    now[0] += 61
+    assert {i["key"] for i in (await c.store.search_items(["notes"], refresh_ttl=False))["items"]} == {"kept"}
+    # the sweeper deletes expired items from the long-term store itself
+    await c.store.put_item(["notes"], "swept", {"text": "x"}, ttl=2)
+    now[0] += 121
+    assert await ttl_store.sweep() == 1
+    owned = [item.key for item in await platform.app_client.memories.store.asearch((), limit=100)]
+    assert "swept" not in owned and "kept" in owned

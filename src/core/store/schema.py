@@ -360,3 +360,11 @@ webhook_deliveries = sa.Table("af_webhook_deliveries", metadata,
     _created_at(),
     sa.Column("updated_at", sa.Float, nullable=False),
 )
+# Store items that expire (`protocol/store_ttl.py`): the item lives in the long-term store; this
+# row says when it goes (`ttl` minutes after its last write, or read with `refresh_ttl`).
+store_ttl = sa.Table("af_store_ttl", metadata,
+    _key("namespace", 600),  # JSON list of labels, the owner first
+    _key("key", 200),
+    sa.Column("ttl_minutes", sa.Float, nullable=False),
+    sa.Column("expires_at", sa.Float, nullable=False, index=True),
+)
