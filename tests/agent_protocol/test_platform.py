@@ -362,3 +362,25 @@ async def test_store_ttl_expires_refreshes_and_sweeps(platform: Platform) -> Non
     assert await ttl_store.sweep() == 1
     owned = [item.key for item in await platform.app_client.memories.store.asearch((), limit=100)]
     assert "swept" not in owned and "kept" in owned
+
+
+async def test_webhook_on_error_and_on_cancel(platform: Platform) -> None:
+    from artifactflow.testing import Error
+
+    c = platform.client
+    async with _receiver() as receiver:
+        platform.llm.clear_routes()
+        platform.llm.route(lambda request: Error(400, "bad request from the model"))
+        thread = await c.threads.create()
+        failed = await c.runs.create(thread["thread_id"], platform.lead, input=human("hello"), webhook=receiver.url)
+        await _until(lambda: receiver.hits)
+        assert receiver.hits[0][0]["run_id"] == failed["run_id"]
+        assert receiver.hits[0][0]["status"] == "error"
+        platform.llm.clear_routes()
+        platform.llm.route(toy_route)
+        slow = await c.runs.create(thread["thread_id"], platform.lead, input=human("slow please"), webhook=receiver.url)
+        await wait_for_status(c, thread["thread_id"], slow["run_id"], {"running"}, seconds=120)
+        await c.runs.cancel(thread["thread_id"], slow["run_id"], wait=True)
+        await _until(lambda: len(receiver.hits) >= 2)
+        assert receiver.hits[1][0]["run_id"] == slow["run_id"]
+        assert receiver.hits[1][0]["status"] == "interrupted"
