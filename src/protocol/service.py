@@ -296,15 +296,9 @@ class Protocol:
             )
         else:
             config = assistants_store.run_config(self, assistant, body)  # platform (issue 35)
-            run = await self.client.runs.start(
-                Task(
-                    task_text(body.get("input")),
-                    thread_id,
-                    parent,
-                    config=None if config is None else config.set(),
-                ),
-                user_id=user,
-            )
+            config_keys = None if config is None else config.set()
+            task = Task(task_text(body.get("input")), thread_id, parent, config=config_keys)
+            run = await self.client.runs.start(task, user_id=user)
         if run_id is None:
             row = await self.records.add_run(
                 status="running",
@@ -363,20 +357,10 @@ class Protocol:
         )
 
     def ended(self, run: dict[str, Any]) -> None:
-        """The run has ended: send its webhook, if it has one, in a task of its own."""
-
-        async def send() -> None:
-            try:
-                await webhooks.deliver(
-                    self.client.admin.store, self.client.settings.webhooks, run["run_id"],
-                    run_view(run),
-                )
-            except Exception:  # a webhook never takes the server (or the run) down
-                log.exception("webhook of protocol run %s", run["run_id"])
-
-        task = asyncio.create_task(send(), name=f"protocol-webhook-{run['run_id']}")
-        self._watchers[f"webhook:{run['run_id']}"] = task
-        task.add_done_callback(lambda _: self._watchers.pop(f"webhook:{run['run_id']}", None))
+        """The run has ended: its webhook, if it has one, in a task of its own (webhooks.py)."""
+        key = f"webhook:{run['run_id']}"
+        task = self._watchers[key] = asyncio.create_task(webhooks.send(self.client, run_view(run)))
+        task.add_done_callback(lambda _: self._watchers.pop(key, None))
 
     async def move_head(self, thread_id: str, message_id: str | None) -> None:
         """Make `message_id` the thread's head (None: before its first message), so its state

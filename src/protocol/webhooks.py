@@ -31,6 +31,7 @@ from ..errors import UserError
 from ..tools.web.ssrf import BlockedAddressError, check_url
 
 if TYPE_CHECKING:
+    from ..client import Client
     from ..core.store.repository import AppStore
     from ..settings.platform import WebhookSettings
 
@@ -70,6 +71,15 @@ async def delivery(store: AppStore, run_id: str) -> dict[str, Any] | None:
     row = dict(rows[0])
     row["attempts"] = json.loads(row["attempts"])
     return row
+
+
+async def send(client: Client, run: dict[str, Any]) -> None:
+    """The ended run's webhook, if it has one (`run`: its protocol view). Never raises: a
+    webhook takes neither the run nor the server down."""
+    try:
+        await deliver(client.admin.store, client.settings.webhooks, run["run_id"], run)
+    except Exception:
+        log.exception("webhook of protocol run %s", run["run_id"])
 
 
 def signature(secret: str, body: bytes) -> str:
