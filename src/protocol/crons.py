@@ -15,6 +15,7 @@ thread per run (threadless).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -184,6 +185,10 @@ class Crons:
 class CronScheduler(Crons):
     """Starts the runs of due crons; one per worker, all against the same rows."""
 
+    def __init__(self, protocol: Protocol, clock: Callable[[], float] = time.time) -> None:
+        super().__init__(protocol, clock)
+        self.cleanups: set[asyncio.Task[None]] = set()  # threads to delete after their run
+
     async def tick(self) -> list[dict[str, Any]]:
         """Start every cron run due now that this worker wins; the protocol runs it started."""
         now = self.clock()
@@ -231,7 +236,25 @@ class CronScheduler(Crons):
         except Exception:
             log.exception("cron %s: starting its run", cron["cron_id"])
             return None
+        if cron["thread_id"] is None and cron["payload"].get("on_run_completed") == "delete":
+            self._delete_after(run)
         return run
+
+    def _delete_after(self, run: dict[str, Any]) -> None:
+        """`on_run_completed: "delete"`: the run's new thread is deleted once the run ends
+        (by this worker: if it stops first, the thread is kept)."""
+
+        async def delete() -> None:
+            try:
+                await self.p.join(run)
+                await self.p.client.conversations.delete(run["thread_id"])
+                await self.p.records.delete_thread(run["thread_id"])
+            except Exception:
+                log.exception("cron run %s: deleting its thread", run["run_id"])
+
+        task = asyncio.create_task(delete(), name=f"cron-delete-{run['run_id']}")
+        self.cleanups.add(task)
+        task.add_done_callback(self.cleanups.discard)
 
 
 def parse_time(value: str | None) -> float | None:

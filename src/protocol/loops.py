@@ -30,6 +30,7 @@ class PlatformLoops:
     def __init__(self, state: Any) -> None:
         self.state = state
         self.tasks: list[asyncio.Task[None]] = []
+        self.scheduler: CronScheduler | None = None
 
     def start(self) -> PlatformLoops:
         client = self.state.client
@@ -40,7 +41,7 @@ class PlatformLoops:
             protocol = getattr(self.state, "protocol", None)
             if protocol is None or protocol.client is not client:
                 protocol = self.state.protocol = Protocol(client)
-            scheduler = CronScheduler(protocol)
+            scheduler = self.scheduler = CronScheduler(protocol)
 
             async def tick() -> None:
                 await protocol.records.ready()
@@ -58,8 +59,9 @@ class PlatformLoops:
         return self
 
     async def stop(self) -> None:
-        for task in self.tasks:
+        tasks = [*self.tasks, *(self.scheduler.cleanups if self.scheduler else ())]
+        for task in tasks:
             task.cancel()
-        for task in self.tasks:
+        for task in tasks:
             with contextlib.suppress(BaseException):
                 await task

@@ -17,6 +17,7 @@ import pytest
 import pytest_asyncio
 from langgraph_sdk import get_client
 
+from artifactflow.errors import NotFoundError
 from artifactflow.protocol import webhooks
 from artifactflow.protocol.crons import Crons, CronScheduler
 from artifactflow.protocol.service import Protocol
@@ -253,3 +254,20 @@ async def test_webhook_delivered_once_across_workers(workers: list[Protocol]) ->
         )
         assert sorted(sent, key=str) == sorted(["delivered"] + [None] * (len(workers) - 1), key=str)
         assert [hit[0]["run_id"] for hit in receiver.hits] == [run["run_id"], "race-run"]
+
+
+async def test_threadless_cron_can_delete_its_threads(workers: list[Protocol]) -> None:
+    p = workers[0]
+    clock = Clock(START)
+    crons = Crons(p, clock)
+    await crons.create(
+        assistant_id=p.client.admin.services.lead.name, thread_id=None, user_id=None,
+        schedule="* * * * *", timezone=None, end_time=None, enabled=True,
+        payload={"input": human("hello"), "on_run_completed": "delete"}, metadata={},
+    )
+    scheduler = CronScheduler(p, clock)
+    clock.now += 30
+    (run,) = await scheduler.tick()
+    await asyncio.gather(*scheduler.cleanups)
+    with pytest.raises(NotFoundError):
+        await p.client.conversations.get(run["thread_id"])
