@@ -45,6 +45,7 @@ from .page import router as page_router
 from .routes_chat import router as chat_router
 from .routes_data import router as data_router
 from .routes_memory import router as memory_router
+from .routes_platform import router as assistants_router
 from .routes_workflows import publish_inputs
 from .routes_workflows import router as workflows_router
 from .sse import drain_streams
@@ -135,6 +136,7 @@ def create_app(
     app.include_router(data_router, prefix=API_PREFIX)
     app.include_router(workflows_router, prefix=API_PREFIX)
     app.include_router(memory_router, prefix=API_PREFIX)
+    app.include_router(assistants_router, prefix=API_PREFIX)  # the page's picker
     app.include_router(page_router, prefix=API_PREFIX)
     app.include_router(protocol_router())  # the Agent Protocol, at the root
     app.router.routes.append(Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]))
