@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..client import assistant_rows
 from ..client.agent_config import config_schema
+from ..errors import NotFoundError
 from .assistants_store import SavedAssistant, all_views, check_saved, find, graph_of, saved_view
 from .deps import JSON, Ctx, CtxDep, ProtocolError
 from .views import NODE
@@ -83,17 +84,23 @@ async def _saved(ctx: Ctx, assistant_id: str) -> SavedAssistant:
     return assistant
 
 
+def _is_builtin(ctx: Ctx, assistant_id: str) -> bool:
+    try:
+        ctx.p.assistant(assistant_id)
+    except NotFoundError:
+        return False
+    return True
+
+
 def add_assistants(router: APIRouter) -> None:
     @router.post("/assistants")
     async def create(body: AssistantCreate, ctx: Ctx = CtxDep) -> JSON:
         graph = graph_of(ctx.p, body.graph_id)
-        try:
-            ctx.p.assistant(body.assistant_id or "")
-            builtin = body.assistant_id is not None
-        except Exception:
-            builtin = False
-        if builtin:
+        if body.assistant_id is not None and _is_builtin(ctx, body.assistant_id):
             raise ProtocolError(409, f"assistant {body.assistant_id} is built in")
+        if body.assistant_id is not None and body.if_exists == "raise":
+            if await assistant_rows.get(ctx.p.client.admin.store, body.assistant_id) is not None:
+                raise ProtocolError(409, f"assistant {body.assistant_id} already exists")
         check_saved(ctx.p, graph, body.config, body.context)
         row = await assistant_rows.create(
             ctx.p.client.admin.store,

@@ -196,6 +196,15 @@ async def test_built_in_assistants_are_read_only(platform: Platform) -> None:
     with pytest.raises(httpx.HTTPStatusError) as refused:
         await platform.client.assistants.delete(platform.lead)
     assert refused.value.response.status_code == 409
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await platform.client.assistants.create(platform.lead, assistant_id=platform.lead)
+    assert refused.value.response.status_code == 409
+    made = await platform.client.assistants.create(platform.lead, assistant_id="mine", if_exists="do_nothing")
+    again = await platform.client.assistants.create(platform.lead, assistant_id="mine", if_exists="do_nothing")
+    assert again["assistant_id"] == made["assistant_id"] == "mine"
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await platform.client.assistants.create(platform.lead, assistant_id="mine")
+    assert refused.value.response.status_code == 409
 
 
 # --- webhooks ----------------------------------------------------------------------------------
