@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from ..protocol.assistants_store import all_views
 from ..protocol.service import Protocol
 from .auth import Caller, caller
+from .deps import error_docs
 
 router = APIRouter(tags=["assistants"])
 
@@ -27,7 +28,9 @@ class AssistantList(BaseModel):
     assistants: list[AssistantSummary]
 
 
-@router.get("/assistants", response_model=AssistantList, summary="Assistants to chat with")
+@router.get(
+    "/assistants", response_model=AssistantList, responses=error_docs(), summary="Assistants to chat with"
+)
 async def list_assistants(caller: Caller = Depends(caller)) -> AssistantList:
     views = await all_views(Protocol(caller.client))
     return AssistantList(
