@@ -97,3 +97,21 @@ async def test_chat_api_takes_an_assistant(llm_env: ScriptedLLM, tmp_path: Path)
             assert response.status_code == 422
     finally:
         await af.aclose()
+
+
+async def test_retry_keeps_the_agent_configuration(llm_env: ScriptedLLM, tmp_path: Path) -> None:
+    from conftest import make_config
+    from scripted_llm import Error
+
+    from artifactflow import Retry, Task
+
+    llm_env.script(Error(400, "refused"), Text("Second time lucky."))
+    af = await Client.open(load_settings(make_config(tmp_path), tmp_path / "data"))
+    try:
+        first = await af.run(Task("hi", config={"model": "model-retry"}))
+        assert first.status == "failed"
+        again = await af.run(Retry(first.message_id))
+        assert again.status == "completed"
+        assert [r["model"] for r in llm_env.requests] == ["model-retry", "model-retry"]
+    finally:
+        await af.aclose()

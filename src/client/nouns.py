@@ -61,8 +61,15 @@ class Runs(_View, StoredRuns):
             )
             if config is not None:  # before any pause: a resume anywhere finds it
                 await RunConfigs(engine.store).save(ids["message_id"], config)
-        elif isinstance(request, Retry):
-            ids = await retry.retry(rt, engine.conversations, request.message_id, user_id=user_id)
+        elif isinstance(request, Retry):  # with the original's agent configuration, if any
+            configs = RunConfigs(engine.store)
+            config = await configs.load(request.message_id)
+            services = None if config is None else run_services(engine.services, config)
+            ids = await retry.retry(
+                rt, engine.conversations, request.message_id, user_id=user_id, services=services
+            )
+            if config is not None:
+                await configs.save(ids["message_id"], config)
         elif isinstance(request, WorkflowTask):
             ids = await launch.start_workflow(
                 rt,
