@@ -21,7 +21,6 @@ JSON-RPC 2.0 `message/send`, `message/stream` (SSE of JSON-RPC responses), `task
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -75,10 +74,17 @@ class A2AMessage(BaseModel):
     task_id: str | None = Field(default=None, alias="taskId")
 
 
+class SendConfiguration(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    blocking: bool | None = None
+
+
 class SendParams(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     message: A2AMessage
+    configuration: SendConfiguration = Field(default_factory=SendConfiguration)
 
 
 class TaskParams(BaseModel):
@@ -216,8 +222,10 @@ async def _until_settled(p: Protocol, message_id: str, cursor: int) -> None:
 async def dispatch(p: Protocol, assistant_id: str, rpc: RpcRequest, user: str | None) -> Any:
     try:
         if rpc.method == "message/send":
-            task_id, cursor = await send(p, assistant_id, SendParams.model_validate(rpc.params), user)
-            await _until_settled(p, task_id, cursor)
+            params = SendParams.model_validate(rpc.params)
+            task_id, cursor = await send(p, assistant_id, params, user)
+            if params.configuration.blocking is not False:  # else: answer at once, poll tasks/get
+                await _until_settled(p, task_id, cursor)
             return await task_view(p, task_id)
         if rpc.method == "tasks/get":
             params = TaskParams.model_validate(rpc.params)
@@ -369,5 +377,3 @@ async def a2a(
         return JSONResponse(_response(rpc.id, await dispatch(p, view["assistant_id"], rpc, user)))
     except RpcError as exc:
         return JSONResponse(_response(rpc.id, error=exc))
-    except asyncio.CancelledError:
-        raise

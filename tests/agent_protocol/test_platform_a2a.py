@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
+from waiting import wait_until
 
 from .test_platform import Platform, _platform
 from .toy import ANSWER, NOTES
@@ -58,6 +59,15 @@ async def test_card_send_and_get(platform: Platform) -> None:
 
         got = (await _rpc(http, f"/a2a/{platform.lead}", "tasks/get", {"id": task["id"]}))["result"]
         assert got["status"]["state"] == "completed" and got["artifacts"][0]["parts"][0]["text"] == ANSWER
+        # non-blocking: the task comes back at once; tasks/get follows it to its end
+        quick = (await _rpc(http, f"/a2a/{platform.lead}", "message/send", {**_send("hello later"), "configuration": {"blocking": False}}))["result"]
+        assert quick["status"]["state"] in ("working", "completed")
+
+        async def finished() -> dict[str, Any] | None:
+            got = (await _rpc(http, f"/a2a/{platform.lead}", "tasks/get", {"id": quick["id"]}))["result"]
+            return got if got["status"]["state"] == "completed" else None
+
+        assert (await wait_until(finished, timeout=120, what="the task"))["artifacts"][0]["parts"][0]["text"] == ANSWER
 
         errors = [
             (await _rpc(http, f"/a2a/{platform.lead}", "tasks/get", {"id": "nope"}))["error"]["code"],
