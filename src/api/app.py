@@ -25,22 +25,27 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
+from starlette.routing import Route
 
 from ..client import Client
 from ..protocol import protocol_router
+from ..protocol.loops import PlatformLoops
 from ..settings import ServerSettings, Settings, load_settings
 from ..version import __version__
+from .a2a import router as a2a_router
 from .auth import RedactTokens, auth_enabled
 from .cors import LazyCORS
 from .deps import API_PREFIX
 from .errors import CatchAllMiddleware, install_error_handlers
 from .limits import BodyLimitMiddleware, RunLimiter
+from .mcp_server import McpEndpoint
 from .openapi import install_openapi
 from .page import install_page
 from .page import router as page_router
 from .routes_chat import router as chat_router
 from .routes_data import router as data_router
 from .routes_memory import router as memory_router
+from .routes_platform import router as assistants_router
 from .routes_workflows import publish_inputs
 from .routes_workflows import router as workflows_router
 from .sse import drain_streams
@@ -93,9 +98,12 @@ def create_app(
         owned = app.state.client is None
         if owned:
             _attach(app, await factory(), host)
+        loops = PlatformLoops(app.state).start()  # crons and the store's TTL sweeper
         try:
-            yield
+            async with mcp.running():  # the assistants as MCP tools at /mcp (mcp_server.py)
+                yield
         finally:
+            await loops.stop()
             drain_streams(app.state.streams)
             protocol = getattr(app.state, "protocol", None)
             if protocol is not None:
@@ -113,6 +121,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.client = None
+    mcp = McpEndpoint(app.state)
     app.state.streams = set()
     app.state.max_request_bytes = ServerSettings().max_request_bytes  # until settings are known
     if client is not None:
@@ -127,8 +136,11 @@ def create_app(
     app.include_router(data_router, prefix=API_PREFIX)
     app.include_router(workflows_router, prefix=API_PREFIX)
     app.include_router(memory_router, prefix=API_PREFIX)
+    app.include_router(assistants_router, prefix=API_PREFIX)  # the page's picker
     app.include_router(page_router, prefix=API_PREFIX)
     app.include_router(protocol_router())  # the Agent Protocol, at the root
+    app.router.routes.append(Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]))
+    app.include_router(a2a_router)  # A2A: agent cards and /a2a/{assistant_id} (a2a.py)
     install_page(app)
     return app
 

@@ -74,6 +74,14 @@ class ChatRequest(BaseModel):
         ),
     )
 
+    assistant: NulFree | None = Field(
+        None,
+        description=(
+            "A saved assistant (POST /assistants) whose configuration the run uses: its model, "
+            "prompt addition, tools and permissions; omitted: the agent files as they are"
+        ),
+    )
+
     @field_validator("content")
     @classmethod
     def _not_blank(cls, value: str) -> str:

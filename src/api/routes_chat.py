@@ -47,7 +47,8 @@ async def chat(body: ChatRequest, request: Request, caller: Caller = CallerDep) 
         await caller.conversation(conversation_id)
     async with request.app.state.limiter.slot(caller.client):
         run = await caller.client.runs.start(
-            Task(body.content, conversation_id, parent, project=body.project), user_id=caller.user
+            Task(body.content, conversation_id, parent, project=body.project, assistant=body.assistant),
+            user_id=caller.user,
         )
     return _accepted(request, run)
 

@@ -43,6 +43,14 @@ def run(
             "memories (default: ARTIFACTFLOW_PROJECT).",
         ),
     ] = None,
+    assistant: Annotated[
+        str | None,
+        option(
+            "--assistant",
+            help="Run with a saved assistant's configuration (model, prompt, tools, "
+            "permissions): its id (`artifactflow assistants`).",
+        ),
+    ] = None,
     json_: JsonOption = False,
     no_input: NoInputOption = False,
     yes: YesOption = False,
@@ -65,7 +73,9 @@ def run(
             console(stderr=True).print(Text(notice, style="yellow"))
 
     drive(
-        lambda session: session.run(task, conversation, parent_id, project=project),
+        lambda session: session.run(
+            task, conversation, parent_id, project=project, assistant=assistant
+        ),
         json_=json_, no_input=no_input, yes=yes, check=check,
     )
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 COMMAND_MODULES = (
     "commands_run", "commands_data", "commands_tools", "commands_replay", "commands_admin",
     "commands_workflows", "commands_memory", "commands_knowledge", "commands_demo",
+    "commands_platform",
 )
 STARTUP_INTERRUPTED = "✗ interrupted (Ctrl-C)"  # before (or after) a command's own handling
 

@@ -68,9 +68,12 @@ class Session:
     # --- entry points ----------------------------------------------------------------------
 
     async def run(
-        self, content: str, conversation_id: str | None, parent: Any, *, project: str | None = None
+        self, content: str, conversation_id: str | None, parent: Any, *,
+        project: str | None = None, assistant: str | None = None,
     ) -> int:
-        return await self.start(Task(content, conversation_id, parent, project=project))
+        return await self.start(
+            Task(content, conversation_id, parent, project=project, assistant=assistant)
+        )
 
     async def start(self, request: Request) -> int:
         """Start `request` (a task, a workflow) and drive its run, answering its pauses."""

@@ -26,6 +26,7 @@ from ..memory.wiring import plug_memory
 from ..replay.recording import recording
 from ..settings import Settings
 from ..workflows.launch import WorkflowGraphs
+from .agent_config import RunConfigs
 from .knowledge import Knowledge
 from .memories import Memories
 from .nouns import Admin, Conversations, Runs, Workflows
@@ -41,6 +42,8 @@ class Client:
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
+        # a run started with an agent configuration resumes with it, in any process
+        engine.rt.services_providers.append(RunConfigs(engine.store))
         data = StoredData(engine.rt, engine.conversations)
         self.runs = Runs(engine, data)
         self.conversations = Conversations(engine, data)

@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.run import maintenance, retry, workers
 from ..core.run.maintenance import GcReport
-from ..errors import UserError
+from ..errors import NotFoundError, UserError
 from ..replay.export import export_session
 from ..tools.registry import ToolDescription
 from ..version import __version__
 from ..workflows import launch
+from . import assistant_rows
+from .agent_config import AgentConfig, RunConfigs, merged, run_services
 from .requests import Request, Resume, Retry, Task, WorkflowTask
 from .run import Run
 from .stored import StoredConversations, StoredRuns, StoredView, StoredWorkflows
@@ -51,12 +53,23 @@ class Runs(_View, StoredRuns):
         if isinstance(request, str):
             request = Task(request)
         if isinstance(request, Task):
+            config = await self._agent_config(request)
+            services = None if config is None else run_services(engine.services, config)
             ids = await engine.start(
                 request.content, request.conversation_id, request.parent_message_id,
-                user_id=user_id, project=request.project,
+                user_id=user_id, project=request.project, services=services,
             )
-        elif isinstance(request, Retry):
-            ids = await retry.retry(rt, engine.conversations, request.message_id, user_id=user_id)
+            if config is not None:  # before any pause: a resume anywhere finds it
+                await RunConfigs(engine.store).save(ids["message_id"], config)
+        elif isinstance(request, Retry):  # with the original's agent configuration, if any
+            configs = RunConfigs(engine.store)
+            config = await configs.load(request.message_id)
+            services = None if config is None else run_services(engine.services, config)
+            ids = await retry.retry(
+                rt, engine.conversations, request.message_id, user_id=user_id, services=services
+            )
+            if config is not None:
+                await configs.save(ids["message_id"], config)
         elif isinstance(request, WorkflowTask):
             ids = await launch.start_workflow(
                 rt,
@@ -81,6 +94,19 @@ class Runs(_View, StoredRuns):
             "workflow": ids["workflow"] if isinstance(request, WorkflowTask) else None,
         }
         return Run(engine, message, after_event_id=0, started=True)
+
+    async def _agent_config(self, task: Task) -> AgentConfig | None:
+        """The task's agent configuration: its assistant's, then its own `config`; None when
+        it has neither (the agent files as they are)."""
+        if task.assistant is None and not task.config:
+            return None
+        base = None
+        if task.assistant is not None:
+            row = await assistant_rows.get(self._engine.store, task.assistant)
+            base = row.agent_config.set() if row is not None else None
+            if row is None and task.assistant != self._engine.services.lead.name:
+                raise NotFoundError(f"assistant {task.assistant} not found")
+        return merged(base, task.config)
 
     async def get(
         self, message_id: str, after_event_id: int = 0, *, user_id: str | None = None

@@ -25,12 +25,16 @@ class Task:
     """A new message. `parent_message_id`: the message it answers after (default: the tip of
     the conversation's active branch; a message id forks there; None starts at the root).
     `project`: the project a new conversation belongs to (default: the `project` setting);
-    its runs recall that project's memories."""
+    its runs recall that project's memories. `assistant`: a saved assistant (`client.assistants`)
+    whose configuration the run uses; `config`: `AgentConfig` keys (model, system_prompt, tools,
+    permissions, ...) over the assistant's, for this run only (`client/agent_config.py`)."""
 
     content: str
     conversation_id: str | None = None
     parent_message_id: Any = ACTIVE_BRANCH
     project: str | None = None
+    assistant: str | None = None
+    config: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -232,11 +232,13 @@ class Engine:
         *,
         user_id: str | None = None,
         project: str | None = None,
+        services: Services | None = None,
     ) -> dict[str, Any]:
-        """Create the message and start its run in the background; return its ids."""
+        """Create the message and start its run in the background; return its ids.
+        `services`: the run's own (see `start_message`)."""
         return await start_message(
             self.rt, self.conversations, content, conversation_id, parent_message_id,
-            user_id=user_id, project=project,
+            user_id=user_id, project=project, services=services,
         )
 
     async def resume(self, message_id: str, decisions: Any) -> None:

@@ -26,9 +26,10 @@ from ..client import Run
 from ..core.conversations import ACTIVE_BRANCH
 from ..core.store.schema import conversations as conversation_table
 from ..errors import NotFoundError
-from . import catalog, starting
+from . import assistants_store, catalog, starting, webhooks
 from .catalog import Assistant
 from .records import FINAL, ProtocolRecords
+from .views import run_view
 from .wire import RunCreate
 
 if TYPE_CHECKING:
@@ -152,7 +153,8 @@ class Protocol:
             try:
                 handle = await self.client.runs.get(message_id, after_event_id=cursor)
                 await handle.result()
-                await self.settle(await self.records.run(run["run_id"]) or run)
+                settled = await self.settle(await self.records.run(run["run_id"]) or run)
+                self.ended(settled)  # platform (issue 35): its webhook
                 await self.dispatch(run["thread_id"])
             except Exception:  # a watcher must never take the server down
                 log.exception("watching protocol run %s", run["run_id"])
@@ -162,6 +164,12 @@ class Protocol:
         self._watchers[run["run_id"]] = asyncio.create_task(
             follow(), name=f"protocol-run-{run['run_id']}"
         )
+
+    def ended(self, run: dict[str, Any]) -> None:
+        """The run has ended: its webhook, if it has one, in a task of its own (webhooks.py)."""
+        key = f"webhook:{run['run_id']}"
+        task = self._watchers[key] = asyncio.create_task(webhooks.send(self.client, run_view(run)))
+        task.add_done_callback(lambda _: self._watchers.pop(key, None))
 
     async def move_head(self, thread_id: str, message_id: str | None) -> None:
         """Make `message_id` the thread's head (None: before its first message), so its state
@@ -186,7 +194,7 @@ class Protocol:
             body = RunCreate.model_validate(
                 {"assistant_id": run["assistant_id"], **(run["request"] or {})}
             )
-            assistant = self.assistant(run["assistant_id"])
+            assistant: Any = await assistants_store.find(self, run["assistant_id"])
             values = dict(
                 thread_id=thread_id,
                 user_id=run["user_id"],

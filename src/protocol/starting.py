@@ -17,6 +17,7 @@ from typing import Protocol as TypingProtocol
 from ..client import Resume, Run, Task, WorkflowTask
 from ..core.conversations import ACTIVE_BRANCH
 from ..errors import NotFoundError, ResumeConflictError, UserError
+from . import assistants_store, webhooks
 from .catalog import Assistant
 from .convert import decisions_of, task_text
 from .history import states_to
@@ -37,6 +38,7 @@ class Protocol(TypingProtocol):
     client: Client
     records: ProtocolRecords
 
+    def assistants(self) -> list[Any]: ...
     def assistant(self, assistant_id: str) -> Assistant: ...
     async def conversation(self, thread_id: str, user: str | None) -> JSON: ...
     async def tip(self, conversation: JSON) -> JSON | None: ...
@@ -54,7 +56,11 @@ class ConflictError(ResumeConflictError):
 async def create(
     p: Protocol, thread_id: str | None, body: RunCreate, user: str | None
 ) -> tuple[JSON, Run | None]:
-    assistant = p.assistant(body.assistant_id)
+    # platform (issue 35): saved assistants, the run's agent configuration and its webhook,
+    # checked before anything is stored
+    assistant: Any = await assistants_store.find(p, body.assistant_id)
+    _agent_config(p, assistant, body)
+    await webhooks.check(p.client.settings.webhooks, body.webhook)
     exists = thread_id is not None and (await p.client.admin.store.get_conversation(thread_id))
     if thread_id is not None and not exists and body.if_not_exists != "create":
         raise NotFoundError(f"thread {thread_id} not found")
@@ -103,6 +109,12 @@ async def create(
                 parent = rolled or None
     await close_pause(p, thread_id)
     return await start(p, thread_id, assistant, body, parent, values, user, text=again)
+
+
+def _agent_config(p: Protocol, assistant: Any, body: RunCreate) -> Any:
+    """The run's agent configuration (assistant, then `config.configurable`, then `context`)."""
+    layers = body.model_dump(include={"config", "context"}, exclude_none=True)
+    return assistants_store.run_config(p, assistant, layers)
 
 
 def _values(thread_id: str, user: str | None, assistant: Assistant, body: RunCreate) -> JSON:
@@ -167,7 +179,13 @@ async def start(
             assistant.name, data if isinstance(data, dict) else None, conversation_id=thread_id
         )
     else:
-        task = Task(text if text is not None else task_text(body.input), thread_id, parent)
+        config = _agent_config(p, assistant, body)
+        task = Task(
+            text if text is not None else task_text(body.input),
+            thread_id,
+            parent,
+            config=None if config is None else config.set(),
+        )
     run = await p.client.runs.start(task, user_id=user)
     if run_id is None:
         row = await p.records.add_run(
@@ -182,6 +200,8 @@ async def start(
             request=json.dumps(body.streaming()),
         )
         row = await p.records.run(run_id) or {}
+    if body.webhook:  # platform (issue 35): checked when the run was asked for
+        await webhooks.register(p.client.admin.store, row["run_id"], body.webhook)
     p.watch(row, run.message_id, 0)
     return row, run
 
@@ -199,5 +219,7 @@ async def _resume(
     row = await p.records.add_run(
         status="running", message_id=tip["id"], cursor=run.cursor, request=body.streaming(), **values
     )
+    if body.webhook:  # platform (issue 35)
+        await webhooks.register(p.client.admin.store, row["run_id"], body.webhook)
     p.watch(row, tip["id"], run.cursor)
     return row, run

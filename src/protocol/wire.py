@@ -266,8 +266,6 @@ class RunCreate(Wire):
             if unknown:
                 raise ValueError(f"{name}: {unknown} are not nodes of the graph ({list(NODES)})")
             raise UnsupportedError(name)  # pauses come from tool permissions, not node names
-        if self.webhook is not None:
-            raise UnsupportedError("webhook")
         # input beside a resume is ignored: agent-chat-ui resumes with `submit({}, {command})`
         return self
 
@@ -297,6 +295,6 @@ class RunCreate(Wire):
         return self.model_dump(
             mode="json",
             include={"input", "assistant_id", "metadata", "config", "context", "stream_mode",
-                     "stream_subgraphs", "checkpoint_id"},
+                     "stream_subgraphs", "checkpoint_id", "webhook"},
             exclude_none=True,
         )

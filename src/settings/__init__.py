@@ -34,6 +34,7 @@ from .knowledge import KnowledgeSettings
 from .mcp import McpServerConfig
 from .memory import MemorySettings
 from .permissions import Permission, parse_permissions
+from .platform import CronSettings, StoreTTLSettings, WebhookSettings
 from .projects import project_name_problem
 
 log = logging.getLogger("artifactflow.settings")
@@ -202,6 +203,9 @@ class Settings(BaseSettings):
     mcp_servers: dict[str, McpServerConfig] = {}
     memory: MemorySettings = MemorySettings()
     knowledge: KnowledgeSettings = KnowledgeSettings()
+    webhooks: WebhookSettings = WebhookSettings()  # settings/platform.py
+    crons: CronSettings = CronSettings()
+    store_ttl: StoreTTLSettings = StoreTTLSettings()
 
     @field_validator("project")
     @classmethod

@@ -12,6 +12,7 @@ registry loads tools from. Their public names are re-exported here.
 
 from __future__ import annotations
 
+import copy
 import importlib.metadata
 import os
 import sys
@@ -101,6 +102,15 @@ class ToolRegistry:
     def set_permissions(self, overrides: Mapping[str, Permission | str]) -> None:
         for name, level in overrides.items():
             self._overrides[name] = Permission.parse(level)
+
+    def with_permissions(self, overrides: Mapping[str, Permission | str]) -> ToolRegistry:
+        """A view of this registry (same tools, specs and background calls) whose permissions
+        are these `overrides` over this one's: one run's permission overrides (an assistant's),
+        without changing the process's registry."""
+        view = copy.copy(self)
+        view._overrides = dict(self._overrides)
+        view.set_permissions(overrides)
+        return view
 
     def permission(self, name: str) -> Permission:
         if name in self._overrides:

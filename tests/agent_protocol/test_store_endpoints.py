@@ -90,10 +90,10 @@ async def test_errors_are_detail_bodies(open_server: str) -> None:
             "/store/items", json={"namespace": ["global", ""], "key": "k", "value": {}}
         )
         assert empty_label.status_code == 422 and "label" in empty_label.json()["detail"]
-        ttl = await http.put(
-            "/store/items", json={"namespace": ["a"], "key": "k", "value": {}, "ttl": 5}
+        ttl = await http.put(  # a TTL is kept (issue 35), a negative one refused
+            "/store/items", json={"namespace": ["a"], "key": "k", "value": {}, "ttl": -5}
         )
-        assert ttl.status_code == 422 and "TTL" in ttl.json()["detail"]
+        assert ttl.status_code == 422 and "ttl" in ttl.json()["detail"]
         negative = await http.post("/store/items/search", json={"offset": -1})
         assert negative.status_code == 422 and isinstance(negative.json()["detail"], list)
     with pytest.raises(UnprocessableEntityError):

@@ -490,6 +490,7 @@ async function send(content, { parent } = {}) {
     const path = currentPath();
     if (path.length) body.parent_message_id = path[path.length - 1];
   }
+  if ($("assistant").value) body.assistant = $("assistant").value;
   const accepted = await api("/chat", { method: "POST", json: body });
   await started(accepted, content);
 }
@@ -542,8 +543,20 @@ $("more-conversations").addEventListener("click", () => loadConversations(true).
 
 // --- start -------------------------------------------------------------------------------------
 
+// The assistants to answer (GET /assistants): a picker when there is more than the built-in one;
+// the empty choice is the agent files as they are.
+async function loadAssistants() {
+  const { assistants } = await api("/assistants");
+  const saved = assistants.filter((a) => !a.built_in);
+  const picker = $("assistant");
+  picker.replaceChildren(new Option("Default agent", ""));
+  for (const a of saved) picker.append(new Option(`${a.name} (v${a.version})`, a.assistant_id));
+  picker.hidden = saved.length === 0;
+}
+
 async function start() {
   memories.load().catch((err) => memories.fail(err));
+  loadAssistants().catch(report);
   try {
     await loadConversations();
     const match = location.hash.match(/c=([^&]+)/);

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import NotFoundError, ResumeConflictError
+from ..context import Services
 from ..conversations import ConversationManager
 from .resume import running_detail
 from .runtime import Runtime
@@ -25,9 +26,11 @@ _REFUSED = {
 
 
 async def retry(
-    rt: Runtime, conversations: ConversationManager, message_id: str, *, user_id: str | None
+    rt: Runtime, conversations: ConversationManager, message_id: str, *, user_id: str | None,
+    services: Services | None = None,
 ) -> dict[str, Any]:
-    """Start a sibling of `message_id` with its content; returns the new ids (as `start`)."""
+    """Start a sibling of `message_id` with its content; returns the new ids (as `start`).
+    `services`: the run's own (the original's agent configuration, `start_message`)."""
     message = await rt.message(message_id)
     try:
         await conversations.get(message["conversation_id"], user_id=user_id)
@@ -53,4 +56,5 @@ async def retry(
         message["conversation_id"],
         message["parent_id"],
         user_id=user_id,
+        services=services,
     )

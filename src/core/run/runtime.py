@@ -47,6 +47,16 @@ class GraphProvider(Protocol):
         ...
 
 
+class ServicesProvider(Protocol):
+    """Hands the engine the services one stored message runs with, when they are not the
+    process's own: a run started with its own agent configuration (an assistant's model,
+    prompt, tools, permissions) keeps it across a pause and a resume in any process."""
+
+    async def services_for(self, rt: Runtime, message: MessageRow) -> Services | None:
+        """The services `message` runs with, or None for the process's own."""
+        ...
+
+
 @dataclass
 class Runtime:
     services: Services
@@ -58,6 +68,7 @@ class Runtime:
     clock: Callable[[], float] = time.time
     upkeep: QuietUpkeep | None = None  # storage upkeep at quiet moments, set by the engine
     spare: Spare | None = None  # space and markers for endings the store refused (`endings.py`)
+    services_providers: list[ServicesProvider] = field(default_factory=list)
 
     @property
     def store(self) -> AppStore:
@@ -95,6 +106,15 @@ class Runtime:
                 "the workflow engine (open it through artifactflow.Client)"
             )
         return self.graph
+
+    async def services_for(self, message: MessageRow) -> Services:
+        """The services `message` runs with: a provider's (its own agent configuration), else
+        the process's. No read at all when no provider is registered."""
+        for provider in self.services_providers:
+            services = await provider.services_for(self, message)
+            if services is not None:
+                return services
+        return self.services
 
     async def pending_calls(self, message: MessageRow, graph: Any, config: dict[str, Any]) -> list[dict[str, Any]]:
         """The tool calls a paused run waits on, as the agent made them (hooks read their

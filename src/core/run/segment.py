@@ -56,7 +56,7 @@ from ...events.payloads import (
 from ...hooks import runs as hook_runs
 from ...hooks.types import RunEnd, RunInfo
 from ...shapes import AskedCall, PauseRecord, RecordedDecision
-from ..context import RunContext
+from ..context import RunContext, Services
 from ..metrics import RunMetrics
 from ..state import LEAD
 from ..store.faults import store_fault
@@ -85,13 +85,14 @@ FirstEvents = list[Emitted]
 def launch(
     rt: Runtime, message: MessageRow, run_token: str, graph_input: Any, *, first_events: FirstEvents,
     info: RunInfo | None = None, decisions: list[RecordedDecision] | None = None,
-    fresh: bool = False,
+    fresh: bool = False, services: Services | None = None,
 ) -> None:
     """Start `message`'s run as a background task (`graph_input`: an initial state, a resume
     `Command`, or None to continue from the last checkpoint). `info` is the segment as hooks
     see it; `decisions` the permission results a resume starts with. `fresh`: a chat message
     just stored by `start_message` (no events yet, no spending, not a workflow run), so its
-    first segment skips reading them back."""
+    first segment skips reading them back. `services`: the run's own (an agent configuration,
+    `Runtime.services_for`); None: looked up for the message."""
     previous = rt.runs.get(message["id"])
     # A segment whose final status is stored (`finishing`: it paused a moment ago and is only
     # cleaning up) does not block the next one: its cleanup removes its handle only if it is
@@ -102,6 +103,7 @@ def launch(
     rt.runs[message["id"]] = handle
     segment = Segment(rt, handle, message, run_token, info, decisions)
     segment.fresh = handle.whole = fresh
+    segment.services = services
     handle.task = asyncio.create_task(
         segment.drive(graph_input, first_events), name=f"artifactflow-run-{message['id']}"
     )
@@ -134,6 +136,7 @@ class Segment:
         self._sink = EventSink(rt.store, handle, run_token=run_token, bus=rt.bus)
         self.spending = Spending(rt.services, [])
         self.fresh = False  # see `launch`
+        self.services: Services | None = None  # see `launch`
         # what `_complete` reads of the final state, as the nodes wrote it (`_watch`); None
         # once an update comes in a shape that is not a node's dict of writes
         self._ending: dict[str, Any] | None = {}
@@ -187,13 +190,18 @@ class Segment:
             try:
                 if self.handle.cancel_requested:  # cancelled before the task started (`cancel.py`)
                     raise asyncio.CancelledError
-                if not self.fresh:  # stored a moment ago: no log, spending or cancel yet
+                services = self.services or self.rt.services
+                if self.services is None and not self.fresh:  # a fresh one was handed its own
+                    services = await self.rt.services_for(self.message)
+                if not self.fresh:  # a message stored a moment ago has no log, spending or cancel yet
                     if await self.store.cancel_requested(message_id):
                         raise asyncio.CancelledError  # recorded by another worker (`cancel.py`)
                     self._last_id = await self.store.last_event_id(message_id)
                     self.spending = await Spending.load(self.rt, message_id)
+                if services is not self.rt.services:  # its own agents' budgets
+                    self.spending = Spending(services, await self.store.events(message_id))
                 context = self.context = RunContext(
-                    self.rt.services, self.message["conversation_id"], message_id, self.info,
+                    services, self.message["conversation_id"], message_id, self.info,
                     fresh=self.fresh, stored_events=self.handle.events, settle_events=self._sink.flush,
                 )
                 lease = asyncio.create_task(keep_lease(self.rt, message_id, self.run_token))

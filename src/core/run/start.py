@@ -15,6 +15,7 @@ from ...events.envelope import Emitted
 from ...events.payloads import MetadataData
 from ...hooks import runs as hook_runs
 from ...settings.projects import project_name_problem
+from ..context import Services
 from ..conversations import ConversationManager
 from ..state import create_initial_state
 from ..store.conversation_records import new_conversation
@@ -33,12 +34,14 @@ async def start_message(
     *,
     user_id: str | None,
     project: str | None = None,
+    services: Services | None = None,
 ) -> dict[str, Any]:
     """Store the user message, build the initial state, and launch its run.
 
     `project`: the project a new conversation belongs to (default: the `project` setting,
     `ARTIFACTFLOW_PROJECT`); an existing conversation keeps its own, and naming another one
-    is a `UserError`."""
+    is a `UserError`. `services`: the run's own (an agent configuration over the process's,
+    `Runtime.services_for`); None: the process's."""
     if project is not None and (problem := project_name_problem(project)):
         raise UserError(problem)
     if not isinstance(content, str) or not content.strip():
@@ -92,7 +95,7 @@ async def start_message(
     )
     info = hook_runs.run_info(message, rt.services.lead.name, user_id=user_id)
     first: FirstEvents = [Emitted(metadata), *([compacted] if compacted else [])]
-    launch(rt, message, run_token, state, first_events=first, info=info, fresh=True)
+    launch(rt, message, run_token, state, first_events=first, info=info, fresh=True, services=services)
     return {
         "conversation_id": conversation["id"],
         "message_id": message["id"],

@@ -122,6 +122,10 @@ def _escaped_key(user: str, old: str) -> str:
     return ".".join([escape(user), *(escape(label) for label in rest)])
 
 
+# Version 7 (the agent platform: assistants, run configs, crons, webhook deliveries) adds
+# tables only: `create_all` makes them, so it has no step.
+
+
 # version → step that upgrades a database from version - 1. Version 1 has no step.
 STEPS: dict[int, Callable[[Connection], None]] = {
     2: _v2_message_columns,

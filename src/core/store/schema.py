@@ -310,3 +310,73 @@ for _statement in _SQLITE_MEMORY_FTS:
     event.listen(memories, "after_create", sa.DDL(_statement).execute_if(dialect="sqlite"))
 for _statement in _POSTGRES_MEMORY_FTS:
     event.listen(memories, "after_create", sa.DDL(_statement).execute_if(dialect="postgresql"))
+
+# --- the agent platform (version 6; issue 35): tables only, so `create_all` makes them -------
+
+# A saved configuration of a graph (the lead agent or a workflow): the current version here,
+# every version in `af_assistant_versions` (`client/assistants.py`). JSON as text.
+assistants = sa.Table("af_assistants", metadata,
+    _key("assistant_id"),
+    sa.Column("graph_id", NulFreeString(200), nullable=False, index=True),
+    sa.Column("name", NulFreeString(200), nullable=False, index=True),
+    sa.Column("description", NulFreeText, nullable=True),
+    sa.Column("config", NulFreeText, nullable=False),  # {"configurable": {...}, ...}
+    sa.Column("context", NulFreeText, nullable=False),
+    sa.Column("metadata", NulFreeText, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("user_id", NulFreeString(64), nullable=True, index=True),
+    _created_at(),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+assistant_versions = sa.Table("af_assistant_versions", metadata,
+    _key("assistant_id"),
+    sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("graph_id", NulFreeString(200), nullable=False),
+    sa.Column("name", NulFreeString(200), nullable=False),
+    sa.Column("description", NulFreeText, nullable=True),
+    sa.Column("config", NulFreeText, nullable=False),
+    sa.Column("context", NulFreeText, nullable=False),
+    sa.Column("metadata", NulFreeText, nullable=False),
+    _created_at(),
+)
+# The agent configuration a message runs with (`client/agent_config.py`), so a resume in any
+# process runs it on the same model, prompt, tools and permissions.
+run_configs = sa.Table("af_run_configs", metadata,
+    _key("message_id"),
+    sa.Column("config", NulFreeText, nullable=False),
+    _created_at(),
+)
+# Scheduled runs (`protocol/crons.py`): `next_run_at` is the compare-and-set that makes a due
+# tick start exactly once across workers.
+crons = sa.Table("af_crons", metadata,
+    _key("cron_id"),
+    sa.Column("assistant_id", NulFreeString(200), nullable=False),
+    sa.Column("thread_id", NulFreeString(64), nullable=True, index=True),
+    sa.Column("user_id", NulFreeString(64), nullable=True, index=True),
+    sa.Column("schedule", NulFreeString(200), nullable=False),
+    sa.Column("timezone", NulFreeString(64), nullable=False),
+    sa.Column("payload", NulFreeText, nullable=False),  # the run's body, JSON
+    sa.Column("metadata", NulFreeText, nullable=False),
+    sa.Column("end_time", sa.Float, nullable=True),
+    sa.Column("next_run_at", sa.Float, nullable=True, index=True),  # None: finished
+    sa.Column("enabled", sa.Boolean, nullable=False),
+    _created_at(),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+# One row per protocol run with a webhook: its delivery, claimed once (`protocol/webhooks.py`).
+webhook_deliveries = sa.Table("af_webhook_deliveries", metadata,
+    _key("run_id"),
+    sa.Column("url", NulFreeText, nullable=False),
+    sa.Column("status", NulFreeString(16), nullable=False),  # sending | delivered | failed | refused
+    sa.Column("attempts", NulFreeText, nullable=False),  # JSON list of {at, status_code, error}
+    _created_at(),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+# Store items that expire (`protocol/store_ttl.py`): the item lives in the long-term store; this
+# row says when it goes (`ttl` minutes after its last write, or read with `refresh_ttl`).
+store_ttl = sa.Table("af_store_ttl", metadata,
+    _key("namespace", 600),  # JSON list of labels, the owner first
+    _key("key", 200),
+    sa.Column("ttl_minutes", sa.Float, nullable=False),
+    sa.Column("expires_at", sa.Float, nullable=False, index=True),
+)

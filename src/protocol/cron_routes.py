@@ -1,0 +1,143 @@
+"""The crons endpoints, as `langgraph_sdk`'s `client.crons` calls them: create (threadless or
+for a thread), search, count, update, delete (`crons.py` does the work). Bodies are pydantic
+models: a wrong type is a 422 and nothing is stored; a bad schedule, zone, assistant, run
+configuration or webhook too, with a message that names it."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from . import assistants_store, webhooks
+from .crons import Crons, cron_view, parse_time
+from .deps import JSON, Ctx, CtxDep
+
+RUN_KEYS = ("input", "config", "context", "metadata", "webhook", "multitask_strategy", "stream_mode")
+
+
+class CronCreate(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    assistant_id: str = Field(min_length=1)
+    schedule: str = Field(min_length=1, max_length=200)
+    timezone: str | None = None
+    end_time: str | None = None
+    enabled: bool = True
+    input: dict[str, Any] | list[Any] | str | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    webhook: str | None = None
+    multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] | None = None
+    on_run_completed: Literal["delete", "keep"] | None = None
+    stream_mode: str | list[str] | None = None
+
+
+class CronPatch(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    schedule: str | None = Field(default=None, min_length=1, max_length=200)
+    timezone: str | None = None
+    end_time: str | None = None
+    enabled: bool | None = None
+    input: dict[str, Any] | list[Any] | str | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    webhook: str | None = None
+
+
+class CronSearch(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    assistant_id: str | None = None
+    thread_id: str | None = None
+    enabled: bool | None = None
+    metadata: dict[str, Any] | None = None
+    limit: int = Field(default=10, ge=0, le=10_000)
+    offset: int = Field(default=0, ge=0)
+    sort_by: Literal["cron_id", "assistant_id", "thread_id", "created_at", "updated_at", "next_run_date", "end_time"] | None = None
+    sort_order: Literal["asc", "desc"] | None = None
+
+
+async def _checked_payload(ctx: Ctx, assistant_id: str, body: BaseModel) -> dict[str, Any]:
+    """The run body each tick starts, checked now as a run would be (nothing stored if not)."""
+    payload = {k: v for k, v in body.model_dump().items() if k in RUN_KEYS and v is not None}
+    assistant = await assistants_store.find(ctx.p, assistant_id)
+    assistants_store.run_config(ctx.p, assistant, payload)
+    await webhooks.check(ctx.p.client.settings.webhooks, payload.get("webhook"))
+    return payload
+
+
+def add_crons(router: APIRouter) -> None:
+    async def create(ctx: Ctx, thread_id: str | None, body: CronCreate) -> JSON:
+        if thread_id is not None:
+            await ctx.p.conversation(thread_id, ctx.user)
+        payload = await _checked_payload(ctx, body.assistant_id, body)
+        if body.on_run_completed is not None:
+            payload["on_run_completed"] = body.on_run_completed
+        row = await Crons(ctx.p).create(
+            assistant_id=body.assistant_id,
+            thread_id=thread_id,
+            user_id=ctx.user,
+            schedule=body.schedule,
+            timezone=body.timezone,
+            end_time=parse_time(body.end_time),
+            enabled=body.enabled,
+            payload=payload,
+            metadata=body.metadata,
+        )
+        return cron_view(row)
+
+    @router.post("/runs/crons")
+    async def create_threadless(body: CronCreate, ctx: Ctx = CtxDep) -> JSON:
+        return await create(ctx, None, body)
+
+    @router.post("/threads/{thread_id}/runs/crons")
+    async def create_for_thread(thread_id: str, body: CronCreate, ctx: Ctx = CtxDep) -> JSON:
+        return await create(ctx, thread_id, body)
+
+    async def found(ctx: Ctx, body: CronSearch) -> list[JSON]:
+        rows = await Crons(ctx.p).search(
+            ctx.user,
+            assistant_id=body.assistant_id,
+            thread_id=body.thread_id,
+            enabled=body.enabled,
+            metadata=body.metadata,
+        )
+        views = [cron_view(r) for r in rows]
+        if body.sort_by:
+            views.sort(key=lambda v: str(v.get(body.sort_by or "") or ""), reverse=body.sort_order == "desc")
+        return views
+
+    @router.post("/runs/crons/search")
+    async def search(body: CronSearch | None = None, ctx: Ctx = CtxDep) -> list[JSON]:
+        body = body or CronSearch()
+        return (await found(ctx, body))[body.offset : body.offset + body.limit]
+
+    @router.post("/runs/crons/count")
+    async def count(body: CronSearch | None = None, ctx: Ctx = CtxDep) -> int:
+        return len(await found(ctx, body or CronSearch()))
+
+    @router.patch("/runs/crons/{cron_id}")
+    async def update(cron_id: str, body: CronPatch, ctx: Ctx = CtxDep) -> JSON:
+        crons = Crons(ctx.p)
+        row = await crons.get(cron_id, ctx.user)
+        given = body.model_dump(exclude_unset=True)
+        changes: dict[str, Any] = {k: given[k] for k in ("schedule", "timezone", "enabled", "metadata") if given.get(k) is not None}
+        if "end_time" in given:
+            changes["end_time"] = parse_time(given["end_time"])
+        changes["payload"] = {
+            **{k: v for k, v in row["payload"].items() if k in RUN_KEYS},
+            **{k: v for k, v in given.items() if k in RUN_KEYS and v is not None},
+        }
+        probe = CronCreate(assistant_id=row["assistant_id"], schedule=row["schedule"], **changes["payload"])
+        await _checked_payload(ctx, row["assistant_id"], probe)
+        return cron_view(await crons.update(cron_id, ctx.user, changes))
+
+    @router.delete("/runs/crons/{cron_id}", status_code=204)
+    async def delete(cron_id: str, ctx: Ctx = CtxDep) -> Response:
+        await Crons(ctx.p).delete(cron_id, ctx.user)
+        return Response(status_code=204)
