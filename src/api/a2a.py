@@ -35,6 +35,7 @@ from ..errors import ArtifactFlowError, NotFoundError, ResumeConflictError, User
 from ..protocol.assistants_store import find
 from ..protocol.deps import caller, protocol_of
 from ..protocol.service import Protocol
+from ..protocol.wire import RunCreate
 from ..version import __version__
 
 router = APIRouter(tags=["a2a"], include_in_schema=False)
@@ -180,15 +181,17 @@ async def _task_message(p: Protocol, task_id: str, user: str | None) -> dict[str
     return message
 
 
-def _decisions(message: A2AMessage) -> Any:
+def _decisions(message: A2AMessage, calls: int) -> Any:
+    """The follow-up's decisions: a data part's own (one per call), or a person's "approve" /
+    "deny" in words, which answers every call of the pause (the protocol asks one per call)."""
     for part in message.parts:
         if part.kind == "data" and part.data and "decisions" in part.data:
             return part.data
     text = _text_of(message).lower().strip(" .!")
     if text in APPROVE:
-        return {"decisions": [{"type": "approve"}]}
+        return {"decisions": [{"type": "approve"}] * max(calls, 1)}
     if text in DENY:
-        return {"decisions": [{"type": "reject"}]}
+        return {"decisions": [{"type": "reject"}] * max(calls, 1)}
     raise RpcError(-32602, "the task waits for approval: answer 'approve' or 'deny' (or a data part with decisions)")
 
 
@@ -200,8 +203,9 @@ async def send(p: Protocol, assistant_id: str, params: SendParams, user: str | N
         paused = await _task_message(p, message.task_id, user)
         if paused["status"] != "waiting":
             raise RpcError(-32002, f"task {message.task_id} is {STATES.get(paused['status'], 'unknown')}, not input-required")
-        body = {"assistant_id": assistant_id, "command": {"resume": _decisions(message)}}
-        run, _ = await p.create(paused["conversation_id"], body, user)
+        calls = len((paused.get("waiting_for") or {}).get("calls") or [])
+        body = {"assistant_id": assistant_id, "command": {"resume": _decisions(message, calls)}}
+        run, _ = await p.create(paused["conversation_id"], RunCreate.model_validate(body), user)
         return str(run["message_id"]), int(run["cursor"])
     text = _text_of(message)
     if not text:
@@ -210,7 +214,7 @@ async def send(p: Protocol, assistant_id: str, params: SendParams, user: str | N
     thread_id = message.context_id
     if thread_id is not None:
         body["if_not_exists"] = "create"
-    run, _ = await p.create(thread_id, body, user)
+    run, _ = await p.create(thread_id, RunCreate.model_validate(body), user)
     return str(run["message_id"]), int(run["cursor"])
 
 

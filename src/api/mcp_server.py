@@ -32,6 +32,7 @@ from starlette.types import Receive, Scope, Send
 from ..errors import ArtifactFlowError
 from ..protocol.assistants_store import all_views
 from ..protocol.service import Protocol
+from ..protocol.wire import RunCreate
 from ..version import __version__
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ class AssistantTools:
             body["input"] = {"messages": messages}
         thread_id = args.get("thread_id")
         try:
-            run, _ = await p.create(thread_id if isinstance(thread_id, str) else None, body, user)
+            run, _ = await p.create(thread_id if isinstance(thread_id, str) else None, RunCreate.model_validate(body), user)
             run = await p.join(run)
             return await self._result(p, run)
         except ArtifactFlowError as exc:

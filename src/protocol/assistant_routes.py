@@ -63,9 +63,12 @@ class SetLatest(_Body):
     version: int = Field(ge=1)
 
 
-def _matches(view: JSON, body: AssistantSearch | VersionsSearch) -> bool:
+def _matches(view: JSON, body: AssistantSearch | VersionsSearch, graphs: set[str] | None = None
+             ) -> bool:
+    """Whether an assistant's view fits a search; `graphs`: the graph ids the searched
+    `graph_id` stands for (an alias such as "agent" names the lead's graph)."""
     if isinstance(body, AssistantSearch):
-        if body.graph_id and view["graph_id"] != body.graph_id:
+        if body.graph_id and view["graph_id"] not in (graphs or {body.graph_id}):
             return False
         if body.name and body.name.lower() not in (view["name"] or "").lower():
             return False
@@ -118,13 +121,15 @@ def add_assistants(router: APIRouter) -> None:
     @router.post("/assistants/search")
     async def search(body: AssistantSearch | None = None, ctx: Ctx = CtxDep) -> list[JSON]:
         body = body or AssistantSearch()
-        out = [v for v in await all_views(ctx.p) if _matches(v, body)]
+        graphs = ctx.p.graph_ids(body.graph_id) if body.graph_id else None
+        out = [v for v in await all_views(ctx.p) if _matches(v, body, graphs)]
         return out[body.offset : body.offset + body.limit]
 
     @router.post("/assistants/count")
     async def count(body: AssistantSearch | None = None, ctx: Ctx = CtxDep) -> int:
         body = body or AssistantSearch()
-        return len([v for v in await all_views(ctx.p) if _matches(v, body)])
+        graphs = ctx.p.graph_ids(body.graph_id) if body.graph_id else None
+        return len([v for v in await all_views(ctx.p) if _matches(v, body, graphs)])
 
     @router.get("/assistants/{assistant_id}")
     async def get(assistant_id: str, ctx: Ctx = CtxDep) -> JSON:

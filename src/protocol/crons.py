@@ -32,6 +32,7 @@ from ..core.store.schema import crons as table
 from ..errors import NotFoundError, UserError
 from .service import Protocol
 from .views import iso
+from .wire import RunCreate
 
 log = logging.getLogger("artifactflow.crons")
 
@@ -226,7 +227,8 @@ class CronScheduler(Crons):
         if cron["thread_id"] is not None:
             body.setdefault("multitask_strategy", "enqueue")  # never refused by a busy thread
         try:
-            run, _ = await self.p.create(cron["thread_id"], body, cron["user_id"])
+            request = RunCreate.model_validate(body)  # the typed request a client's run is
+            run, _ = await self.p.create(cron["thread_id"], request, cron["user_id"])
         except NotFoundError as exc:  # its thread or assistant is gone: stop asking
             log.warning("cron %s disabled: %s", cron["cron_id"], exc)
             await self.store.write(
