@@ -8,10 +8,10 @@ read-only: changing one is a 409 that says to create an assistant on its graph i
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from ..client import assistant_rows
 from ..client.agent_config import config_schema
@@ -19,44 +19,48 @@ from ..errors import NotFoundError
 from .assistants_store import SavedAssistant, all_views, check_saved, find, graph_of, saved_view
 from .deps import JSON, Ctx, CtxDep, ProtocolError
 from .views import NODE
+from .wire import Id, JSONObject, Limit, Offset, Text, Wire
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class _Body(Wire):
+    """Strict types and storable text as every protocol body (`wire.py`)."""
 
 
 class AssistantCreate(_Body):
-    graph_id: str = Field(min_length=1)
-    assistant_id: str | None = Field(default=None, min_length=1, max_length=64)
-    config: dict[str, Any] = Field(default_factory=dict)
-    context: dict[str, Any] = Field(default_factory=dict)
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    graph_id: Id
+    assistant_id: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+    config: JSONObject = Field(default_factory=dict)
+    context: JSONObject = Field(default_factory=dict)
+    metadata: JSONObject = Field(default_factory=dict)
     if_exists: Literal["raise", "do_nothing"] = "raise"
-    name: str | None = Field(default=None, max_length=200)
-    description: str | None = None
+    name: Annotated[Text, Field(max_length=200)] | None = None
+    description: Text | None = None
 
 
 class AssistantPatch(_Body):
-    graph_id: str | None = None
-    config: dict[str, Any] | None = None
-    context: dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
-    name: str | None = Field(default=None, max_length=200)
-    description: str | None = None
+    graph_id: Id | None = None
+    config: JSONObject | None = None
+    context: JSONObject | None = None
+    metadata: JSONObject | None = None
+    name: Annotated[Text, Field(max_length=200)] | None = None
+    description: Text | None = None
 
 
 class AssistantSearch(_Body):
-    graph_id: str | None = None
-    name: str | None = None
-    metadata: dict[str, Any] | None = None
-    limit: int = Field(default=10, ge=0, le=10_000)
-    offset: int = Field(default=0, ge=0)
+    graph_id: Id | None = None
+    name: Text | None = None
+    metadata: JSONObject | None = None
+    limit: Limit = 10
+    offset: Offset = 0
+    sort_by: Text | None = None
+    sort_order: Literal["asc", "desc"] | None = None
+    select: list[Text] | None = None
 
 
 class VersionsSearch(_Body):
-    metadata: dict[str, Any] | None = None
-    limit: int = Field(default=10, ge=0, le=10_000)
-    offset: int = Field(default=0, ge=0)
+    metadata: JSONObject | None = None
+    limit: Limit = 10
+    offset: Offset = 0
 
 
 class SetLatest(_Body):
@@ -123,7 +127,13 @@ def add_assistants(router: APIRouter) -> None:
         body = body or AssistantSearch()
         graphs = ctx.p.graph_ids(body.graph_id) if body.graph_id else None
         out = [v for v in await all_views(ctx.p) if _matches(v, body, graphs)]
-        return out[body.offset : body.offset + body.limit]
+        key = body.sort_by
+        if key in ("assistant_id", "graph_id", "name", "created_at", "updated_at"):
+            out.sort(key=lambda a: str(a[key] or ""), reverse=body.sort_order == "desc")
+        page = out[body.offset : body.offset + body.limit]
+        if body.select:
+            page = [{k: v for k, v in a.items() if k in body.select} for a in page]
+        return page
 
     @router.post("/assistants/count")
     async def count(body: AssistantSearch | None = None, ctx: Ctx = CtxDep) -> int:

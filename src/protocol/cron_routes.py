@@ -5,59 +5,57 @@ configuration or webhook too, with a message that names it."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from . import assistants_store, webhooks
 from .crons import Crons, cron_view, parse_time
 from .deps import JSON, Ctx, CtxDep
+from .wire import AnyJSON, Id, JSONObject, Limit, Offset, StreamMode, Text, Wire
 
 RUN_KEYS = ("input", "config", "context", "metadata", "webhook", "multitask_strategy", "stream_mode")
 
 
-class CronCreate(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class CronCreate(Wire):
 
-    assistant_id: str = Field(min_length=1)
-    schedule: str = Field(min_length=1, max_length=200)
-    timezone: str | None = None
-    end_time: str | None = None
+    assistant_id: Id
+    schedule: Annotated[Text, Field(min_length=1, max_length=200)]
+    timezone: Text | None = None
+    end_time: Text | None = None
     enabled: bool = True
-    input: dict[str, Any] | list[Any] | str | None = None
-    config: dict[str, Any] | None = None
-    context: dict[str, Any] | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    webhook: str | None = None
+    input: AnyJSON = None
+    config: JSONObject | None = None
+    context: JSONObject | None = None
+    metadata: JSONObject = Field(default_factory=dict)
+    webhook: Text | None = None
     multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] | None = None
     on_run_completed: Literal["delete", "keep"] | None = None
-    stream_mode: str | list[str] | None = None
+    stream_mode: StreamMode | list[StreamMode] | None = None
 
 
-class CronPatch(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class CronPatch(Wire):
 
-    schedule: str | None = Field(default=None, min_length=1, max_length=200)
-    timezone: str | None = None
-    end_time: str | None = None
+    schedule: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
+    timezone: Text | None = None
+    end_time: Text | None = None
     enabled: bool | None = None
-    input: dict[str, Any] | list[Any] | str | None = None
-    config: dict[str, Any] | None = None
-    context: dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
-    webhook: str | None = None
+    input: AnyJSON = None
+    config: JSONObject | None = None
+    context: JSONObject | None = None
+    metadata: JSONObject | None = None
+    webhook: Text | None = None
 
 
-class CronSearch(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class CronSearch(Wire):
 
-    assistant_id: str | None = None
-    thread_id: str | None = None
+    assistant_id: Id | None = None
+    thread_id: Id | None = None
     enabled: bool | None = None
-    metadata: dict[str, Any] | None = None
-    limit: int = Field(default=10, ge=0, le=10_000)
-    offset: int = Field(default=0, ge=0)
+    metadata: JSONObject | None = None
+    limit: Limit = 10
+    offset: Offset = 0
     sort_by: Literal["cron_id", "assistant_id", "thread_id", "created_at", "updated_at", "next_run_date", "end_time"] | None = None
     sort_order: Literal["asc", "desc"] | None = None
 
