@@ -21,6 +21,7 @@ from artifactflow.errors import NotFoundError
 from artifactflow.protocol import webhooks
 from artifactflow.protocol.crons import Crons, CronScheduler
 from artifactflow.protocol.service import Protocol
+from artifactflow.protocol.wire import RunCreate
 
 from .conftest import _database
 from .helpers import human, last_ai, text_of
@@ -240,7 +241,7 @@ async def test_webhook_delivered_once_across_workers(workers: list[Protocol]) ->
     settings = p.client.settings.webhooks
     async with _receiver() as receiver:
         body = {"assistant_id": p.client.admin.services.lead.name, "input": human("hello"), "webhook": receiver.url}
-        run, _ = await p.create(None, body, None)
+        run, _ = await p.create(None, RunCreate.model_validate(body), None)
         await p.join(run)
         await _until(lambda: receiver.hits)
         again = await asyncio.gather(
