@@ -43,8 +43,8 @@ async def stop_runs(rt: Runtime, *, cancel_running: bool = True) -> None:
             if handle.unstored_ending:
                 task.cancel()  # its ending is marked as the task stops (`outage.py`)
             else:
-                try:
-                    await asyncio.wait_for(run_cancel.cancel(rt, handle.message_id), CANCEL_SECONDS)
+                try:  # not under a timeout: cutting a statement short can spoil its connection
+                    await run_cancel.cancel(rt, handle.message_id)  # waits 2 s at most for the run
                 except Exception as exc:  # the store refused the cancel: stop it here
                     log.warning("run %s: could not record its cancel (%s); stopping it here", handle.message_id, exc)
                     with contextlib.suppress(Exception):
