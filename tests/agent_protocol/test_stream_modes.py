@@ -58,7 +58,9 @@ async def test_all_modes_on_a_tool_turn(server: Server) -> None:
 
     # events: chain start/end besides the model's and the tool's
     kinds = {e["event"] for e in events(resumed, "events")}
-    assert {"on_chain_start", "on_chain_end", "on_chat_model_stream"} <= kinds, kinds
+    # (token chunks are live only: on a loaded machine a stream attached late may miss them,
+    # so `on_chat_model_stream` is not required here; the model's end always comes)
+    assert {"on_chain_start", "on_chain_end", "on_chat_model_end"} <= kinds, kinds
     assert {"on_chain_start", "on_chain_end"} <= {e["event"] for e in events(asked, "events")}
 
     # debug, tasks, checkpoints
