@@ -17,11 +17,11 @@ setup: $(BIN)/artifactflow
 run: setup
 	$(BIN)/artifactflow run "$(TASK)"
 
-test: lint types contracts
-	$(BIN)/python -m pytest -q -rs -p no:cacheprovider
+test: lint types contracts shape
+	$(BIN)/python -m pytest -q -rs -p no:cacheprovider $(PYTEST_PARALLEL) --durations=20
 
 check: setup
-	$(MAKE) --no-print-directory -j2 --output-sync=target lint types contracts unit
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint types contracts shape unit
 
 test-fast: check
 
@@ -34,6 +34,10 @@ types: setup
 contracts: setup
 	$(BIN)/lint-imports
 
+# module length, no private imports of dependencies, tables only from numbered schema steps
+shape: setup
+	$(BIN)/python scripts/check_shape.py
+
 unit: setup
 	$(BIN)/python -m pytest -q -rs -p no:cacheprovider @tests/unit_tests.txt
 
@@ -41,4 +45,4 @@ bench: setup
 	$(BIN)/pip install -q -e ".[bench]"
 	$(BIN)/python benchmarks/peers.py
 
-.PHONY: setup run test check test-fast lint types contracts unit bench
+.PHONY: setup run test check test-fast lint types contracts shape unit bench

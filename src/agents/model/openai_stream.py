@@ -24,22 +24,38 @@ import anyio.lowlevel
 import openai
 import orjson
 
-try:  # newer SDKs (on httpx2) map transport errors while streaming and drain after `[DONE]`
-    from openai._httpx2 import request_exceptions, stream_consumed_exceptions, timeout_exceptions
+# Newer SDKs run on httpx2: they map its transport errors while streaming and drain the body
+# after `[DONE]`, and so do we. Which transport the SDK uses is read off its public default
+# client class; the error tuples are built here from the transports' public exceptions (the
+# SDK's own helpers for this live in a private module).
+_DRAINS = any(cls.__module__.startswith("httpx2") for cls in openai.DefaultAsyncHttpxClient.__mro__)
 
-    _DRAINS = True
-except ImportError:  # pragma: no cover - older SDKs map nothing and close the response instead
 
-    def request_exceptions() -> tuple[type[Exception], ...]:
-        return ()
+@functools.cache
+def _transport_errors() -> tuple[tuple[type[BaseException], ...], ...]:
+    """(timeouts, request errors, stream-consumed errors) of the SDK's transport."""
+    if not _DRAINS:  # pragma: no cover - older SDKs map nothing and close the response instead
+        return (), (), ()
+    import httpx
+    import httpx2
 
-    def timeout_exceptions() -> tuple[type[Exception], ...]:
-        return ()
+    return (
+        (httpx2.TimeoutException, httpx.TimeoutException),
+        (httpx2.RequestError, ssl.SSLError, anyio.EndOfStream, httpx.RequestError),
+        (httpx2.StreamConsumed, httpx.StreamConsumed),
+    )
 
-    def stream_consumed_exceptions() -> tuple[type[Exception], ...]:
-        return ()
 
-    _DRAINS = False
+def timeout_exceptions() -> tuple[type[BaseException], ...]:
+    return _transport_errors()[0]
+
+
+def request_exceptions() -> tuple[type[BaseException], ...]:
+    return _transport_errors()[1]
+
+
+def stream_consumed_exceptions() -> tuple[type[BaseException], ...]:
+    return _transport_errors()[2]
 
 
 def dumps_body(body: Mapping[str, Any]) -> bytes:
