@@ -25,6 +25,10 @@ check: setup
 
 test-fast: check
 
+# the whole suite on a busy machine: two CPU burners beside it, and no bytecode writes
+test-loaded: setup
+	PYTHONDONTWRITEBYTECODE=1 $(BIN)/python scripts/with_cpu_load.py 2 -- $(MAKE) --no-print-directory test
+
 lint: setup
 	$(BIN)/ruff check src tests benchmarks scripts
 
@@ -45,4 +49,4 @@ bench: setup
 	$(BIN)/pip install -q -e ".[bench]"
 	$(BIN)/python benchmarks/peers.py
 
-.PHONY: setup run test check test-fast lint types contracts shape unit bench
+.PHONY: setup run test check test-fast test-loaded lint types contracts shape unit bench
