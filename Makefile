@@ -30,13 +30,17 @@ test-setup: $(VENV)/.test-installed
 run: setup
 	$(BIN)/artifactflow run "$(TASK)"
 
-test: lint types contracts
-	$(BIN)/python -m pytest -q -rs -p no:cacheprovider
+test: lint types contracts shape
+	$(BIN)/python -m pytest -q -rs -p no:cacheprovider $(PYTEST_PARALLEL) --durations=20
 
 check: test-setup
-	$(MAKE) --no-print-directory -j2 --output-sync=target lint types contracts unit
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint types contracts shape unit
 
 test-fast: check
+
+# the whole suite on a busy machine: two CPU burners beside it, and no bytecode writes
+test-loaded: test-setup
+	PYTHONDONTWRITEBYTECODE=1 $(BIN)/python scripts/with_cpu_load.py 2 -- $(MAKE) --no-print-directory test
 
 lint: test-setup
 	$(BIN)/ruff check src tests benchmarks scripts
@@ -47,6 +51,10 @@ types: test-setup
 contracts: test-setup
 	$(BIN)/lint-imports
 
+# module length, no private imports of dependencies, tables only from numbered schema steps
+shape: test-setup
+	$(BIN)/python scripts/check_shape.py
+
 unit: test-setup
 	$(BIN)/python -m pytest -q -rs -p no:cacheprovider @tests/unit_tests.txt
 
@@ -54,4 +62,4 @@ bench: setup
 	$(BIN)/pip install -q -e ".[bench]"
 	$(BIN)/python benchmarks/peers.py
 
-.PHONY: setup test-setup run test check test-fast lint types contracts unit bench
+.PHONY: setup test-setup run test check test-fast test-loaded lint types contracts shape unit bench

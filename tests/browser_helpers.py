@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from waiting import wait_until
+from waiting import ceiling, wait_until
 
 from artifactflow.api.app import server_for
 
@@ -44,7 +44,7 @@ async def serving(app: Any, port: int = 0) -> AsyncIterator[str]:
     server = server_for(app, "127.0.0.1", port, log_config=None, log_level="warning")
     task = asyncio.create_task(server.serve())
     try:
-        await wait_until(lambda: server.started or task.done(), timeout=5, what="the server")
+        await wait_until(lambda: server.started or task.done(), what="the server")
         if not server.started:
             await task  # re-raise why it did not start
             raise RuntimeError("the server did not start")
@@ -52,7 +52,7 @@ async def serving(app: Any, port: int = 0) -> AsyncIterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
-        await asyncio.wait_for(task, 15)
+        await asyncio.wait_for(task, ceiling(60))
 
 
 @asynccontextmanager

@@ -25,11 +25,12 @@ from typing import Any
 import pytest
 from conftest import make_config
 from scripted_llm import Call, ToolCalls
+from waiting import ceiling
 
 from artifactflow.cli.main import main
 
 ARTIFACTFLOW = str(Path(sys.executable).parent / "artifactflow")
-TIMEOUT = 180  # a ceiling for a busy machine, not an expected time
+TIMEOUT = ceiling(300)  # catches a hung CLI; a slow start on a busy machine passes
 
 PLUGIN = '''
 from artifactflow import tool
@@ -114,8 +115,8 @@ class Reader:
     def text(self) -> str:
         return ANSI.sub("", self.raw.decode("utf-8", errors="replace")).replace("\r", "")
 
-    def until(self, needle: str, timeout: float = 15.0) -> str:
-        deadline = time.monotonic() + timeout
+    def until(self, needle: str, timeout: float | None = None) -> str:
+        deadline = time.monotonic() + (TIMEOUT if timeout is None else timeout)
         while True:
             found = self.text.find(needle, self.pos)
             if found >= 0:

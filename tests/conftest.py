@@ -23,6 +23,19 @@ from scripted_llm import ScriptedLLM  # noqa: E402
 from artifactflow import Client, load_settings  # noqa: E402
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Compile the package's bytecode once before any test starts a subprocess.
+
+    With `PYTHONDONTWRITEBYTECODE=1` (set in some environments) an editable checkout never
+    caches its bytecode, so every CLI or server subprocess would compile every module it
+    imports again (seconds each on a busy machine). `compileall` writes the cache whatever
+    that variable says; the subprocesses still read it."""
+    import compileall
+
+    source = Path(__file__).resolve().parent.parent / "src"
+    compileall.compile_dir(str(source), quiet=2, workers=1)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def reaper() -> Iterator[None]:
     """Ends the processes this test run started and left running (tests/reaper.py)."""

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from waiting import ceiling
 
 
 def _bin_dir() -> Path | None:
@@ -60,7 +61,7 @@ class PrivatePostgres:
         # would stay open as long as the server runs.
         with tempfile.TemporaryFile("w+") as out:
             result = subprocess.run(
-                command, stdout=out, stderr=subprocess.STDOUT, text=True, timeout=120
+                command, stdout=out, stderr=subprocess.STDOUT, text=True, timeout=ceiling(300)
             )
             out.seek(0)
             output = out.read()

@@ -16,6 +16,8 @@ from pathlib import Path
 from subprocess import run
 from typing import Any
 
+from waiting import ceiling
+
 RESUMER = textwrap.dedent(
     """
     import asyncio, json, sys
@@ -43,7 +45,7 @@ def resume_elsewhere(
     """Resume `mid` with approval in a new process; its printed result (stderr under "stderr")."""
     out = run(
         [sys.executable, "-c", RESUMER, str(config), str(data), mid],
-        capture_output=True, text=True, timeout=60, env=env or dict(os.environ),
+        capture_output=True, text=True, timeout=ceiling(300), env=env or dict(os.environ),
     )
     assert out.returncode == 0, out.stderr
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "stderr": out.stderr}

@@ -46,7 +46,7 @@ EXCLUDED = [negative_data_rejection]
 def wait_idle(client: Client) -> None:
     """Let runs started by a fuzzed request finish before the next case (no pile-up of runs)."""
     wait_until_sync(
-        lambda: not active_runs(client), timeout=5, what="the end of the fuzzer's runs"
+        lambda: not active_runs(client), what="the end of the fuzzer's runs"
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from browser_helpers import chromium_page, require_chromium, serving
 from scripted_llm import Call, Error, Text, ToolCalls
+from waiting import ceiling
 
 from artifactflow import tool
 from artifactflow.api.app import create_app
@@ -86,7 +87,7 @@ async def test_chat_permission_reload_and_artifact(make_client: Any, llm: Any) -
         await page.wait_for_function(
             "(() => { const b = document.querySelector('.turn:last-child .bubble.assistant');"
             " return b && !b.classList.contains('cursor') && b.textContent.includes('outlook'); })()",
-            timeout=15000,
+            timeout=ceiling(120) * 1000,
         )
         text = await answer.inner_text()
         assert "The report is ready" in text and "Quarterly report" in text
@@ -190,7 +191,7 @@ async def test_page_reconnects_after_a_server_restart(make_client: Any, llm: Any
             await page.wait_for_function(
                 "(() => { const b = document.querySelector('.turn:last-child .bubble.assistant');"
                 " return b && !b.classList.contains('cursor') && b.textContent.includes('outlook'); })()",
-                timeout=20000,
+                timeout=ceiling(120) * 1000,
             )
             types = [
                 await item.get_attribute("data-type")

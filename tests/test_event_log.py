@@ -15,6 +15,7 @@ from conftest import make_config
 from pg import fresh_database
 from sample_tools import echo, guarded, sleepy
 from scripted_llm import Call, Delay, Text, ToolCalls
+from waiting import ceiling
 
 from artifactflow import Client, NotFoundError, Resume, Task, load_settings, tool
 
@@ -217,7 +218,7 @@ async def test_process_killed_mid_run_leaves_consistent_log_and_recoverable(tmp_
     env = dict(os.environ, ARTIFACTFLOW_RUN__LEASE_SECONDS="2")
     out = await asyncio.to_thread(
         subprocess.run, [sys.executable, "-c", KILLER, str(config), str(data)],
-        capture_output=True, text=True, timeout=60, env=env,
+        capture_output=True, text=True, timeout=ceiling(300), env=env,
     )
     assert out.returncode == 9, out.stderr
     mid = out.stdout.strip().splitlines()[-1]

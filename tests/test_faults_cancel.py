@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from conftest import make_config
 from pg import fresh_database
 from scripted_llm import Call, Text, ToolCalls
-from waiting import wait_until
+from waiting import TIMEOUT, wait_until
 
 from artifactflow import Client, Resume, load_settings
 from artifactflow.api.app import create_app
@@ -112,7 +112,7 @@ async def _ended(client: Client, message_id: str) -> dict[str, Any]:
             else None
         )
 
-    return dict(await wait_until(ended, timeout=20))
+    return dict(await wait_until(ended))
 
 
 async def test_resume_and_cancel_racing_on_two_workers_never_drop_the_cancel(
@@ -265,9 +265,9 @@ async def test_a_second_cancel_while_the_run_ends_cancelled_does_not_strand_it(
     run = await client.runs.start("please wait")
     await wait_until(lambda: _has(client, run.message_id, "tool_start"))
     assert (await client.admin.store.request_cancel(run.message_id, now=time.time())).won
-    await asyncio.wait_for(ending.wait(), 20)
+    await asyncio.wait_for(ending.wait(), TIMEOUT)
     rt = client._engine.rt  # what the bus notice does on the owner (`workers._on_control`)
-    await asyncio.wait_for(segment.cancel(rt, run.message_id), 20)
+    await asyncio.wait_for(segment.cancel(rt, run.message_id), TIMEOUT)
     message = await _ended(client, run.message_id)
     assert message["status"] == "cancelled"
     assert [e.type for e in await client.runs.events(run.message_id)].count("cancelled") == 1

@@ -20,7 +20,7 @@ import pytest
 import pytest_asyncio
 from private_pg import PrivatePostgres, private_postgres
 from scripted_llm import Delay, Text
-from waiting import wait_until
+from waiting import ceiling, wait_until
 
 from artifactflow import Client, MessageStatus
 from artifactflow.api.app import create_app
@@ -95,7 +95,7 @@ async def test_outage_answers_503_and_the_run_in_flight_ends(
 
     stored = await wait_until(
         lambda: _final_events(client, run.message_id),
-        timeout=60,
+        timeout=ceiling(300),
         what="the final event stored after the database returned",
     )
     assert stored[-1].type == "error"

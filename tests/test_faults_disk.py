@@ -81,7 +81,7 @@ async def test_full_disk_ends_the_run_failed(client: Client, llm_env: Any) -> No
     assert events[-1].type == "error" and "disk full" in events[-1].data.message
     faults.mode = None  # space returns
     message = await wait_until(
-        lambda: _ended(client, run.message_id), timeout=30, what="a final status"
+        lambda: _ended(client, run.message_id), what="a final status"
     )
     assert message is not None and message["status"] == "failed", message
     assert "disk full" in message["error"], message
@@ -108,7 +108,7 @@ async def test_final_write_waits_for_writes_to_succeed_again(client: Client, llm
 
     faults.mode = None  # writes succeed again: the final status lands without anyone asking
     message = await wait_until(
-        lambda: _ended(client, run.message_id), timeout=30, what="a final status"
+        lambda: _ended(client, run.message_id), what="a final status"
     )
     assert message is not None and message["status"] == "failed", message
     assert "read-only" in message["error"], message

@@ -228,7 +228,7 @@ async def test_process_killed_mid_round_recovers_without_firing_twice(tmp_path, 
             row = await store.ledger_get(mid, "lead/1/w1")
             return bool(row and row["status"] == "finished" and "slow:slow" in notes.read_text())
 
-        await wait_until(fast_done_slow_running, timeout=20)
+        await wait_until(fast_done_slow_running)
         assert ("on_tool_start", "lead/1/w2") in entries(journal)
     finally:
         proc.kill()

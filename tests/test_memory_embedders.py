@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import ceiling
 
 from artifactflow.errors import ConfigError
 from artifactflow.memory import MemoryStore
@@ -34,7 +35,7 @@ print(json.dumps({"name": e.name, "shape": list(v.shape), "near": float(v[0] @ v
 def test_static_embedder_loads_offline() -> None:
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HOME=os.environ.get("HOME", "/tmp"))
-    out = subprocess.run([sys.executable, "-c", OFFLINE_LOAD], env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", OFFLINE_LOAD], env=env, capture_output=True, text=True, timeout=ceiling(300))
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["name"] == "static:wordllama-256" and result["shape"] == [3, 256]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import make_config
 from scripted_llm import Call, Delay, Text, ToolCalls
-from waiting import wait_until
+from waiting import ceiling, wait_until
 
 from artifactflow import (
     Client,
@@ -263,7 +263,7 @@ RESUMER = textwrap.dedent(
 def run_resumer(config: Path, data: Path, mid: str, mode: str = "resume") -> dict:
     out = subprocess.run(
         [sys.executable, "-c", RESUMER, str(config), str(data), mid, mode],
-        capture_output=True, text=True, timeout=60, env=dict(os.environ),
+        capture_output=True, text=True, timeout=ceiling(300), env=dict(os.environ),
     )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -304,7 +304,7 @@ async def test_process_killed_after_pause_then_resumed(make_client, config, llm,
     out = await asyncio.to_thread(
         subprocess.run,
         [sys.executable, "-c", PAUSER, str(config), str(data)],
-        capture_output=True, text=True, timeout=60, env=dict(os.environ),
+        capture_output=True, text=True, timeout=ceiling(300), env=dict(os.environ),
     )
     assert out.returncode == 9, out.stderr
     mid = out.stdout.strip().splitlines()[-1]

@@ -19,7 +19,7 @@ from browser_helpers import serving
 from conftest import make_config
 from langgraph_sdk import get_client
 from scripted_llm import Text
-from waiting import wait_until_sync
+from waiting import ceiling, wait_until_sync
 
 from artifactflow import load_settings
 from artifactflow.api.app import create_app
@@ -127,7 +127,7 @@ def test_serve_cors_origin_option(tmp_path: Path, llm_env: Any) -> None:
     exe = Path(sys.executable).parent / "artifactflow"
     base = [str(exe), "--config-dir", str(config), "--data-dir", str(tmp_path / "data"), "serve"]
     bad = subprocess.run(
-        [*base, "--cors-origin", "localhost:3000"], capture_output=True, text=True, timeout=60
+        [*base, "--cors-origin", "localhost:3000"], capture_output=True, text=True, timeout=ceiling(300)
     )
     assert bad.returncode == 2
     assert "is not an origin" in " ".join(bad.stderr.replace("│", " ").split())
@@ -159,7 +159,7 @@ def test_serve_cors_origin_option(tmp_path: Path, llm_env: Any) -> None:
             return False
 
     try:
-        wait_until_sync(up, timeout=60, interval=0.05, what="artifactflow serve")
+        wait_until_sync(up, timeout=ceiling(300), interval=0.05, what="artifactflow serve")
         for origin in ("http://localhost:5173", ALLOWED):
             preflight = httpx.options(
                 url + "/threads/search",

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from conftest import make_config
 from pg import fresh_database
 from sqlalchemy.engine import Connection
-from waiting import wait_until_sync
+from waiting import ceiling, wait_until_sync
 
 from artifactflow.core.store import migrate, schema
 from artifactflow.core.store.repository import AppStore
@@ -96,13 +96,13 @@ def start_together(tmp_path: Path, count: int, url: str = "") -> list[tuple[int,
         wait_until_sync(  # or a child died before the barrier: its output says why
             lambda: len(list(barrier.glob("ready-*"))) >= count
             or any(c.poll() is not None for c in children),
-            timeout=120,
+            timeout=ceiling(300),
             what="every child at the barrier",
         )
         (barrier / "go").touch()
         results = []
         for child in children:
-            out, _ = child.communicate(timeout=120)
+            out, _ = child.communicate(timeout=ceiling(300))
             results.append((child.returncode, out))
         return results
     finally:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from sample_tools import guarded
 from scripted_llm import Call, Text, ToolCalls
+from waiting import ceiling
 
 import artifactflow
 from artifactflow import Client, NotFoundError, Reader, RunResult, Task
@@ -27,7 +28,7 @@ from artifactflow.client import quick
 # only importing the command line is held to that too); listing commands may import SQLAlchemy.
 HEAVY = ("langgraph", "langchain_core", "openai", "fastapi", "uvicorn", "sqlalchemy")
 ENGINE = ("langgraph", "langchain_core", "openai", "fastapi", "uvicorn", "httpx")
-TIMEOUT = 60
+TIMEOUT = ceiling(300)
 
 PROBE = """
 import json, sys

@@ -30,7 +30,7 @@ import httpx
 import pytest
 from pg import create_database, drop_database
 from scripted_llm import Call, Delay, ScriptedLLM, Text, ToolCalls
-from waiting import wait_until, wait_until_sync
+from waiting import ceiling, wait_until, wait_until_sync
 
 TOOLS_PY = '''
 import asyncio, os
@@ -115,7 +115,7 @@ def _start_worker(config: Path, data: Path, env: dict[str, str]) -> Worker:
             return False
 
     try:
-        wait_until_sync(serving, timeout=60, interval=0.05, what="the worker serving")
+        wait_until_sync(serving, timeout=ceiling(300), interval=0.05, what="the worker serving")
     except AssertionError:
         proc.kill()
         raise RuntimeError("worker did not start within 60 s") from None

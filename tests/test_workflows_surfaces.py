@@ -14,6 +14,7 @@ import httpx
 import pytest
 from scripted_llm import Call, Text, ToolCalls
 from test_api import events_of, parse_sse
+from waiting import ceiling
 from wf_helpers import ByAgent, as_json, workflow_config
 
 from artifactflow.api.app import create_app
@@ -66,7 +67,7 @@ def sub(config: Path, data: Path, *args: str) -> subprocess.CompletedProcess[str
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARTIFACTFLOW_")}
     env.update(NO_COLOR="1", PYTHONUNBUFFERED="1", COLUMNS="200")
     return subprocess.run([ARTIFACTFLOW, "--config-dir", str(config), "--data-dir", str(data), *args],
-                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=ceiling(300))
 
 
 def test_cli_list_validate_and_graph(config, tmp_path, capsys):

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph._internal._runnable import RunnableCallable
+from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
 from .agent_nodes import lead_agent, subagents
@@ -57,14 +57,26 @@ def route(state: AgentState) -> str:
         ) from None
 
 
-async def _route_on_loop(state: AgentState) -> str:
-    return route(state)
+class _Route(Runnable[AgentState, str]):
+    """`route` as a Runnable that answers on the event loop, untraced.
+
+    LangGraph runs a plain-function branch on a worker thread when the graph runs async (its
+    `coerce_to_runnable` wraps it in `run_in_executor`): a thread hop after every step for a
+    dictionary lookup. A Runnable is used as it is, and this one's `ainvoke` does not leave
+    the loop nor open a callback run."""
+
+    name = "route"
+
+    def invoke(self, input: AgentState, config: RunnableConfig | None = None, **kwargs: Any) -> str:
+        return route(input)
+
+    async def ainvoke(
+        self, input: AgentState, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> str:
+        return route(input)
 
 
-# LangGraph runs a plain-function branch on a worker thread when the graph runs async (its
-# `coerce_to_runnable` wraps it in `run_in_executor`): a thread hop after every step for a
-# dictionary lookup. Given both forms, it calls the async one on the event loop.
-_ROUTE = RunnableCallable(route, _route_on_loop, name="route", trace=False)
+_ROUTE = _Route()
 
 _COMPILED: list[Any] = []  # the chat graph without a saver, compiled once per process
 

@@ -324,10 +324,13 @@ class McpConnection:
             async with sse_client(config.url, headers=headers) as streams:
                 yield streams
             return
+        import httpx2
         from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
 
-        async with create_mcp_http_client(headers=headers) as http:
+        # the MCP transports' own defaults (30 s, a 5 minute read for held-open streams),
+        # without reaching into the SDK's private helper module
+        timeout = httpx2.Timeout(30.0, read=300.0)
+        async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:
             async with streamable_http_client(config.url, http_client=http) as streams:
                 yield streams
 
