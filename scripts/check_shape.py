@@ -78,17 +78,28 @@ def stray_tables(root: Path) -> Iterator[str]:
             continue
         source = path.read_text(encoding="utf-8")
         tree = ast.parse(source, filename=str(path))
+        bare_table = any(  # `from sqlalchemy import Table` (rich has a `Table` too)
+            isinstance(n, ast.ImportFrom) and (n.module or "").startswith("sqlalchemy")
+            and any(a.name == "Table" for a in n.names)
+            for n in ast.walk(tree)
+        )
         for node in ast.walk(tree):
             if isinstance(node, ast.Call):
-                func = node.func
-                called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-                if called == "Table":
+                if _sqlalchemy_table(node.func, bare_table):
                     yield f"{name}:{node.lineno}: declares a table outside the schema modules"
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 if CREATE_TABLE.search(node.value):
                     yield f"{name}:{node.lineno}: CREATE TABLE outside the numbered schema steps"
             elif isinstance(node, ast.Attribute) and node.attr == "create_all":
                 yield f"{name}:{node.lineno}: creates tables outside the numbered schema steps"
+
+
+def _sqlalchemy_table(func: ast.expr, bare_table: bool) -> bool:
+    """Whether a call is SQLAlchemy's `Table(...)` (`sa.Table`, `sqlalchemy.Table`, or a bare
+    `Table` imported from sqlalchemy)."""
+    if isinstance(func, ast.Attribute) and func.attr == "Table":
+        return isinstance(func.value, ast.Name) and func.value.id in ("sa", "sqlalchemy")
+    return bare_table and isinstance(func, ast.Name) and func.id == "Table"
 
 
 def problems(root: Path) -> list[str]:

@@ -32,6 +32,7 @@ CLEAN = {
     "core/store/migrate.py": "def up(conn, m):\n    m.create_all(conn)\n    conn.exec_driver_sql('CREATE TABLE x (a int)')\n",
     "core/graph.py": "from langchain_core.runnables import Runnable\nfrom artifactflow.core._x import y\n",
     "api/app.py": "x = 1\n" * check_shape.MAX_LINES,
+    "cli/view.py": "from rich.table import Table\nt = Table('a', 'b')\n",  # not a database table
 }
 
 
@@ -51,6 +52,8 @@ def test_a_tree_that_keeps_the_rules_passes(tmp_path: Path) -> None:
          "protocol/records.py:2: declares a table outside the schema modules"),
         ({"protocol/records.py": "async def f(conn, m):\n    await conn.run_sync(m.create_all)\n"},
          "protocol/records.py:2: creates tables outside the numbered schema steps"),
+        ({"memory/y.py": "from sqlalchemy import Column, Table\nt = Table('m', None)\n"},
+         "memory/y.py:2: declares a table outside the schema modules"),
         ({"memory/x.py": "SQL = '''create table if not exists mem (a int)'''\n"},
          "memory/x.py:1: CREATE TABLE outside the numbered schema steps"),
     ],
