@@ -5,8 +5,9 @@ request not started yet).
 A thread IS a conversation (same id); `ap_threads` only adds its free-form metadata. A run row
 points at the message whose segment it is (`message_id`, `cursor`: the event id its segment
 starts after), so its events, status and answer are read from our event log, never copied.
-The tables live in their own `MetaData` (this layer sits above the engine, whose schema knows
-nothing of it) and are created on first use; every row is the user's own (`user_id`).
+The tables are declared with the app store's (`core/store/schema.py`) and made by its schema
+step (version 7; before, this layer made them on first use, racing other workers); every row
+is the user's own (`user_id`).
 
 A conversation deleted below this layer (`/api/v1`, the CLI, the facade: they know nothing of
 these tables) leaves its rows here. They are never shown (every thread is read through its
@@ -24,42 +25,13 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from sqlalchemy.exc import DBAPIError
 
+from ..core.store.schema import ap_runs as runs
+from ..core.store.schema import ap_threads as threads
 from ..core.store.schema import conversations
 
 if TYPE_CHECKING:
     from ..core.store.repository import AppStore
-
-metadata = sa.MetaData()
-
-threads = sa.Table(
-    "ap_threads",
-    metadata,
-    sa.Column("thread_id", sa.String(64), primary_key=True),
-    sa.Column("user_id", sa.String(64), nullable=True, index=True),
-    sa.Column("metadata", sa.Text, nullable=False, default="{}"),
-    sa.Column("created_at", sa.Float, nullable=False),
-    sa.Column("updated_at", sa.Float, nullable=False),
-)
-
-runs = sa.Table(
-    "ap_runs",
-    metadata,
-    sa.Column("run_id", sa.String(64), primary_key=True),
-    sa.Column("thread_id", sa.String(64), nullable=False, index=True),
-    sa.Column("user_id", sa.String(64), nullable=True),
-    sa.Column("assistant_id", sa.String(200), nullable=False),
-    sa.Column("message_id", sa.String(64), nullable=True, index=True),
-    sa.Column("cursor", sa.Integer, nullable=False, default=0),
-    # pending | running | success | error | interrupted | timeout
-    sa.Column("status", sa.String(16), nullable=False),
-    sa.Column("multitask_strategy", sa.String(16), nullable=False),
-    sa.Column("metadata", sa.Text, nullable=False, default="{}"),
-    sa.Column("request", sa.Text, nullable=True),  # a queued run's body, JSON
-    sa.Column("created_at", sa.Float, nullable=False),
-    sa.Column("updated_at", sa.Float, nullable=False),
-)
 
 FINAL = frozenset({"success", "error", "interrupted", "timeout"})
 
@@ -73,21 +45,14 @@ class ProtocolRecords:
         self._lock = asyncio.Lock()
 
     async def ready(self) -> ProtocolRecords:
+        """The records, once their first use has removed the rows of conversations deleted
+        below this layer (the tables themselves come from the schema step)."""
         if not self._ready:
             async with self._lock:
                 if not self._ready:
-                    try:
-                        await self._create()
-                    except DBAPIError:  # another worker created them at the same moment
-                        await asyncio.sleep(0.1)
-                        await self._create()
                     self._ready = True
-            await self.purge_orphans()
+                    await self.purge_orphans()
         return self
-
-    async def _create(self) -> None:
-        async with self.store.engine.begin() as conn:
-            await conn.run_sync(metadata.create_all, checkfirst=True)
 
     # --- threads ---------------------------------------------------------------------------
 

@@ -380,3 +380,34 @@ store_ttl = sa.Table("af_store_ttl", metadata,
     sa.Column("ttl_minutes", sa.Float, nullable=False),
     sa.Column("expires_at", sa.Float, nullable=False, index=True),
 )
+
+
+# The Agent Protocol's own records (`protocol/records.py`): a thread's metadata beside its
+# conversation, and the protocol's runs. Version 7 (before, the protocol made them on first use).
+ap_threads = sa.Table(
+    "ap_threads",
+    metadata,
+    sa.Column("thread_id", sa.String(64), primary_key=True),
+    sa.Column("user_id", sa.String(64), nullable=True, index=True),
+    sa.Column("metadata", sa.Text, nullable=False, default="{}"),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+ap_runs = sa.Table(
+    "ap_runs",
+    metadata,
+    sa.Column("run_id", sa.String(64), primary_key=True),
+    sa.Column("thread_id", sa.String(64), nullable=False, index=True),
+    sa.Column("user_id", sa.String(64), nullable=True),
+    sa.Column("assistant_id", sa.String(200), nullable=False),
+    sa.Column("message_id", sa.String(64), nullable=True, index=True),
+    sa.Column("cursor", sa.Integer, nullable=False, default=0),
+    # pending | running | success | error | interrupted | timeout
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("multitask_strategy", sa.String(16), nullable=False),
+    sa.Column("metadata", sa.Text, nullable=False, default="{}"),
+    sa.Column("request", sa.Text, nullable=True),  # a queued run's body, JSON
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
