@@ -113,10 +113,10 @@ async def test_postgres_batches_need_no_array_type_lookup(store: AppStore):
     while `int8[]`, `float8[]` or `bytea[]` made each new pooled connection look the types up
     in the catalog (a costly query on the server) before its first batch."""
     from artifactflow.core.store import schema as t
-    from artifactflow.core.store.eventlog import _unnest_for
+    from artifactflow.core.store.pg_unnest import unnest_for
 
     for table in (t.events, t.model_calls, t.tool_executions):
-        unnest = _unnest_for(table, store.engine.dialect)
+        unnest = unnest_for(table, store.engine.dialect)
         assert unnest is not None
         async with store.engine.connect() as conn:
             raw = (await conn.get_raw_connection()).driver_connection
