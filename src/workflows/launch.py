@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..core.conversations import ACTIVE_BRANCH
-from ..core.run.segment import launch
+from ..core.run.launch import launch
 from ..errors import NotFoundError, WorkflowInputError
 from ..events.envelope import Emitted
 from ..events.payloads import MetadataData

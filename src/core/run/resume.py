@@ -26,8 +26,9 @@ from ..permissions import normalize_decisions
 from ..store.rows import MessageRow
 from .cancel import end_orphan
 from .eventlog import change_status
+from .launch import launch
 from .runtime import Runtime
-from .segment import FirstEvents, launch
+from .segment import FirstEvents
 
 _NOT_WAITING = {
     "completed": "it has completed",

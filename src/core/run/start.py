@@ -20,9 +20,10 @@ from ..conversations import ConversationManager
 from ..state import create_initial_state
 from ..store.conversation_records import new_conversation
 from .history import history_for
+from .launch import launch
 from .limits import preflight
 from .runtime import Runtime
-from .segment import FirstEvents, launch
+from .segment import FirstEvents
 
 
 async def start_message(
