@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..agents.spec import AgentSpec
+    from .store.repository import AppStore
 
 KEY_PREFIX = "memory_recall/"
 
@@ -103,9 +104,39 @@ class Recaller(Protocol):
         ...
 
 
+class _RecallServices(Protocol):
+    """What recall reads of the process's services (`context.Services`)."""
+
+    @property
+    def recaller(self) -> Recaller | None: ...
+
+    @property
+    def store(self) -> AppStore: ...
+
+
+class RecallContext(Protocol):
+    """What recall reads of a run's context: `context.RunContext` has it. Typed here, since
+    `context.py` imports this module (its `Services` holds a `Recaller`)."""
+
+    @property
+    def services(self) -> _RecallServices: ...
+
+    @property
+    def conversation_id(self) -> str: ...
+
+    @property
+    def message_id(self) -> str: ...
+
+    @property
+    def fresh(self) -> bool: ...
+
+    @property
+    def window(self) -> dict[str, Any]: ...
+
+
 async def with_recall(
     fixed: list[ChatMessage],
-    context: Any,  # RunContext (core/context.py imports this module)
+    context: RecallContext,
     spec: AgentSpec,
     invocation: str,
     query: str,
@@ -151,7 +182,7 @@ class _Ask:
     profile: str | None
 
 
-async def _once(context: Any, recaller: Recaller, ask: _Ask) -> Recalled | None:
+async def _once(context: RecallContext, recaller: Recaller, ask: _Ask) -> Recalled | None:
     spec, invocation, profile = ask.spec, ask.invocation, ask.profile
     store = context.services.store
     key = KEY_PREFIX + invocation
