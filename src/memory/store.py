@@ -191,17 +191,14 @@ class MemoryStore(DottedLabels):
             chunk = checked[start : start + batch]
             embedder, vectors = await self._vectors(chunk)
             extra = metadata[start : start + batch] if metadata is not None else [{}] * len(chunk)
+            rows = []
+            for text, vector, more in zip(chunk, vectors, extra, strict=True):
+                memory_id = uuid.uuid4().hex
+                rows.append({"id": memory_id, "key": memory_id, "value": {"text": text, **more},
+                             "text": text, "embedder": embedder, "vector": vector})
             async with self.store.transaction() as conn:
-                seqs = []
-                for text, vector, more in zip(chunk, vectors, extra, strict=True):
-                    memory_id = uuid.uuid4().hex
-                    seqs.append(await records.insert(
-                        conn, id=memory_id, namespace=namespace, key=memory_id,
-                        value={"text": text, **more}, text=text, embedder=embedder, vector=vector,
-                        bump_version=False,
-                    ))
-                    ids.append(memory_id)
-                await records.bump(conn, ns_key(namespace), seqs)
+                await records.insert_many(conn, tuple(namespace), rows)  # one statement per batch
+            ids.extend(row["id"] for row in rows)
         return ids
 
     async def _duplicate(self, conn: Any, namespace: tuple[str, ...], text: str, vector: bytes | None) -> MemoryRow | None:
