@@ -12,6 +12,7 @@ cache (cache.py) learns, with one indexed read, that another worker wrote.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections.abc import Iterable, Sequence
@@ -247,3 +248,13 @@ async def changed_since(conn: AsyncConnection, namespace: str, version: int) -> 
     if rows and min(r[0] for r in rows) != version + 1:
         return None
     return sorted({r[1] for r in rows})
+
+
+def covered(namespace: str, prefixes: Sequence[str]) -> bool:
+    """The stored key `namespace` is one of `prefixes` or below one."""
+    return any(namespace == p or namespace.startswith(p + SEP) for p in prefixes)
+
+
+def call_key(message_id: str, tool_call_id: str) -> str:
+    """The id of a memory a tool call saves: the same call, replayed, saves once."""
+    return hashlib.sha256(f"{message_id}\x00{tool_call_id}".encode()).hexdigest()[:32]

@@ -15,7 +15,6 @@ Namespaces: `(user, "global")`, `(user, "project", name)`, `(user, "conversation
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import uuid
 from collections.abc import Iterable, Sequence
@@ -275,7 +274,7 @@ class MemoryStore(DottedLabels):
                 log.warning("memory search: %s", warning)
             lexical: list[tuple[str, float]] = []
             if ran in ("hybrid", "lexical"):
-                stored = sorted({ns for ns in self.cache.entries if records_under(ns, prefixes)})
+                stored = sorted({ns for ns in self.cache.entries if records.covered(ns, prefixes)})
                 lexical = await lexical_scores(conn, stored, query, max(LEXICAL_POOL, limit * 4))
             scores = combine(ran, candidates, query_vector, lexical, self.settings.weights, query)
             best = top(scores, limit)
@@ -445,12 +444,3 @@ class MemoryStore(DottedLabels):
         async with self.engine.connect() as conn:
             stored = list((await conn.execute(statement)).scalars())
         return listed(stored, op)
-
-
-def records_under(namespace: str, prefixes: Sequence[str]) -> bool:
-    return any(namespace == p or namespace.startswith(p + records.SEP) for p in prefixes)
-
-
-def call_key(message_id: str, tool_call_id: str) -> str:
-    """The id of a memory a tool call saves: the same call, replayed, saves once."""
-    return hashlib.sha256(f"{message_id}\x00{tool_call_id}".encode()).hexdigest()[:32]
