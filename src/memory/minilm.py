@@ -29,6 +29,8 @@ MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
 LAYERS = 6
 HEADS = 12
 EPS = 1e-12
+# attention holds batch × 12 × tokens² floats: long texts go in smaller batches
+TOKENS_PER_BATCH = 1024
 _LOCK = threading.Lock()
 
 
@@ -107,9 +109,15 @@ class MiniLM:
             return out
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         with threadpool_limits(limits=1, user_api="blas"):
-            for start in range(0, len(order), batch):
-                chosen = order[start : start + batch]
-                out[chosen] = self._forward([texts[i] for i in chosen])
+            chosen: list[int] = []
+            for i in order:  # batches of at most `batch` texts and about TOKENS_PER_BATCH tokens
+                longest = min(MAX_TOKENS, len(texts[i]) // 4 + 2)  # ~4 characters a token
+                if chosen and (len(chosen) >= batch or (len(chosen) + 1) * longest > TOKENS_PER_BATCH):
+                    out[chosen] = self._forward([texts[j] for j in chosen])
+                    chosen = []
+                chosen.append(i)
+            if chosen:
+                out[chosen] = self._forward([texts[j] for j in chosen])
         return out
 
     def _forward(self, texts: list[str]) -> np.ndarray:
