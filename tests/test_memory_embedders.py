@@ -75,7 +75,9 @@ async def test_switching_embedders_then_reindex(store: Any, llm: Any) -> None:
     saved = await static.add_memory(ns, "Invoices for Acme are due on the 5th")
     remote = MemoryStore(store, _openai(llm))
     before = await remote.search_memories([ns], "Acme invoices due", mode="semantic", limit=1)
-    assert before.hits[0].score == 0.0  # a static vector is never compared with an openai query
+    # a vector of another embedder is never compared with an openai query: words only, and it says so
+    assert before.mode == "lexical" and before.warning and "reindex" in before.warning
+    assert before.hits[0].id == saved.id
     assert await remote.reindex() == 1
     after = await remote.search_memories([ns], "Acme invoices due", mode="semantic", limit=1)
     assert after.hits[0].id == saved.id and after.hits[0].score > 0.5
@@ -96,3 +98,39 @@ def test_memory_settings_from_yaml(tmp_path: Path) -> None:
     (config / "artifactflow.yaml").write_text("memory:\n  embedder: bert\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="memory"):
         load_settings(config, tmp_path / "data")
+
+
+async def test_minilm_matches_sentence_transformers() -> None:
+    """all-MiniLM-L6-v2 in numpy gives sentence-transformers' similarity for a known pair
+    (0.7553) and puts a paraphrase above an unrelated text; no torch is imported."""
+    import sys
+
+    from artifactflow.memory.embedders import make_embedder
+    from artifactflow.settings.memory import MemorySettings
+
+    embedder = make_embedder(MemorySettings(embedder="minilm"))
+    assert embedder is not None and embedder.name == "minilm:all-MiniLM-L6-v2-384"
+    rows = await embedder.embed(["A man is eating food.", "A man is eating a piece of bread.",
+                                 "The girl is carrying a baby.", "delete a file from disk",
+                                 "os.unlink(path): Remove a file (same as remove())."])
+    assert rows.shape == (5, 384)
+    assert abs(float(rows[0] @ rows[1]) - 0.7553) < 1e-3
+    assert float(rows[3] @ rows[4]) > float(rows[3] @ rows[2])
+    assert "torch" not in sys.modules
+
+
+async def test_dotted_and_snake_names_match_on_both_backends(store: Any) -> None:
+    """The lexical side splits `heapq.nlargest` and `capture_output` the same way on SQLite
+    and PostgreSQL, in the text and in the query."""
+    from artifactflow.memory import MemoryStore
+    from artifactflow.settings.memory import MemorySettings
+
+    memory = MemoryStore(store, MemorySettings(embedder="none"))
+    ns = ("u", "global")
+    largest = await memory.add_memory(ns, "heapq.nlargest(n, iterable) returns the n largest elements")
+    run = await memory.add_memory(ns, "subprocess.run with capture_output=True keeps stdout")
+    await memory.add_memory(ns, "json.dumps serialises an object to a JSON string")
+    for query, wanted in (("nlargest", largest.id), ("heapq", largest.id), ("heapq.nlargest", largest.id),
+                          ("capture_output", run.id), ("capture", run.id), ("subprocess.run capture_output", run.id)):
+        found = await memory.search_memories([("u",)], query, mode="hybrid", limit=3)
+        assert found.mode == "lexical" and found.hits and found.hits[0].id == wanted, (query, found.hits)

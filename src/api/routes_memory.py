@@ -6,10 +6,10 @@ missing one. Empty or over-long text (`memory.max_chars`) answers 422 with nothi
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from .auth import Caller, caller
 from .deps import MAX_INT, error_docs
@@ -82,20 +82,28 @@ async def add_memory(body: MemoryCreate, caller: Caller = CallerDep) -> MemorySa
     return MemorySaved.model_validate(saved.to_dict())
 
 
-class MemoryBatch(BaseModel):
+class _Batch(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    texts: list[str] = Field(min_length=1, max_length=10_000, description="The memories, in order")
-    scope: Literal["global", "project", "conversation"] = "global"
-    project: str | None = Field(default=None, pattern=LABEL, max_length=200)
-    conversation_id: str | None = Field(default=None, pattern=LABEL, max_length=64)
+    texts: list[Annotated[str, Field(pattern=TEXT)]] = Field(
+        min_length=1, max_length=10_000, description="The memories, in order (each at most `memory.max_chars`)"
+    )
 
-    @model_validator(mode="after")
-    def _scope_names_its_place(self) -> MemoryBatch:
-        if self.scope == "project" and not self.project:
-            raise ValueError("scope 'project' needs `project`")
-        if self.scope == "conversation" and not self.conversation_id:
-            raise ValueError("scope 'conversation' needs `conversation_id`")
-        return self
+
+class GlobalBatch(_Batch):
+    scope: Literal["global"] = "global"
+
+
+class ProjectBatch(_Batch):
+    scope: Literal["project"]
+    project: str = Field(pattern=LABEL, max_length=200)
+
+
+class ConversationBatch(_Batch):
+    scope: Literal["conversation"]
+    conversation_id: str = Field(pattern=LABEL, max_length=64, description="One of your conversations")
+
+
+MemoryBatch = GlobalBatch | ProjectBatch | ConversationBatch
 
 
 class MemoryBatchSaved(BaseModel):
@@ -110,8 +118,8 @@ async def add_memories(body: MemoryBatch, caller: Caller = CallerDep) -> MemoryB
         if "\x00" in text:
             raise HTTPException(422, f"memory {number} of {len(body.texts)} contains NUL")
     ids = await caller.client.memories.add_many(
-        body.texts, scope=body.scope, project=body.project, conversation_id=body.conversation_id,
-        user_id=caller.user,
+        body.texts, scope=body.scope, project=getattr(body, "project", None),
+        conversation_id=getattr(body, "conversation_id", None), user_id=caller.user,
     )
     return MemoryBatchSaved(ids=ids)
 

@@ -11,8 +11,9 @@ This package sits beside workflows and replay: above the engine (it uses the app
 engine and tables), below the facade.
 """
 
+from .records import call_key
 from .search import MemoryHit, MemorySearchResult
-from .store import LOCAL_USER, MemoryStore, SavedMemory, call_key, scope_namespace
+from .store import LOCAL_USER, MemoryStore, SavedMemory, scope_namespace
 
 __all__ = [
     "LOCAL_USER",

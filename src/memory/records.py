@@ -12,6 +12,7 @@ cache (cache.py) learns, with one indexed read, that another worker wrote.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections.abc import Iterable, Sequence
@@ -129,6 +130,25 @@ async def _next_version(conn: AsyncConnection, namespace: str) -> int:
         return int((await conn.execute(step)).scalar_one())
 
 
+async def insert_many(conn: AsyncConnection, namespace: tuple[str, ...], rows: list[dict[str, Any]]) -> list[int]:
+    """Insert many rows of one namespace in one statement (each `{id, key, value, text,
+    embedder, vector}`), move the namespace's version on once; their seqs."""
+    now = time.time()
+    ns = ns_key(namespace)
+    await conn.execute(m.insert(), [
+        {**row, "user_id": namespace[0], "namespace": ns, "conversation_id": conversation_of(namespace),
+         "value": orjson.dumps(row["value"]).decode(), "created_at": now, "updated_at": now}
+        for row in rows
+    ])
+    seqs = []
+    ids = [row["id"] for row in rows]
+    for start in range(0, len(ids), 500):
+        found = dict((await conn.execute(sa.select(m.c.id, m.c.seq).where(m.c.id.in_(ids[start : start + 500])))).all())
+        seqs.extend(int(found[i]) for i in ids[start : start + 500])
+    await bump(conn, ns, seqs)
+    return seqs
+
+
 async def insert(
     conn: AsyncConnection, *, id: str, namespace: tuple[str, ...], key: str, value: dict[str, Any],
     text: str, embedder: str | None, vector: bytes | None, now: float | None = None,
@@ -228,3 +248,13 @@ async def changed_since(conn: AsyncConnection, namespace: str, version: int) -> 
     if rows and min(r[0] for r in rows) != version + 1:
         return None
     return sorted({r[1] for r in rows})
+
+
+def covered(namespace: str, prefixes: Sequence[str]) -> bool:
+    """The stored key `namespace` is one of `prefixes` or below one."""
+    return any(namespace == p or namespace.startswith(p + SEP) for p in prefixes)
+
+
+def call_key(message_id: str, tool_call_id: str) -> str:
+    """The id of a memory a tool call saves: the same call, replayed, saves once."""
+    return hashlib.sha256(f"{message_id}\x00{tool_call_id}".encode()).hexdigest()[:32]

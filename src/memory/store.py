@@ -15,7 +15,6 @@ Namespaces: `(user, "global")`, `(user, "project", name)`, `(user, "conversation
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import uuid
 from collections.abc import Iterable, Sequence
@@ -191,17 +190,14 @@ class MemoryStore(DottedLabels):
             chunk = checked[start : start + batch]
             embedder, vectors = await self._vectors(chunk)
             extra = metadata[start : start + batch] if metadata is not None else [{}] * len(chunk)
+            rows = []
+            for text, vector, more in zip(chunk, vectors, extra, strict=True):
+                memory_id = uuid.uuid4().hex
+                rows.append({"id": memory_id, "key": memory_id, "value": {"text": text, **more},
+                             "text": text, "embedder": embedder, "vector": vector})
             async with self.store.transaction() as conn:
-                seqs = []
-                for text, vector, more in zip(chunk, vectors, extra, strict=True):
-                    memory_id = uuid.uuid4().hex
-                    seqs.append(await records.insert(
-                        conn, id=memory_id, namespace=namespace, key=memory_id,
-                        value={"text": text, **more}, text=text, embedder=embedder, vector=vector,
-                        bump_version=False,
-                    ))
-                    ids.append(memory_id)
-                await records.bump(conn, ns_key(namespace), seqs)
+                await records.insert_many(conn, tuple(namespace), rows)  # one statement per batch
+            ids.extend(row["id"] for row in rows)
         return ids
 
     async def _duplicate(self, conn: Any, namespace: tuple[str, ...], text: str, vector: bytes | None) -> MemoryRow | None:
@@ -278,7 +274,7 @@ class MemoryStore(DottedLabels):
                 log.warning("memory search: %s", warning)
             lexical: list[tuple[str, float]] = []
             if ran in ("hybrid", "lexical"):
-                stored = sorted({ns for ns in self.cache.entries if records_under(ns, prefixes)})
+                stored = sorted({ns for ns in self.cache.entries if records.covered(ns, prefixes)})
                 lexical = await lexical_scores(conn, stored, query, max(LEXICAL_POOL, limit * 4))
             scores = combine(ran, candidates, query_vector, lexical, self.settings.weights, query)
             best = top(scores, limit)
@@ -448,12 +444,3 @@ class MemoryStore(DottedLabels):
         async with self.engine.connect() as conn:
             stored = list((await conn.execute(statement)).scalars())
         return listed(stored, op)
-
-
-def records_under(namespace: str, prefixes: Sequence[str]) -> bool:
-    return any(namespace == p or namespace.startswith(p + records.SEP) for p in prefixes)
-
-
-def call_key(message_id: str, tool_call_id: str) -> str:
-    """The id of a memory a tool call saves: the same call, replayed, saves once."""
-    return hashlib.sha256(f"{message_id}\x00{tool_call_id}".encode()).hexdigest()[:32]

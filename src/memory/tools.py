@@ -13,7 +13,8 @@ from typing import Any
 
 from ..errors import UserError
 from ..tools.context import ToolContext
-from .store import LOCAL_USER, MemoryStore, call_key
+from .records import call_key
+from .store import LOCAL_USER, MemoryStore
 
 
 def run_namespaces(user: str, project: str | None, conversation_id: str) -> list[tuple[str, ...]]:
