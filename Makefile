@@ -5,6 +5,9 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# the suite on both cores (pytest-xdist; a file's tests stay on one worker, sharing its fixtures);
+# `make test PYTEST_PARALLEL=` runs it in one process
+PYTEST_PARALLEL ?= -n 2 --dist loadfile
 
 # Two installs: `setup` (and `run`) install what running needs; the checks and tests install
 # the `[test]` extra on top (pyright, Playwright, schemathesis, PostgreSQL, the memory embedder).
