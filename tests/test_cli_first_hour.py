@@ -204,6 +204,7 @@ def test_the_default_memory_embedder_falls_back_without_the_memory_extra(
 
     monkeypatch.setattr(embedders, "_STATIC", [])
     monkeypatch.setattr(embedders, "wordllama_installed", lambda: False)
+    monkeypatch.setattr(embedders, "model_folder", lambda path: None)  # no MiniLM wheel either
     assert embedders.make_embedder(MemorySettings()) is None  # default: words and recency
     monkeypatch.setattr(embedders.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ConfigError, match="wordllama package is not installed"):
