@@ -19,7 +19,7 @@ import httpx
 import pytest
 from conftest import make_config
 from scripted_llm import Call, Delay, Text, ToolCalls
-from waiting import wait_until
+from waiting import ceiling, wait_until
 
 from artifactflow import load_settings, tool
 from artifactflow.api.app import create_app, server_for
@@ -697,7 +697,7 @@ async def test_sse_over_a_real_socket_reconnects_without_loss(
             await af.runs.cancel(slow["message_id"])
     finally:
         server.should_exit = True
-        await asyncio.wait_for(serving, 10)
+        await asyncio.wait_for(serving, ceiling(60))
 
 
 async def test_server_owns_its_client_and_cancels_runs_on_shutdown(

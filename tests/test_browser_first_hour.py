@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from browser_helpers import chromium_page, require_chromium
-from waiting import wait_until
+from waiting import ceiling, wait_until
 
 ARTIFACTFLOW = str(Path(sys.executable).parent / "artifactflow")
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,7 +132,7 @@ async def test_demo_serves_the_page_offline_with_progress_in_the_bubble(tmp_path
     finally:
         server.terminate()
         try:
-            server.wait(timeout=60)
+            server.wait(timeout=ceiling(120))
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()

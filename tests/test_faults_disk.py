@@ -264,8 +264,8 @@ async def test_a_run_ended_after_an_outage_fires_on_run_end_once(
         faults.mode = "read-only"
         await reader
         faults.mode = None
-        await wait_until(lambda: _ended(client, run.message_id), timeout=60, what="a final status")
-        await wait_until(lambda: ends.seen, timeout=60, what="on_run_end")
+        await wait_until(lambda: _ended(client, run.message_id), what="a final status")
+        await wait_until(lambda: ends.seen, what="on_run_end")
         assert ends.seen == ["failed"]
     finally:
         await client.aclose()

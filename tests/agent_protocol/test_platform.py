@@ -26,7 +26,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from waiting import wait_until
+from waiting import ceiling, wait_until
 
 from .conftest import _database
 from .helpers import approve, human, last_ai, text_of, wait_for_status
@@ -239,7 +239,7 @@ async def _receiver(fail_first: int = 0) -> AsyncIterator[Receiver]:
         yield receiver
     finally:
         server.should_exit = True
-        await asyncio.wait_for(task, 60)
+        await asyncio.wait_for(task, ceiling(120))
 
 
 async def _until(condition: Any, seconds: float = 120) -> Any:
