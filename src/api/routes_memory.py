@@ -28,18 +28,30 @@ class _NewMemory(BaseModel):
     text: str = Field(pattern=TEXT, description="The memory (at most `memory.max_chars` characters)")
 
 
-class GlobalMemory(_NewMemory):
+class _GlobalScope(BaseModel):
     scope: Literal["global"] = "global"
 
 
-class ProjectMemory(_NewMemory):
+class _ProjectScope(BaseModel):
     scope: Literal["project"]
     project: str = Field(pattern=LABEL, max_length=200)
 
 
-class ConversationMemory(_NewMemory):
+class _ConversationScope(BaseModel):
     scope: Literal["conversation"]
     conversation_id: str = Field(pattern=LABEL, max_length=64, description="One of your conversations")
+
+
+class GlobalMemory(_NewMemory, _GlobalScope):
+    pass
+
+
+class ProjectMemory(_NewMemory, _ProjectScope):
+    pass
+
+
+class ConversationMemory(_NewMemory, _ConversationScope):
+    pass
 
 
 MemoryCreate = GlobalMemory | ProjectMemory | ConversationMemory
@@ -89,18 +101,16 @@ class _Batch(BaseModel):
     )
 
 
-class GlobalBatch(_Batch):
-    scope: Literal["global"] = "global"
+class GlobalBatch(_Batch, _GlobalScope):
+    pass
 
 
-class ProjectBatch(_Batch):
-    scope: Literal["project"]
-    project: str = Field(pattern=LABEL, max_length=200)
+class ProjectBatch(_Batch, _ProjectScope):
+    pass
 
 
-class ConversationBatch(_Batch):
-    scope: Literal["conversation"]
-    conversation_id: str = Field(pattern=LABEL, max_length=64, description="One of your conversations")
+class ConversationBatch(_Batch, _ConversationScope):
+    pass
 
 
 MemoryBatch = GlobalBatch | ProjectBatch | ConversationBatch
