@@ -20,6 +20,11 @@ The arrays are sent in binary (`%b`): psycopg's default (`%s`) sends a list in t
 back (~3 % of PostgreSQL's CPU in a profile of the concurrency benchmark).
 
 Connections are checked when taken from the pool (`_check`), mostly without a round trip.
+Writes wait out a database outage (`store/outage_retry.py`): a run whose model answered while
+the database was away keeps its step. The pool gives up reconnecting after
+`RECONNECT_SECONDS` and waits for a connection at most `CONNECT_WAIT_SECONDS`, so a write
+retried after the database's return opens a new connection at once instead of waiting for the
+pool's own reconnection backoff (1, 2, 4, … s, uncapped).
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from ..errors import LeaseLostError
+from .store.outage_retry import through_outage
 from .store.unit_of_work import (
     CONNECT_TIMEOUT_SECONDS,
     PING_IDLE_AFTER,  # the app store's pool uses the same
@@ -92,6 +98,12 @@ UPSERT_WRITES_SQL = (
     _WRITES_FROM_ARRAYS
     + "UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob"
 )
+
+
+# How long a checkpoint operation waits for a pooled connection, and how long the pool keeps
+# reconnecting in the background after the database went away (see the module docstring).
+CONNECT_WAIT_SECONDS = CONNECT_TIMEOUT_SECONDS
+RECONNECT_SECONDS = 2.0
 
 
 class PooledPostgresSaver(AsyncPostgresSaver):
@@ -159,12 +171,15 @@ class PooledPostgresSaver(AsyncPostgresSaver):
             Jsonb(get_serializable_checkpoint_metadata(config, metadata)),
         )
         arrays: list[Any] = [list(column) for column in zip(*blobs, strict=True)] or [[]] * 6
-        try:
+        async def attempt(_again: bool) -> None:  # an upsert: a retry writes nothing twice
             async with self._cursor() as cur:
                 if owner is None:
                     await cur.execute(CHECKPOINT_SQL, [*arrays, *parameters])
                 else:
                     await cur.execute(OWNED_CHECKPOINT_SQL, [*owner, *arrays, *parameters])
+
+        try:  # a run's step waits out an outage rather than failing (`store/outage_retry.py`)
+            await through_outage(attempt, what=f"checkpoint of thread {thread_id}")
         except DivisionByZero:
             if owner is None:
                 raise
@@ -207,8 +222,13 @@ class PooledPostgresSaver(AsyncPostgresSaver):
         if not rows:
             return
         query = UPSERT_WRITES_SQL if special else INSERT_WRITES_SQL
-        async with self._cursor() as cur:
-            await cur.execute(query, [list(column) for column in zip(*rows, strict=True)])
+        arrays = [list(column) for column in zip(*rows, strict=True)]
+
+        async def attempt(_again: bool) -> None:  # conflicts skip or upsert: retried safely
+            async with self._cursor() as cur:
+                await cur.execute(query, arrays)
+
+        await through_outage(attempt, what="pending checkpoint writes")
 
 
 Rows = list[tuple[Any, ...]]
@@ -333,6 +353,8 @@ async def open_pooled_saver(
         min_size=1,
         max_size=max(2, pool_size),
         open=False,
+        timeout=CONNECT_WAIT_SECONDS,
+        reconnect_timeout=RECONNECT_SECONDS,
         # A connection is checked when taken from the pool (`_check`): after a server restart
         # the pooled ones are dead, and each would otherwise fail one checkpoint read or write
         # (a failed run) before being discarded.

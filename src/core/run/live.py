@@ -18,6 +18,7 @@ from typing import Any
 
 from ...events.envelope import EPHEMERAL_TYPES, Event
 from ..store.group_commit import group_commit_for
+from ..store.outage_retry import through_outage
 
 log = logging.getLogger("artifactflow")
 
@@ -132,6 +133,26 @@ class EventSink:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
+    async def _append(self, stored: list[dict[str, Any]]) -> None:
+        """Store a batch. On PostgreSQL an outage does not drop it: it is written once the
+        database is back (`store/outage_retry.py`), in order, the batches behind it waiting;
+        a retry first leaves out the events an earlier attempt did store (its reply lost)."""
+        message_id = self._handle.message_id
+        commit = group_commit_for(self._store)
+
+        async def attempt(again: bool) -> None:
+            batch = stored
+            if again:
+                last = await self._store.last_event_id(message_id)
+                batch = [e for e in stored if e["event_id"] > last]
+            if batch:
+                await commit.append(message_id, batch, run_token=self._run_token)
+
+        if self._store.is_sqlite:  # a full disk or a locked file fails at once (the CLI exits)
+            await attempt(False)
+        else:
+            await through_outage(attempt, what=f"run {message_id}: events")
+
     def _announce(self, bus: Any) -> bool:
         if not self._handle.watched and bus.watched(self._handle.message_id):
             self._handle.watched = True  # the watch arrived before the run started
@@ -145,9 +166,7 @@ class EventSink:
             try:
                 stored = [e.model_dump(mode="json") for e in batch if e.type not in EPHEMERAL_TYPES]
                 if stored:
-                    await group_commit_for(self._store).append(
-                        self._handle.message_id, stored, run_token=self._run_token
-                    )
+                    await self._append(stored)
                 if self._bus is not None and self._announce(self._bus):
                     try:
                         await self._bus.publish(self._handle.message_id, batch)

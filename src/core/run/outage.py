@@ -33,11 +33,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ...errors import LeaseLostError, StoreUnavailableError, scrub_secrets
-from ...events.payloads import ErrorData
+from ...events.envelope import Event
+from ...events.payloads import ErrorData, EventData
 from ..store.faults import DISK_FULL, store_fault
+from ..store.outage_retry import through_outage
 from ..store.rows import MessageRow
 from .endings import Spare
-from .eventlog import change_status, new_event
+from .eventlog import change_status, new_event, stored_event
 from .live import LiveRun
 
 log = logging.getLogger("artifactflow")
@@ -45,6 +47,43 @@ log = logging.getLogger("artifactflow")
 PATIENCE_SECONDS = 15 * 60.0
 FIRST_DELAY_SECONDS = 0.2
 MAX_DELAY_SECONDS = 5.0
+
+
+# Endings that carry a run's work: on PostgreSQL they wait out an outage (`store_ending`).
+KEPT_ENDINGS = frozenset({"completed", "waiting"})
+
+
+async def store_ending(
+    store: Any, message: MessageRow, data: EventData, *, agent: str | None, status: str,
+    expected_run_token: str, **change: Any,
+) -> Event | None:
+    """`change_status` of a run's ending (`Segment._finish`). A `completed` or `waiting` ending
+    on PostgreSQL is retried through an outage (`store/outage_retry.py`): the answer the model
+    gave while the database was away is stored when it returns, not replaced by `failed`. A
+    retry that loses the compare-and-set checks whether an earlier attempt did win (its reply
+    lost with the connection): then that stored event is the ending, never a second one.
+    Other endings fail at once and are stored later by `end_after_outage`, which tells this
+    process's readers first."""
+
+    async def attempt(again: bool) -> Event | None:
+        event = await change_status(store, message, data, agent=agent, status=status,
+                                    expected_run_token=expected_run_token, **change)
+        if event is None and again:
+            return await _stored_ending(store, message, status, expected_run_token)
+        return event
+
+    if store.is_sqlite or status not in KEPT_ENDINGS:
+        return await attempt(False)
+    return await through_outage(attempt, what=f"run {message['id']}: its `{status}` ending")
+
+
+async def _stored_ending(store: Any, message: MessageRow, status: str, run_token: str) -> Event | None:
+    """The ending an earlier attempt stored (same status, still this run's token), or None."""
+    row = await store.get_message(message["id"])
+    if row is None or row["status"] != status or row.get("run_token") != run_token:
+        return None
+    last = await store.events(message["id"], after_event_id=await store.last_event_id(message["id"]) - 1)
+    return stored_event(message, last[-1]) if last else None
 
 
 async def end_after_outage(

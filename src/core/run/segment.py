@@ -61,13 +61,13 @@ from ..state import LEAD
 from ..store.faults import store_fault
 from ..store.rows import MessageRow
 from .cancel_poll import CancelPoll
-from .eventlog import change_status, new_event
+from .eventlog import new_event
 from .interrupted import mark_interrupted
 from .limits import Spending, step_limit, step_limit_error
 from .live import EventSink, LiveRun
 from .local_stop import cancel as cancel  # re-exported: `segment.cancel`
 from .maintenance import cleanup_checkpoints, final_metrics, keep_lease, run_metrics
-from .outage import end_after_outage
+from .outage import end_after_outage, store_ending
 from .ownership import owned_by
 from .runtime import Runtime
 
@@ -264,7 +264,7 @@ class Segment:
         if self.context is not None and self.context.settle_recording is not None:
             await self.context.settle_recording()  # the last recorded call's row (never raises)
         guarded = status != "cancelled"  # an accepted cancel wins over any other ending
-        event = await change_status(
+        event = await store_ending(  # `completed`, `waiting`: through an outage on PostgreSQL
             self.store, self.message, data, agent=agent, unless_cancel_requested=guarded,
             expected_status="running", expected_run_token=self.run_token, status=status, **fields,
         )
