@@ -39,6 +39,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    ERROR,
     WRITES_IDX_MAP,
     ChannelVersions,
     Checkpoint,
@@ -215,10 +216,16 @@ class PooledPostgresSaver(AsyncPostgresSaver):
             task_path,
             writes,
         )
+        if any(channel == ERROR for channel, _ in writes):  # a failed task: no work to keep,
+            await self._put_rows(special, _once(special, rows), wait_out_outage=False)  # fail now
+            return
         await _writes_of(self).put(special, rows)
 
-    async def _put_rows(self, special: bool, rows: list[tuple[Any, ...]]) -> None:
-        """Write pending-write rows (of any tasks, each key once) as one statement."""
+    async def _put_rows(
+        self, special: bool, rows: list[tuple[Any, ...]], *, wait_out_outage: bool = True
+    ) -> None:
+        """Write pending-write rows (of any tasks, each key once) as one statement; through an
+        outage unless told not to."""
         if not rows:
             return
         query = UPSERT_WRITES_SQL if special else INSERT_WRITES_SQL
@@ -228,7 +235,10 @@ class PooledPostgresSaver(AsyncPostgresSaver):
             async with self._cursor() as cur:
                 await cur.execute(query, arrays)
 
-        await through_outage(attempt, what="pending checkpoint writes")
+        if wait_out_outage:
+            await through_outage(attempt, what="pending checkpoint writes")
+        else:
+            await attempt(False)
 
 
 Rows = list[tuple[Any, ...]]

@@ -16,9 +16,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...errors import StoreUnavailableError
 from ...events.envelope import EPHEMERAL_TYPES, Event
+from ..store.faults import UNAVAILABLE
 from ..store.group_commit import group_commit_for
-from ..store.outage_retry import through_outage
+from ..store.outage_retry import is_outage, through_outage
 
 log = logging.getLogger("artifactflow")
 
@@ -105,11 +107,15 @@ class EventSink:
         self._run_token = run_token  # written only while it owns the message (LeaseLostError)
         self._bus = bus if bus is not None and bus.live else None
         self._queue: asyncio.Queue[Event] = asyncio.Queue()
+        self.holding = False  # a batch waits for the database to come back (`_append`)
+        self.last_put = 0  # the id of the last event handed over to be stored
         self._task = asyncio.create_task(self._drain(), name=f"artifactflow-events-{handle.message_id}")
 
     def put(self, event: Event) -> None:
         if self._task.done():
             self._task.result()  # re-raise a storage failure in the run
+        if event.type not in EPHEMERAL_TYPES:
+            self.last_put = event.event_id
         self._queue.put_nowait(event)
 
     @property
@@ -124,6 +130,20 @@ class EventSink:
         if self._task in done:
             join.cancel()
             self._task.result()
+
+    async def settle(self, *, wait_out_outage: bool = True) -> None:
+        """`flush`; without `wait_out_outage`, a batch held for the database raises at once
+        (a run ending `failed` or `cancelled` tells its readers now: `outage.end_after_outage`)."""
+        if self.holding and not wait_out_outage:
+            raise StoreUnavailableError(
+                f"{UNAVAILABLE}: events of message {self._handle.message_id} wait for the database",
+                reason=UNAVAILABLE,
+            )
+        await self.flush()
+
+    async def settle_now(self) -> None:
+        """`settle` for a run ending `failed` or `cancelled` (it does not wait out an outage)."""
+        await self.settle(wait_out_outage=False)
 
     async def close(self) -> None:
         try:
@@ -142,16 +162,23 @@ class EventSink:
 
         async def attempt(again: bool) -> None:
             batch = stored
-            if again:
-                last = await self._store.last_event_id(message_id)
-                batch = [e for e in stored if e["event_id"] > last]
-            if batch:
-                await commit.append(message_id, batch, run_token=self._run_token)
+            try:
+                if again:
+                    last = await self._store.last_event_id(message_id)
+                    batch = [e for e in stored if e["event_id"] > last]
+                if batch:
+                    await commit.append(message_id, batch, run_token=self._run_token)
+            except Exception as exc:
+                self.holding = is_outage(exc)
+                raise
 
         if self._store.is_sqlite:  # a full disk or a locked file fails at once (the CLI exits)
             await attempt(False)
-        else:
+            return
+        try:
             await through_outage(attempt, what=f"run {message_id}: events")
+        finally:
+            self.holding = False
 
     def _announce(self, bus: Any) -> bool:
         if not self._handle.watched and bus.watched(self._handle.message_id):

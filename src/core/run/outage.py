@@ -27,6 +27,7 @@ maintenance loop, stores the ending from it (`endings.settle_endings`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -40,7 +41,7 @@ from ..store.outage_retry import through_outage
 from ..store.rows import MessageRow
 from .endings import Spare
 from .eventlog import change_status, new_event, stored_event
-from .live import LiveRun
+from .live import EventSink, LiveRun
 
 log = logging.getLogger("artifactflow")
 
@@ -89,6 +90,7 @@ async def _stored_ending(store: Any, message: MessageRow, status: str, run_token
 async def end_after_outage(
     store: Any, message: MessageRow, run_token: str, handle: LiveRun, exc: Exception,
     *, spare: Spare | None = None, on_stored: Callable[[str], Awaitable[None]] | None = None,
+    sink: EventSink | None = None,
 ) -> None:
     """Store the final `failed` status of `message`'s run (`run_token`, live as `handle`)
     after its final write failed with `exc`; then `on_stored(reason)` (the run's `on_run_end`:
@@ -109,7 +111,14 @@ async def end_after_outage(
     attempt = 0
     spared = False  # the spare space was freed for this write
     handle.unstored_ending = True  # a close stops this task rather than asking the store to cancel
+    next_id = max(handle.last_stored(), sink.last_put if sink is not None else 0) + 1
+    told = False
     try:
+        if sink is not None and sink.holding:  # its events wait for the database: say so now,
+            await _tell_readers(message, handle, data, next_id)
+            told = True
+            with contextlib.suppress(Exception):  # then store them first (the ending is last)
+                await sink.flush()
         while True:
             attempt += 1
             try:
@@ -139,8 +148,9 @@ async def end_after_outage(
                     )
                     _leave_marker(spare, message_id, run_token, fault)
                     return
-                if attempt == 1:
-                    await _tell_readers(message, handle, data)
+                if not told:
+                    told = True
+                    await _tell_readers(message, handle, data, next_id)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_DELAY_SECONDS)
                 continue
@@ -173,12 +183,12 @@ def _leave_marker(spare: Spare | None, message_id: str, run_token: str, fault: S
         )
 
 
-async def _tell_readers(message: MessageRow, handle: LiveRun, data: ErrorData) -> None:
+async def _tell_readers(message: MessageRow, handle: LiveRun, data: ErrorData, event_id: int) -> None:
     """Hand this process's readers the final event now (stored later), and end their streams."""
     notice = ErrorData(
         message=f"{data.message} (message {message['id']} is marked "
         "failed once the database accepts writes again)",
         kind=data.kind,
     )
-    await handle.publish(new_event(message, notice, handle.last_stored() + 1))
+    await handle.publish(new_event(message, notice, event_id))
     await handle.finish()

@@ -67,7 +67,7 @@ from .limits import Spending, step_limit, step_limit_error
 from .live import EventSink, LiveRun
 from .local_stop import cancel as cancel  # re-exported: `segment.cancel`
 from .maintenance import cleanup_checkpoints, final_metrics, keep_lease, run_metrics
-from .outage import end_after_outage, store_ending
+from .outage import KEPT_ENDINGS, end_after_outage, store_ending
 from .ownership import owned_by
 from .runtime import Runtime
 
@@ -226,7 +226,7 @@ class Segment:
         except Exception as exc:  # the final write failed: the database is away (outage.py)
             ended = lambda text: hook_runs.run_ended(self.hooks, self.info, RunEnd("failed", error=text))  # noqa: E731
             try:
-                await end_after_outage(self.store, self.message, self.run_token, self.handle, exc, spare=self.rt.spare, on_stored=ended)
+                await end_after_outage(self.store, self.message, self.run_token, self.handle, exc, spare=self.rt.spare, on_stored=ended, sink=self._sink)
             except LeaseLostError:
                 self._lost()
         finally:
@@ -260,7 +260,7 @@ class Segment:
         decided, so a cancel racing the run's own end makes one of them final and the hooks
         hear that one, once — then this process's readers get the event. `LeaseLostError` if
         the run no longer owns it; `CancelRequested` if a cancel was accepted first."""
-        await self._sink.flush()
+        await self._sink.settle(wait_out_outage=status in KEPT_ENDINGS)  # else told at once
         if self.context is not None and self.context.settle_recording is not None:
             await self.context.settle_recording()  # the last recorded call's row (never raises)
         guarded = status != "cancelled"  # an accepted cancel wins over any other ending
@@ -407,7 +407,7 @@ class Segment:
             await self.emit(ToolCompleteData.model_validate({**record, "success": False, "duration_ms": 0.0}))
         await self._finish(
             "cancelled", CancelledData(partial_response=text, reason="cancelled by request"),
-            end=RunEnd("cancelled"), response=text or None, lease_expires_at=None, **await final_metrics(self.rt, self.message["id"], self.started, self._sink.flush),
+            end=RunEnd("cancelled"), response=text or None, lease_expires_at=None, **await final_metrics(self.rt, self.message["id"], self.started, self._sink.settle_now),
         )
         await cleanup_checkpoints(self.rt, self.message)
 
@@ -426,4 +426,4 @@ class Segment:
         text = str(exc) if isinstance(exc, ArtifactFlowError) else scrub_secrets(f"{type(exc).__name__}: {exc}")
         data = ErrorData.model_validate({"message": text, "kind": kind, **hook_runs.error_fields(exc)})  # a hook's: kind "hook"
         await self._finish("failed", data, getattr(exc, "agent", None), end=RunEnd("failed", error=text),
-                           failure=exc, error=text, lease_expires_at=None, **await final_metrics(self.rt, self.message["id"], self.started, self._sink.flush))
+                           failure=exc, error=text, lease_expires_at=None, **await final_metrics(self.rt, self.message["id"], self.started, self._sink.settle_now))
