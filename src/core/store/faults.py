@@ -122,6 +122,22 @@ def _reason(item: BaseException) -> str | None:
     return None
 
 
+ENDED_BY_SERVER = "the server ended the connection"
+
+
+def _ended_by_server(item: BaseException) -> bool:
+    """asyncpg's "cannot switch to state N; another operation (2) is in progress": a statement
+    on a connection the server has just ended, never one connection shared by two operations
+    (SQLAlchemy serialises a connection's statements). A stopping server (or
+    `pg_terminate_backend`) sends each idle connection a FATAL error, then closes it; asyncpg
+    reads the error outside any operation and enters its error-consuming state (2), and until
+    it reads the end of the stream the connection does not look closed, so the pool may hand it
+    out. asyncpg then aborts it and SQLAlchemy replaces it; the statement's failure is an
+    outage like the others, named so here rather than with a text that reads as a bug
+    (tests/test_faults_db_ended.py)."""
+    return type(item).__name__ == "InternalClientError" and "another operation (2)" in str(item)
+
+
 def _from_database(item: BaseException) -> bool:
     """Raised by a database driver: its type comes from one, or (a refused connect, which
     asyncpg raises as a plain `OSError`) it went through a driver's code."""
@@ -152,6 +168,8 @@ def store_fault(exc: BaseException) -> StoreUnavailableError | None:
     if reason == UNAVAILABLE and any("disk i/o error" in str(i).lower() for i in chain) and _nearly_full():
         reason = DISK_FULL
     detail = str(exc.__cause__ or exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    if any(map(_ended_by_server, chain)):
+        detail = ENDED_BY_SERVER
     error = StoreUnavailableError(f"{reason}: {_MESSAGES[reason]} ({detail})", reason=reason)
     error.__cause__ = exc
     return error

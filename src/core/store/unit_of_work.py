@@ -172,11 +172,6 @@ def check_on_checkout(engine: AsyncEngine) -> None:
         if dbapi_conn is not None:
             record.info[_RETURNED_AT] = time.monotonic()
 
-    @sa_event.listens_for(engine.sync_engine, "handle_error")
-    def _ended_by_server(context: ExceptionContext) -> None:
-        if ended_by_server(context.original_exception):
-            context.is_disconnect = True  # replace it (and check the others), an outage
-
     @sa_event.listens_for(engine.sync_engine, "checkout")
     def _alive(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
         if dbapi_conn.driver_connection.is_closed():
@@ -190,24 +185,6 @@ def check_on_checkout(engine: AsyncEngine) -> None:
             raise sqlalchemy.exc.DisconnectionError(
                 f"a pooled connection failed its ping: {exc}"
             ) from exc
-
-
-def ended_by_server(exc: BaseException) -> bool:
-    """Whether `exc` is asyncpg's "cannot switch to state N; another operation (2) is in
-    progress" (or "cannot process message"): a statement on a connection the server has just
-    ended. Never two operations at once (SQLAlchemy serialises a connection's statements): when
-    the server stops or terminates a backend, it sends the idle connection a FATAL
-    ErrorResponse and closes it; asyncpg reads the error first, outside any operation, and
-    moves to its error-consuming state (2), and until it reads the end of the stream (a loop
-    turn or more later) the connection does not look closed, so the pool hands it out and
-    its next statement fails with that text. SQLAlchemy's asyncpg dialect does not call that a
-    disconnect (the connection is not closed *yet*), so it was a run's error, named as a bug.
-    Named a disconnect, the connection is replaced and the failure is an outage (a 503, a
-    write retried: `outage_retry.py`). Reproduced by tests/test_faults_db_ended.py."""
-    if type(exc).__name__ != "InternalClientError":
-        return False
-    text = str(exc)
-    return "another operation (2)" in text or "protocol is in an unexpected state" in text
 
 
 def is_read_only(engine: AsyncEngine) -> bool:

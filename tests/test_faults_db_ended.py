@@ -1,0 +1,138 @@
+"""A pooled connection the server has just ended: replaced, its failure an outage named so.
+
+In the outage benchmark one run failed with asyncpg's "cannot switch to state 12; another
+operation (2) is in progress", which reads as one connection used by two operations at once.
+It was not:
+when PostgreSQL stops (or terminates a backend) it sends each idle connection a FATAL
+ErrorResponse, then closes it. asyncpg reads the error outside any operation and moves to its
+error-consuming state (2); until it reads the end of the stream the connection does not look
+closed, so the pool hands it out and the next statement fails with that text. asyncpg then
+aborts the connection, SQLAlchemy replaces it, and the failure was already an outage (a 503; a
+run's writes now wait it out: `store/outage_retry.py`), but its reason quoted asyncpg's text,
+which reads as a bug. It now says the server ended the connection (`faults.ENDED_BY_SERVER`).
+
+A proxy between the store and the shared server makes the window last: it sends the FATAL
+message itself and keeps the socket open, as a server does for the instant between the two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import socket
+import struct
+import termios
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest_asyncio
+from pg import fresh_database
+from sqlalchemy.engine import make_url
+from waiting import wait_until
+
+from artifactflow.core.store.faults import ENDED_BY_SERVER, UNAVAILABLE, store_fault
+from artifactflow.core.store.repository import AppStore
+
+
+def _fatal(message: str) -> bytes:
+    """A PostgreSQL ErrorResponse: FATAL 57P01 (what a stopping server sends)."""
+    fields = b"".join(
+        code + text.encode() + b"\0"
+        for code, text in ((b"S", "FATAL"), (b"V", "FATAL"), (b"C", "57P01"), (b"M", message))
+    ) + b"\0"
+    return b"E" + struct.pack("!i", len(fields) + 4) + fields
+
+
+class EndingProxy:
+    """Forwards connections to the server; `end_all` ends them as a stopping server does,
+    but leaves the sockets open."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.cut: list[asyncio.StreamWriter] = []
+        self._clients: list[asyncio.StreamWriter] = []
+        self._server: asyncio.Server | None = None
+        self.port = 0
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._link, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _link(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(*self.target)
+        self._clients.append(writer)
+
+        async def pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter, down: bool) -> None:
+            while data := await source.read(65536):
+                if down and writer in self.cut:
+                    continue  # the server "closed": nothing more reaches the client
+                sink.write(data)
+                await sink.drain()
+            if not (down and writer in self.cut):
+                sink.close()
+
+        await asyncio.gather(
+            pump(reader, up_writer, False), pump(up_reader, writer, True), return_exceptions=True
+        )
+        up_writer.close()
+
+    def end_all(self) -> None:
+        for writer in self._clients:
+            if writer not in self.cut and not writer.is_closing():
+                self.cut.append(writer)
+                writer.write(_fatal("terminating connection due to administrator command"))
+
+    async def close(self) -> None:
+        for writer in self._clients:
+            writer.close()
+        if self._server is not None:
+            self._server.close()
+
+
+@pytest_asyncio.fixture
+async def store_and_proxy() -> AsyncIterator[tuple[AppStore, EndingProxy]]:
+    async with fresh_database() as url:
+        parsed = make_url(url)
+        proxy = EndingProxy(parsed.host or "127.0.0.1", parsed.port or 5432)
+        await proxy.start()
+        through = parsed.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+        store = await AppStore.open(through, pool_size=1)
+        try:
+            yield store, proxy
+        finally:
+            await store.close()
+            await proxy.close()
+
+
+def _unread(sock: socket.socket) -> int:
+    return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
+async def test_a_connection_the_server_ended_is_replaced_and_its_failure_is_an_outage(
+    store_and_proxy: tuple[AppStore, EndingProxy],
+) -> None:
+    store, proxy = store_and_proxy
+    async with store.engine.connect() as conn:  # the pooled connection the server will end
+        raw: Any = (await conn.get_raw_connection()).driver_connection
+    assert await store.last_event_id("m") == 0
+
+    proxy.end_all()
+    # asyncpg has read the FATAL message (nothing left unread), the socket still open
+    client_socket = raw._transport.get_extra_info("socket")  # noqa: SLF001 - observing only
+    await wait_until(lambda: _unread(client_socket) == 0 and proxy.cut, what="the error read")
+    assert not raw.is_closed()
+
+    try:
+        await store.last_event_id("m")  # handed the ended connection: the window of the bug
+    except Exception as exc:
+        failure: Exception = exc
+    else:
+        raise AssertionError("a statement on a connection the server ended succeeded")
+    assert "another operation (2)" in str(failure)  # the benchmark's message, reproduced
+    fault = store_fault(failure)
+    assert fault is not None and fault.reason == UNAVAILABLE, repr(failure)
+    assert ENDED_BY_SERVER in str(fault) and "another operation" not in str(fault)  # the reason
+    assert raw.is_closed()  # replaced, never used again
+
+    for _ in range(3):  # the pool goes on with new connections
+        assert await store.last_event_id("m") == 0
