@@ -49,11 +49,13 @@ async def through_outage(
     attempt: Callable[[bool], Awaitable[T]],
     *,
     what: str,
-    patience: float = HOLD_SECONDS,
+    patience: float | None = None,
 ) -> T:
     """`await attempt(again)` until it succeeds; `again` is False the first time and True for
     every retry after an outage (so the attempt can check what an earlier one did). Errors
-    that are not an outage, and an outage longer than `patience` seconds, are raised."""
+    that are not an outage, and an outage longer than `patience` seconds (`HOLD_SECONDS`
+    unless given; 0: none, as before this module), are raised."""
+    patience = HOLD_SECONDS if patience is None else patience
     deadline: float | None = None
     delay = FIRST_DELAY_SECONDS
     again = False
@@ -61,7 +63,7 @@ async def through_outage(
         try:
             result = await attempt(again)
         except Exception as exc:
-            if not is_outage(exc):
+            if not is_outage(exc) or patience <= 0:
                 raise
             now = time.monotonic()
             if deadline is None:
