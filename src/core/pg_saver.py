@@ -105,15 +105,16 @@ UPSERT_WRITES_SQL = (
 # reconnecting in the background after the database went away (see the module docstring).
 CONNECT_WAIT_SECONDS = CONNECT_TIMEOUT_SECONDS
 RECONNECT_SECONDS = 2.0
+FAIL_FAST_SECONDS = 0.5  # a write that is not waited out: its wait for a pooled connection
 
 
 class PooledPostgresSaver(AsyncPostgresSaver):
     """`AsyncPostgresSaver` whose operations run concurrently on pooled connections."""
 
     @asynccontextmanager
-    async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[Any]:
+    async def _cursor(self, *, pipeline: bool = False, wait: float | None = None) -> AsyncIterator[Any]:
         assert isinstance(self.conn, AsyncConnectionPool)
-        async with self.conn.connection() as conn:
+        async with self.conn.connection(wait) as conn:
             if pipeline and self.supports_pipeline:
                 async with conn.pipeline(), conn.cursor(binary=True, row_factory=dict_row) as cur:
                     yield cur
@@ -232,7 +233,9 @@ class PooledPostgresSaver(AsyncPostgresSaver):
         arrays = [list(column) for column in zip(*rows, strict=True)]
 
         async def attempt(_again: bool) -> None:  # conflicts skip or upsert: retried safely
-            async with self._cursor() as cur:
+            # not waited out: a short wait for a connection (the pool is empty while the
+            # database is away), so the run's failure reaches its readers at once
+            async with self._cursor(wait=None if wait_out_outage else FAIL_FAST_SECONDS) as cur:
                 await cur.execute(query, arrays)
 
         if wait_out_outage:
