@@ -39,7 +39,6 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    ERROR,
     WRITES_IDX_MAP,
     ChannelVersions,
     Checkpoint,
@@ -47,7 +46,7 @@ from langgraph.checkpoint.base import (
     get_serializable_checkpoint_metadata,
 )
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from langgraph.checkpoint.serde.types import ERROR, _DeltaSnapshot
 from psycopg import AsyncConnection
 from psycopg.errors import DivisionByZero
 from psycopg.rows import dict_row
