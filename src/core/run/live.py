@@ -107,7 +107,7 @@ class EventSink:
         self._run_token = run_token  # written only while it owns the message (LeaseLostError)
         self._bus = bus if bus is not None and bus.live else None
         self._queue: asyncio.Queue[Event] = asyncio.Queue()
-        self.holding = False  # a batch waits for the database to come back (`_append`)
+        self._held = asyncio.Event()  # set while a batch waits for the database (`_append`)
         self.last_put = 0  # the id of the last event handed over to be stored
         self._task = asyncio.create_task(self._drain(), name=f"artifactflow-events-{handle.message_id}")
 
@@ -117,6 +117,11 @@ class EventSink:
         if event.type not in EPHEMERAL_TYPES:
             self.last_put = event.event_id
         self._queue.put_nowait(event)
+
+    @property
+    def holding(self) -> bool:
+        """Whether a batch waits for the database to come back."""
+        return self._held.is_set()
 
     @property
     def failed(self) -> bool:
@@ -132,14 +137,27 @@ class EventSink:
             self._task.result()
 
     async def settle(self, *, wait_out_outage: bool = True) -> None:
-        """`flush`; without `wait_out_outage`, a batch held for the database raises at once
-        (a run ending `failed` or `cancelled` tells its readers now: `outage.end_after_outage`)."""
-        if self.holding and not wait_out_outage:
-            raise StoreUnavailableError(
-                f"{UNAVAILABLE}: events of message {self._handle.message_id} wait for the database",
-                reason=UNAVAILABLE,
-            )
-        await self.flush()
+        """`flush`; without `wait_out_outage`, a batch held for the database (now, or as soon
+        as a write in flight fails) raises instead (a run ending `failed` or `cancelled` tells
+        its readers now: `outage.end_after_outage`)."""
+        if wait_out_outage:
+            await self.flush()
+            return
+        flushed = asyncio.ensure_future(self.flush())
+        held = asyncio.ensure_future(self._held.wait())
+        try:
+            await asyncio.wait({flushed, held}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            held.cancel()
+            if not flushed.done():
+                flushed.cancel()
+        if not flushed.cancelled() and flushed.done():
+            flushed.result()
+            return
+        raise StoreUnavailableError(
+            f"{UNAVAILABLE}: events of message {self._handle.message_id} wait for the database",
+            reason=UNAVAILABLE,
+        )
 
     async def settle_now(self) -> None:
         """`settle` for a run ending `failed` or `cancelled` (it does not wait out an outage)."""
@@ -169,7 +187,8 @@ class EventSink:
                 if batch:
                     await commit.append(message_id, batch, run_token=self._run_token)
             except Exception as exc:
-                self.holding = is_outage(exc)
+                if is_outage(exc):
+                    self._held.set()
                 raise
 
         if self._store.is_sqlite:  # a full disk or a locked file fails at once (the CLI exits)
@@ -178,7 +197,7 @@ class EventSink:
         try:
             await through_outage(attempt, what=f"run {message_id}: events")
         finally:
-            self.holding = False
+            self._held.clear()
 
     def _announce(self, bus: Any) -> bool:
         if not self._handle.watched and bus.watched(self._handle.message_id):
