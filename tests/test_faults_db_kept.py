@@ -5,7 +5,9 @@ events") and ended `failed`, although its model had answered; in the outage benc
 runs in flight ended that way. Now the run's events, its checkpoint and its `completed` ending
 wait for the database (`store/outage_retry.py`) and are stored when it returns: the run ends
 `completed` with its answer, its event ids gap-free and each stored once, `on_run_end` heard
-once. A private server (tests/private_pg.py) is stopped while the model answers.
+once. A run that fails meanwhile (its model refuses) tells its readers while the database is
+still away, and its ending is stored after its events once it is back. A private server
+(tests/private_pg.py) is stopped while the model answers.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pytest_asyncio
 from conftest import make_config
 from hooks_recorder import Recorder, open_client
 from private_pg import PrivatePostgres, private_postgres
-from scripted_llm import Text
+from scripted_llm import Error, Text
 from waiting import ceiling, wait_until
 
 from artifactflow import Client
@@ -63,18 +65,23 @@ async def test_answers_given_while_the_database_is_away_are_stored_when_it_retur
     gate = threading.Event()  # the model answers only once the database is down
 
     @llm_env.route
-    def _answer(body: dict[str, Any]) -> Text:
+    def _answer(body: dict[str, Any]) -> Text | Error:
         gate.wait(ceiling(300))
-        return Text(f"answer to {_task_of(body)}")
+        task = _task_of(body)
+        return Error(400, "the model refused") if task == "doomed" else Text(f"answer to {task}")
 
     caplog.set_level(logging.INFO, logger="artifactflow.store")
     runs = [await client.runs.start(f"task {n}") for n in range(RUNS)]
     readers = [asyncio.create_task(_read_all(run)) for run in runs]  # attached before the outage
-    await wait_until(lambda: llm_env.request_count == RUNS, what="every model request")
+    doomed = await client.runs.start("doomed")  # its model call fails during the outage
+    doomed_reader = asyncio.create_task(_read_all(doomed))
+    await wait_until(lambda: llm_env.request_count == RUNS + 1, what="every model request")
 
     await asyncio.to_thread(server.stop, "fast")
     try:
         gate.set()
+        told = await asyncio.wait_for(doomed_reader, ceiling(300))  # while the database is away
+        assert told[-1].type == "error" and "database unavailable" in told[-1].data.message
         held = {f"run {run.message_id}: events" for run in runs}
         await wait_until(  # every run's answer was produced and could not be stored (before
             lambda: held <= {r.getMessage().split(": database")[0] for r in caplog.records}
@@ -98,9 +105,23 @@ async def test_answers_given_while_the_database_is_away_are_stored_when_it_retur
         assert [e.type for e in stored if e.type != "llm_chunk"] == [
             e.type for e in events if e.type != "llm_chunk"
         ]  # the readers saw exactly what was stored, in order
-    ends = [args[1].status for args in recorder.args("on_run_end")]
-    assert sorted(ends) == ["completed"] * RUNS, ends  # once per run
+    failed = await wait_until(  # its ending is stored once the database is back, after its events
+        lambda: _final_events(client, doomed.message_id), timeout=ceiling(300), what="the ending"
+    )
+    assert [e.event_id for e in failed] == list(range(1, len(failed) + 1))
+    assert [e.type for e in failed].count("error") == 1 and failed[-1].type == "error"
+    assert (await client.conversations.message(doomed.message_id))["status"] == "failed"
+    ends = sorted(args[1].status for args in recorder.args("on_run_end"))
+    assert ends == ["completed"] * RUNS + ["failed"], ends  # once per run
 
 
 async def _read_all(run: Any) -> list[Any]:
     return [e async for e in run]
+
+
+async def _final_events(client: Client, message_id: str) -> list[Any]:
+    try:
+        events = await client.runs.events(message_id)
+    except Exception:  # the pools may still be reconnecting
+        return []
+    return events if events and events[-1].is_final else []
