@@ -22,9 +22,9 @@ back (~3 % of PostgreSQL's CPU in a profile of the concurrency benchmark).
 Connections are checked when taken from the pool (`_check`), mostly without a round trip.
 Writes wait out a database outage (`store/outage_retry.py`): a run whose model answered while
 the database was away keeps its step. The pool gives up reconnecting after
-`RECONNECT_SECONDS` and waits for a connection at most `CONNECT_WAIT_SECONDS`, so a write
-retried after the database's return opens a new connection at once instead of waiting for the
-pool's own reconnection backoff (1, 2, 4, … s, uncapped).
+`RECONNECT_SECONDS`, and a write waits for a connection at most `CONNECT_WAIT_SECONDS` (then it
+is tried again, and the pool opens a new connection at once) instead of the pool's own
+reconnection backoff (1, 2, 4, … s, uncapped) and its 30 s wait.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ UPSERT_WRITES_SQL = (
 )
 
 
-# How long a checkpoint operation waits for a pooled connection, and how long the pool keeps
+# How long a checkpoint write waits for a pooled connection, and how long the pool keeps
 # reconnecting in the background after the database went away (see the module docstring).
 CONNECT_WAIT_SECONDS = CONNECT_TIMEOUT_SECONDS
 RECONNECT_SECONDS = 2.0
@@ -173,7 +173,7 @@ class PooledPostgresSaver(AsyncPostgresSaver):
         )
         arrays: list[Any] = [list(column) for column in zip(*blobs, strict=True)] or [[]] * 6
         async def attempt(_again: bool) -> None:  # an upsert: a retry writes nothing twice
-            async with self._cursor() as cur:
+            async with self._cursor(wait=CONNECT_WAIT_SECONDS) as cur:
                 if owner is None:
                     await cur.execute(CHECKPOINT_SQL, [*arrays, *parameters])
                 else:
@@ -234,7 +234,8 @@ class PooledPostgresSaver(AsyncPostgresSaver):
         async def attempt(_again: bool) -> None:  # conflicts skip or upsert: retried safely
             # not waited out: a short wait for a connection (the pool is empty while the
             # database is away), so the run's failure reaches its readers at once
-            async with self._cursor(wait=None if wait_out_outage else FAIL_FAST_SECONDS) as cur:
+            wait = CONNECT_WAIT_SECONDS if wait_out_outage else FAIL_FAST_SECONDS
+            async with self._cursor(wait=wait) as cur:
                 await cur.execute(query, arrays)
 
         if wait_out_outage:
@@ -365,7 +366,6 @@ async def open_pooled_saver(
         min_size=1,
         max_size=max(2, pool_size),
         open=False,
-        timeout=CONNECT_WAIT_SECONDS,
         reconnect_timeout=RECONNECT_SECONDS,
         # A connection is checked when taken from the pool (`_check`): after a server restart
         # the pooled ones are dead, and each would otherwise fail one checkpoint read or write
