@@ -30,8 +30,11 @@ from pg import fresh_database
 from sqlalchemy.engine import make_url
 from waiting import wait_until
 
+from artifactflow.core.run.eventlog import new_event
+from artifactflow.core.run.live import EventSink, LiveRun
 from artifactflow.core.store.faults import ENDED_BY_SERVER, UNAVAILABLE, store_fault
 from artifactflow.core.store.repository import AppStore
+from artifactflow.events.payloads import AgentStartData
 
 
 def _fatal(message: str) -> bytes:
@@ -49,6 +52,8 @@ class EndingProxy:
 
     def __init__(self, host: str, port: int) -> None:
         self.target = (host, port)
+        self.lose_reply_with: bytes | None = None  # see `_lost_reply`
+        self.lost_replies = 0
         self.cut: list[asyncio.StreamWriter] = []
         self._clients: list[asyncio.StreamWriter] = []
         self._server: asyncio.Server | None = None
@@ -66,6 +71,9 @@ class EndingProxy:
             while data := await source.read(65536):
                 if down and writer in self.cut:
                     continue  # the server "closed": nothing more reaches the client
+                if down and self._lost_reply(data):
+                    writer.close()  # the statement committed; its answer never arrives
+                    return
                 sink.write(data)
                 await sink.drain()
             if not (down and writer in self.cut):
@@ -75,6 +83,16 @@ class EndingProxy:
             pump(reader, up_writer, False), pump(up_reader, writer, True), return_exceptions=True
         )
         up_writer.close()
+
+    def _lost_reply(self, data: bytes) -> bool:
+        """Whether `data` is the answer to drop: the first one holding `lose_reply_with` and the
+        end of its statement's implicit transaction (ReadyForQuery, idle): committed."""
+        marker = self.lose_reply_with
+        if marker is None or marker not in data or b"Z\x00\x00\x00\x05I" not in data:
+            return False
+        self.lose_reply_with = None
+        self.lost_replies += 1
+        return True
 
     def end_all(self) -> None:
         for writer in self._clients:
@@ -136,3 +154,32 @@ async def test_a_connection_the_server_ended_is_replaced_and_its_failure_is_an_o
 
     for _ in range(3):  # the pool goes on with new connections
         assert await store.last_event_id("m") == 0
+
+
+async def test_a_batch_whose_commit_answer_was_lost_is_stored_once(
+    store_and_proxy: tuple[AppStore, EndingProxy],
+) -> None:
+    """The retried event batch (`EventSink`, `store/outage_retry.py`) first reads which of its
+    events an earlier attempt stored: a commit whose answer was lost with the connection
+    writes nothing twice, and readers get each event once."""
+    store, proxy = store_and_proxy
+    token = "run-token-lost-answer"
+    conv = await store.create_conversation()
+    row = await store.add_message(
+        conversation_id=conv["id"], content="x", parent_id=None, status="running", run_token=token
+    )
+    handle = LiveRun(row["id"])
+    sink = EventSink(store, handle, run_token=token)
+    try:
+        for n in range(1, 4):  # warm both pooled connections (statements prepared)
+            sink.put(new_event(row, AgentStartData(round=n), n, "lead_agent"))
+            await sink.flush()
+        proxy.lose_reply_with = token.encode()  # the batch's answer carries the run's token
+        for n in range(4, 7):
+            sink.put(new_event(row, AgentStartData(round=n), n, "lead_agent"))
+        await sink.flush()
+    finally:
+        await sink.close()
+    assert proxy.lost_replies == 1  # the batch committed and its answer was lost
+    assert [e["event_id"] for e in await store.events(row["id"])] == [1, 2, 3, 4, 5, 6]
+    assert [e.event_id for e in handle.events] == [1, 2, 3, 4, 5, 6]
