@@ -13,6 +13,8 @@ which reads as a bug. It now says the server ended the connection (`faults.ENDED
 
 A proxy between the store and the shared server makes the window last: it sends the FATAL
 message itself and keeps the socket open, as a server does for the instant between the two.
+It also drops the answer to a committed statement (the connection lost between the commit and
+its answer), which the retried writes of a run must not repeat: its event batch and its ending.
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ from waiting import wait_until
 
 from artifactflow.core.run.eventlog import new_event
 from artifactflow.core.run.live import EventSink, LiveRun
+from artifactflow.core.run.outage import store_ending
 from artifactflow.core.store.faults import ENDED_BY_SERVER, UNAVAILABLE, store_fault
 from artifactflow.core.store.repository import AppStore
-from artifactflow.events.payloads import AgentStartData
+from artifactflow.events.payloads import AgentStartData, CompleteData
 
 
 def _fatal(message: str) -> bytes:
@@ -183,3 +186,28 @@ async def test_a_batch_whose_commit_answer_was_lost_is_stored_once(
     assert proxy.lost_replies == 1  # the batch committed and its answer was lost
     assert [e["event_id"] for e in await store.events(row["id"])] == [1, 2, 3, 4, 5, 6]
     assert [e.event_id for e in handle.events] == [1, 2, 3, 4, 5, 6]
+
+
+async def test_a_completed_ending_whose_commit_answer_was_lost_is_stored_once(
+    store_and_proxy: tuple[AppStore, EndingProxy],
+) -> None:
+    """The retried `completed` ending (`outage.store_ending`): its compare-and-set committed but
+    the answer was lost; the retry loses the compare-and-set to that first attempt, sees the row
+    is its own ending, and returns that stored event: one `complete`, the run not taken for lost."""
+    store, proxy = store_and_proxy
+    token = "run-token-lost-ending"
+    conv = await store.create_conversation()
+    row = await store.add_message(
+        conversation_id=conv["id"], content="x", parent_id=None, status="running", run_token=token
+    )
+    proxy.lose_reply_with = b"COMMIT\x00"  # the ending's durable transaction
+    event = await store_ending(
+        store, row, CompleteData(response="the answer"), agent=None, status="completed",
+        expected_status="running", expected_run_token=token, response="the answer",
+    )
+    assert proxy.lost_replies == 1
+    assert event is not None and event.type == "complete" and event.event_id == 1
+    stored = await store.events(row["id"])
+    assert [(e["event_id"], e["type"]) for e in stored] == [(1, "complete")]
+    message = await store.get_message(row["id"])
+    assert message is not None and (message["status"], message["response"]) == ("completed", "the answer")
