@@ -90,11 +90,13 @@ async def cleanup_checkpoints(rt: Runtime, message: MessageRow, *, touch: bool =
     thread's checkpoints. `touch`: `touch_conversation` its conversation too (in the first
     transaction)."""
     touched = message["conversation_id"] if touch else None
-    await rt.store.run_records_clear(message["id"], touch=touched)  # its tool ledger and hook marks
     if rt.services.settings.checkpoints.keep_completed:
+        await rt.store.run_records_clear(message["id"], touch=touched)  # its tool ledger and hook marks
         return
+    # The checkpoints first, then (one transaction) the ledger, the hook marks and the mark
+    # that they are gone: a failure between leaves rows gc clears (`gc` below).
     await rt.checkpoints.delete_thread(message["thread_id"])
-    await rt.store.update_message(message["id"], checkpoints_deleted=True)
+    await rt.store.run_records_clear(message["id"], touch=touched, checkpoints_deleted=True)
     if rt.upkeep is not None:  # hand the freed pages back, empty the logs: later (`upkeep.py`)
         rt.upkeep.request()
 
