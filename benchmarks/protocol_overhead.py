@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -141,7 +142,11 @@ async def main() -> None:
                             )
             finally:
                 server.terminate()
-                server.wait(10)
+                try:
+                    server.wait(60)
+                except subprocess.TimeoutExpired:  # a busy machine: it gets a minute to stop
+                    server.kill()
+                    server.wait()
     finally:
         model.stdin.close()  # type: ignore[union-attr]  # the model server stops with its stdin
         model.wait(10)
