@@ -177,7 +177,7 @@ def _metrics_document(dialect: str) -> sa.ColumnElement[object]:
 
 
 @functools.cache
-def _usage_query(dialect: str) -> sa.Select[tuple[object, ...]]:
+def _usage_query(dialect: str) -> sa.Select[tuple[Any, ...]]:
     doc: Any = _metrics_document(dialect)
     zero = sa.literal(0)
 
@@ -190,7 +190,7 @@ def _usage_query(dialect: str) -> sa.Select[tuple[object, ...]]:
         (complete.is_(False), 1), (sa.and_(complete.is_(None), llm_calls > 0), 1), else_=0
     )
     cost = doc["cost_usd"].as_float()
-    return sa.select(
+    query: sa.Select[tuple[Any, ...]] = sa.select(  # type: ignore[assignment]
         sa.func.count(),
         number("tokens", "prompt"),
         number("tokens", "completion"),
@@ -202,6 +202,7 @@ def _usage_query(dialect: str) -> sa.Select[tuple[object, ...]]:
         t.messages.c.conversation_id == sa.bindparam("cid"),
         t.messages.c.id != sa.bindparam("skip"),
     )
+    return query
 
 
 async def usage_sums(store: AppStore, conversation_id: str, *, excluding: str) -> UsageSums:
@@ -209,8 +210,8 @@ async def usage_sums(store: AppStore, conversation_id: str, *, excluding: str) -
     database in one statement: one row comes back however long the conversation is (its
     messages' rows, each with its list of calls, are not read and decoded here)."""
     query = _usage_query(store.engine.dialect.name).params(cid=conversation_id, skip=excluding)
-    row = (await store.fetch_rows(query))[0]
-    count, prompt, completion, total, cost, priced, unpriced = tuple(row.values())
+    sums: list[Any] = list((await store.fetch_rows(query))[0].values())
+    count, prompt, completion, total, cost, priced, unpriced = sums
     return UsageSums(
         int(count), int(prompt), int(completion), int(total), float(cost), int(priced), int(unpriced)
     )
