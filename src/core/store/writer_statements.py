@@ -39,6 +39,10 @@ _CLEAR = (
     "DELETE FROM af_hook_marks WHERE message_id = ?",
 )
 _TOUCH = "UPDATE af_conversations SET updated_at = ? WHERE id = ?"
+_ACTIVATE = (
+    "UPDATE af_conversations SET updated_at = ?, active_message_id = ?, title = COALESCE(title, ?) "
+    "WHERE id = ?"
+)
 _CHECKPOINTS_DELETED = "UPDATE af_messages SET checkpoints_deleted = 1, updated_at = ? WHERE id = ?"
 _EVENT_COLUMNS = ("message_id", "event_id", "type", "agent", "timestamp", "data", "data_z")
 
@@ -136,6 +140,37 @@ def clear_run_records_job(message_id: str, touch: str | None, checkpoints_delete
             conn.execute(sql, (message_id,))
         if checkpoints_deleted:
             conn.execute(_CHECKPOINTS_DELETED, (now, message_id))
+
+    return job
+
+
+@functools.cache
+def _insert_sql(table: sa.Table, columns: tuple[str, ...]) -> str:
+    marks = ", ".join("?" for _ in columns)
+    return f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({marks})"
+
+
+def add_message_job(
+    dialect: Dialect,
+    message: Mapping[str, Any],
+    conversation: Mapping[str, Any] | None,
+    activate: str | None,
+) -> Job:
+    """`ConversationRecords.add_message` as one writer job: the new conversation's row (if
+    any), the message's, and with `activate` the conversation's active message and title."""
+    rows = [] if conversation is None else [(t.conversations, conversation)]
+    rows.append((t.messages, message))
+    inserts = [(_insert_sql(table, tuple(row)), _bind(table, dialect, row)) for table, row in rows]
+    touch = None
+    if activate is not None:
+        title = _bind(t.conversations, dialect, {"title": activate})[0]
+        touch = (message["created_at"], message["id"], title, message["conversation_id"])
+
+    def job(conn: sqlite3.Connection) -> None:
+        for sql, params in inserts:
+            conn.execute(sql, params)
+        if touch is not None:
+            conn.execute(_ACTIVATE, touch)
 
     return job
 
