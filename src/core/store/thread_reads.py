@@ -29,8 +29,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 
 from . import schema as t
+from .codec import event_record
 from .conversation_records import _message
-from .rows import ConversationRow, MessageRow
+from .rows import ConversationRow, EventRow, MessageRow
 
 if TYPE_CHECKING:
     from .repository import AppStore
@@ -215,3 +216,19 @@ async def usage_sums(store: AppStore, conversation_id: str, *, excluding: str) -
     return UsageSums(
         int(count), int(prompt), int(completion), int(total), float(cost), int(priced), int(unpriced)
     )
+
+
+async def events_of(store: AppStore, message_ids: list[str]) -> dict[str, list[EventRow]]:
+    """The stored events of every message in `message_ids`, in event order: one statement per
+    500 messages, where `events(message_id)` per message costs a read (and its message's)
+    each. The size of what comes back is the messages' logs: for reads that need them all."""
+    out: dict[str, list[EventRow]] = {mid: [] for mid in message_ids}
+    for start in range(0, len(message_ids), 500):
+        query = (
+            sa.select(t.events)
+            .where(t.events.c.message_id.in_(message_ids[start : start + 500]))
+            .order_by(t.events.c.message_id, t.events.c.event_id)
+        )
+        for row in await store.fetch_rows(query):
+            out[row["message_id"]].append(event_record(row))
+    return out
