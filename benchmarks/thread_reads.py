@@ -18,8 +18,15 @@ ratio of the 1,000-message median to the 10-message one (target ≤ 2 for the O(
 The benchmark asserts what each read returned (page lengths, the active message, every event).
 The machine is shared: run it on an idle one for absolute figures; the ratios are within one run.
 
-Run: `python benchmarks/thread_reads.py [--sizes 10,100,1000] [--repeats 15] [--pg URL]`
-(`--pg`: also on PostgreSQL, an empty database at URL).
+With `--protocol`, the Agent Protocol's reads of the same sizes are timed too, in process over
+ASGI against a served client: `GET /threads/{id}` (open), `GET /threads/{id}/state`, `POST
+/threads/{id}/history` (a page of 10 states) and `POST /threads/search` (a page of 20 with
+their values). Their conversations are copies of one real run's message and events (one tool
+round with a 4 KB result, then the answer, on the peers' fake model), so the protocol reads
+events of the shapes a run writes; the state must hold 4 messages per message of the thread.
+
+Run: `python benchmarks/thread_reads.py [--sizes 10,100,1000] [--repeats 15] [--pg URL]
+[--protocol]` (`--pg`: also on PostgreSQL, an empty database at URL).
 """
 
 from __future__ import annotations
@@ -33,6 +40,9 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
 
 from artifactflow.core.store import schema as t
 from artifactflow.core.store.codec import event_row
@@ -161,15 +171,124 @@ async def run(url: str | None, sizes: list[int], repeats: int) -> str:
     )
 
 
+async def copy_thread(store: AppStore, seed: str, size: int) -> tuple[str, list[str]]:
+    """A conversation of `size` copies of message `seed` (its row and its stored events) on
+    one branch, the last active."""
+    row = dict((await store.fetch_rows(sa.select(t.messages).where(t.messages.c.id == seed)))[0])
+    rows = await store.fetch_rows(sa.select(t.events).where(t.events.c.message_id == seed))
+    events = [dict(r) for r in rows]
+    cid, now = uuid.uuid4().hex, time.time()
+    ids = [uuid.uuid4().hex for _ in range(size)]
+    await store.write(t.conversations.insert().values(
+        id=cid, user_id=None, title=f"{size} messages", active_message_id=ids[-1],
+        created_at=now, updated_at=now + size,
+    ))
+    messages, copies = [], []
+    for n, mid in enumerate(ids):
+        messages.append({**row, "id": mid, "conversation_id": cid, "thread_id": f"thread-{mid}",
+                         "parent_id": ids[n - 1] if n else None, "created_at": now + n,
+                         "updated_at": now + n})
+        copies += [{**e, "message_id": mid} for e in events]
+    for start in range(0, size, 200):
+        await store.write(t.messages.insert().values(messages[start : start + 200]))
+    for start in range(0, len(copies), 500):
+        await store.write(t.events.insert().values(copies[start : start + 500]))
+    return cid, ids
+
+
+async def protocol_run(url: str | None, sizes: list[int], repeats: int) -> str:
+    """The protocol's thread reads at each size (see the module docstring)."""
+    import os
+
+    import httpx
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import concurrency as bench
+    from fake_model import task
+    from peer_adapters import Artifactflow
+
+    from artifactflow.api.app import create_app
+
+    model = bench.spawn_model()
+    try:
+        base_url = model.stdout.readline().strip()  # type: ignore[union-attr]
+        os.environ.setdefault("OPENAI_API_KEY", "benchmark-no-network")
+        with tempfile.TemporaryDirectory() as folder:
+            peer = Artifactflow(Path(folder), base_url)
+            if url is not None:
+                settings = peer.config / "artifactflow.yaml"
+                settings.write_text(settings.read_text() + f"database_url: {url}\n")
+            await peer.open()
+            try:
+                result = await peer.client.run(task(1))
+                assert result.status == "completed", result
+                store = peer.client.admin.store
+                built = {size: await copy_thread(store, result.message_id, size) for size in sizes}
+                app = create_app(client=peer.client)
+                transport = httpx.ASGITransport(app=app)
+                async with httpx.AsyncClient(transport=transport, base_url="http://af") as http:
+                    timings = await measure_protocol(http, built, sizes, repeats)
+            finally:
+                await peer.close()
+    finally:
+        model.stdin.close()  # type: ignore[union-attr]  # the model server stops with its stdin
+        model.wait(10)
+    label = "SQLite" if url is None else "PostgreSQL"
+    return report(
+        f"Agent Protocol, {label}: medians (min–max) of {repeats} interleaved repeats, ms "
+        "(in process over ASGI)", sizes, timings,
+    )
+
+
+async def measure_protocol(
+    http: Any, built: dict[int, tuple[str, list[str]]], sizes: list[int], repeats: int
+) -> dict[tuple[str, int], list[float]]:
+    def check(response: Any) -> Any:
+        assert response.status_code == 200, (response.status_code, response.text[:200])
+        return response.json()
+
+    def reads(cid: str, size: int) -> dict[str, Callable[[], Awaitable[None]]]:
+        async def open_thread() -> None:
+            assert len(check(await http.get(f"/threads/{cid}"))["values"]["messages"]) == 4 * size
+
+        async def state() -> None:
+            assert len(check(await http.get(f"/threads/{cid}/state"))["values"]["messages"]) == 4 * size
+
+        async def history() -> None:
+            assert len(check(await http.post(f"/threads/{cid}/history", json={"limit": 10}))) == 10
+
+        async def search() -> None:
+            assert len(check(await http.post("/threads/search", json={"limit": 20}))) >= 1
+
+        return {"GET /threads/{id}": open_thread, "GET /threads/{id}/state": state,
+                "POST /threads/{id}/history (10)": history, "POST /threads/search (20)": search}
+
+    timings: dict[tuple[str, int], list[float]] = {}
+    for repeat in range(repeats):
+        for size in sizes if repeat % 2 == 0 else sizes[::-1]:
+            for name, read in reads(built[size][0], size).items():
+                if size > 100 and repeat >= 3:
+                    continue  # seconds per read at 1,000: three samples say enough
+                started = time.perf_counter()
+                await read()
+                timings.setdefault((name, size), []).append((time.perf_counter() - started) * 1000)
+    return timings
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--sizes", default="10,100,1000")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--pg", metavar="URL", help="also on PostgreSQL (an empty database)")
+    parser.add_argument("--protocol", action="store_true", help="also the Agent Protocol's reads")
     args = parser.parse_args()
     sizes = sorted(int(x) for x in args.sizes.split(","))
     if len(sizes) < 2 or args.repeats < 3:
         sys.exit("give at least two sizes and --repeats ≥ 3")
+    if args.protocol:  # first on PostgreSQL: the store reads' made-up events are no run's
+        print(asyncio.run(protocol_run(None, sizes, args.repeats)))
+        if args.pg:
+            print(asyncio.run(protocol_run(args.pg, sizes, args.repeats)))
     print(asyncio.run(run(None, sizes, args.repeats)))
     if args.pg:
         print(asyncio.run(run(args.pg, sizes, args.repeats)))

@@ -30,25 +30,40 @@ from sqlalchemy import event as sa_event
 from waiting import wait_until
 
 from artifactflow import Client
+from artifactflow.core.store.sqlite_writer import sqlite_writer_for
 
 
 class Faults:
-    """Which failure the app store's connections get on their next checkout."""
+    """Which failure the app store's connections get: the pooled ones on their next checkout,
+    the store's SQLite writer (the hot path's own connection) when the mode is set."""
 
     def __init__(self, client: Client) -> None:
-        self.mode: str | None = None
-        engine = client._engine.store.engine  # noqa: SLF001 - the test reaches the real file
-        sa_event.listen(engine.sync_engine, "checkout", self._apply)
+        self._mode: str | None = None
+        store = client._engine.store  # noqa: SLF001 - the test reaches the real file
+        self.writer = sqlite_writer_for(store)
+        sa_event.listen(store.engine.sync_engine, "checkout", self._apply)
+
+    @property
+    def mode(self) -> str | None:
+        return self._mode
+
+    async def set(self, mode: str | None) -> None:
+        self._mode = mode
+        if self.writer is not None:
+            await self.writer.run(self._restrict)
 
     def _apply(self, dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
-        cursor = dbapi_conn.cursor()
-        if self.mode == "full":
+        self._restrict(dbapi_conn)
+
+    def _restrict(self, conn: Any) -> None:
+        cursor = conn.cursor()
+        if self._mode == "full":
             cursor.execute("PRAGMA page_count")
             pages = cursor.fetchone()[0]
             cursor.execute(f"PRAGMA max_page_count={pages}")
         else:
             cursor.execute("PRAGMA max_page_count=1073741823")
-        cursor.execute(f"PRAGMA query_only={1 if self.mode == 'read-only' else 0}")
+        cursor.execute(f"PRAGMA query_only={1 if self._mode == 'read-only' else 0}")
         cursor.close()
 
 
@@ -75,11 +90,11 @@ async def test_full_disk_ends_the_run_failed(client: Client, llm_env: Any) -> No
     run = await client.runs.start("write a long answer")
     reader = asyncio.create_task(_read_all(run))
     await wait_until(lambda: llm_env.request_count == 1, what="the model request")
-    faults.mode = "full"
+    await faults.set("full")
 
     events = await reader
     assert events[-1].type == "error" and "disk full" in events[-1].data.message
-    faults.mode = None  # space returns
+    await faults.set(None)  # space returns
     message = await wait_until(
         lambda: _ended(client, run.message_id), what="a final status"
     )
@@ -99,14 +114,14 @@ async def test_final_write_waits_for_writes_to_succeed_again(client: Client, llm
     run = await client.runs.start("a run whose database stops taking writes")
     reader = asyncio.create_task(_read_all(run))
     await wait_until(lambda: llm_env.request_count == 1, what="the model request")
-    faults.mode = "read-only"
+    await faults.set("read-only")
 
     events = await reader  # told at once, while nothing can be written
     assert events[-1].type == "error" and "read-only" in events[-1].data.message
     assert run.message_id in events[-1].data.message
     assert (await client.conversations.message(run.message_id))["status"] == "running"
 
-    faults.mode = None  # writes succeed again: the final status lands without anyone asking
+    await faults.set(None)  # writes succeed again: the final status lands without anyone asking
     message = await wait_until(
         lambda: _ended(client, run.message_id), what="a final status"
     )
@@ -145,13 +160,26 @@ async def test_durable_writes_sync_the_wal_on_sqlite(tmp_path: Path) -> None:
 
         sa_event.listen(store.engine.sync_engine, "before_cursor_execute", record)
         assert await store.ledger_begin("m1", "call-1") == "started"  # the tool node's call
+        # the ledger through SQLAlchemy: FULL while it runs; the status changes on the
+        # store's writer (`writer_statements.py`): FULL around a final one and a claim with
+        # decisions, the connection's NORMAL for a pause and after each
+        assert levels == [("INSERT", 2)]
+        writer = sqlite_writer_for(store)
+        assert writer is not None
+        traced: list[str] = []
+        await writer.run(lambda conn: conn.set_trace_callback(traced.append))
         await store.change_status("m1", expected_status="running", status="failed")
         await store.change_status("m1", expected_status="running", status="waiting")
         await store.change_status(  # a resume's claim that stores the accepted decisions
             "m1", expected_status="waiting", status="running", decisions={"d": 1}
         )
-        # FULL, FULL, NORMAL, FULL
-        assert levels == [("INSERT", 2), ("UPDATE", 2), ("UPDATE", 1), ("UPDATE", 2)]
+        synchronous = [s.split()[1] for s in traced if s.startswith(("PRAGMA", "UPDATE"))]
+        assert synchronous == [
+            "synchronous=FULL", "af_messages", "synchronous=NORMAL",  # failed
+            "af_messages",  # waiting
+            "synchronous=FULL", "af_messages", "synchronous=NORMAL",  # running + decisions
+        ], traced
+        assert await writer.run(lambda conn: conn.execute("PRAGMA synchronous").fetchall()) == [(1,)]
         async with store.engine.connect() as conn:
             assert (await conn.exec_driver_sql("PRAGMA synchronous")).scalar() == 1
     finally:
@@ -261,9 +289,9 @@ async def test_a_run_ended_after_an_outage_fires_on_run_end_once(
         run = await client.runs.start("a run whose database stops taking writes")
         reader = asyncio.create_task(_read_all(run))
         await wait_until(lambda: llm_env.request_count == 1, what="the model request")
-        faults.mode = "read-only"
+        await faults.set("read-only")
         await reader
-        faults.mode = None
+        await faults.set(None)
         await wait_until(lambda: _ended(client, run.message_id), what="a final status")
         await wait_until(lambda: ends.seen, what="on_run_end")
         assert ends.seen == ["failed"]

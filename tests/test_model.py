@@ -41,6 +41,7 @@ from artifactflow.agents.model import (
     register_model_api,
 )
 from artifactflow.agents.model.openai_chat import retry_after
+from artifactflow.agents.model.openai_http import env_proxy
 from artifactflow.agents.model.registry import _APIS
 from artifactflow.agents.model.retry import Attempt, Failure, with_retries
 from artifactflow.settings import LLMSettings
@@ -298,6 +299,7 @@ class KeepAliveChat(asyncio.Protocol):
     request): each request, once whole, gets a streamed answer "answer N"; bodies are kept."""
 
     bodies: list[bytes] = []
+    heads: list[bytes] = []
     connections = 0
 
     def connection_made(self, transport: Any) -> None:
@@ -312,6 +314,7 @@ class KeepAliveChat(asyncio.Protocol):
             if len(rest) < length:
                 return
             self.bodies.append(rest[:length])
+            self.heads.append(head)
             self.buffer = rest[length:]
             chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
                      "choices": [{"index": 0, "delta": {"content": f"answer {len(self.bodies)}"},
@@ -338,6 +341,34 @@ async def test_calls_reuse_one_kept_alive_connection_and_arrive_whole():
             assert (await model.complete(request)).content == f"answer {n}"
         assert KeepAliveChat.connections == 1
         assert [json.loads(b)["messages"] for b in KeepAliveChat.bodies] == [MESSAGES] * 3
+    finally:
+        await model.aclose()
+        server.close()
+
+
+async def test_a_proxy_from_the_environment_is_used_read_once(monkeypatch):
+    """`HTTP_PROXY` (with credentials) routes model calls through the proxy, as the SDK's
+    client did; `NO_PROXY` exempts a host. The environment is read when the endpoint is made,
+    not before every request."""
+    KeepAliveChat.bodies, KeepAliveChat.heads, KeepAliveChat.connections = [], [], 0
+    server = await asyncio.get_running_loop().create_server(KeepAliveChat, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    for name in ("http_proxy", "no_proxy", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)  # lower case wins in urllib: none here
+    monkeypatch.setenv("HTTP_PROXY", f"http://user:p%40ss@127.0.0.1:{port}")
+    monkeypatch.setenv("NO_PROXY", "exempt.example")
+    model = OpenAIChatModel(POLICY)
+    target = ResolvedModel(None, "m", "http://model.example:8080/v1", "k")  # not resolvable
+    try:
+        request = ModelRequest(target, MESSAGES, agent="lead_agent")
+        assert (await model.complete(request)).content == "answer 1"
+        head = KeepAliveChat.heads[0].decode()
+        assert head.startswith("POST http://model.example:8080/v1/chat/completions HTTP/1.1")
+        assert "Proxy-Authorization: Basic dXNlcjpwQHNz" in head  # user:p@ss
+        assert "Authorization: Bearer k" in head
+        assert env_proxy("http://exempt.example/v1/chat/completions") == (None, None)
+        monkeypatch.delenv("HTTP_PROXY")  # read once: the endpoint keeps its proxy
+        assert (await model.complete(request)).content == "answer 2"
     finally:
         await model.aclose()
         server.close()

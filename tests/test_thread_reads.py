@@ -130,3 +130,37 @@ async def test_the_api_serves_branch_pages_of_real_runs(make_client, llm):
         assert missing.status_code == 404
     again = await client.conversations.branch(first.conversation_id, limit=5)
     assert [m["id"] for m in again.messages] == [third.message_id, second.message_id, first.message_id]
+
+
+async def test_usage_sums_equal_the_fold_over_every_message(store):
+    """`usage_sums` (the database's sum, one row back) gives what `conversation_usage` over
+    the messages' stored metrics gives: priced, unpriced, unreported and metric-less messages,
+    and the one left out."""
+    from artifactflow.core.metrics import conversation_usage
+    from artifactflow.core.run.maintenance import with_others
+    from artifactflow.core.store.thread_reads import usage_sums
+
+    cid, ids = await chain(store, 6)
+    figures = [
+        {"llm_calls": 2, "tokens": {"prompt": 100, "completion": 20, "total": 120},
+         "cost_usd": 0.0125, "cost_complete": True},
+        {"llm_calls": 1, "tokens": {"prompt": 7, "completion": 3, "total": 10},
+         "cost_usd": None, "cost_complete": False},  # a call without a price
+        {"llm_calls": 1, "tokens": {"prompt": None, "completion": None, "total": None},
+         "cost_usd": 0.5, "cost_complete": True},  # the server sent no usage
+        {"llm_calls": 3, "tokens": {"prompt": 1, "completion": 1, "total": 2}},  # older rows
+        None,  # no metrics yet (running)
+        {"llm_calls": 1, "tokens": {"prompt": 9000, "completion": 9, "total": 9009},
+         "cost_usd": 0.25, "cost_complete": True},  # the message whose run ends
+    ]
+    for message_id, metrics in zip(ids, figures, strict=True):
+        if metrics is not None:
+            await store.update_message(message_id, metrics=metrics)
+    everyone = [{"metrics": m} for m in figures]
+    sums = await usage_sums(store, cid, excluding=ids[-1])
+    assert (sums.messages, sums.total, sums.priced, sums.unpriced) == (5, 132, 2, 2)
+    assert with_others(conversation_usage([everyone[-1]]), sums) == conversation_usage(everyone)
+    only = await usage_sums(store, cid, excluding="no-such-message")
+    assert only.messages == 6 and only.cost_usd == pytest.approx(0.7625)
+    empty = await usage_sums(store, "no-such-conversation", excluding=ids[0])
+    assert (empty.messages, empty.total, empty.cost_usd) == (0, 0, 0.0)

@@ -93,6 +93,22 @@ class MessageUsage(TypedDict):
     cost_usd: float | None
 
 
+# The event types `records_from_events` reads, and the fields it reads of each (None: all):
+# a run's end folds only these, not a dump of every event (a tool result is kilobytes).
+METRIC_FIELDS: dict[str, set[str] | None] = {
+    "llm_complete": None,
+    "context_compacted": None,
+    "tool_complete": {"invocation", "tool", "success", "duration_ms"},
+}
+
+
+def metric_view(event: Any) -> dict[str, Any]:
+    """A typed event (`events.Event`) as `records_from_events` reads it: its type, agent and
+    the data fields it needs."""
+    fields = METRIC_FIELDS.get(str(event.type))
+    return {"type": str(event.type), "agent": event.agent, "data": event.data.model_dump(mode="json", include=fields)}
+
+
 def records_from_events(events: Sequence[Mapping[str, Any]]) -> list[CallRecord]:
     records: list[CallRecord] = []
     for event in events:

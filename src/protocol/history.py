@@ -18,9 +18,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError
+from ..events.envelope import Event
 from .convert import interrupt_of
 from .steps import LEAD_NODE, TOOL_NODE, message_steps, parse_step_id, step_id
-from .views import ROOT, checkpoint, iso, path_to
+from .views import ROOT, checkpoint, events_by_message, iso, path_to
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -58,8 +59,9 @@ async def branch_states(client: Client, thread_id: str, path: list[JSON]) -> lis
     """Every state of the branch root → `path[-1]`, oldest first."""
     states = [_root(thread_id)]
     base: list[JSON] = []
+    events = await events_by_message(client, path)
     for message in path:
-        mine, base = await _message_states(client, thread_id, message, base, states[-1])
+        mine, base = _message_states(thread_id, message, events[message["id"]], base, states[-1])
         states += mine
     return states
 
@@ -73,24 +75,25 @@ async def thread_states(client: Client, thread_id: str, messages: list[JSON]) ->
     root = _root(thread_id)
     found: list[tuple[tuple[float, int], JSON]] = [((0.0, -1), root)]
     todo: list[tuple[str | None, list[JSON], JSON]] = [(None, [], root)]
+    events = await events_by_message(client, messages)
     while todo:
         parent_id, base, parent_state = todo.pop()
         for message in children.get(parent_id, []):
-            mine, after = await _message_states(client, thread_id, message, base, parent_state)
+            mine, after = _message_states(thread_id, message, events[message["id"]], base, parent_state)
             found += [((message["created_at"], i), state) for i, state in enumerate(mine)]
             todo.append((message["id"], after, mine[-1]))
     found.sort(key=lambda pair: pair[0], reverse=True)
     return [state for _, state in found]
 
 
-async def _message_states(
-    client: Client, thread_id: str, message: JSON, base: list[JSON], parent: JSON
+def _message_states(
+    thread_id: str, message: JSON, events: list[Event], base: list[JSON], parent: JSON
 ) -> tuple[list[JSON], list[JSON]]:
     """The states of one message's steps after `parent` (the state its input follows), and
     the branch's messages after it."""
     states: list[JSON] = []
     previous = parent
-    steps = message_steps(message, await client.runs.events(message["id"]))
+    steps = message_steps(message, events)
     for index, (step, node, writes, messages) in enumerate(steps):
         last = index == len(steps) - 1
         interrupts: list[JSON] = []

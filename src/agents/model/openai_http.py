@@ -24,6 +24,8 @@ import asyncio
 import functools
 import importlib
 import os
+import urllib.parse
+import urllib.request
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -67,6 +69,8 @@ class ChatEndpoint:
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)
         self._session: aiohttp.ClientSession | None = None
         self.request: Any = sdk_http().Request("POST", self.url)  # what the SDK's errors carry
+        self.proxy, self.proxy_auth = env_proxy(self.url)
+
 
     def _open(self) -> aiohttp.ClientSession:
         session = self._session
@@ -75,7 +79,9 @@ class ChatEndpoint:
             session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=0, ssl=default_ssl_context() or True),
                 timeout=self._timeout,
-                trust_env=True,  # HTTP(S)_PROXY and NO_PROXY, as the SDK's httpx client
+                # the proxy is read from the environment once (`env_proxy`): aiohttp's
+                # `trust_env` reads it, and ~/.netrc, on a worker thread before every request
+                trust_env=False,
                 skip_auto_headers=("User-Agent",),
             )
             self._session = session
@@ -84,7 +90,10 @@ class ChatEndpoint:
     async def post(self, body: bytes) -> aiohttp.ClientResponse:
         """POST `body`; the response once its status is a success (its body unread)."""
         try:
-            response = await self._open().post(self.url, data=body, headers=self.headers)
+            response = await self._open().post(
+                self.url, data=body, headers=self.headers, proxy=self.proxy,
+                proxy_auth=self.proxy_auth,
+            )
         except TimeoutError as err:
             raise openai.APITimeoutError(request=self.request) from err
         except (aiohttp.ClientError, OSError) as err:
@@ -122,6 +131,28 @@ class ChatEndpoint:
         if self._session is not None and not self._session.closed:
             await self._session.close()
         self._session = None
+
+
+def env_proxy(url: str) -> tuple[str | None, aiohttp.BasicAuth | None]:
+    """The proxy for `url` from the environment (`HTTPS_PROXY`/`HTTP_PROXY`, `ALL_PROXY`,
+    `NO_PROXY`, as the SDK's httpx client reads them), with its credentials; (None, None) for
+    a direct connection. Read once per endpoint: the environment of a running process is not
+    expected to change its proxy between two model calls."""
+    parts = urllib.parse.urlsplit(url)
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
+        return None, None
+    if "://" not in proxy:
+        proxy = "http://" + proxy
+    split = urllib.parse.urlsplit(proxy)
+    if split.username is None:
+        return proxy, None
+    auth = aiohttp.BasicAuth(
+        urllib.parse.unquote(split.username), urllib.parse.unquote(split.password or "")
+    )
+    bare = split._replace(netloc=(split.hostname or "") + (f":{split.port}" if split.port else ""))
+    return urllib.parse.urlunsplit(bare), auth
 
 
 async def json_body(response: aiohttp.ClientResponse, request: Any) -> Any:

@@ -19,8 +19,15 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypedDict
 
 from ...events.payloads import ErrorData
-from ..metrics import RunMetrics, conversation_usage, records_from_events, summarize
+from ..metrics import (
+    ConversationUsage,
+    RunMetrics,
+    conversation_usage,
+    records_from_events,
+    summarize,
+)
 from ..store.rows import MessageRow
+from ..store.thread_reads import UsageSums, usage_sums
 from .eventlog import change_status
 from .runtime import Runtime
 
@@ -65,9 +72,26 @@ async def run_metrics(
     if events is None:
         events = await rt.store.events(message_id)
     metrics = summarize(records_from_events(events), wall)
-    others = [m for m in await rt.store.list_messages(message["conversation_id"]) if m["id"] != message_id]
-    metrics["conversation"] = conversation_usage([*others, {"metrics": metrics}])
+    others = await usage_sums(rt.store, message["conversation_id"], excluding=message_id)
+    metrics["conversation"] = with_others(conversation_usage([{"metrics": metrics}]), others)
     return metrics
+
+
+def with_others(mine: ConversationUsage, others: UsageSums) -> ConversationUsage:
+    """A message's own usage plus the rest of its conversation's (summed in the database,
+    `thread_reads.usage_sums`): what `conversation_usage` over every message gives, without
+    reading every message at each run's end."""
+    priced = others.priced + (mine["cost_usd"] is not None)
+    return {
+        "messages": others.messages + mine["messages"],
+        "tokens": {
+            "prompt": others.prompt + mine["tokens"]["prompt"],
+            "completion": others.completion + mine["tokens"]["completion"],
+            "total": others.total + mine["tokens"]["total"],
+        },
+        "cost_usd": round(others.cost_usd + (mine["cost_usd"] or 0.0), 6) if priced else None,
+        "cost_complete": others.unpriced == 0 and mine["cost_complete"],
+    }
 
 
 async def final_metrics(
@@ -90,11 +114,13 @@ async def cleanup_checkpoints(rt: Runtime, message: MessageRow, *, touch: bool =
     thread's checkpoints. `touch`: `touch_conversation` its conversation too (in the first
     transaction)."""
     touched = message["conversation_id"] if touch else None
-    await rt.store.run_records_clear(message["id"], touch=touched)  # its tool ledger and hook marks
     if rt.services.settings.checkpoints.keep_completed:
+        await rt.store.run_records_clear(message["id"], touch=touched)  # its tool ledger and hook marks
         return
+    # The checkpoints first, then (one transaction) the ledger, the hook marks and the mark
+    # that they are gone: a failure between leaves rows gc clears (`gc` below).
     await rt.checkpoints.delete_thread(message["thread_id"])
-    await rt.store.update_message(message["id"], checkpoints_deleted=True)
+    await rt.store.run_records_clear(message["id"], touch=touched, checkpoints_deleted=True)
     if rt.upkeep is not None:  # hand the freed pages back, empty the logs: later (`upkeep.py`)
         rt.upkeep.request()
 

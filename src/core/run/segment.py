@@ -41,7 +41,7 @@ from ...errors import (
     StoreUnavailableError,
     scrub_secrets,
 )
-from ...events.envelope import EPHEMERAL_TYPES, Emitted, Event, EventType
+from ...events.envelope import Emitted, Event, EventType
 from ...events.payloads import (
     CancelledData,
     CompleteData,
@@ -56,7 +56,7 @@ from ...hooks import runs as hook_runs
 from ...hooks.types import RunEnd, RunInfo
 from ...shapes import AskedCall, PauseRecord, RecordedDecision
 from ..context import RunContext, Services
-from ..metrics import RunMetrics
+from ..metrics import METRIC_FIELDS, RunMetrics, metric_view
 from ..state import LEAD
 from ..store.faults import store_fault
 from ..store.rows import MessageRow
@@ -315,7 +315,7 @@ class Segment:
         """The run's metrics. A fresh message's first segment published its whole log to its
         handle (stored first), so its events and its row are at hand, not read back."""
         if self.fresh and self.handle.whole and not self.handle.lost:
-            events = [e.model_dump(mode="json") for e in self.handle.events if e.type not in EPHEMERAL_TYPES]
+            events = [metric_view(e) for e in self.handle.events if e.type in METRIC_FIELDS]
             return await run_metrics(self.rt, self.message["id"], self.started, events=events, message=self.message)
         return await run_metrics(self.rt, self.message["id"], self.started)
 

@@ -8,6 +8,7 @@ events, ledger rows and workflow runs, its artifacts and approvals) in one trans
 
 from __future__ import annotations
 
+import sqlite3
 import time
 import uuid
 from collections.abc import Iterable
@@ -20,7 +21,9 @@ from . import schema as t
 from .codec import loads
 from .eventlog import message_values
 from .rows import ConversationRow, MessageRow
+from .sqlite_writer import sqlite_writer_for
 from .unit_of_work import UnitOfWork
+from .writer_statements import add_message_job
 
 
 def _message(row: RowMapping) -> MessageRow:
@@ -170,6 +173,13 @@ class ConversationRecords(UnitOfWork):
             checkpoints_deleted=False, created_at=now, updated_at=now,
             cancel_requested_at=None, decisions=None,
         )
+        writer = sqlite_writer_for(self)
+        if writer is not None:  # SQLite: one hop to the store's writer, fixed SQL
+            try:
+                await writer.transact(add_message_job(self.engine.dialect, record, new_conversation, activate))
+                return record
+            except sqlite3.Error:  # rolled back: SQLAlchemy's path tries again, its errors as ever
+                pass
         statements: list[sa.Executable] = [t.messages.insert().values(**record)]
         if new_conversation is not None:
             statements.insert(0, t.conversations.insert().values(**new_conversation))

@@ -23,6 +23,7 @@ without a BEGIN/COMMIT around it, in one round trip.
 from __future__ import annotations
 
 import enum
+import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from .pg_unnest import Rows, unnest_for
 from .rows import EventRow
 from .sqlite_writer import sqlite_writer_for
 from .unit_of_work import UnitOfWork
+from .writer_statements import plain_values, status_change_job
 
 # A conflict on the event id can only come from a writer that skipped the row lock (an older
 # version writing explicit ids); each retry sees its latest insert, but such a writer may keep
@@ -143,11 +145,28 @@ class EventLog(UnitOfWork):
                     t.messages.c.lease_expires_at < stale_before,
                 )
             )
+        # Durable: a run's end, and a claim carrying accepted decisions (a person's answer
+        # must not be asked again after a database crash).
+        durable = status in DURABLE_STATUSES or fields.get("decisions") is not None
+        writer = sqlite_writer_for(self)
+        if writer is not None and plain_values(values):  # SQLite: one hop, fixed SQL
+            token: tuple[str, str | None] = (
+                ("any", None) if expected_run_token is ANY
+                else ("null", None) if expected_run_token is None
+                else ("equal", expected_run_token)
+            )
+            job = status_change_job(
+                self.engine.dialect, message_id, expected=expected, values=values, token=token,
+                guard_cancel=unless_cancel_requested, stale_before=stale_before, event=event,
+            )
+            try:
+                won, found, stored = await writer.transact(job, durable=durable)
+            except sqlite3.Error:  # rolled back: SQLAlchemy's path tries again, its errors as ever
+                pass
+            else:
+                return StatusChange(won, found, stored)
         for attempt in range(EVENT_ID_RETRIES):
             try:
-                # Durable: a run's end, and a claim carrying accepted decisions (a person's
-                # answer must not be asked again after a database crash).
-                durable = status in DURABLE_STATUSES or fields.get("decisions") is not None
                 async with self.transaction(durable=durable) as conn:
                     result = await conn.execute(query.values(**values))
                     if result.rowcount != 1:
@@ -221,7 +240,12 @@ class EventLog(UnitOfWork):
         return None if row is None else row[0] is not None
 
     async def cancel_requested(self, message_id: str) -> bool:
-        """Whether a cancel was accepted for the message (`request_cancel`)."""
+        """Whether a cancel was accepted for the message (`request_cancel`). A run asks at its
+        step boundaries (`cancel_poll.py`): on SQLite one hop to the store's writer thread with
+        fixed SQL, not a pooled connection, a greenlet and a thread hop per statement."""
+        writer = sqlite_writer_for(self)
+        if writer is not None:
+            return await writer.cancel_requested(message_id)
         query = sa.select(t.messages.c.cancel_requested_at).where(t.messages.c.id == message_id)
         return await self.fetch_value(query) is not None
 

@@ -14,6 +14,7 @@ Both only matter while a message may still resume; the rows of finished messages
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Mapping
 from typing import Literal
@@ -26,8 +27,11 @@ from ...shapes import JsonValue
 from . import schema as t
 from .codec import dumps, loads
 from .conversation_records import touch_statement
+from .eventlog import message_values
 from .rows import LedgerRow
+from .sqlite_writer import sqlite_writer_for
 from .unit_of_work import UnitOfWork
+from .writer_statements import clear_run_records_job
 
 
 class _CancelFirst(Exception):
@@ -117,13 +121,26 @@ class RunRecords(UnitOfWork):
     async def ledger_clear(self, message_id: str) -> None:
         await self.write(t.tool_executions.delete().where(t.tool_executions.c.message_id == message_id))
 
-    async def run_records_clear(self, message_id: str, *, touch: str | None = None) -> None:
+    async def run_records_clear(
+        self, message_id: str, *, touch: str | None = None, checkpoints_deleted: bool = False
+    ) -> None:
         """A message finished: drop its tool ledger and hook marks, in one transaction;
-        `touch`: its conversation's id, to `touch_conversation` in the same transaction."""
+        `touch`: its conversation's id, to `touch_conversation` in the same transaction;
+        `checkpoints_deleted`: mark the message's checkpoints gone in it too. On SQLite one
+        hop to the store's writer with fixed SQL (`writer_statements.py`)."""
+        writer = sqlite_writer_for(self)
+        if writer is not None:
+            try:
+                await writer.transact(clear_run_records_job(message_id, touch, checkpoints_deleted))
+                return
+            except sqlite3.Error:  # rolled back: SQLAlchemy's path tries again, its errors as ever
+                pass
+        marked = t.messages.update().where(t.messages.c.id == message_id)
         await self.write(
             *([] if touch is None else [touch_statement(touch)]),
             t.tool_executions.delete().where(t.tool_executions.c.message_id == message_id),
             t.hook_marks.delete().where(t.hook_marks.c.message_id == message_id),
+            *([marked.values(**message_values({"checkpoints_deleted": True}))] if checkpoints_deleted else []),
         )
 
     async def ledger_clear_finished(self) -> None:

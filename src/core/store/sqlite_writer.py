@@ -6,7 +6,8 @@ persistence was most of a round's CPU, and under 100 concurrent runs aiosqlite a
 SQLite has one writer at a time anyway, so here the whole transaction of a group commit — lock
 each message row, insert every row, commit — is one function run on the writer's own thread:
 one hop per transaction, whatever it holds. The ownership check before a checkpoint
-(`holds_run`) runs there too.
+(`holds_run`) and the cancel flag a run reads at its step boundaries (`cancel_requested`) run
+there too.
 
 Only the statements of these few writes live here, compiled once from the shared schema (the
 columns' bind processors are applied, so NUL is replaced exactly as on the SQLAlchemy path).
@@ -34,6 +35,7 @@ T = TypeVar("T")
 
 _LOCK = "UPDATE af_messages SET run_token = run_token WHERE id = ? AND run_token = ?"
 _HOLDS = "SELECT 1 FROM af_messages WHERE id = ? AND run_token = ?"
+_CANCELLED = "SELECT cancel_requested_at FROM af_messages WHERE id = ?"
 
 
 class _Insert:
@@ -152,10 +154,42 @@ class SqliteWriter:
 
         return await self.run(transaction)
 
+    async def transact(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool = False) -> T:
+        """`fn` in one transaction on the writer (BEGIN IMMEDIATE ... COMMIT; ROLLBACK if it
+        raises). `durable`: the commit is synced to disk (`synchronous=FULL` on this connection
+        for that transaction, as `UnitOfWork.transaction(durable=True)` does on a pooled one)."""
+
+        def transaction(conn: sqlite3.Connection) -> T:
+            if durable:
+                conn.execute("PRAGMA synchronous=FULL")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    out = fn(conn)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+                self.transactions += 1
+                return out
+            finally:
+                if durable:
+                    conn.execute("PRAGMA synchronous=NORMAL")  # the connection's default
+
+        return await self.run(transaction)
+
     async def holds_run(self, message_id: str, run_token: str) -> bool:
         return await self.run(
             lambda conn: conn.execute(_HOLDS, (message_id, run_token)).fetchone() is not None
         )
+
+    async def cancel_requested(self, message_id: str) -> bool:
+        def read(conn: sqlite3.Connection) -> bool:
+            rows = conn.execute(_CANCELLED, (message_id,)).fetchall()  # no read left open
+            return bool(rows) and rows[0][0] is not None
+
+        return await self.run(read)
 
     async def close(self) -> None:
         def shut(conn: sqlite3.Connection) -> None:

@@ -21,14 +21,17 @@ keys them on their shape).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
 
 from . import schema as t
+from .codec import event_record
 from .conversation_records import _message
-from .rows import ConversationRow, MessageRow
+from .rows import ConversationRow, EventRow, MessageRow
 
 if TYPE_CHECKING:
     from .repository import AppStore
@@ -150,3 +153,82 @@ async def conversation_page(
     return [
         ThreadHead(c, active.get(c["active_message_id"] or "")) for c in conversations
     ]
+
+
+@dataclass(frozen=True)
+class UsageSums:
+    """The stored metrics of a conversation's messages, summed in the database
+    (`usage_sums`): what `metrics.conversation_usage` folds, without reading the rows."""
+
+    messages: int
+    prompt: int
+    completion: int
+    total: int
+    cost_usd: float
+    priced: int  # messages with a cost
+    unpriced: int  # messages with a call that had no price
+
+
+def _metrics_document(dialect: str) -> sa.ColumnElement[object]:
+    """`af_messages.metrics` (JSON text) as a JSON document: SQLite's JSON functions read the
+    text as it is; PostgreSQL casts it (`CAST ... AS JSON` would give SQLite a number)."""
+    if dialect == "sqlite":
+        return sa.type_coerce(t.messages.c.metrics, sa.JSON)
+    return sa.cast(t.messages.c.metrics, JSONB)
+
+
+@functools.cache
+def _usage_query(dialect: str) -> sa.Select[tuple[Any, ...]]:
+    doc: Any = _metrics_document(dialect)
+    zero = sa.literal(0)
+
+    def number(*path: str) -> sa.ColumnElement[Any]:
+        return sa.func.coalesce(sa.func.sum(doc[path].as_float()), zero)
+
+    llm_calls = sa.func.coalesce(doc["llm_calls"].as_float(), zero)
+    complete = doc["cost_complete"].as_boolean()
+    unpriced = sa.case(
+        (complete.is_(False), 1), (sa.and_(complete.is_(None), llm_calls > 0), 1), else_=0
+    )
+    cost = doc["cost_usd"].as_float()
+    query: sa.Select[tuple[Any, ...]] = sa.select(  # type: ignore[assignment]
+        sa.func.count(),
+        number("tokens", "prompt"),
+        number("tokens", "completion"),
+        number("tokens", "total"),
+        sa.func.coalesce(sa.func.sum(cost), zero),
+        sa.func.count(cost),
+        sa.func.coalesce(sa.func.sum(unpriced), zero),
+    ).where(
+        t.messages.c.conversation_id == sa.bindparam("cid"),
+        t.messages.c.id != sa.bindparam("skip"),
+    )
+    return query
+
+
+async def usage_sums(store: AppStore, conversation_id: str, *, excluding: str) -> UsageSums:
+    """The metrics of every message of the conversation but `excluding`, summed by the
+    database in one statement: one row comes back however long the conversation is (its
+    messages' rows, each with its list of calls, are not read and decoded here)."""
+    query = _usage_query(store.engine.dialect.name).params(cid=conversation_id, skip=excluding)
+    sums: list[Any] = list((await store.fetch_rows(query))[0].values())
+    count, prompt, completion, total, cost, priced, unpriced = sums
+    return UsageSums(
+        int(count), int(prompt), int(completion), int(total), float(cost), int(priced), int(unpriced)
+    )
+
+
+async def events_of(store: AppStore, message_ids: list[str]) -> dict[str, list[EventRow]]:
+    """The stored events of every message in `message_ids`, in event order: one statement per
+    500 messages, where `events(message_id)` per message costs a read (and its message's)
+    each. The size of what comes back is the messages' logs: for reads that need them all."""
+    out: dict[str, list[EventRow]] = {mid: [] for mid in message_ids}
+    for start in range(0, len(message_ids), 500):
+        query = (
+            sa.select(t.events)
+            .where(t.events.c.message_id.in_(message_ids[start : start + 500]))
+            .order_by(t.events.c.message_id, t.events.c.event_id)
+        )
+        for row in await store.fetch_rows(query):
+            out[row["message_id"]].append(event_record(row))
+    return out
