@@ -46,7 +46,8 @@ async def _common(conn: AsyncConnection, words: list[str]) -> set[str]:
 
 async def lexical_scores(
     conn: AsyncConnection, namespaces: Sequence[str], query: str, limit: int
-) -> list[tuple[str, float]]:
+) -> list[tuple[int, float]]:
+    """`(seq, score)` of the best `limit` rows of `namespaces` for `query`."""
     words = terms(query)
     if not words or not namespaces:
         return []
@@ -58,7 +59,7 @@ async def lexical_scores(
         fts = sa.table(MEMORY_FTS, sa.column("rowid"))
         rank = sa.func.bm25(sa.literal_column(MEMORY_FTS))  # negative: lower is better
         statement = (
-            sa.select(m.c.id, (-rank).label("score"), m.c.text)
+            sa.select(m.c.seq, (-rank).label("score"), m.c.text)
             .select_from(fts.join(m, m.c.seq == fts.c.rowid))
             .where(sa.literal_column(MEMORY_FTS).op("MATCH")(match), m.c.namespace.in_(list(namespaces)))
             .order_by(rank)
@@ -70,7 +71,7 @@ async def lexical_scores(
         tsv = sa.literal_column("af_memories.tsv")
         rank = sa.func.ts_rank(tsv, tsquery)
         statement = (
-            sa.select(m.c.id, rank.label("score"), m.c.text)
+            sa.select(m.c.seq, rank.label("score"), m.c.text)
             # `namespace || ''`: keeps the planner off the namespace index (every row of a
             # user's namespace matches it) and on the GIN index of `tsv` (10x faster at 10,000)
             .where(tsv.op("@@")(tsquery), m.c.namespace.concat("").in_(list(namespaces)))

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -48,6 +49,7 @@ from .lexical import lexical_scores
 from .ops import listed, matches, owner_of
 from .records import MemoryRow, m, ns_key
 from .search import LEXICAL_POOL, MODES, MemoryHit, MemorySearchResult, combine, recency, top
+from .vector_file import vector_files
 
 if TYPE_CHECKING:
     from ..core.store.unit_of_work import UnitOfWork
@@ -109,11 +111,14 @@ class MemoryStore(DottedLabels):
 
     __slots__ = ("store", "settings", "embedder", "cache", "loop")
 
-    def __init__(self, store: UnitOfWork, settings: MemorySettings | None = None, *, embedder: Embedder | None | str = "settings") -> None:
+    def __init__(self, store: UnitOfWork, settings: MemorySettings | None = None, *,
+                 embedder: Embedder | None | str = "settings", vector_dir: Path | None = None) -> None:
+        """`vector_dir`: where namespaces' vectors are kept as files for a fast first search
+        (vector_file.py); default: `memory-vectors` beside a SQLite database, none for PostgreSQL."""
         self.store = store
         self.settings = settings or MemorySettings()
         self.embedder: Embedder | None = make_embedder(self.settings) if embedder == "settings" else embedder  # type: ignore[assignment]
-        self.cache = VectorCache()
+        self.cache = VectorCache(vector_files(store.engine, vector_dir))
         self.loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -216,15 +221,14 @@ class MemoryStore(DottedLabels):
         candidates = await self.cache.candidates(conn, [key])
         if not candidates.size:
             return None
-        cosine = candidates.matrix @ query
+        cosine = candidates.cosine(query)
         cosine[~candidates.has_vector] = -1.0
-        close = [int(i) for i in top(cosine.astype(np.float64), DUPLICATE_CANDIDATES)
-                 if cosine[i] >= self.settings.dedupe_threshold]
+        close = [int(i) for i in top(cosine, DUPLICATE_CANDIDATES) if cosine[i] >= self.settings.dedupe_threshold]
         if not close:
             return None
-        rows = await records.by_ids(conn, [candidates.ids[i] for i in close])
+        rows = await records.by_seqs(conn, [int(candidates.seqs[i]) for i in close])
         for i in close:
-            found = rows.get(candidates.ids[i])
+            found = rows.get(int(candidates.seqs[i]))
             if found is not None and found.namespace == tuple(namespace) and duplicates(found.text, text):
                 return found
         return None
@@ -272,23 +276,23 @@ class MemoryStore(DottedLabels):
                            f"{self.embedder.name if self.embedder else 'none'}; searched by words only "
                            "until `artifactflow memory reindex`")
                 log.warning("memory search: %s", warning)
-            lexical: list[tuple[str, float]] = []
+            lexical: list[tuple[int, float]] = []
             if ran in ("hybrid", "lexical"):
                 stored = sorted({ns for ns in self.cache.entries if records.covered(ns, prefixes)})
                 lexical = await lexical_scores(conn, stored, query, max(LEXICAL_POOL, limit * 4))
             scores = combine(ran, candidates, query_vector, lexical, self.settings.weights, query)
             best = top(scores, limit)
-            rows = await records.by_ids(conn, [candidates.ids[i] for i in best])
+            rows = await records.by_seqs(conn, [int(candidates.seqs[i]) for i in best])
         if ran == "recency":
             fresh = recency(candidates.updated_at, self.settings.weights)
             scores = fresh
         hits = []
         for i in best:
-            row = rows.get(candidates.ids[i])
+            row = rows.get(int(candidates.seqs[i]))
             if row is not None:
                 similarity = None
                 if query_vector is not None and ran in ("semantic", "hybrid") and candidates.has_vector[i]:
-                    similarity = round(float(candidates.matrix[i] @ query_vector), 6)
+                    similarity = round(float(candidates.vector(i) @ query_vector), 6)
                 hits.append(MemoryHit(row.id, row.namespace, row.text, round(float(scores[i]), 6),
                                       row.created_at, row.updated_at, similarity))
         return MemorySearchResult(hits, ran, warning)
