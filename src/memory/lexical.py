@@ -29,19 +29,19 @@ COMMON = 400  # a word in more rows than this is common (see above)
 
 
 async def _common(conn: AsyncConnection, words: list[str]) -> set[str]:
-    """The words found in more than `COMMON` rows (over all users: an estimate is enough)."""
-    found = set()
-    for word in words:
-        if conn.dialect.name == "sqlite":
-            probe = sa.text(f"SELECT count(*) FROM (SELECT 1 FROM {MEMORY_FTS} WHERE {MEMORY_FTS} MATCH :q LIMIT :n)")
-            params = {"q": f'"{word}"', "n": COMMON + 1}
-        else:
-            probe = sa.text("SELECT count(*) FROM (SELECT 1 FROM af_memories "
-                            "WHERE tsv @@ to_tsquery('english'::regconfig, :q) LIMIT :n) AS hits")
-            params = {"q": word, "n": COMMON + 1}
-        if int((await conn.execute(probe, params)).scalar_one()) > COMMON:
-            found.add(word)
-    return found
+    """The words found in more than `COMMON` rows (over all users: an estimate is enough),
+    counted in one statement (one round trip, not one per word)."""
+    if conn.dialect.name == "sqlite":
+        probe = f"(SELECT count(*) FROM (SELECT 1 FROM {MEMORY_FTS} WHERE {MEMORY_FTS} MATCH :q{{i}} LIMIT :n))"
+        params: dict[str, object] = {f"q{i}": f'"{w}"' for i, w in enumerate(words)}
+    else:
+        probe = ("(SELECT count(*) FROM (SELECT 1 FROM af_memories "
+                 "WHERE tsv @@ to_tsquery('english'::regconfig, :q{i}) LIMIT :n) AS hits{i})")
+        params = {f"q{i}": w for i, w in enumerate(words)}
+    params["n"] = COMMON + 1
+    statement = sa.text("SELECT " + ", ".join(probe.format(i=i) for i in range(len(words))))
+    counts = (await conn.execute(statement, params)).one()
+    return {w for w, count in zip(words, counts, strict=True) if int(count) > COMMON}
 
 
 async def lexical_scores(

@@ -42,7 +42,7 @@ from ..errors import MemoryTextError, UserError
 from ..settings.memory import MemorySettings
 from . import records
 from .cache import VectorCache
-from .dedupe import DUPLICATE_CANDIDATES, duplicates, same_text
+from .dedupe import find_duplicate, same_text
 from .dotted import DottedLabels
 from .embedders import Embedder, make_embedder
 from .lexical import lexical_scores
@@ -171,7 +171,8 @@ class MemoryStore(DottedLabels):
             existing = await records.by_id(conn, memory_id) if key else None
             if existing is not None:
                 return SavedMemory(existing.id, existing.namespace, deduped=existing.id != existing.key)
-            twin = await self._duplicate(conn, namespace, text, vector) if dedupe else None
+            twin = await find_duplicate(conn, self.cache, namespace, text, vector, self.embedder,
+                                        self.settings.dedupe_threshold) if dedupe else None
             if twin is not None:
                 if same_text(twin.text, text):
                     await records.touch(conn, twin)
@@ -205,34 +206,6 @@ class MemoryStore(DottedLabels):
             ids.extend(row["id"] for row in rows)
         return ids
 
-    async def _duplicate(self, conn: Any, namespace: tuple[str, ...], text: str, vector: bytes | None) -> MemoryRow | None:
-        """A memory of `namespace` that `text` duplicates (dedupe.py), or None: the exact
-        text, else the closest vectors above the threshold, checked by their text."""
-        key = ns_key(namespace)
-        row = (await conn.execute(
-            sa.select(*records.ROW_COLUMNS).where(m.c.namespace == key, m.c.text == text).limit(1)
-        )).first()
-        if row is not None:
-            return MemoryRow.of(row)
-        if vector is None or self.embedder is None:
-            return None
-        query = np.frombuffer(vector, dtype=np.float32)
-        self.cache.use(self.embedder.name, int(query.shape[0]))
-        candidates = await self.cache.candidates(conn, [key])
-        if not candidates.size:
-            return None
-        cosine = candidates.cosine(query)
-        cosine[~candidates.has_vector] = -1.0
-        close = [int(i) for i in top(cosine, DUPLICATE_CANDIDATES) if cosine[i] >= self.settings.dedupe_threshold]
-        if not close:
-            return None
-        rows = await records.by_seqs(conn, [int(candidates.seqs[i]) for i in close])
-        for i in close:
-            found = rows.get(int(candidates.seqs[i]))
-            if found is not None and found.namespace == tuple(namespace) and duplicates(found.text, text):
-                return found
-        return None
-
     async def history(self, user_id: str | None, memory_id: str) -> list[dict[str, Any]] | None:
         """The previous versions of `user_id`'s memory `memory_id` (oldest first, each
         `{text, value, created_at, replaced_at}`); None when there is no such memory."""
@@ -257,14 +230,25 @@ class MemoryStore(DottedLabels):
         ran = mode
         if mode != "recency" and (self.embedder is None or not query.strip()):
             ran = "lexical" if query.strip() else "recency"
-        query_vector = None
+        embedding: asyncio.Future[np.ndarray] | None = None
         if ran in ("semantic", "hybrid"):
             assert self.embedder is not None
-            query_vector = (await self.embedder.embed([query]))[0]
-            self.cache.use(self.embedder.name, int(query_vector.shape[0]))
-        elif self.embedder is not None and self.embedder.dims:
+            # embedded (in a thread) while the database reads versions, vectors and words
+            embedding = asyncio.ensure_future(self.embedder.embed([query]))
+            if not self.embedder.dims:  # `openai`: known after its first answer
+                await asyncio.wait([embedding])
+        if self.embedder is not None and self.embedder.dims:
             self.cache.use(self.embedder.name, self.embedder.dims)
-        warning = None
+        try:
+            return await self._search_memories(prefixes, query, ran, limit, embedding)
+        finally:
+            if embedding is not None and not embedding.done():
+                embedding.cancel()
+
+    async def _search_memories(
+        self, prefixes: list[str], query: str, ran: str, limit: int, embedding: asyncio.Future[np.ndarray] | None
+    ) -> MemorySearchResult:
+        query_vector, warning = None, None
         async with self.engine.connect() as conn:
             candidates = await self.cache.candidates(conn, prefixes)
             if not candidates.size:
@@ -280,6 +264,9 @@ class MemoryStore(DottedLabels):
             if ran in ("hybrid", "lexical"):
                 stored = sorted({ns for ns in self.cache.entries if records.covered(ns, prefixes)})
                 lexical = await lexical_scores(conn, stored, query, max(LEXICAL_POOL, limit * 4))
+            if ran in ("semantic", "hybrid"):
+                assert embedding is not None
+                query_vector = (await embedding)[0]
             scores = combine(ran, candidates, query_vector, lexical, self.settings.weights, query)
             best = top(scores, limit)
             rows = await records.by_seqs(conn, [int(candidates.seqs[i]) for i in best])
