@@ -8,7 +8,10 @@ common word matches thousands, and BM25 / `ts_rank` of each was most of a search
 each word is first counted up to `COMMON` rows (a LIMIT, which stops early); words found more
 often than that add little to BM25 and are left out of the OR when a rarer word remains (the
 coverage factor below still rewards a memory holding them); when all are common, the words are
-AND-ed instead. Each returns `(id, score)` with higher = better: the backend's score divided by the best of
+AND-ed instead. A dotted or snake name in the query (`logging.basicConfig`) is searched as a
+phrase too (FTS5 `"logging basicconfig"`, PostgreSQL `logging <-> basicconfig`): a rare term
+in BM25, so the memory holding the name outranks the shorter ones that only mention its parts
+(on the benchmark's tune split: SQLite keyword MRR 0.929 → 0.952). Each returns `(id, score)` with higher = better: the backend's score divided by the best of
 the query, times the share of the query's words the memory contains. The second factor keeps
 a memory that shares one common word with a long question (the best BM25 hit of a query
 that really matched nothing) from getting the whole lexical weight in hybrid search.
@@ -23,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..core.store.schema import MEMORY_FTS
 from .records import m
-from .words import coverage, stem, terms
+from .words import coverage, names, stem, terms
 
 COMMON = 400  # a word in more rows than this is common (see above)
 
@@ -54,8 +57,10 @@ async def lexical_scores(
     common = await _common(conn, words) if len(words) > 1 else set()
     rare = [w for w in words if w not in common]
     chosen, joiner = (rare, "OR") if rare else (words, "AND")
+    phrases = names(query)
     if conn.dialect.name == "sqlite":
-        match = f" {joiner} ".join(f'"{w}"' for w in chosen)
+        match = "(" + f" {joiner} ".join(f'"{w}"' for w in chosen) + ")"
+        match += "".join(f' OR "{" ".join(p)}"' for p in phrases)
         fts = sa.table(MEMORY_FTS, sa.column("rowid"))
         rank = sa.func.bm25(sa.literal_column(MEMORY_FTS))  # negative: lower is better
         statement = (
@@ -66,8 +71,9 @@ async def lexical_scores(
             .limit(limit)
         )
     else:
-        tsquery = sa.func.to_tsquery(sa.literal_column("'english'::regconfig"),
-                                     (" | " if joiner == "OR" else " & ").join(chosen))
+        words_query = "(" + (" | " if joiner == "OR" else " & ").join(chosen) + ")"
+        words_query += "".join(f" | ({' <-> '.join(p)})" for p in phrases)
+        tsquery = sa.func.to_tsquery(sa.literal_column("'english'::regconfig"), words_query)
         tsv = sa.literal_column("af_memories.tsv")
         rank = sa.func.ts_rank(tsv, tsquery)
         statement = (

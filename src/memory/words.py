@@ -33,6 +33,20 @@ def terms(query: str) -> list[str]:
 
 
 
+_NAME = re.compile(r"[^\W_]+(?:[._][^\W_]+)+", re.UNICODE)
+
+
+def names(query: str) -> list[list[str]]:
+    """The dotted and snake names of the query (`logging.basicConfig`, `capture_output`),
+    each as its words in order: searched as a phrase too, so the memory holding the name
+    itself outranks those that only mention its parts (`logging.debug`'s text, which says
+    to call `basicConfig()`)."""
+    seen: dict[tuple[str, ...], None] = {}
+    for name in _NAME.findall(query.lower()):
+        seen.setdefault(tuple(_WORD.findall(name)), None)
+    return [list(words) for words in seen if len(words) > 1][:8]
+
+
 def stem(word: str) -> str:
     """A crude stem: enough to see "deploys" and "deployed" share "deploy"."""
     for suffix in _SUFFIXES:
