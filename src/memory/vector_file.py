@@ -37,6 +37,7 @@ from ..core.store.unit_of_work import is_read_only
 
 log = logging.getLogger("artifactflow.memory")
 
+VECTOR_DIR = "memory-vectors"  # in the data folder
 MIN_ROWS = 2_000  # smaller namespaces are read from the database in a few milliseconds
 SAMPLES = 8  # rows whose ids identify the namespace's lineage
 
@@ -133,5 +134,5 @@ def vector_files(engine: AsyncEngine, folder: Path | None) -> VectorFiles | None
     beside a SQLite file (none for a read-only one, nor for PostgreSQL without a folder)."""
     url = engine.url
     if folder is None and url.get_backend_name() == "sqlite" and url.database and not is_read_only(engine):
-        folder = Path(url.database).resolve().parent / "memory-vectors"
+        folder = Path(url.database).resolve().parent / VECTOR_DIR
     return VectorFiles(folder, url.render_as_string(hide_password=True)) if folder is not None else None
