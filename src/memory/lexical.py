@@ -9,10 +9,13 @@ each word is first counted up to `COMMON` rows (a LIMIT, which stops early); wor
 often than that add little to BM25 and are left out of the OR when a rarer word remains (the
 coverage factor below still rewards a memory holding them); when all are common, the words are
 AND-ed instead. A dotted or snake name in the query (`logging.basicConfig`) is searched as a
-phrase too (FTS5 `"logging basicconfig"`, PostgreSQL `logging <-> basicconfig`): a rare term
-in BM25, so the memory holding the name outranks the shorter ones that only mention its parts
-(on the benchmark's tune split: SQLite keyword MRR 0.929 → 0.952). Each returns `(id, score)` with higher = better: the backend's score divided by the best of
-the query, times the share of the query's words the memory contains. The second factor keeps
+phrase too on SQLite (FTS5 `"logging basicconfig"`: a rare term to BM25, so the memory holding
+the name outranks shorter ones that only mention its parts; PostgreSQL's `ts_rank` ranks
+phrases poorly, its lexical-only MRR fell, so it keeps the words). Each returns
+`(seq, score)`, higher = better: the backend's score divided by the best of the query, times the share of the query's words the memory contains, times
+`1 - NAME_MISS · (share of the query's names the memory does not hold whole)`: a memory about
+`mimetypes.MimeTypes.guess_type` or `bisect.insort_left` is not about `mimetypes.guess_type`
+or `bisect.insort`, though it shares every word. The second factor keeps
 a memory that shares one common word with a long question (the best BM25 hit of a query
 that really matched nothing) from getting the whole lexical weight in hybrid search.
 """
@@ -26,8 +29,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..core.store.schema import MEMORY_FTS
 from .records import m
-from .words import coverage, names, stem, terms
+from .words import coverage, name_words, names, names_held, stem, terms
 
+# the share of the lexical score a memory loses per query name it does not hold whole
+# (words.names_held); chosen on the benchmark's tune split (0 / 0.25 / 0.5 / 1 gave SQLite
+# keyword MRR 0.952 / 0.976 / 0.976 / 1.0, PostgreSQL 0.929 / 0.976 / 1.0 / 1.0): 0.5, not 1,
+# so a memory that writes a name loosely ("call basicConfig") still counts for something
+NAME_MISS = 0.5
 COMMON = 400  # a word in more rows than this is common (see above)
 
 
@@ -60,7 +68,7 @@ async def lexical_scores(
     phrases = names(query)
     if conn.dialect.name == "sqlite":
         match = "(" + f" {joiner} ".join(f'"{w}"' for w in chosen) + ")"
-        match += "".join(f' OR "{" ".join(p)}"' for p in phrases)
+        match += "".join(f' OR "{" ".join(name_words(p))}"' for p in phrases)
         fts = sa.table(MEMORY_FTS, sa.column("rowid"))
         rank = sa.func.bm25(sa.literal_column(MEMORY_FTS))  # negative: lower is better
         statement = (
@@ -72,7 +80,6 @@ async def lexical_scores(
         )
     else:
         words_query = "(" + (" | " if joiner == "OR" else " & ").join(chosen) + ")"
-        words_query += "".join(f" | ({' <-> '.join(p)})" for p in phrases)
         tsquery = sa.func.to_tsquery(sa.literal_column("'english'::regconfig"), words_query)
         tsv = sa.literal_column("af_memories.tsv")
         rank = sa.func.ts_rank(tsv, tsquery)
@@ -89,4 +96,5 @@ async def lexical_scores(
     if best <= 0:
         return []
     stems = [stem(w) for w in words]
-    return [(row[0], float(row[1]) / best * coverage(stems, row[2])) for row in rows]
+    return [(row[0], float(row[1]) / best * coverage(stems, row[2]) * (1 - NAME_MISS * (1 - names_held(phrases, row[2]))))
+            for row in rows]
