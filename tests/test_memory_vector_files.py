@@ -120,3 +120,16 @@ async def test_files_never_cross_users(store: Any, tmp_path: Path) -> None:
     assert await texts(restarted, "billing database", user="bob") == ["Bob's server runs the billing database too"]
     assert all(text.startswith("Server") for text in await texts(restarted, "billing database"))
     assert restarted.cache.reads["file"] == 2
+
+
+async def test_a_deleted_conversations_file_goes_with_it(store: Any, tmp_path: Path) -> None:
+    folder = tmp_path / "vectors"
+    memory = opened(store, folder)
+    conversation = (await store.create_conversation(user_id="alice"))["id"]
+    await memory.add_many(("alice", "conversation", conversation), FACTS)
+    assert len(await texts(memory, "server rack")) == len(FACTS)
+    memory.cache.wait_for_files()
+    assert len(list(folder.glob("*.npz"))) == 1
+    await store.delete_conversation(conversation)
+    assert await texts(memory, "server rack") == []
+    assert list(folder.iterdir()) == []

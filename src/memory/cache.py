@@ -135,6 +135,8 @@ class VectorCache:
         versions = await namespace_versions(conn, prefixes)
         for namespace in [n for n in self.entries if n not in versions and _covered(n, prefixes)]:
             del self.entries[namespace]  # deleted with its conversation
+            if self.files is not None and self.embedder is not None and self.dims is not None:
+                self.files.forget(namespace, self.embedder, self.dims)
         parts: list[NamespaceVectors] = []
         for namespace, version in sorted(versions.items()):
             entry = self.entries.get(namespace)

@@ -111,6 +111,16 @@ class VectorFiles:
             log.debug("memory vectors not written to %s: %s", self.folder, exc)
 
 
+    def forget(self, namespace: str, embedder: str, dims: int) -> None:
+        """Remove the files of a namespace that no longer exists (deleted with its conversation)."""
+        key = self._key(namespace, embedder, dims)
+        for path in [self.folder / f"{key}.npz", *self.folder.glob(f"{key}.*.npy")]:
+            try:
+                path.unlink(missing_ok=True)
+            except OSError:
+                pass
+
+
 def _write(path: Path, fill: Callable[[BinaryIO], object]) -> None:
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     try:
