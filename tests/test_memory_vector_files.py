@@ -6,9 +6,10 @@ file never serves another's search."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 from artifactflow.core.store.repository import AppStore
 from artifactflow.memory import MemoryStore
