@@ -134,3 +134,23 @@ async def test_a_deleted_conversations_file_goes_with_it(store: Any, tmp_path: P
     await store.delete_conversation(conversation)
     assert await texts(memory, "server rack") == []
     assert list(folder.iterdir()) == []
+
+
+async def test_changed_rows_die_in_the_cache_and_are_compacted_away(store: Any, tmp_path: Path) -> None:
+    """A warm cache after another worker replaced and deleted most rows: the old copies are
+    never found again, before and after the dead rows pass a quarter and are dropped."""
+    reader = MemoryStore(store, SETTINGS, vector_dir=tmp_path / "vectors")
+    worker = MemoryStore(store, SETTINGS, vector_dir=tmp_path / "vectors")
+    ids = await reader.add_many(ALICE, [f"Ticket {i} is about the printer on floor {i}" for i in range(120)])
+    assert len(await texts(reader, "printer floor")) == 50
+    await worker.aput(ALICE, ids[0], {"text": "Ticket 0 was closed: the toner was empty"})
+    found = [h.text for h in (await reader.search_memories([ALICE], "ticket toner", mode="hybrid", limit=200)).hits]
+    assert len(found) == 120 and "Ticket 0 was closed: the toner was empty" in found and "Ticket 0 is about the printer on floor 0" not in found
+    assert reader.cache.entries[next(iter(reader.cache.entries))].dead == 1
+    for memory_id in ids[1:100]:
+        assert await worker.forget("alice", memory_id)
+    left = await reader.search_memories([ALICE], "printer floor", mode="hybrid", limit=200)
+    assert sorted(h.text for h in left.hits) == sorted(
+        ["Ticket 0 was closed: the toner was empty"] + [f"Ticket {i} is about the printer on floor {i}" for i in range(100, 120)])
+    entry = next(iter(reader.cache.entries.values()))
+    assert entry.dead == 0 and entry.alive == 21  # compacted
