@@ -156,7 +156,7 @@ async def test_another_workers_write_reaches_the_cache(store: Any) -> None:
     added = await two.add_memory(ns, "My sister Clara lives in Lisbon")
     found = await one.search_memories([ns], "where does my sister live", mode="semantic", limit=1)
     assert found.hits[0].id == added.id
-    assert one.cache.reads == {"full": 1, "incremental": 1}  # only the new row was read
+    assert one.cache.reads == {"full": 1, "incremental": 1, "file": 0}  # only the new row was read
     await two.forget("alice", added.id)
     assert [h.id for h in (await one.search_memories([ns], "sister", mode="semantic", limit=5)).hits] != [added.id]
 

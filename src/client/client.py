@@ -22,6 +22,7 @@ from ..core.engine import Engine
 from ..core.run.data import StoredData
 from ..memory import MemoryStore
 from ..memory.tools import MemoryTools
+from ..memory.vector_file import VECTOR_DIR
 from ..memory.wiring import plug_memory
 from ..replay.recording import recording
 from ..settings import Settings
@@ -72,7 +73,8 @@ class Client:
             settings, extra_tools=extra_tools, hooks=hooks, model_wrap=recording,
             graphs=[WorkflowGraphs()], **overrides,
         )
-        memory = MemoryStore(engine.services.store, engine.services.settings.memory)
+        memory = MemoryStore(engine.services.store, engine.services.settings.memory,
+                             vector_dir=engine.services.settings.data_dir / VECTOR_DIR)
         engine.services.extras["memory"] = MemoryTools(memory)  # the memory tools' service
         engine.use_store(memory)  # and the graph's `get_store()`
         plug_memory(engine.services)  # recall before the model call, the artifact indexer

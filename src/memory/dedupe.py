@@ -18,6 +18,18 @@ Dots inside a word (`re.sub`), `+` and other symbols are kept, so `C` and `C++`,
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import sqlalchemy as sa
+
+from . import records
+from .records import MemoryRow, m, ns_key
+from .search import top
+
+if TYPE_CHECKING:
+    from .cache import VectorCache
+    from .embedders import Embedder
 
 DUPLICATE_CANDIDATES = 8  # nearest stored vectors checked by their text
 
@@ -42,3 +54,33 @@ def duplicates(stored: str, new: str) -> bool:
     if not old or len(old) > len(fresh):
         return False
     return re.search(rf"(?<!\S){re.escape(old)}(?!\S)", fresh) is not None
+
+
+async def find_duplicate(
+    conn: Any, cache: VectorCache, namespace: tuple[str, ...], text: str, vector: bytes | None,
+    embedder: Embedder | None, threshold: float,
+) -> MemoryRow | None:
+    """A memory of `namespace` that `text` duplicates, or None: the exact text, else the
+    closest vectors (cosine ≥ `threshold`), checked by their text (`duplicates`)."""
+    key = ns_key(namespace)
+    row = (await conn.execute(
+        sa.select(*records.ROW_COLUMNS).where(m.c.namespace == key, m.c.text == text).limit(1)
+    )).first()
+    if row is not None:
+        return MemoryRow.of(row)
+    if vector is None or embedder is None:
+        return None
+    query = np.frombuffer(vector, dtype=np.float32)
+    cache.use(embedder.name, int(query.shape[0]))
+    candidates = await cache.candidates(conn, [key])
+    if not candidates.size:
+        return None
+    cosine = candidates.cosine(query)
+    cosine[~candidates.has_vector | candidates.dead] = -1.0
+    close = [int(i) for i in top(cosine, DUPLICATE_CANDIDATES) if cosine[i] >= threshold]
+    rows = await records.by_seqs(conn, [int(candidates.seqs[i]) for i in close])
+    for i in close:
+        found = rows.get(int(candidates.seqs[i]))
+        if found is not None and found.namespace == tuple(namespace) and duplicates(found.text, text):
+            return found
+    return None

@@ -20,6 +20,7 @@ from ..core.recall import Recalled, RecallRequest
 from .knowledge import knowledge_namespace, source_of
 from .profiles import fit, ordered, profile_named, relevant
 from .store import LOCAL_USER, MemoryStore
+from .vector_file import VECTOR_DIR
 
 if TYPE_CHECKING:
     from ..agents.spec import AgentSpec
@@ -31,7 +32,8 @@ def memory_store(services: Services) -> MemoryStore:
     cache): the one behind the `memory` service the facade installs (`MemoryTools`), else one
     made on first use and kept in `services.extras["memory_store"]`."""
     return store_in(services.extras) or services.extras.setdefault(
-        "memory_store", MemoryStore(services.store, services.settings.memory)
+        "memory_store", MemoryStore(services.store, services.settings.memory,
+                                    vector_dir=services.settings.data_dir / VECTOR_DIR)
     )
 
 

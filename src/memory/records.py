@@ -226,6 +226,13 @@ async def by_ids(conn: AsyncConnection, ids: Sequence[str]) -> dict[str, MemoryR
     return {row.id: MemoryRow.of(row) for row in rows}
 
 
+async def by_seqs(conn: AsyncConnection, seqs: Sequence[int]) -> dict[int, MemoryRow]:
+    if not seqs:
+        return {}
+    rows = (await conn.execute(sa.select(*ROW_COLUMNS).where(m.c.seq.in_([int(s) for s in seqs])))).all()
+    return {row.seq: MemoryRow.of(row) for row in rows}
+
+
 async def namespace_versions(conn: AsyncConnection, prefixes: Sequence[str]) -> dict[str, int]:
     """Every stored namespace equal to or below one of `prefixes`, with its version."""
     if not prefixes:

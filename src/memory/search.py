@@ -69,16 +69,14 @@ def recency(updated_at: np.ndarray, weights: SearchWeights, now: float | None = 
     return np.power(0.5, age_days / weights.half_life_days)
 
 
-def lexical_vector(candidates: Candidates, lexical: list[tuple[str, float]]) -> np.ndarray:
+def lexical_vector(candidates: Candidates, lexical: list[tuple[int, float]]) -> np.ndarray:
     """The lexical score (0..1, lexical.py) per candidate, 0 where it did not match."""
     out = np.zeros(candidates.size, dtype=np.float64)
     if not lexical:
         return out
-    where = candidates.index
-    for id_, score in lexical:
-        i = where.get(id_)
-        if i is not None:
-            out[i] = score
+    rows = candidates.rows([seq for seq, _ in lexical])
+    found = rows >= 0
+    out[rows[found]] = np.asarray([score for _, score in lexical], dtype=np.float64)[found]
     return out
 
 
@@ -104,11 +102,21 @@ def combine(
     mode: str,
     candidates: Candidates,
     query_vector: np.ndarray | None,
-    lexical: list[tuple[str, float]],
+    lexical: list[tuple[int, float]],
     weights: SearchWeights,
     query: str = "",
 ) -> np.ndarray:
-    """One score per candidate for `mode` (recency | semantic | hybrid | lexical)."""
+    """One score per candidate for `mode` (recency | semantic | hybrid | lexical); -inf for
+    the cache's dead rows (cache.py)."""
+    scores = _combine(mode, candidates, query_vector, lexical, weights, query)
+    scores[candidates.dead] = -np.inf
+    return scores
+
+
+def _combine(
+    mode: str, candidates: Candidates, query_vector: np.ndarray | None, lexical: list[tuple[int, float]],
+    weights: SearchWeights, query: str,
+) -> np.ndarray:
     fresh = recency(candidates.updated_at, weights)
     if mode == "recency":
         return candidates.updated_at.astype(np.float64)  # newest first, exactly
@@ -116,8 +124,7 @@ def combine(
         lex = lexical_vector(candidates, lexical)
         return np.where(lex > 0, weights.lexical * lex + weights.recency * fresh, -np.inf)
     assert query_vector is not None
-    cosine = (candidates.matrix @ query_vector).astype(np.float64)
-    cosine[~candidates.has_vector] = 0.0
+    cosine = candidates.cosine(query_vector)
     if mode == "semantic":
         return cosine
     w_lex = lexical_weight(query, weights)
@@ -129,10 +136,8 @@ def combine(
     out = weights.recency * fresh / (weights.rrf_k + 1.0)  # ties go to the newer
     for rank, i in enumerate(top(cosine, SEMANTIC_POOL), start=1):
         out[i] += weights.semantic / (weights.rrf_k + rank)
-    where = candidates.index
-    for rank, (id_, _score) in enumerate(lexical, start=1):
-        i = where.get(id_)
-        if i is not None:
+    for rank, i in enumerate(candidates.rows([seq for seq, _ in lexical]).tolist(), start=1):
+        if i >= 0:
             out[i] += w_lex / (weights.rrf_k + rank)
     return out * ((weights.rrf_k + 1.0) / max(weights.semantic + w_lex + weights.recency, 1e-9))
 

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -41,13 +42,14 @@ from ..errors import MemoryTextError, UserError
 from ..settings.memory import MemorySettings
 from . import records
 from .cache import VectorCache
-from .dedupe import DUPLICATE_CANDIDATES, duplicates, same_text
+from .dedupe import find_duplicate, same_text
 from .dotted import DottedLabels
 from .embedders import Embedder, make_embedder
 from .lexical import lexical_scores
 from .ops import listed, matches, owner_of
 from .records import MemoryRow, m, ns_key
 from .search import LEXICAL_POOL, MODES, MemoryHit, MemorySearchResult, combine, recency, top
+from .vector_file import vector_files
 
 if TYPE_CHECKING:
     from ..core.store.unit_of_work import UnitOfWork
@@ -109,11 +111,14 @@ class MemoryStore(DottedLabels):
 
     __slots__ = ("store", "settings", "embedder", "cache", "loop")
 
-    def __init__(self, store: UnitOfWork, settings: MemorySettings | None = None, *, embedder: Embedder | None | str = "settings") -> None:
+    def __init__(self, store: UnitOfWork, settings: MemorySettings | None = None, *,
+                 embedder: Embedder | None | str = "settings", vector_dir: Path | None = None) -> None:
+        """`vector_dir`: where namespaces' vectors are kept as files for a fast first search
+        (vector_file.py); default: `memory-vectors` beside a SQLite database, none for PostgreSQL."""
         self.store = store
         self.settings = settings or MemorySettings()
         self.embedder: Embedder | None = make_embedder(self.settings) if embedder == "settings" else embedder  # type: ignore[assignment]
-        self.cache = VectorCache()
+        self.cache = VectorCache(vector_files(store.engine, vector_dir))
         self.loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -166,7 +171,8 @@ class MemoryStore(DottedLabels):
             existing = await records.by_id(conn, memory_id) if key else None
             if existing is not None:
                 return SavedMemory(existing.id, existing.namespace, deduped=existing.id != existing.key)
-            twin = await self._duplicate(conn, namespace, text, vector) if dedupe else None
+            twin = await find_duplicate(conn, self.cache, namespace, text, vector, self.embedder,
+                                        self.settings.dedupe_threshold) if dedupe else None
             if twin is not None:
                 if same_text(twin.text, text):
                     await records.touch(conn, twin)
@@ -200,35 +206,6 @@ class MemoryStore(DottedLabels):
             ids.extend(row["id"] for row in rows)
         return ids
 
-    async def _duplicate(self, conn: Any, namespace: tuple[str, ...], text: str, vector: bytes | None) -> MemoryRow | None:
-        """A memory of `namespace` that `text` duplicates (dedupe.py), or None: the exact
-        text, else the closest vectors above the threshold, checked by their text."""
-        key = ns_key(namespace)
-        row = (await conn.execute(
-            sa.select(*records.ROW_COLUMNS).where(m.c.namespace == key, m.c.text == text).limit(1)
-        )).first()
-        if row is not None:
-            return MemoryRow.of(row)
-        if vector is None or self.embedder is None:
-            return None
-        query = np.frombuffer(vector, dtype=np.float32)
-        self.cache.use(self.embedder.name, int(query.shape[0]))
-        candidates = await self.cache.candidates(conn, [key])
-        if not candidates.size:
-            return None
-        cosine = candidates.matrix @ query
-        cosine[~candidates.has_vector] = -1.0
-        close = [int(i) for i in top(cosine.astype(np.float64), DUPLICATE_CANDIDATES)
-                 if cosine[i] >= self.settings.dedupe_threshold]
-        if not close:
-            return None
-        rows = await records.by_ids(conn, [candidates.ids[i] for i in close])
-        for i in close:
-            found = rows.get(candidates.ids[i])
-            if found is not None and found.namespace == tuple(namespace) and duplicates(found.text, text):
-                return found
-        return None
-
     async def history(self, user_id: str | None, memory_id: str) -> list[dict[str, Any]] | None:
         """The previous versions of `user_id`'s memory `memory_id` (oldest first, each
         `{text, value, created_at, replaced_at}`); None when there is no such memory."""
@@ -253,14 +230,25 @@ class MemoryStore(DottedLabels):
         ran = mode
         if mode != "recency" and (self.embedder is None or not query.strip()):
             ran = "lexical" if query.strip() else "recency"
-        query_vector = None
+        embedding: asyncio.Future[np.ndarray] | None = None
         if ran in ("semantic", "hybrid"):
             assert self.embedder is not None
-            query_vector = (await self.embedder.embed([query]))[0]
-            self.cache.use(self.embedder.name, int(query_vector.shape[0]))
-        elif self.embedder is not None and self.embedder.dims:
+            # embedded (in a thread) while the database reads versions, vectors and words
+            embedding = asyncio.ensure_future(self.embedder.embed([query]))
+            if not self.embedder.dims:  # `openai`: known after its first answer
+                await asyncio.wait([embedding])
+        if self.embedder is not None and self.embedder.dims:
             self.cache.use(self.embedder.name, self.embedder.dims)
-        warning = None
+        try:
+            return await self._search_memories(prefixes, query, ran, limit, embedding)
+        finally:
+            if embedding is not None and not embedding.done():
+                embedding.cancel()
+
+    async def _search_memories(
+        self, prefixes: list[str], query: str, ran: str, limit: int, embedding: asyncio.Future[np.ndarray] | None
+    ) -> MemorySearchResult:
+        query_vector, warning = None, None
         async with self.engine.connect() as conn:
             candidates = await self.cache.candidates(conn, prefixes)
             if not candidates.size:
@@ -272,23 +260,26 @@ class MemoryStore(DottedLabels):
                            f"{self.embedder.name if self.embedder else 'none'}; searched by words only "
                            "until `artifactflow memory reindex`")
                 log.warning("memory search: %s", warning)
-            lexical: list[tuple[str, float]] = []
+            lexical: list[tuple[int, float]] = []
             if ran in ("hybrid", "lexical"):
                 stored = sorted({ns for ns in self.cache.entries if records.covered(ns, prefixes)})
                 lexical = await lexical_scores(conn, stored, query, max(LEXICAL_POOL, limit * 4))
+            if ran in ("semantic", "hybrid"):
+                assert embedding is not None
+                query_vector = (await embedding)[0]
             scores = combine(ran, candidates, query_vector, lexical, self.settings.weights, query)
             best = top(scores, limit)
-            rows = await records.by_ids(conn, [candidates.ids[i] for i in best])
+            rows = await records.by_seqs(conn, [int(candidates.seqs[i]) for i in best])
         if ran == "recency":
             fresh = recency(candidates.updated_at, self.settings.weights)
             scores = fresh
         hits = []
         for i in best:
-            row = rows.get(candidates.ids[i])
+            row = rows.get(int(candidates.seqs[i]))
             if row is not None:
                 similarity = None
                 if query_vector is not None and ran in ("semantic", "hybrid") and candidates.has_vector[i]:
-                    similarity = round(float(candidates.matrix[i] @ query_vector), 6)
+                    similarity = round(float(candidates.vector(i) @ query_vector), 6)
                 hits.append(MemoryHit(row.id, row.namespace, row.text, round(float(scores[i]), 6),
                                       row.created_at, row.updated_at, similarity))
         return MemorySearchResult(hits, ran, warning)

@@ -33,6 +33,31 @@ def terms(query: str) -> list[str]:
 
 
 
+_NAME = re.compile(r"[^\W_]+(?:[._][^\W_]+)+", re.UNICODE)
+
+
+def names(query: str) -> list[str]:
+    """The dotted and snake names of the query (`logging.basicconfig`, `capture_output`),
+    lower-cased, once each."""
+    return list(dict.fromkeys(_NAME.findall(query.lower())))[:8]
+
+
+def name_words(name: str) -> list[str]:
+    """A name's words in order (`logging.basicconfig` → logging, basicconfig): the phrase
+    the full-text index matches it by."""
+    return _WORD.findall(name)
+
+
+def names_held(names: list[str], text: str) -> float:
+    """The share of `names` that `text` holds whole: `bisect.insort` is held by
+    "bisect.insort(a, x)" but not by "bisect.insort_left(...)", and `mimetypes.guess_type`
+    not by "mimetypes.MimeTypes.guess_type" (another name that shares its words)."""
+    if not names:
+        return 1.0
+    lowered = text.lower()
+    return sum(re.search(rf"(?<![\w.]){re.escape(n)}(?!\w|\.\w)", lowered) is not None for n in names) / len(names)
+
+
 def stem(word: str) -> str:
     """A crude stem: enough to see "deploys" and "deployed" share "deploy"."""
     for suffix in _SUFFIXES:
