@@ -23,10 +23,16 @@ with `--approval-kills N`, N more kills right after an approval, counting approv
 and calls whose `tool_start` was logged twice; with `--memory-kills N`, N kills around a memory
 write (`memory_save`), counting memories saved twice or lost from a completed run; with
 `--protocol-pairs N`, N paused threads each resumed twice at once through the Agent Protocol
-(`langgraph_sdk`) across the two servers: one accepted, one 409, the effect once. Every kill
-scenario also counts calls whose `tool_complete` was logged twice.
+across the `--workers` servers: one accepted, one 409, the effect once; with
+`--protocol-cancels N`, a resume racing a cancel of the run it starts (one winner); with
+`--protocol-kills N`, N SIGKILLs of `serve` at every step of a protocol run (torture_protocol.py:
+start, stream, interrupt, resume, after the tool, join, the multitask strategies, a memory
+write), counting duplicate effects, lost events and stuck threads. Every kill scenario also
+counts calls whose `tool_complete` was logged twice.
 
 Run: `python benchmarks/torture.py [--kills 50] [--pairs 100] [--approval-kills 30] [--backends sqlite,postgres]`
+Protocol only: `python benchmarks/torture.py --kills 0 --pairs 0 --protocol-kills 50 --protocol-pairs 50
+--protocol-cancels 50 --backends sqlite,pg --workers 2`
 (PostgreSQL: `ARTIFACTFLOW_TEST_PG_URL`, default postgresql://postgres@127.0.0.1:5432/test;
 a fresh database is created and dropped).
 """
@@ -61,14 +67,17 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from scripted_llm import Call, ScriptedLLM, Text, ToolCalls  # noqa: E402
+from scripted_llm import Call, Delay, ScriptedLLM, Text, ToolCalls  # noqa: E402
+from torture_protocol import ProtocolTally, cancel_pair, memory_text, protocol_kills, resume_pair  # noqa: E402
+from torture_protocol import tables as protocol_tables  # noqa: E402
+from torture_serve import fleet  # noqa: E402
 
 from artifactflow import Client, Resume, load_settings  # noqa: E402
 from artifactflow.core.store import schema as t  # noqa: E402
 
 ARTIFACTFLOW = str(Path(sys.executable).parent / "artifactflow")
 ADMIN_URL = os.environ.get("ARTIFACTFLOW_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
-TOKEN = re.compile(r"(?:task|memory) (T[0-9a-f]+)")
+TOKEN = re.compile(r"(?:task|memory|slow) (T[0-9a-f]+)")
 
 PLUGIN = '''
 import os, time
@@ -107,18 +116,16 @@ AFTER_APPROVAL = [
 def route(request: dict[str, Any]) -> Any:
     """Stateless model: call the tool for the task's token, then answer."""
     messages = request.get("messages") or []
-    user = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
+    user = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "user"), "")
     match = TOKEN.search(str(user))
     token = match.group(1) if match else "T0"
     if messages and messages[-1].get("role") == "tool":
         return Text(f"done {token}", chunk_size=4, chunk_delay=0.005)
     if str(user).startswith("memory "):  # a memory write: `memory_save` (auto), once per run
         return ToolCalls([Call("memory_save", {"text": memory_text(token)})])
+    if str(user).startswith("slow "):  # a run still busy when a second one is sent
+        return Delay(1.0, ToolCalls([Call("append_line", {"text": token})]))
     return ToolCalls([Call("append_line", {"text": token})])
-
-
-def memory_text(token: str) -> str:
-    return f"The torture fact {token} is remembered exactly once"
 
 
 @dataclass
@@ -531,62 +538,13 @@ async def judge_pair(w: World, mid: str, info: dict[str, Any], tally: Tally) -> 
 # --- main --------------------------------------------------------------------------------------
 
 
-async def protocol_pair(w: World, bases: list[str], rng: random.Random, tally: Tally) -> None:
-    """Two resumes of one paused thread sent at the same instant through the Agent Protocol
-    (the real `langgraph_sdk` client), each to a random one of the servers: exactly one is
-    accepted, the other answered 409; the approved side effect happens once; the thread ends
-    idle. Written against the public protocol surface only, so it holds across rewrites."""
-    from langgraph_sdk import get_client
-
-    token = "T" + uuid.uuid4().hex[:10]
-    tally.trials += 1
-    starter = get_client(url=rng.choice(bases), api_key=None)
-    tid = (await starter.threads.create())["thread_id"]
-    await starter.runs.wait(tid, "lead_agent", input={"messages": [{"role": "user", "content": f"task {token}"}]})
-    if (await starter.threads.get(tid))["status"] != "interrupted":
-        tally.wrong += 1
-        tally.note(f"{token}: the thread did not pause")
-        return
-    racers = [get_client(url=rng.choice(bases), api_key=None) for _ in range(2)]
-    command: Any = {"resume": {"decisions": [{"type": "approve"}]}}  # the SDK's `Command` shape
-    answers = await asyncio.gather(
-        *(r.runs.create(tid, "lead_agent", command=command) for r in racers), return_exceptions=True
-    )
-    won = [(r, a) for r, a in zip(racers, answers, strict=True) if isinstance(a, dict)]
-    refused = [a for a in answers if isinstance(a, httpx.HTTPStatusError) and a.response.status_code == 409]
-    other = [a for a in answers if not isinstance(a, dict) and a not in refused]
-    for failure in other:
-        if isinstance(failure, httpx.HTTPStatusError) and failure.response.status_code >= 500:
-            tally.errors_5xx += 1
-        tally.note(f"{token}: a resume answered {failure!r}"[:200])
-    if len(won) != 1 or len(refused) != 1:
-        tally.wrong += 1
-        tally.note(f"{token}: {len(won)} resumes accepted, {len(refused)} refused")
-    else:
-        tally.accepted += 1
-        tally.refused += 1
-    for racer, run in won:
-        with contextlib.suppress(Exception):
-            await racer.runs.join(tid, run["run_id"])
-    for _ in range(600):
-        if (await starter.threads.get(tid))["status"] == "idle":
-            break
-        await asyncio.sleep(0.05)
-    else:
-        tally.wrong += 1
-        tally.note(f"{token}: thread stuck {(await starter.threads.get(tid))['status']}")
-    if w.journal_count(token) != 1:
-        tally.duplicates += int(w.journal_count(token) > 1)
-        tally.wrong += int(w.journal_count(token) == 0)
-        tally.note(f"{token}: the approved side effect ran {w.journal_count(token)} times")
-
-
 async def run_backend(
     backend: str, kills: int, pairs: int, seed: int, llm: ScriptedLLM, approval_kills: int = 0,
-    memory_kills: int = 0, protocol_pairs: int = 0,
-) -> list[tuple[str, Tally]]:
+    memory_kills: int = 0, protocol_pairs: int = 0, protocol_kills: int = 0, protocol_cancels: int = 0,
+    workers: int = 2,
+) -> list[tuple[str, Any]]:
     rng = random.Random(seed)
-    rows = []
+    rows: list[tuple[str, Any]] = []
     async with world(backend, llm) as w:
         tally = Tally()
         for i in range(kills):
@@ -623,19 +581,36 @@ async def run_backend(
                         flush=True,
                     )
             rows.append((f"{backend} resume/cancel pairs", tally))
-        if protocol_pairs:
-            tally = Tally()
-            with servers(w) as urls:
-                bases = [u.removesuffix("/api/v1") for u in urls]
-                for i in range(protocol_pairs):
-                    await protocol_pair(w, bases, rng, tally)
-                    print(f"\r{backend}: protocol resume pairs {i + 1}/{protocol_pairs}   ", end="", file=sys.stderr, flush=True)
-            rows.append((f"{backend} protocol resume pairs", tally))
+        if protocol_pairs or protocol_kills or protocol_cancels:
+            protocol_rows = await run_protocol(w, rng, workers, protocol_kills, protocol_pairs, protocol_cancels)
+            rows += [(f"{backend} {name}", tally) for name, tally in protocol_rows]
         print(file=sys.stderr)
     return rows
 
 
-def table(rows: list[tuple[str, Tally]]) -> str:
+async def run_protocol(
+    w: World, rng: random.Random, workers: int, kills: int, pairs: int, cancels: int
+) -> list[tuple[str, ProtocolTally]]:
+    """The Agent Protocol scenarios (torture_protocol.py) on `workers` `serve` processes."""
+    rows = []
+    with fleet(ARTIFACTFLOW, w.config, w.data, w.env, workers) as fleet_servers:
+        if kills:
+            label = f"{w.backend} x{workers}"
+            rows.append((f"protocol kills ({workers} workers)", await protocol_kills(w, fleet_servers, kills, rng, label)))
+        bases = [s.base for s in fleet_servers]
+        for count, trial, name in ((pairs, resume_pair, "resume/resume"), (cancels, cancel_pair, "resume/cancel")):
+            if not count:
+                continue
+            tally = ProtocolTally()
+            for i in range(count):
+                await trial(w, bases, rng, tally)
+                print(f"\r{w.backend}: protocol {name} pairs {i + 1}/{count}   ", end="", file=sys.stderr, flush=True)
+            rows.append((f"protocol {name} pairs ({workers} workers)", tally))
+    return rows
+
+
+def table(all_rows: list[tuple[str, Any]]) -> str:
+    rows: list[tuple[str, Tally]] = [(n, x) for n, x in all_rows if isinstance(x, Tally)]
     head = (
         "| scenario | trials | resumable % | duplicate side effects | wrong final states "
         "| 5xx | event-id gaps |\n|---|---:|---:|---:|---:|---:|---:|"
@@ -678,16 +653,7 @@ def table(rows: list[tuple[str, Tally]]) -> str:
                 f"| {name} | {tally.trials} | {tally.double_completes} "
                 f"| {tally.memory_duplicates if memory else '—'} | {tally.memory_lost if memory else '—'} |"
             )
-    protocol = [(name, tally) for name, tally in rows if "protocol" in name]
-    if protocol:
-        lines += [
-            "",
-            "| protocol resume races | pairs | one accepted, one 409 | wrong | duplicate side effects | 5xx |",
-            "|---|---:|---:|---:|---:|---:|",
-        ]
-        for name, tally in protocol:
-            lines.append(f"| {name} | {tally.trials} | {tally.accepted} | {tally.wrong} | {tally.duplicates} | {tally.errors_5xx} |")
-    races = [(name, tally) for name, tally in rows if "pairs" in name and "protocol" not in name]
+    races = [(name, tally) for name, tally in rows if "pairs" in name]
     if races:
         lines += [
             "",
@@ -701,6 +667,7 @@ def table(rows: list[tuple[str, Tally]]) -> str:
                 f"| {name} | {tally.trials} | {tally.accepted} | {tally.refused} | {tally.dropped} "
                 f"| {tally.tool_after_cancel} | {worst} |"
             )
+    lines += protocol_tables([(n, x) for n, x in all_rows if isinstance(x, ProtocolTally)])
     return "\n".join(lines)
 
 
@@ -724,18 +691,32 @@ async def main() -> None:
         "--protocol-pairs",
         type=int,
         default=0,
-        help="two Agent Protocol resumes of one paused thread at once, across two servers",
+        help="two Agent Protocol resumes of one paused thread at once, across the servers",
     )
+    parser.add_argument(
+        "--protocol-cancels",
+        type=int,
+        default=0,
+        help="an Agent Protocol resume racing a cancel of the run it starts, across the servers",
+    )
+    parser.add_argument(
+        "--protocol-kills",
+        type=int,
+        default=0,
+        help="SIGKILL of `serve` at every step of a protocol run (torture_protocol.STEPS)",
+    )
+    parser.add_argument("--workers", type=int, default=2, help="serve processes for the protocol scenarios")
     parser.add_argument("--backends", default="sqlite,postgres")
     parser.add_argument("--seed", type=int, default=12)
     args = parser.parse_args()
-    rows: list[tuple[str, Tally]] = []
+    rows: list[tuple[str, Any]] = []
     with ScriptedLLM() as llm:
         llm.route(route)
         for backend in args.backends.split(","):
             rows += await run_backend(
-                backend.strip(), args.kills, args.pairs, args.seed, llm, args.approval_kills,
-                args.memory_kills, args.protocol_pairs,
+                {"pg": "postgres"}.get(backend.strip(), backend.strip()), args.kills, args.pairs,
+                args.seed, llm, args.approval_kills, args.memory_kills, args.protocol_pairs,
+                args.protocol_kills, args.protocol_cancels, args.workers,
             )
     print(table(rows))
     for name, tally in rows:
