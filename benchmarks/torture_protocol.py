@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 import sqlalchemy as sa
-from torture_serve import Seen, Serve, read_sse
+from killable_serve import Seen, Serve, read_sse
 
 from artifactflow.core.store import schema as t
 

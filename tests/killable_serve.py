@@ -1,5 +1,6 @@
-"""`artifactflow serve` processes for the torture scripts: started, SIGKILLed and restarted on
-their own port, and an SSE reader that keeps what a client saw before its server died.
+"""`artifactflow serve` processes for the kill tests and benchmarks/torture.py: started,
+SIGKILLed and restarted on their own port; and an SSE reader that keeps what a client saw
+before its server died.
 
 Every server gets `run.recover_on_start` and a short lease through the environment (not the
 YAML, which the benchmark's own in-process client also reads): a killed worker's runs are
@@ -52,7 +53,7 @@ class Serve:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def start(self, timeout: float = 60.0) -> None:
+    def start(self, timeout: float = 120.0) -> None:
         self.proc = subprocess.Popen(
             self._command, env=self._env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
