@@ -67,10 +67,10 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from killable_serve import fleet  # noqa: E402
 from scripted_llm import Call, Delay, ScriptedLLM, Text, ToolCalls  # noqa: E402
 from torture_protocol import ProtocolTally, cancel_pair, memory_text, protocol_kills, resume_pair  # noqa: E402
 from torture_protocol import tables as protocol_tables  # noqa: E402
-from killable_serve import fleet  # noqa: E402
 
 from artifactflow import Client, Resume, load_settings  # noqa: E402
 from artifactflow.core.store import schema as t  # noqa: E402
