@@ -23,10 +23,16 @@ with `--approval-kills N`, N more kills right after an approval, counting approv
 and calls whose `tool_start` was logged twice; with `--memory-kills N`, N kills around a memory
 write (`memory_save`), counting memories saved twice or lost from a completed run; with
 `--protocol-pairs N`, N paused threads each resumed twice at once through the Agent Protocol
-(`langgraph_sdk`) across the two servers: one accepted, one 409, the effect once. Every kill
-scenario also counts calls whose `tool_complete` was logged twice.
+across the `--workers` servers: one accepted, one 409, the effect once; with
+`--protocol-cancels N`, a resume racing a cancel of the run it starts (one winner); with
+`--protocol-kills N`, N SIGKILLs of `serve` at every step of a protocol run (torture_protocol.py:
+start, stream, interrupt, resume, after the tool, join, the multitask strategies, a memory
+write), counting duplicate effects, lost events and stuck threads. Every kill scenario also
+counts calls whose `tool_complete` was logged twice.
 
 Run: `python benchmarks/torture.py [--kills 50] [--pairs 100] [--approval-kills 30] [--backends sqlite,postgres]`
+Protocol only: `python benchmarks/torture.py --kills 0 --pairs 0 --protocol-kills 50 --protocol-pairs 50
+--protocol-cancels 50 --backends sqlite,pg --workers 2`
 (PostgreSQL: `ARTIFACTFLOW_TEST_PG_URL`, default postgresql://postgres@127.0.0.1:5432/test;
 a fresh database is created and dropped).
 """
@@ -37,52 +43,28 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import random
-import re
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import textwrap
-import threading
-import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import sqlalchemy as sa
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from scripted_llm import Call, ScriptedLLM, Text, ToolCalls  # noqa: E402
+from killable_serve import fleet  # noqa: E402
+from scripted_llm import ScriptedLLM  # noqa: E402
+from torture_pairs import judge_pair, pair_trial, servers  # noqa: E402
+from torture_protocol import ProtocolTally, cancel_pair, memory_text, protocol_kills, resume_pair  # noqa: E402
+from torture_protocol import tables as protocol_tables  # noqa: E402
+from torture_world import ARTIFACTFLOW, Tally, World, route, world  # noqa: E402
 
-from artifactflow import Client, Resume, load_settings  # noqa: E402
+from artifactflow import Resume  # noqa: E402
 from artifactflow.core.store import schema as t  # noqa: E402
-
-ARTIFACTFLOW = str(Path(sys.executable).parent / "artifactflow")
-ADMIN_URL = os.environ.get("ARTIFACTFLOW_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
-TOKEN = re.compile(r"(?:task|memory) (T[0-9a-f]+)")
-
-PLUGIN = '''
-import os, time
-from pathlib import Path
-from artifactflow import tool
-
-@tool(permission="confirm")
-def append_line(text: str) -> str:
-    """Append one line to the journal (the side effect that must happen once)."""
-    with Path(os.environ["AF_JOURNAL"]).open("a", encoding="utf-8") as f:
-        f.write(text + "\\n")
-    time.sleep(0.15)  # a window to be killed in, after the effect
-    return f"appended {text}"
-'''
 
 KILL_POINTS = [
     ("llm_complete", 0.0),
@@ -102,148 +84,6 @@ AFTER_APPROVAL = [
     ("tool_start", 0.08),
     ("tool_complete", 0.0),
 ]
-
-
-def route(request: dict[str, Any]) -> Any:
-    """Stateless model: call the tool for the task's token, then answer."""
-    messages = request.get("messages") or []
-    user = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
-    match = TOKEN.search(str(user))
-    token = match.group(1) if match else "T0"
-    if messages and messages[-1].get("role") == "tool":
-        return Text(f"done {token}", chunk_size=4, chunk_delay=0.005)
-    if str(user).startswith("memory "):  # a memory write: `memory_save` (auto), once per run
-        return ToolCalls([Call("memory_save", {"text": memory_text(token)})])
-    return ToolCalls([Call("append_line", {"text": token})])
-
-
-def memory_text(token: str) -> str:
-    return f"The torture fact {token} is remembered exactly once"
-
-
-@dataclass
-class Tally:
-    trials: int = 0
-    resumable: int = 0
-    not_started: int = 0
-    duplicates: int = 0
-    wrong: int = 0
-    errors_5xx: int = 0
-    gaps: int = 0
-    # resume/cancel pairs: how each cancel was answered, and how long it took
-    accepted: int = 0  # 200 {"cancelled": true}
-    refused: int = 0  # 409: it lost to the resume, with the reason
-    dropped: int = 0  # answered without effect or conflict, or accepted and not cancelled
-    tool_after_cancel: int = 0  # accepted, ended cancelled, yet the approved tool ran
-    cancel_seconds: list[float] = field(default_factory=list)
-    # kills after an approval: asked again, and calls whose start is logged twice
-    reasked: int = 0
-    double_starts: int = 0
-    double_completes: int = 0  # calls whose tool_complete is logged twice (any kill)
-    # memory writes (`memory_save`) cut by a kill: saved twice, or lost from a completed run
-    memory_duplicates: int = 0
-    memory_lost: int = 0
-    notes: list[str] = field(default_factory=list)
-
-    def note(self, text: str) -> None:
-        if len(self.notes) < 6:
-            self.notes.append(text)
-
-
-@dataclass
-class World:
-    backend: str
-    root: Path
-    config: Path
-    data: Path
-    journal: Path
-    url: str | None
-    env: dict[str, str]
-    client: Client
-
-    def journal_count(self, token: str) -> int:
-        if not self.journal.exists():
-            return 0
-        return self.journal.read_text(encoding="utf-8").splitlines().count(token)
-
-    async def message_for(self, token: str, prefix: str = "task") -> dict[str, Any] | None:
-        async with self.client.admin.store.engine.connect() as conn:
-            row = (
-                await conn.execute(
-                    sa.select(t.messages.c.id).where(t.messages.c.content == f"{prefix} {token}")
-                )
-            ).first()
-        return await self.client.admin.store.get_message(row[0]) if row else None
-
-    async def check_log(self, message: dict[str, Any], tally: Tally, *, one_pause: bool) -> bool:
-        """Event ids 1..n, status agreeing with the last event, and with `one_pause` a single
-        permission request (a recovery after a crash may rightly ask again). True if good."""
-        events = await self.client.runs.events(message["id"])
-        ids = [e.event_id for e in events]
-        good = True
-        if ids != list(range(1, len(ids) + 1)):
-            tally.gaps += 1
-            tally.note(f"{message['id'][:8]}: event ids {ids}")
-            good = False
-        asks = sum(1 for e in events if e.type == "permission_request")
-        last = events[-1].type if events else None
-        expected_last = {"completed": "complete", "cancelled": "cancelled", "failed": "error"}
-        if asks > 1 and one_pause:
-            good = False
-            tally.note(f"{message['id'][:8]}: asked for approval {asks} times")
-        if message["status"] in expected_last and last != expected_last[message["status"]]:
-            good = False
-            tally.note(f"{message['id'][:8]}: status {message['status']} but last event {last}")
-        return good
-
-
-@contextlib.asynccontextmanager
-async def world(backend: str, llm: ScriptedLLM) -> AsyncIterator[World]:
-    root = Path(tempfile.mkdtemp(prefix=f"af-torture-{backend}-"))
-    config = root / "config"
-    (config / "agents").mkdir(parents=True)
-    (config / "agents" / "lead_agent.md").write_text(
-        "---\nname: lead_agent\ndescription: lead\nrole: lead\ntools: [append_line, memory_save]\n"
-        "max_tool_rounds: 5\n---\nYou are the lead agent.\n",
-        encoding="utf-8",
-    )
-    (config / "artifactflow.yaml").write_text(
-        "plugins: [torture_tools]\nllm:\n  max_retries: 2\n  backoff_base: 0.01\n"
-        "  backoff_max: 0.05\nrun:\n  max_concurrent_runs: 16\n",
-        encoding="utf-8",
-    )
-    (config / "torture_tools.py").write_text(textwrap.dedent(PLUGIN), encoding="utf-8")
-    journal = root / "journal.txt"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ARTIFACTFLOW_")}
-    env.update(
-        OPENAI_BASE_URL=llm.base_url,
-        OPENAI_API_KEY="torture",
-        AF_JOURNAL=str(journal),
-        NO_COLOR="1",
-        PYTHONUNBUFFERED="1",
-    )
-    os.environ.update(
-        OPENAI_BASE_URL=llm.base_url, OPENAI_API_KEY="torture", AF_JOURNAL=str(journal)
-    )
-    url = None
-    admin = None
-    if backend == "postgres":
-        import asyncpg
-
-        admin = await asyncpg.connect(ADMIN_URL, timeout=5)
-        name = f"af_torture_{uuid.uuid4().hex[:10]}"
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        url = ADMIN_URL.rsplit("/", 1)[0] + "/" + name
-        env["ARTIFACTFLOW_DATABASE_URL"] = url
-    settings = load_settings(config, root / "data", database_url=url)
-    client = await Client.open(settings)
-    try:
-        yield World(backend, root, config, root / "data", journal, url, env, client)
-    finally:
-        await client.aclose()
-        if admin is not None:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
-            await admin.close()
 
 
 # --- kills -------------------------------------------------------------------------------------
@@ -370,223 +210,17 @@ MEMORY_POINTS = [
 ]
 
 
-# --- racing pairs ------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def servers(w: World, count: int = 2) -> Any:
-    procs, urls = [], []
-    for _ in range(count):
-        port = free_port()
-        procs.append(
-            subprocess.Popen(
-                [
-                    ARTIFACTFLOW,
-                    "--config-dir",
-                    str(w.config),
-                    "--data-dir",
-                    str(w.data),
-                    "serve",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                ],
-                env=w.env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        )
-        urls.append(f"http://127.0.0.1:{port}/api/v1")
-    try:
-        for url in urls:
-            for _ in range(600):
-                try:
-                    if httpx.get(url + "/conversations", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.05)
-        yield urls
-    finally:
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
-
-def wait_status(
-    client: httpx.Client, url: str, mid: str, statuses: set[str], timeout: float = 15
-) -> str:
-    status = "?"
-    for _ in range(int(timeout / 0.05)):
-        status = client.get(f"{url}/messages/{mid}").json().get("status", "?")
-        if status in statuses:
-            return status
-        time.sleep(0.05)
-    return status
-
-
-def pair_trial(
-    w: World, urls: list[str], rng: random.Random, tally: Tally
-) -> tuple[str, dict[str, Any]]:
-    token = "T" + uuid.uuid4().hex[:10]
-    with httpx.Client(timeout=30) as client:
-        chat = client.post(f"{urls[0]}/chat", json={"content": f"task {token}"})
-        if chat.status_code >= 500:
-            tally.errors_5xx += 1
-        mid = chat.json()["message_id"]
-        if wait_status(client, urls[0], mid, {"waiting", "failed", "completed"}) != "waiting":
-            tally.note(f"{mid[:8]}: never paused")
-            return mid, {}
-        barrier = threading.Barrier(2)
-        answers: dict[str, httpx.Response | Exception] = {}
-        latency: list[float] = []
-        resume_url, cancel_url = rng.choice(urls), rng.choice(urls)
-
-        def send(kind: str) -> None:
-            with httpx.Client(timeout=30) as own:
-                barrier.wait()
-                try:
-                    if kind == "resume":
-                        answers[kind] = own.post(
-                            f"{resume_url}/chat/{mid}/resume", json={"decisions": "approve"}
-                        )
-                    else:
-                        began = time.perf_counter()
-                        answers[kind] = own.post(f"{cancel_url}/chat/{mid}/cancel")
-                        latency.append(time.perf_counter() - began)
-                except Exception as exc:  # noqa: BLE001 - counted below
-                    answers[kind] = exc
-
-        threads = [threading.Thread(target=send, args=(k,)) for k in ("resume", "cancel")]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        final = wait_status(client, urls[0], mid, {"completed", "failed", "cancelled", "waiting"})
-        info = {"token": token, "final": final, "same_server": resume_url == cancel_url}
-        if latency:
-            tally.cancel_seconds.append(latency[0])
-        for kind, answer in answers.items():
-            if isinstance(answer, Exception):
-                info[kind] = repr(answer)
-                continue
-            info[kind] = answer.status_code
-            if answer.status_code >= 500:
-                tally.errors_5xx += 1
-                tally.note(f"{mid[:8]}: {kind} answered {answer.status_code}: {answer.text[:120]}")
-            if kind == "cancel" and answer.status_code == 200:
-                info["cancelled"] = answer.json().get("cancelled")
-                info["cancel_status"] = answer.json().get("status")
-        return mid, info
-
-
-async def judge_pair(w: World, mid: str, info: dict[str, Any], tally: Tally) -> None:
-    tally.trials += 1
-    message = await w.client.admin.store.get_message(mid)
-    if message is None or not info:
-        tally.wrong += 1
-        return
-    good = await w.check_log(message, tally, one_pause=True)
-    status = message["status"]
-    ran = w.journal_count(info["token"]) > 0
-    if info.get("cancel") == 409:
-        tally.refused += 1
-    elif info.get("cancelled") is True:
-        tally.accepted += 1
-        if status != "cancelled":
-            tally.dropped += 1
-        elif ran:
-            tally.tool_after_cancel += 1
-    elif info.get("cancel") == 200 and info.get("resume") == 202:
-        tally.dropped += 1  # the run was live, the cancel neither took effect nor said why not
-        tally.note(
-            f"{mid[:8]}: cancel answered {info.get('cancel_status')!r}, not cancelled, no conflict"
-        )
-    if info.get("cancelled") is True and status != "cancelled":
-        good = False
-        tally.note(f"{mid[:8]}: cancel said cancelled, message ended {status} ({info})")
-    elif info.get("cancelled") is not True and info.get("resume") == 202 and status != "completed":
-        good = False
-        tally.note(f"{mid[:8]}: resumed, message ended {status} ({info})")
-    elif info.get("cancelled") is not True and info.get("resume") != 202:
-        good = False
-        tally.note(f"{mid[:8]}: neither resume nor cancel won ({info})")
-    if w.journal_count(info["token"]) > 1:
-        tally.duplicates += 1
-    if not good:
-        tally.wrong += 1
-
 
 # --- main --------------------------------------------------------------------------------------
 
 
-async def protocol_pair(w: World, bases: list[str], rng: random.Random, tally: Tally) -> None:
-    """Two resumes of one paused thread sent at the same instant through the Agent Protocol
-    (the real `langgraph_sdk` client), each to a random one of the servers: exactly one is
-    accepted, the other answered 409; the approved side effect happens once; the thread ends
-    idle. Written against the public protocol surface only, so it holds across rewrites."""
-    from langgraph_sdk import get_client
-
-    token = "T" + uuid.uuid4().hex[:10]
-    tally.trials += 1
-    starter = get_client(url=rng.choice(bases), api_key=None)
-    tid = (await starter.threads.create())["thread_id"]
-    await starter.runs.wait(tid, "lead_agent", input={"messages": [{"role": "user", "content": f"task {token}"}]})
-    if (await starter.threads.get(tid))["status"] != "interrupted":
-        tally.wrong += 1
-        tally.note(f"{token}: the thread did not pause")
-        return
-    racers = [get_client(url=rng.choice(bases), api_key=None) for _ in range(2)]
-    command: Any = {"resume": {"decisions": [{"type": "approve"}]}}  # the SDK's `Command` shape
-    answers = await asyncio.gather(
-        *(r.runs.create(tid, "lead_agent", command=command) for r in racers), return_exceptions=True
-    )
-    won = [(r, a) for r, a in zip(racers, answers, strict=True) if isinstance(a, dict)]
-    refused = [a for a in answers if isinstance(a, httpx.HTTPStatusError) and a.response.status_code == 409]
-    other = [a for a in answers if not isinstance(a, dict) and a not in refused]
-    for failure in other:
-        if isinstance(failure, httpx.HTTPStatusError) and failure.response.status_code >= 500:
-            tally.errors_5xx += 1
-        tally.note(f"{token}: a resume answered {failure!r}"[:200])
-    if len(won) != 1 or len(refused) != 1:
-        tally.wrong += 1
-        tally.note(f"{token}: {len(won)} resumes accepted, {len(refused)} refused")
-    else:
-        tally.accepted += 1
-        tally.refused += 1
-    for racer, run in won:
-        with contextlib.suppress(Exception):
-            await racer.runs.join(tid, run["run_id"])
-    for _ in range(600):
-        if (await starter.threads.get(tid))["status"] == "idle":
-            break
-        await asyncio.sleep(0.05)
-    else:
-        tally.wrong += 1
-        tally.note(f"{token}: thread stuck {(await starter.threads.get(tid))['status']}")
-    if w.journal_count(token) != 1:
-        tally.duplicates += int(w.journal_count(token) > 1)
-        tally.wrong += int(w.journal_count(token) == 0)
-        tally.note(f"{token}: the approved side effect ran {w.journal_count(token)} times")
-
-
 async def run_backend(
     backend: str, kills: int, pairs: int, seed: int, llm: ScriptedLLM, approval_kills: int = 0,
-    memory_kills: int = 0, protocol_pairs: int = 0,
-) -> list[tuple[str, Tally]]:
+    memory_kills: int = 0, protocol_pairs: int = 0, protocol_kills: int = 0, protocol_cancels: int = 0,
+    workers: int = 2,
+) -> list[tuple[str, Any]]:
     rng = random.Random(seed)
-    rows = []
+    rows: list[tuple[str, Any]] = []
     async with world(backend, llm) as w:
         tally = Tally()
         for i in range(kills):
@@ -623,19 +257,36 @@ async def run_backend(
                         flush=True,
                     )
             rows.append((f"{backend} resume/cancel pairs", tally))
-        if protocol_pairs:
-            tally = Tally()
-            with servers(w) as urls:
-                bases = [u.removesuffix("/api/v1") for u in urls]
-                for i in range(protocol_pairs):
-                    await protocol_pair(w, bases, rng, tally)
-                    print(f"\r{backend}: protocol resume pairs {i + 1}/{protocol_pairs}   ", end="", file=sys.stderr, flush=True)
-            rows.append((f"{backend} protocol resume pairs", tally))
+        if protocol_pairs or protocol_kills or protocol_cancels:
+            protocol_rows = await run_protocol(w, rng, workers, protocol_kills, protocol_pairs, protocol_cancels)
+            rows += [(f"{backend} {name}", tally) for name, tally in protocol_rows]
         print(file=sys.stderr)
     return rows
 
 
-def table(rows: list[tuple[str, Tally]]) -> str:
+async def run_protocol(
+    w: World, rng: random.Random, workers: int, kills: int, pairs: int, cancels: int
+) -> list[tuple[str, ProtocolTally]]:
+    """The Agent Protocol scenarios (torture_protocol.py) on `workers` `serve` processes."""
+    rows = []
+    with fleet(ARTIFACTFLOW, w.config, w.data, w.env, workers) as fleet_servers:
+        if kills:
+            label = f"{w.backend} x{workers}"
+            rows.append((f"protocol kills ({workers} workers)", await protocol_kills(w, fleet_servers, kills, rng, label)))
+        bases = [s.base for s in fleet_servers]
+        for count, trial, name in ((pairs, resume_pair, "resume/resume"), (cancels, cancel_pair, "resume/cancel")):
+            if not count:
+                continue
+            tally = ProtocolTally()
+            for i in range(count):
+                await trial(w, bases, rng, tally)
+                print(f"\r{w.backend}: protocol {name} pairs {i + 1}/{count}   ", end="", file=sys.stderr, flush=True)
+            rows.append((f"protocol {name} pairs ({workers} workers)", tally))
+    return rows
+
+
+def table(all_rows: list[tuple[str, Any]]) -> str:
+    rows: list[tuple[str, Tally]] = [(n, x) for n, x in all_rows if isinstance(x, Tally)]
     head = (
         "| scenario | trials | resumable % | duplicate side effects | wrong final states "
         "| 5xx | event-id gaps |\n|---|---:|---:|---:|---:|---:|---:|"
@@ -678,16 +329,7 @@ def table(rows: list[tuple[str, Tally]]) -> str:
                 f"| {name} | {tally.trials} | {tally.double_completes} "
                 f"| {tally.memory_duplicates if memory else '—'} | {tally.memory_lost if memory else '—'} |"
             )
-    protocol = [(name, tally) for name, tally in rows if "protocol" in name]
-    if protocol:
-        lines += [
-            "",
-            "| protocol resume races | pairs | one accepted, one 409 | wrong | duplicate side effects | 5xx |",
-            "|---|---:|---:|---:|---:|---:|",
-        ]
-        for name, tally in protocol:
-            lines.append(f"| {name} | {tally.trials} | {tally.accepted} | {tally.wrong} | {tally.duplicates} | {tally.errors_5xx} |")
-    races = [(name, tally) for name, tally in rows if "pairs" in name and "protocol" not in name]
+    races = [(name, tally) for name, tally in rows if "pairs" in name]
     if races:
         lines += [
             "",
@@ -701,6 +343,7 @@ def table(rows: list[tuple[str, Tally]]) -> str:
                 f"| {name} | {tally.trials} | {tally.accepted} | {tally.refused} | {tally.dropped} "
                 f"| {tally.tool_after_cancel} | {worst} |"
             )
+    lines += protocol_tables([(n, x) for n, x in all_rows if isinstance(x, ProtocolTally)])
     return "\n".join(lines)
 
 
@@ -724,18 +367,32 @@ async def main() -> None:
         "--protocol-pairs",
         type=int,
         default=0,
-        help="two Agent Protocol resumes of one paused thread at once, across two servers",
+        help="two Agent Protocol resumes of one paused thread at once, across the servers",
     )
+    parser.add_argument(
+        "--protocol-cancels",
+        type=int,
+        default=0,
+        help="an Agent Protocol resume racing a cancel of the run it starts, across the servers",
+    )
+    parser.add_argument(
+        "--protocol-kills",
+        type=int,
+        default=0,
+        help="SIGKILL of `serve` at every step of a protocol run (torture_protocol.STEPS)",
+    )
+    parser.add_argument("--workers", type=int, default=2, help="serve processes for the protocol scenarios")
     parser.add_argument("--backends", default="sqlite,postgres")
     parser.add_argument("--seed", type=int, default=12)
     args = parser.parse_args()
-    rows: list[tuple[str, Tally]] = []
+    rows: list[tuple[str, Any]] = []
     with ScriptedLLM() as llm:
         llm.route(route)
         for backend in args.backends.split(","):
             rows += await run_backend(
-                backend.strip(), args.kills, args.pairs, args.seed, llm, args.approval_kills,
-                args.memory_kills, args.protocol_pairs,
+                {"pg": "postgres"}.get(backend.strip(), backend.strip()), args.kills, args.pairs,
+                args.seed, llm, args.approval_kills, args.memory_kills, args.protocol_pairs,
+                args.protocol_kills, args.protocol_cancels, args.workers,
             )
     print(table(rows))
     for name, tally in rows:

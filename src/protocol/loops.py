@@ -1,6 +1,8 @@
 """The platform's background work in a server (started in the HTTP app's lifespan): the cron
-scheduler (`crons.py`) and the store's TTL sweeper (`store_ttl.py`). Every worker runs both;
-the compare-and-set on a cron's next time and idempotent deletes make that safe."""
+scheduler (`crons.py`), the store's TTL sweeper (`store_ttl.py`) and the settling of runs
+whose worker died (`Protocol.settle_running`: their status and webhook). Every worker runs
+them all; the compare-and-sets on a cron's next time and on a run's status, and idempotent
+deletes, make that safe."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from .service import Protocol
 from .store_ttl import ttl_store_of
 
 log = logging.getLogger("artifactflow.platform")
+SETTLE_SECONDS = 5.0  # how often runs whose worker died are looked for (their webhooks)
 
 
 async def _every(seconds: float, work: Callable[[], Awaitable[Any]], what: str) -> None:
@@ -37,10 +40,18 @@ class PlatformLoops:
         if client is None:
             return self
         settings = client.settings
+        protocol = getattr(self.state, "protocol", None)
+        if protocol is None or protocol.client is not client:
+            protocol = self.state.protocol = Protocol(client)
+
+        async def settle() -> None:
+            await protocol.records.ready()
+            await protocol.settle_running()
+
+        self.tasks.append(
+            asyncio.create_task(_every(SETTLE_SECONDS, settle, "settling protocol runs"), name="artifactflow-settle")
+        )
         if settings.crons.enabled:
-            protocol = getattr(self.state, "protocol", None)
-            if protocol is None or protocol.client is not client:
-                protocol = self.state.protocol = Protocol(client)
             scheduler = self.scheduler = CronScheduler(protocol)
 
             async def tick() -> None:

@@ -174,6 +174,11 @@ class ProtocolRecords:
         rows = await self.store.fetch_rows(query.limit(limit).offset(offset))
         return [_decoded(r) for r in rows]
 
+    async def running_runs(self, limit: int = 1000) -> list[dict[str, Any]]:
+        """Runs still `running` here, in any thread (the oldest first)."""
+        query = sa.select(runs).where(runs.c.status == "running").order_by(runs.c.created_at)
+        return [_decoded(r) for r in await self.store.fetch_rows(query.limit(limit))]
+
     async def set_run(self, run_id: str, *, when: tuple[str, ...] = (), **values: Any) -> bool:
         """Update the run; with `when`, only if its status is one of those (compare-and-set:
         the row count says who won)."""

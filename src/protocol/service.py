@@ -119,9 +119,19 @@ class Protocol:
             ]
             status = "success" if later else None  # a later segment (a resume) took over
         if status is not None:
-            await self.records.set_run(run["run_id"], when=("running",), status=status)
-            return {**run, **(await self.records.run(run["run_id"]) or {})}
+            moved = await self.records.set_run(run["run_id"], when=("running",), status=status)
+            settled = {**run, **(await self.records.run(run["run_id"]) or {})}
+            if moved:  # this reader ended it: its webhook goes out here, whoever watched it
+                self.ended(settled)
+            return settled
         return run
+
+    async def settle_running(self) -> None:
+        """Settle every `running` run (the maintenance loop's part): a run whose worker was
+        killed and that another worker recovered ends, and sends its webhook, even when no
+        client reads it."""
+        for row in await self.records.running_runs():
+            await self.settle(row)
 
     async def run_row(self, thread_id: str, run_id: str, user: str | None) -> dict[str, Any]:
         run = await self.records.run(run_id)
@@ -226,7 +236,8 @@ class Protocol:
         elif run["message_id"] is not None:
             await self.client.runs.cancel(run["message_id"])
             await self.client.admin.wait(run["message_id"])
-            await self.records.set_run(run["run_id"], when=("running",), status="interrupted")
+            if await self.records.set_run(run["run_id"], when=("running",), status="interrupted"):
+                self.ended({**run, "status": "interrupted"})  # its owner may be gone
             if rollback:
                 message = await self.client.conversations.message(run["message_id"])
                 parent = message["parent_id"] or ""

@@ -7,6 +7,8 @@ which the protocol reports as success with the thread `interrupted`), POST the r
 - Delivered once per run end: the run's delivery row is claimed with a compare-and-set
   (`sending` from `pending`), so two workers settling the same run never both send it. At
   most once: a process that dies while sending leaves the row `sending`, not sent again.
+  A run whose worker died before it ended is settled by whichever worker reads it next, or
+  by every server's settling loop (`loops.py`), and its webhook is sent from there.
 - Off the run's path: the delivery is a task of its own with a timeout per attempt and retries
   with doubling backoff; a failing receiver is logged and recorded, never raised into the run.
 - With `webhooks.secret`, `X-Artifactflow-Signature: sha256=<hex HMAC-SHA256 of the body>`.
