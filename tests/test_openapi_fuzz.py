@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import schemathesis
+from agent_protocol.toy import toy_route, write_note
 from conftest import make_config
 from hypothesis import HealthCheck, given, settings
 from route_surface import full_schema, operations
@@ -28,7 +29,6 @@ from schemathesis.python import asgi
 from scripted_llm import ScriptedLLM
 from waiting import wait_until_sync
 
-from agent_protocol.toy import toy_route, write_note
 from artifactflow import Client, load_settings
 from artifactflow.api.app import create_app
 from artifactflow.api.limits import active_runs
