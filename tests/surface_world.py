@@ -11,6 +11,7 @@ workflow run. Every one of them carries `MARK`, so a response that holds it leak
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from agent_protocol.helpers import approve, human
 from agent_protocol.toy import NOTES, toy_route, write_note
 from browser_helpers import serving
 from conftest import write_agent
@@ -62,10 +64,6 @@ class World:
     llm: ScriptedLLM | None = None
 
 
-def _human(text: str) -> dict[str, Any]:
-    return {"messages": [{"role": "user", "content": text}]}
-
-
 async def _ok(answer: httpx.Response, *codes: int) -> Any:
     assert answer.status_code in (codes or (200, 201, 202, 204)), (answer.request.url, answer.text)
     return answer.json() if answer.content else None
@@ -86,7 +84,7 @@ async def _populate(http: httpx.AsyncClient, world: World, tmp_path: Path) -> No
         thread = await _ok(await http.post("/threads", json={"metadata": {"m": MARK}}, headers=a))
         ids[key] = thread["thread_id"]
         await _ok(await http.post(f"/threads/{ids[key]}/runs/wait", headers=a,
-                                  json={"assistant_id": ids["assistant_id"], "input": _human(f"{text} {MARK}")}))
+                                  json={"assistant_id": ids["assistant_id"], "input": human(f"{text} {MARK}")}))
         run = (await _ok(await http.get(f"/threads/{ids[key]}/runs", headers=a)))[0]
         ids[key.replace("thread_id", "run_id")] = run["run_id"]
     paused = await _ok(await http.get(f"/threads/{ids['paused_thread_id']}", headers=a))
@@ -113,7 +111,7 @@ async def _populate(http: httpx.AsyncClient, world: World, tmp_path: Path) -> No
     doc.write_text(f"# Handbook\n\nThe vault code is {MARK}.\n", encoding="utf-8")
     await world.client.knowledge.add([doc], user_id=world.alice_id)
     cron = await _ok(await http.post(f"/threads/{ids['thread_id']}/runs/crons", headers=a, json={
-        "assistant_id": ids["assistant_id"], "schedule": "0 0 1 1 *", "input": _human(f"yearly {MARK}"),
+        "assistant_id": ids["assistant_id"], "schedule": "0 0 1 1 *", "input": human(f"yearly {MARK}"),
         "metadata": {"m": MARK}}))
     ids["cron_id"] = cron["cron_id"]
     flow = await _ok(await http.post("/api/v1/workflows/flow/runs", json={"input": {"topic": MARK}}, headers=a))
@@ -192,3 +190,96 @@ async def snapshot(w: World) -> dict[str, Any]:
     out["model_calls"] = len(w.llm.requests) if w.llm else 0
     json.dumps(out, default=str)  # plain data, comparable
     return out
+
+
+# --- Alice's holdings as path values and request bodies -----------------------------------
+
+# Path parameters that name a resource a user owns (Alice's values: `holdings`).
+OWNED = {"thread_id", "conversation_id", "run_id", "message_id", "memory_id", "cron_id",
+         "checkpoint_id", "artifact_id"}
+
+
+def holdings(ids: dict[str, str]) -> list[dict[str, str]]:
+    """Alice's resources as coherent sets of path values (a run with its own thread, ...)."""
+    return [
+        {"thread_id": ids["thread_id"], "conversation_id": ids["thread_id"], "run_id": ids["run_id"],
+         "checkpoint_id": ids["checkpoint_id"]},
+        {"thread_id": ids["paused_thread_id"], "conversation_id": ids["paused_thread_id"],
+         "run_id": ids["paused_run_id"], "message_id": ids["paused_message_id"]},
+        {"thread_id": ids["conversation_id"], "conversation_id": ids["conversation_id"],
+         "artifact_id": ids["artifact_id"], "message_id": ids["message_id"]},
+        {"message_id": ids["workflow_message_id"]},
+        *({"memory_id": ids[k]} for k in ("memory_global", "memory_project", "memory_conversation")),
+        {"cron_id": ids["cron_id"]},
+    ]
+
+
+def targets(path: str, ids: dict[str, str]) -> list[dict[str, str]]:
+    """Alice's values for the path's parameters: each holding that has them all."""
+    names = re.findall(r"{(\w+)}", path)
+    owned = [n for n in names if n in OWNED]
+    shared = {n: ids[n] for n in names if n not in OWNED}
+    if not owned:
+        return [shared]
+    found = [{**shared, **{n: h[n] for n in owned}} for h in holdings(ids) if all(n in h for n in owned)]
+    assert found, f"no resource of Alice's for {path}: add one to surface_world.py"
+    return found
+
+
+def valid_bodies(method: str, path: str, ids: dict[str, str], target: dict[str, str]) -> list[Any]:
+    """Well-formed bodies that name Alice's things: Bob's refusal is then the ownership
+    check's, and a fuzzed field in one of them is the only thing wrong with it."""
+    assistant = ids["assistant_id"]
+    paused = target.get("thread_id") == ids["paused_thread_id"]
+    run = {"assistant_id": assistant, **({"command": approve()} if paused else {"input": human("hello")})}
+    a2a_send = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": {
+        "role": "user", "parts": [{"kind": "text", "text": "hi"}], "messageId": "b1",
+        "contextId": ids["thread_id"]}}}
+    table: dict[tuple[str, str], list[Any]] = {
+        ("POST", "/threads"): [{"thread_id": ids["thread_id"]}],
+        ("PATCH", "/threads/{thread_id}"): [{"metadata": {"m": "bob"}}],
+        ("POST", "/threads/{thread_id}/copy"): [{}],
+        ("POST", "/threads/{thread_id}/state"): [{"values": {"messages": []}}],
+        ("POST", "/threads/{thread_id}/state/checkpoint"): [{"checkpoint": {"checkpoint_id": ids["checkpoint_id"]}}],
+        ("POST", "/threads/{thread_id}/history"): [{}],
+        ("POST", "/threads/search"): [{"ids": [ids["thread_id"], ids["paused_thread_id"]]}, {}],
+        ("POST", "/threads/count"): [{"metadata": {"m": MARK}}],
+        ("POST", "/threads/{thread_id}/runs/crons"): [{"assistant_id": assistant, "schedule": "0 0 1 1 *"}],
+        ("POST", "/runs/crons"): [{"assistant_id": assistant, "schedule": "0 0 1 1 *"}],
+        ("PATCH", "/runs/crons/{cron_id}"): [{"enabled": False}],
+        ("POST", "/runs/crons/search"): [{}, {"thread_id": ids["thread_id"]}],
+        ("POST", "/runs/crons/count"): [{"thread_id": ids["thread_id"]}],
+        ("PUT", "/store/items"): [{"namespace": ["notes"], "key": "k1", "value": {"text": "bob"}}],
+        ("DELETE", "/store/items"): [{"namespace": ["notes"], "key": "k1"}],
+        ("POST", "/store/items/search"): [{"namespace_prefix": p} for p in (
+            ["notes"], [], [ids["alice_id"]], ["john"], ["john.smith@example.com"],
+            ["john", "smith@example", "com"], [ids["alice_id"], "john.smith@example.com"])],
+        ("POST", "/store/namespaces"): [{}, {"prefix": ["notes"]}, {"prefix": ["john"]},
+                                        {"prefix": ["john.smith@example.com"]}],
+        ("POST", "/assistants/search"): [{}],
+        ("POST", "/assistants/count"): [{}],
+        ("POST", "/api/v1/chat"): [{"content": "hi", "conversation_id": ids["conversation_id"]},
+                                   {"content": "hi", "parent_message_id": ids["message_id"]}],
+        ("POST", "/api/v1/chat/{message_id}/resume"): [{"decisions": "approve"}],
+        ("POST", "/api/v1/memories"): [{"text": "bob", "scope": "conversation",
+                                        "conversation_id": ids["conversation_id"]}],
+        ("POST", "/api/v1/memories:batch"): [{"texts": ["bob"], "scope": "conversation",
+                                              "conversation_id": ids["conversation_id"]}],
+        ("POST", "/api/v1/workflows/{name}/runs"): [{"input": {"topic": "x"},
+                                                     "conversation_id": ids["conversation_id"]}],
+        ("POST", "/api/v1/render"): [{"text": "hi"}],
+        ("POST", "/a2a/{assistant_id}"): [
+            a2a_send,
+            *({"jsonrpc": "2.0", "id": 2, "method": m, "params": {"id": task}}
+              for m in ("tasks/get", "tasks/cancel")
+              for task in (ids["message_id"], ids["paused_run_id"], ids["run_id"])),
+        ],
+    }
+    for suffix in ("/runs", "/runs/stream", "/runs/wait"):
+        table[("POST", "/threads/{thread_id}" + suffix)] = [run]
+        table[("POST", suffix)] = [{"assistant_id": assistant, "input": human("hello")}]
+    if (method, path) in table:
+        return table[(method, path)]
+    return [None] if method in ("GET", "DELETE") or "/cancel" in path or "/retry" in path else [{}]
+
+

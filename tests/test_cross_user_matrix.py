@@ -11,21 +11,13 @@ knowledge, crons, workflow runs, and the paused tool never ran).
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import httpx
-from agent_protocol.helpers import approve, human
 from route_surface import app_routes
 from scripted_llm import ScriptedLLM
-from surface_world import MARK, World, snapshot, world
-
-# Path parameters that name a resource a user owns (Alice's values: `_holdings`).
-OWNED = {"thread_id", "conversation_id", "run_id", "message_id", "memory_id", "cron_id",
-         "checkpoint_id", "artifact_id"}
-# Shared by design (no owner to check): Bob may read them; nothing of Alice's may show.
-SHARED = {"assistant_id", "name"}
+from surface_world import MARK, OWNED, World, snapshot, targets, valid_bodies, world
 
 EXCUSED = {
     ("GET", "/mcp"): "the MCP session's event stream: names no resource (tools/call is in the matrix)",
@@ -41,62 +33,6 @@ EXCUSED = {
 TAKEN = {("POST", "/threads")}
 
 
-def _bodies(method: str, path: str, ids: dict[str, str], target: dict[str, str]) -> list[Any]:
-    """Well-formed bodies that name Alice's things (so a refusal is the ownership check's)."""
-    assistant = ids["assistant_id"]
-    paused = target.get("thread_id") == ids["paused_thread_id"]
-    run = {"assistant_id": assistant, **({"command": approve()} if paused else {"input": human("hello")})}
-    a2a_send = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": {
-        "role": "user", "parts": [{"kind": "text", "text": "hi"}], "messageId": "b1",
-        "contextId": ids["thread_id"]}}}
-    table: dict[tuple[str, str], list[Any]] = {
-        ("POST", "/threads"): [{"thread_id": ids["thread_id"]}],
-        ("PATCH", "/threads/{thread_id}"): [{"metadata": {"m": "bob"}}],
-        ("POST", "/threads/{thread_id}/copy"): [{}],
-        ("POST", "/threads/{thread_id}/state"): [{"values": {"messages": []}}],
-        ("POST", "/threads/{thread_id}/state/checkpoint"): [{"checkpoint": {"checkpoint_id": ids["checkpoint_id"]}}],
-        ("POST", "/threads/{thread_id}/history"): [{}],
-        ("POST", "/threads/search"): [{"ids": [ids["thread_id"], ids["paused_thread_id"]]}, {}],
-        ("POST", "/threads/count"): [{"metadata": {"m": MARK}}],
-        ("POST", "/threads/{thread_id}/runs/crons"): [{"assistant_id": assistant, "schedule": "0 0 1 1 *"}],
-        ("POST", "/runs/crons"): [{"assistant_id": assistant, "schedule": "0 0 1 1 *"}],
-        ("PATCH", "/runs/crons/{cron_id}"): [{"enabled": False}],
-        ("POST", "/runs/crons/search"): [{}, {"thread_id": ids["thread_id"]}],
-        ("POST", "/runs/crons/count"): [{"thread_id": ids["thread_id"]}],
-        ("PUT", "/store/items"): [{"namespace": ["notes"], "key": "k1", "value": {"text": "bob"}}],
-        ("DELETE", "/store/items"): [{"namespace": ["notes"], "key": "k1"}],
-        ("POST", "/store/items/search"): [{"namespace_prefix": p} for p in (
-            ["notes"], [], [ids["alice_id"]], ["john"], ["john.smith@example.com"],
-            ["john", "smith@example", "com"], [ids["alice_id"], "john.smith@example.com"])],
-        ("POST", "/store/namespaces"): [{}, {"prefix": ["notes"]}, {"prefix": ["john"]},
-                                        {"prefix": ["john.smith@example.com"]}],
-        ("POST", "/assistants/search"): [{}],
-        ("POST", "/assistants/count"): [{}],
-        ("POST", "/api/v1/chat"): [{"content": "hi", "conversation_id": ids["conversation_id"]},
-                                   {"content": "hi", "parent_message_id": ids["message_id"]}],
-        ("POST", "/api/v1/chat/{message_id}/resume"): [{"decisions": "approve"}],
-        ("POST", "/api/v1/memories"): [{"text": "bob", "scope": "conversation",
-                                        "conversation_id": ids["conversation_id"]}],
-        ("POST", "/api/v1/memories:batch"): [{"texts": ["bob"], "scope": "conversation",
-                                              "conversation_id": ids["conversation_id"]}],
-        ("POST", "/api/v1/workflows/{name}/runs"): [{"input": {"topic": "x"},
-                                                     "conversation_id": ids["conversation_id"]}],
-        ("POST", "/api/v1/render"): [{"text": "hi"}],
-        ("POST", "/a2a/{assistant_id}"): [
-            a2a_send,
-            *({"jsonrpc": "2.0", "id": 2, "method": m, "params": {"id": task}}
-              for m in ("tasks/get", "tasks/cancel")
-              for task in (ids["message_id"], ids["paused_run_id"], ids["run_id"])),
-        ],
-    }
-    for suffix in ("/runs", "/runs/stream", "/runs/wait"):
-        table[("POST", "/threads/{thread_id}" + suffix)] = [run]
-        table[("POST", suffix)] = [{"assistant_id": assistant, "input": human("hello")}]
-    if (method, path) in table:
-        return table[(method, path)]
-    return [None] if method in ("GET", "DELETE") or "/cancel" in path or "/retry" in path else [{}]
-
-
 STORE_GETS = ["notes", "john.smith@example.com.notes", "john", "{alice_id}.notes"]
 
 
@@ -107,43 +43,16 @@ def _queries(path: str, ids: dict[str, str]) -> dict[str, str]:
     }.get(path, {})
 
 
-def _holdings(ids: dict[str, str]) -> list[dict[str, str]]:
-    """Alice's resources as coherent sets of path values (a run with its own thread, ...)."""
-    return [
-        {"thread_id": ids["thread_id"], "conversation_id": ids["thread_id"], "run_id": ids["run_id"],
-         "checkpoint_id": ids["checkpoint_id"]},
-        {"thread_id": ids["paused_thread_id"], "conversation_id": ids["paused_thread_id"],
-         "run_id": ids["paused_run_id"], "message_id": ids["paused_message_id"]},
-        {"thread_id": ids["conversation_id"], "conversation_id": ids["conversation_id"],
-         "artifact_id": ids["artifact_id"], "message_id": ids["message_id"]},
-        {"message_id": ids["workflow_message_id"]},
-        *({"memory_id": ids[k]} for k in ("memory_global", "memory_project", "memory_conversation")),
-        {"cron_id": ids["cron_id"]},
-    ]
-
-
-def _targets(path: str, ids: dict[str, str]) -> list[dict[str, str]]:
-    """Alice's values for the path's parameters: each holding that has them all."""
-    names = re.findall(r"{(\w+)}", path)
-    owned = [n for n in names if n in OWNED]
-    shared = {n: ids[n] for n in names if n not in OWNED}
-    if not owned:
-        return [shared]
-    found = [{**shared, **{n: h[n] for n in owned}} for h in _holdings(ids) if all(n in h for n in owned)]
-    assert found, f"no resource of Alice's for {path}: add one to surface_world.py"
-    return found
-
-
 def _cases(w: World) -> list[tuple[str, str, str, Any, dict[str, str], bool]]:
     ids = {**w.ids, "alice_id": w.alice_id}
     cases = []
     for method, path in app_routes():
         if (method, path) in EXCUSED or path == "/mcp":
             continue
-        for target in _targets(path, ids):
+        for target in targets(path, ids):
             url = path.format(**target)
             owned = any(n in OWNED for n in target)
-            for body in _bodies(method, path, ids, target):
+            for body in valid_bodies(method, path, ids, target):
                 if (method, path) == ("GET", "/store/items"):  # Alice's namespaces, dotted too
                     cases.extend((method, path, url, body, {"namespace": n.format(**ids), "key": "k1"}, True)
                                  for n in STORE_GETS)
