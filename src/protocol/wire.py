@@ -81,11 +81,27 @@ SortOrder = Literal["asc", "desc"]
 NODES = ("lead_agent", "tool_execution", "subagent")  # the lead graph's nodes (see /graph)
 
 
+BODY_MARGIN = 4  # levels between a body's root and its deepest free-form JSON field
+
+
+def check_body(value: Any) -> Any:
+    """The whole raw body bounded and clean, keys we ignore included: an ignored key holding
+    a 300-deep object or a lone surrogate is refused like a read one (else the request went
+    ahead with the hostile part silently dropped)."""
+    return check_json(value, -BODY_MARGIN)
+
+
 class Wire(BaseModel):
-    """A request body: strict types, unknown keys ignored (the SDK sends more than we read)."""
+    """A request body: strict types, unknown keys ignored (the SDK sends more than we read),
+    but bounded and clean whole (`check_body`)."""
 
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
     UNSUPPORTED: ClassVar[tuple[str, ...]] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded(cls, data: Any) -> Any:
+        return check_body(data)
 
     @model_validator(mode="after")
     def _unsupported(self) -> Self:
