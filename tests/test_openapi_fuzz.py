@@ -160,3 +160,29 @@ def test_every_route_is_fuzzed() -> None:
     }
     missing = set(app_routes()) - set(OPERATIONS) - set(excused)
     assert missing == set()
+
+
+@pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisDeprecationWarning")
+def test_stateful_sequences_never_answer_5xx(api: Any) -> None:
+    """Sequences along the links schemathesis infers between operations (an id one answer
+    returns, used by the next request: a thread created, then its runs, state and copy; a
+    memory listed, then fetched and deleted): no step answers 5xx."""
+    schema, auth, client = api
+    base = schema.as_state_machine()
+    assert len(base.bundles) >= 10, "links were inferred between the operations"
+    steps = {"requests": 0}
+
+    class Sequences(base):  # type: ignore[misc, valid-type]
+        def get_call_kwargs(self, case: Any) -> dict[str, Any]:
+            return {"headers": auth}
+
+        def validate_response(self, response: Any, case: Any, *args: Any, **kwargs: Any) -> None:
+            steps["requests"] += 1
+            FIGURES["requests"] += 1
+            FIGURES["5xx"] += response.status_code >= 500
+            assert response.status_code < 500, f"{case.method} {case.formatted_path}: {response.text[:300]}"
+            _wait_idle(client)
+
+    Sequences.run(settings=settings(max_examples=EXAMPLES * 4, stateful_step_count=6, deadline=None,
+                                    database=None, suppress_health_check=list(HealthCheck)))
+    assert steps["requests"] >= EXAMPLES * 4
