@@ -121,11 +121,31 @@ async def _populate(http: httpx.AsyncClient, world: World, tmp_path: Path) -> No
 
 
 @asynccontextmanager
-async def world(tmp_path: Path, llm: ScriptedLLM) -> AsyncIterator[World]:
+async def _database(backend: str) -> AsyncIterator[str]:
+    """The settings line for `backend`: SQLite in the data folder, or a fresh PostgreSQL
+    database (dropped afterwards)."""
+    if backend == "sqlite":
+        yield ""
+        return
+    from pg import fresh_database
+
+    async with fresh_database() as url:
+        yield f"database_url: {url}\n"
+
+
+@asynccontextmanager
+async def world(tmp_path: Path, llm: ScriptedLLM, backend: str = "sqlite") -> AsyncIterator[World]:
+    async with _database(backend) as database, _world(tmp_path, llm, database) as w:
+        yield w
+
+
+@asynccontextmanager
+async def _world(tmp_path: Path, llm: ScriptedLLM, database: str) -> AsyncIterator[World]:
     llm.route(route)
     NOTES.clear()
+    yaml_text = f"auth:\n  enabled: true\nserver:\n  heartbeat_seconds: 0.2\n{database}"
     config = workflow_config(tmp_path, {"flow": FLOW}, lead_tools=["write_note", "create_artifact"],
-                             yaml_text="auth:\n  enabled: true\nserver:\n  heartbeat_seconds: 0.2\n")
+                             yaml_text=yaml_text)
     write_agent(config / "agents", "worker", tools=[], prompt="You are worker.")
     client = await Client.open(load_settings(config, tmp_path / "data"), extra_tools=[write_note])
     try:

@@ -5,7 +5,7 @@ A route that names one of Alice's resources in its path answers Bob 404 (or 403)
 missing one; a route that lists or searches answers with Bob's own (none of hers); no answer
 holds `MARK` (every resource of Alice's carries it); and afterwards Alice sees exactly what she
 saw before (snapshot: threads, runs, states, messages, artifacts, memories, store items,
-knowledge, crons, workflow runs, and the paused tool never ran).
+knowledge, crons, workflow runs, and the paused tool never ran). On SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from route_surface import app_routes
 from scripted_llm import ScriptedLLM
 from surface_world import MARK, OWNED, World, snapshot, targets, valid_bodies, world
@@ -98,8 +99,9 @@ async def _mcp_on_alices_thread(w: World) -> tuple[bool, str]:
     return bool(result.is_error), text
 
 
-async def test_bob_gets_nothing_of_alices_on_any_route(tmp_path: Path, llm_env: ScriptedLLM) -> None:
-    async with world(tmp_path, llm_env) as w:
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_bob_gets_nothing_of_alices_on_any_route(tmp_path: Path, llm_env: ScriptedLLM, backend: str) -> None:
+    async with world(tmp_path, llm_env, backend) as w:
         before = await snapshot(w)
         before.pop("model_calls")  # Bob's own runs call the model; Alice's outputs are compared
         cases = _cases(w)
