@@ -7,7 +7,8 @@ the user holds as well as from generated strings (`_seed`: `anyOf` an `enum` of 
 fuzzed request reaches the handler behind the ownership check instead of a 404 only.
 
 Bounded: `AF_FUZZ_EXAMPLES` examples per operation and mode (default 3: well under a minute on
-a busy 2-core machine); a manual run sets it higher (at 100: 13,109 requests, 0 5xx).
+a busy 2-core machine); a manual run sets it higher (at 100: 13,109 requests over the
+operations and 2,682 in stateful sequences, 0 5xx).
 `/mcp` (JSON-RPC over Streamable HTTP, not an OpenAPI operation) is fuzzed by
 tests/test_route_fuzz.py; `/api/v1` at more examples by tests/test_api_fuzz.py.
 """
@@ -22,7 +23,7 @@ import pytest
 import schemathesis
 from agent_protocol.toy import toy_route, write_note
 from conftest import make_config
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from route_surface import full_schema, operations
 from schemathesis import GenerationMode
 from schemathesis.python import asgi
@@ -183,6 +184,9 @@ def test_stateful_sequences_never_answer_5xx(api: Any) -> None:
             assert response.status_code < 500, f"{case.method} {case.formatted_path}: {response.text[:300]}"
             _wait_idle(client)
 
+    # generate only: the server keeps its state between scenarios, so a replayed prefix can
+    # meet other bundles (Hypothesis calls that a flaky strategy when it replays to shrink)
     Sequences.run(settings=settings(max_examples=EXAMPLES * 4, stateful_step_count=6, deadline=None,
-                                    database=None, suppress_health_check=list(HealthCheck)))
+                                    database=None, suppress_health_check=list(HealthCheck),
+                                    phases=[Phase.generate]))
     assert steps["requests"] >= EXAMPLES * 4
