@@ -22,7 +22,7 @@ from conftest import make_config
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis.python import asgi
-from schemathesis.specs.openapi.checks import negative_data_rejection
+from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 from scripted_llm import ScriptedLLM, Text
 from waiting import wait_until_sync
 
@@ -41,6 +41,10 @@ OPERATIONS = [
 # Unknown query parameters are ignored by design (proxies and browsers add their own), and the
 # auth header is supplied outside the generated case, which this check would misread.
 EXCLUDED = [negative_data_rejection]
+# A workflow run's free-form `input` is refused when a string or key in it holds NUL (no
+# database stores it; the protocol's bodies are checked the same way), which JSON Schema cannot
+# say of values at any depth: a generated NUL is a 422 there, not a schema violation.
+FREE_FORM = {("POST", "/api/v1/workflows/{name}/runs")}
 
 
 def wait_idle(client: Client) -> None:
@@ -97,7 +101,8 @@ def test_no_server_errors(api_schema: Any, method: str, path: str, mode: Generat
     )
     @given(case=operation.as_strategy(generation_mode=mode))
     def check(case: Any) -> None:
-        response = case.call_and_validate(headers=auth, excluded_checks=EXCLUDED)
+        excluded = EXCLUDED + ([positive_data_acceptance] if (method, path) in FREE_FORM else [])
+        response = case.call_and_validate(headers=auth, excluded_checks=excluded)
         assert response.status_code < 500, response.text
         wait_idle(client)
 

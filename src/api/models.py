@@ -15,14 +15,19 @@ from ..events.envelope import Event
 from ..settings.projects import PROJECT_NAME_PATTERN
 
 
-def _no_nul(value: str) -> str:
+def _storable(value: str) -> str:
     if "\x00" in value:
         raise ValueError("must not contain NUL (U+0000), which cannot be stored")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must not contain a lone UTF-16 surrogate (not valid Unicode)") from None
     return value
 
 
-# A string without NUL; the schema says so too (a pattern), so clients and fuzzers know.
-NulFree = Annotated[str, AfterValidator(_no_nul), Field(json_schema_extra={"pattern": r"^[^\x00]*$"})]
+# A string a database can store: no NUL (the schema says so too, a pattern, so clients and
+# fuzzers know) and no lone surrogate (JSON can carry "\ud800"; UTF-8 cannot).
+StorableText = Annotated[str, AfterValidator(_storable), Field(json_schema_extra={"pattern": r"^[^\x00]*$"})]
 PLAIN_DECISIONS = ["approve", "deny", "always"]
 
 
@@ -58,10 +63,10 @@ class ChatRequest(BaseModel):
         # least one character that Python's str.strip() keeps.
         json_schema_extra={"pattern": r"^[^\x00]*[^\s\x00\x1c-\x1f][^\x00]*$"},
     )
-    conversation_id: NulFree | None = Field(
+    conversation_id: StorableText | None = Field(
         None, description="Continue this conversation; omitted: a new one (or the parent's)"
     )
-    parent_message_id: NulFree | None = Field(
+    parent_message_id: StorableText | None = Field(
         None, description="Omitted: the active branch; a message id: fork; null: new root"
     )
     project: str | None = Field(
@@ -74,7 +79,7 @@ class ChatRequest(BaseModel):
         ),
     )
 
-    assistant: NulFree | None = Field(
+    assistant: StorableText | None = Field(
         None,
         description=(
             "A saved assistant (POST /assistants) whose configuration the run uses: its model, "
@@ -87,7 +92,7 @@ class ChatRequest(BaseModel):
     def _not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("content must not be blank")
-        return _no_nul(value)
+        return _storable(value)
 
 
 class ChatAccepted(BaseModel):

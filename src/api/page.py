@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 
 from .auth import Caller, caller
 from .deps import error_docs
+from .models import StorableText
 from .render import highlight_css, render_markdown
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -34,7 +35,7 @@ FAVICON = STATIC_DIR / "favicon.svg"
 
 
 class RenderRequest(BaseModel):
-    text: str = Field(description="Markdown")
+    text: StorableText = Field(description="Markdown")
 
 
 class RenderResult(BaseModel):

@@ -147,7 +147,7 @@ async def list_memories(
 
 @router.get("/search", response_model=MemorySearch, responses=error_docs())
 async def search_memories(
-    # the pattern, not `NulFree`'s validator, which a `Query(...)` default does not run
+    # the pattern, not `StorableText`'s validator, which a `Query(...)` default does not run
     q: str = Query(..., max_length=4000, pattern=r"^[^\x00]*$", description="What to look for"),
     mode: Literal["hybrid", "semantic", "recency"] = Query("hybrid"),
     limit: int = Query(10, ge=1, le=200),

@@ -15,10 +15,12 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..client import Client, WorkflowTask
+from ..protocol.wire import JSONObject
 from ..workflows.lineage import provenance
 from ..workflows.mermaid import to_mermaid
 from .auth import current_user, owned_conversation, owned_message
 from .deps import MAX_INT, api_url, error_docs, get_client
+from .models import StorableText
 
 router = APIRouter(tags=["workflows"])
 User = Depends(current_user)
@@ -53,8 +55,12 @@ class WorkflowDetail(WorkflowInfo):
 class RunRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    input: dict[str, Any] = Field(default_factory=dict, description="Checked against the input schema")
-    conversation_id: str | None = Field(None, description="Run inside this conversation; omitted: a new one")
+    # bounded depth, clean text: a 300-deep input was accepted, failed the run, and then broke
+    # the listing of the workflow's runs (500) for good
+    input: JSONObject = Field(default_factory=dict, description="Checked against the input schema")
+    conversation_id: StorableText | None = Field(
+        None, description="Run inside this conversation; omitted: a new one"
+    )
 
 
 class RunAccepted(BaseModel):
@@ -175,7 +181,7 @@ def publish_inputs(schema: dict[str, Any], workflows: list[dict[str, Any]]) -> d
 @router.get("/workflows/{name}/runs", response_model=RunList, responses=error_docs(),
             summary="A workflow's runs, newest first")
 async def runs(
-    name: str,
+    name: StorableText,
     limit: int = Query(20, ge=1, le=200),
     offset: int = Query(0, ge=0, le=MAX_INT),
     user: str | None = User,

@@ -26,12 +26,12 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from langgraph.store.base import BaseStore, InvalidNamespaceError, Item, SearchItem
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from starlette.exceptions import HTTPException
 
 from ..memory import LOCAL_USER
 from .deps import ProtocolRoute, caller, protocol_of
-from .wire import MAX_OFFSET, JSONObject, Text, check_json
+from .wire import MAX_LIMIT, MAX_OFFSET, JSONObject, Text, check_body, check_json
 
 UserDependency = Callable[..., Awaitable[str | None]]
 StoreSource = BaseStore | Callable[[Request], BaseStore]
@@ -66,8 +66,16 @@ def check_filter(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
+MAX_TTL_MINUTES = 100 * 365 * 24 * 60  # a century; more is a typo or a fuzzer, not a policy
+
+
 class _Body(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded(cls, data: Any) -> Any:
+        return check_body(data)
 
 
 class PutItemBody(_Body):
@@ -77,7 +85,9 @@ class PutItemBody(_Body):
     index: Literal[False] | list[str] | None = Field(
         None, description="Fields to index for search: None (the store's default) or False"
     )
-    ttl: float | None = Field(None, description="Minutes to keep the item (stores with TTL)")
+    ttl: float | None = Field(
+        None, le=MAX_TTL_MINUTES, description="Minutes to keep the item (stores with TTL)"
+    )
 
 
 class DeleteItemBody(_Body):
@@ -97,7 +107,7 @@ class SearchItemsBody(_Body):
 class ListNamespacesBody(_Body):
     prefix: list[Label] | None = None
     suffix: list[Label] | None = None
-    max_depth: int | None = Field(None, ge=1)
+    max_depth: int | None = Field(None, ge=1, le=MAX_LIMIT)
     limit: int = Field(100, ge=1, le=1000)
     offset: int = Field(0, ge=0, le=MAX_OFFSET)
 

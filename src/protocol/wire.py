@@ -20,6 +20,7 @@ MAX_DEPTH = 32  # nesting levels of free-form JSON (a ~300-deep metadata is refu
 MAX_OFFSET = 1_000_000_000
 MAX_LIMIT = 10_000
 MAX_EVENT_ID = 2**62  # above any id our event log hands out; larger is refused, not sent to SQL
+INT_RANGE = (-(2**63), 2**63 - 1)  # JSON integers the stores' encoders (orjson, SQL) can hold
 
 
 def clean_text(value: str, where: str = "text") -> str:
@@ -35,11 +36,14 @@ def clean_text(value: str, where: str = "text") -> str:
 
 
 def check_json(value: Any, depth: int = 0) -> Any:
-    """`value` if it is JSON of at most `MAX_DEPTH` levels whose strings and keys are clean."""
+    """`value` if it is JSON of at most `MAX_DEPTH` levels whose strings and keys are clean
+    and whose integers fit in 64 bits (a larger one made the store's encoder fail: 500)."""
     if depth > MAX_DEPTH:
         raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
     if isinstance(value, str):
         clean_text(value)
+    elif isinstance(value, int) and not INT_RANGE[0] <= value <= INT_RANGE[1]:
+        raise ValueError("an integer beyond the signed 64-bit range")
     elif isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
@@ -77,11 +81,27 @@ SortOrder = Literal["asc", "desc"]
 NODES = ("lead_agent", "tool_execution", "subagent")  # the lead graph's nodes (see /graph)
 
 
+BODY_MARGIN = 4  # levels between a body's root and its deepest free-form JSON field
+
+
+def check_body(value: Any) -> Any:
+    """The whole raw body bounded and clean, keys we ignore included: an ignored key holding
+    a 300-deep object or a lone surrogate is refused like a read one (else the request went
+    ahead with the hostile part silently dropped)."""
+    return check_json(value, -BODY_MARGIN)
+
+
 class Wire(BaseModel):
-    """A request body: strict types, unknown keys ignored (the SDK sends more than we read)."""
+    """A request body: strict types, unknown keys ignored (the SDK sends more than we read),
+    but bounded and clean whole (`check_body`)."""
 
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
     UNSUPPORTED: ClassVar[tuple[str, ...]] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded(cls, data: Any) -> Any:
+        return check_body(data)
 
     @model_validator(mode="after")
     def _unsupported(self) -> Self:
