@@ -23,6 +23,40 @@ from scripted_llm import ScriptedLLM  # noqa: E402
 from artifactflow import Client, load_settings  # noqa: E402
 
 
+def _patient_http_defaults() -> None:
+    """Every HTTP client the tests make without a timeout of its own waits as long as this
+    machine needs.
+
+    httpx's default is 5 s per request. On a busy two-core machine a local server can take
+    longer than that to answer one request (seen: `POST /threads` timing out under a load of
+    15), so a test would fail for the machine's speed, not for the code's. The defaults of
+    the client constructors and the module-level shortcuts become a ceiling scaled by the
+    machine's measured slowness (`waiting.ceiling`); a timeout a test or the product passes
+    explicitly is kept as it is."""
+    import httpx
+    from waiting import ceiling
+
+    patient = httpx.Timeout(ceiling(120.0), connect=ceiling(60.0))
+    for function in (
+        httpx.Client.__init__,
+        httpx.AsyncClient.__init__,
+        httpx.request,
+        httpx.get,
+        httpx.options,
+        httpx.head,
+        httpx.post,
+        httpx.put,
+        httpx.patch,
+        httpx.delete,
+    ):
+        defaults = function.__kwdefaults__
+        if defaults is not None and isinstance(defaults.get("timeout"), httpx.Timeout):
+            defaults["timeout"] = patient
+
+
+_patient_http_defaults()
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Compile the package's bytecode once before any test starts a subprocess.
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from scripted_llm import Call, Error, Text, ToolCalls
+from waiting import wait_until
 from wf_helpers import workflow_config
 
 from artifactflow import (
@@ -108,6 +109,35 @@ async def test_a_pause_is_answered_on_the_handle(make_client, llm):
     assert GUARDED == ["x"] and llm.request_count == 2
     with pytest.raises(ResumeConflictError, match="it has completed"):
         await run.respond("approve")
+
+
+async def test_a_handle_first_read_after_its_run_ended_still_has_every_chunk(make_client, llm):
+    """A slow reader (a busy machine, an SSE response that starts late) reads a run that already
+    finished: the chunks, never stored, come from the segment the handle started, for a new run
+    and for a resumed one."""
+    client = await make_client(extra_tools=[guarded], lead_tools=["guarded"])
+    llm.script(
+        ToolCalls([Call("guarded", {"text": "x"}, id="c1")], content="Let me write."),
+        Text("all written down", chunk_size=3),
+    )
+    run = await client.runs.start("write it")
+
+    async def ended(status: str) -> bool:
+        message = await client.conversations.message(run.message_id)
+        return message["status"] == status and run.message_id not in client._engine.rt.runs
+
+    await wait_until(lambda: ended("waiting"))  # the segment is over and gone from the runtime
+    first = [e async for e in run]
+    assert kinds(first)[-1] == "permission_request"
+    assert "".join(e.data.delta for e in first if e.type == "llm_chunk") == "Let me write."
+
+    await run.respond("approve")
+    await wait_until(lambda: ended("completed"))
+    second = [e async for e in run]
+    assert kinds(second)[0] == "permission_result" and kinds(second)[-1] == "complete"
+    assert "".join(e.data.delta for e in second if e.type == "llm_chunk") == "all written down"
+    ids = [e.event_id for e in first + second if e.type != "llm_chunk"]
+    assert ids == list(range(1, len(ids) + 1))
 
 
 async def test_a_pause_is_answered_from_a_second_client(make_client, llm):

@@ -4,7 +4,7 @@ What a deployment of several workers promises, checked across real processes: a 
 attached to the worker that does not own the run gets every event, token deltas included, in
 order and without duplicates; cancel and delete sent to the other worker stop the run at once;
 two workers racing to resume one pause give one winner and one side effect; a killed worker's
-run is recovered by the survivor (`run.recover_on_start`, 3-second leases); the run limit per
+run is recovered by the survivor (`run.recover_on_start`, 3-second leases, scaled by the machine's slowness); the run limit per
 database counts both workers' runs.
 
 The servers are started once for the module (one after another: the first creates the schema)
@@ -132,6 +132,13 @@ def _stop(worker: Worker) -> None:
             worker.proc.wait(5)
 
 
+# Short leases, so a killed worker's run is recovered within the test; scaled by the machine's
+# measured slowness, so a live worker starved of CPU on a busy machine keeps its lease (a
+# 3-second lease lapsed under a load of 13 and the survivor "recovered" a healthy run).
+LEASE_SECONDS = round(ceiling(3.0), 1)
+HTTP_TIMEOUT = ceiling(30.0)
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("workers")
@@ -146,7 +153,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     db_url = asyncio.run(create_database())
     (config / "artifactflow.yaml").write_text(
         f"database_url: {db_url}\nplugins: [cluster_tools]\nllm:\n  max_retries: 0\n"
-        "run:\n  lease_seconds: 3\n  recover_on_start: true\n  max_concurrent_runs: 50\n"
+        f"run:\n  lease_seconds: {LEASE_SECONDS}\n  recover_on_start: true\n  max_concurrent_runs: 50\n"
         "  max_runs_per_database: 2\n"
     )
     with ScriptedLLM() as llm:
@@ -179,7 +186,7 @@ async def read_stream(client: httpx.AsyncClient, worker: Worker, message_id: str
     events: list[dict[str, Any]] = []
     current: dict[str, Any] = {}
     url = f"{worker.url}/api/v1/stream/{message_id}?after={after}"
-    async with client.stream("GET", url, timeout=30) as response:
+    async with client.stream("GET", url, timeout=HTTP_TIMEOUT) as response:
         async for line in response.aiter_lines():
             if line.startswith("id: "):
                 current["id"] = int(line[4:])
@@ -193,7 +200,7 @@ async def read_stream(client: httpx.AsyncClient, worker: Worker, message_id: str
     return events
 
 
-POLL: dict[str, Any] = {"timeout": 20.0, "interval": 0.05}  # worker processes over HTTP
+POLL: dict[str, Any] = {"timeout": ceiling(60.0), "interval": 0.05}  # worker processes over HTTP
 
 
 async def message(client: httpx.AsyncClient, worker: Worker, message_id: str) -> dict[str, Any]:
@@ -219,7 +226,7 @@ async def test_stream_on_the_other_worker_gets_every_event_and_delta_in_order(cl
         return Text(text, chunk_size=3, chunk_delay=0.005)
 
     task = cluster.case("stream", answer)
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as client:
         message_id = await post_chat(client, owner, task)
         on_owner, on_other = await asyncio.gather(
             read_stream(client, owner, message_id), read_stream(client, other, message_id)
@@ -246,7 +253,7 @@ async def test_a_reader_attaching_mid_run_on_the_other_worker_catches_up_then_go
         return Text(text, chunk_size=4, chunk_delay=0.01)
 
     task = cluster.case("late", answer)
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as client:
         message_id = await post_chat(client, owner, task)
         await wait_until(lambda: _has(client, other, message_id, "tool_start"), what="the tool to start", **POLL)
         events = await read_stream(client, other, message_id)
@@ -259,7 +266,7 @@ async def test_a_reader_attaching_mid_run_on_the_other_worker_catches_up_then_go
 async def test_cancel_on_the_other_worker_stops_the_run_at_once(cluster: Cluster) -> None:
     owner, other = cluster.workers
     task = cluster.case("cancel", lambda n, _r: ToolCalls([Call("slow", {"seconds": 60})]) if n == 1 else Text("late"))
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as client:
         message_id = await post_chat(client, owner, task)
         await wait_until(lambda: _has(client, other, message_id, "tool_start"), what="the slow tool to start", **POLL)
         started = time.monotonic()
@@ -275,7 +282,7 @@ async def test_cancel_on_the_other_worker_stops_the_run_at_once(cluster: Cluster
 async def test_delete_on_the_other_worker_stops_the_run_before_removing_it(cluster: Cluster) -> None:
     owner, other = cluster.workers
     task = cluster.case("delete", lambda n, _r: ToolCalls([Call("slow", {"seconds": 60})]) if n == 1 else Text("late"))
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as client:
         response = await client.post(owner.url + "/api/v1/chat", json={"content": task})
         message_id, conversation_id = response.json()["message_id"], response.json()["conversation_id"]
         await wait_until(lambda: _has(client, other, message_id, "tool_start"), what="the slow tool to start", **POLL)
@@ -293,7 +300,7 @@ async def test_two_workers_racing_to_resume_one_pause(cluster: Cluster) -> None:
         return ToolCalls([Call("side_effect", {"tag": "race-once"})]) if n == 1 else Text("done")
 
     task = cluster.case("race", answer)
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as client:
         message_id = await post_chat(client, a, task)
         paused = await read_stream(client, a, message_id)
         assert paused[-1]["type"] == "permission_request"
@@ -313,7 +320,7 @@ async def test_two_workers_racing_to_resume_one_pause(cluster: Cluster) -> None:
 async def test_the_run_limit_per_database_counts_every_workers_runs(cluster: Cluster) -> None:
     a, b = cluster.workers
     task = cluster.case("limit", lambda _n, _r: ToolCalls([Call("slow", {"seconds": 60})]))
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as client:
         first = await post_chat(client, a, task)
         second = await post_chat(client, b, task)
         refused = await client.post(a.url + "/api/v1/chat", json={"content": task})
@@ -335,7 +342,7 @@ async def test_a_killed_workers_run_is_recovered_by_the_other(cluster: Cluster) 
         return Text("recovered answer")
 
     task = cluster.case("recover", answer)
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as client:
         message_id = await post_chat(client, victim, task)
         await wait_until(lambda: _requested(cluster, "recover"), what="the victim's model request", **POLL)
         victim.proc.send_signal(signal.SIGKILL)

@@ -65,6 +65,8 @@ class Run:
         self._fresh = started  # its first read also takes the chunks published so far
         self._ended = False  # the current segment's final event was yielded
         self._segment: list[Event] = []
+        # the segment this handle started, held so its chunks outlive a run that ends first
+        self._live = engine.rt.runs.get(self.message_id) if started else None
 
     def __repr__(self) -> str:
         return f"Run(message_id={self.message_id!r}, events_seen={self.events_seen})"
@@ -83,7 +85,9 @@ class Run:
         if self._ended:
             return
         fresh, self._fresh = self._fresh, False
-        async for event in follow(self._engine.rt, self.message_id, self._cursor, from_start=fresh):
+        async for event in follow(
+            self._engine.rt, self.message_id, self._cursor, from_start=fresh, started=self._live
+        ):
             if event.type not in EPHEMERAL_TYPES:
                 self._cursor = event.event_id
                 self.events_seen += 1
@@ -126,6 +130,7 @@ class Run:
         self._started = self._fresh = True
         self._ended = False
         self._segment = []
+        self._live = self._engine.rt.runs.get(self.message_id)
 
     async def cancel(self) -> bool:
         """Stop the run (here or on the worker that owns it), or close it while paused. False

@@ -136,9 +136,16 @@ def message_messages(message: dict[str, Any], events: Sequence[Event]) -> list[d
     builder = MessageBuilder(message)
     for event in events:
         builder.add(event)
-    if len(builder.messages) == 1 and message.get("response"):
+    if written_whole(message, builder.messages):
         builder.messages.append(ai(ai_id(message["id"], 0), message["response"]))
     return builder.messages
+
+
+def written_whole(message: dict[str, Any], built: Sequence[Any]) -> bool:
+    """A turn whose answer is in the row but in no model call's event (a state update). A
+    cancelled run's row keeps the partial answer for our own API; here, as in LangGraph, a node
+    cancelled mid-answer wrote nothing, whether or not its cut-off call was stored."""
+    return len(built) == 1 and bool(message.get("response")) and message.get("status") != "cancelled"
 
 
 # --- interrupts --------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..events.envelope import Event, EventType
-from .convert import LEAD, MessageBuilder, cut_off, message_messages
+from .convert import LEAD, MessageBuilder, cut_off, message_messages, written_whole
 
 LEAD_NODE = "lead_agent"
 TOOL_NODE = "tool_execution"
@@ -119,7 +119,7 @@ def message_steps(
         for t in transitions:
             if t.kind == "exit":
                 steps.append((t.step, t.node, t.writes, t.messages))
-    if len(steps) == 1 and message.get("response"):  # a turn written whole (a state update)
+    if written_whole(message, steps):  # a turn written whole (a state update)
         messages = message_messages(message, events)
         steps.append((1, LEAD_NODE, messages[1:], messages))
     return steps

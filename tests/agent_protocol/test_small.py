@@ -30,6 +30,30 @@ async def test_cancel_leaves_no_ai_message(server: Server) -> None:
         await client.runs.cancel(thread_id, run["run_id"])
 
 
+async def test_cancel_mid_answer_leaves_no_partial_ai_message(server: Server) -> None:
+    """Cancelled once the answer is streaming (as a busy machine makes the plain cancel above):
+    the partial answer, kept by our own API, is no AI message of the thread's state."""
+    client = server.client
+    thread_id = (await client.threads.create())["thread_id"]
+    stream = client.runs.stream(
+        thread_id, server.assistant_id, input=human("slow please"), stream_mode="messages-tuple"
+    )
+    run_id = None
+    async for part in stream:
+        if part.event == "metadata":
+            run_id = part.data["run_id"]
+        elif part.event == "messages" and part.data[0].get("content"):
+            break  # the answer is streaming
+    assert run_id is not None
+    await client.runs.cancel(thread_id, run_id, wait=True)
+    await stream.aclose()
+    await wait_for_thread(client, thread_id, {"idle", "interrupted", "error"})
+    added = messages_of((await client.threads.get_state(thread_id))["values"])
+    assert [m["type"] for m in added] == ["human"], added
+    history = await client.threads.get_history(thread_id)
+    assert all(m["type"] != "ai" for h in history for m in messages_of(h["values"])), history
+
+
 async def test_a_new_run_is_pending_then_runs(server: Server) -> None:
     thread_id = (await server.client.threads.create())["thread_id"]
     run = await server.client.runs.create(thread_id, server.assistant_id, input=human("hello"))

@@ -17,6 +17,7 @@ from typing import Any
 from ...events.envelope import EPHEMERAL_TYPES, Event
 from ..store.rows import MessageRow
 from .eventlog import stored_event
+from .live import LiveRun
 from .runtime import Runtime
 
 POLL_SECONDS = 0.25
@@ -26,18 +27,22 @@ QUIET_GRACE = 2  # bus: quiet checks after the owner stopped running
 
 
 async def follow(
-    rt: Runtime, message_id: str, after_event_id: int = 0, *, from_start: bool = False
+    rt: Runtime,
+    message_id: str,
+    after_event_id: int = 0,
+    *,
+    from_start: bool = False,
+    started: LiveRun | None = None,
 ) -> AsyncIterator[Event]:
     """Replay stored events after `after_event_id`, then follow the live run until its final
     event (`complete`, `error`, `cancelled`, or a `permission_request` that is still the latest
     word). `from_start` also delivers chunks already published by a run this caller just
-    started."""
+    started; `started` is that run's `LiveRun`, taken when it started: a run that finished
+    before the first read is gone from `rt.runs`, and its chunks (never stored) live only in it."""
     handle = rt.runs.get(message_id)
-    if from_start and handle is not None and handle.whole and not handle.lost:
-        # The caller just started the message's first segment, which runs here: everything it
-        # stores is published to its handle too (stored first), so the log holds nothing the
-        # handle will not deliver, and there is nothing to read back.
-        async for event in handle.follow(after_event_id):
+    own = (started or handle) if from_start else None
+    if own is not None and not own.lost:
+        async for event in _from_segment_start(rt, own, after_event_id):
             yield event
         return
     message = await rt.message(message_id)
@@ -69,6 +74,25 @@ async def follow(
     finally:
         if queue is not None:
             rt.bus.unsubscribe(message_id, queue)
+
+
+async def _from_segment_start(rt: Runtime, handle: LiveRun, after_event_id: int) -> AsyncIterator[Event]:
+    """Every event of a segment the caller started here, its chunks included, however late
+    the first read comes. The handle holds everything the segment stored (stored first, then
+    published); only what was stored before the segment began (a resume's own records) is
+    read from the log."""
+    first = handle.first_stored()
+    if not handle.whole and (first is None or first > after_event_id + 1):
+        message = await rt.message(handle.message_id)
+        rows = await rt.store.events(handle.message_id, after_event_id)
+        for row in rows:
+            if first is not None and row["event_id"] >= first:
+                break
+            event = stored_event(message, row)
+            after_event_id = event.event_id
+            yield event
+    async for event in handle.follow(after_event_id):
+        yield event
 
 
 def _item_row(item: dict[str, Any]) -> dict[str, Any]:

@@ -43,6 +43,10 @@ class LiveRun:
     closing: bool = False  # the process is stopping: an ending the store refuses is marked (`endings.py`)
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
+    def first_stored(self) -> int | None:
+        """The id of the first event stored and published, None before any."""
+        return next((e.event_id for e in self.events if e.type not in EPHEMERAL_TYPES), None)
+
     def last_stored(self) -> int:
         """The id of the last event stored and published."""
         return next((e.event_id for e in reversed(self.events) if e.type not in EPHEMERAL_TYPES), 0)
