@@ -5,10 +5,11 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# the suite in four workers (pytest-xdist; a file's tests stay on one worker, sharing its fixtures;
-# most tests wait on subprocesses and sockets, so four beat two on two cores: 442 s vs 537 s);
-# `make test PYTEST_PARALLEL=` runs it in one process
-PYTEST_PARALLEL ?= -n 4 --dist loadfile
+# the suite in six workers (pytest-xdist): most tests wait on subprocesses and sockets, so more
+# workers than cores fill the waits; tests are handed out one by one, a file with a module-scoped
+# fixture whole (tests/conftest.py `pytest_xdist_make_scheduler`); `make test PYTEST_PARALLEL=`
+# runs it in one process
+PYTEST_PARALLEL ?= -n 6 --dist load
 
 # Two installs: `setup` (and `run`) install what running needs; the checks and tests install
 # the `[test]` extra on top (pyright, Playwright, schemathesis, PostgreSQL, the memory embedder).

@@ -7,6 +7,8 @@ to the scripted server over real HTTP with the real `openai` client.
 
 from __future__ import annotations
 
+import functools
+import re
 import sys
 import textwrap
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -202,6 +204,38 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 # `make check` runs the files listed in unit_tests.txt, chosen by measured time (each runs in
 # a few seconds, with no PostgreSQL or browser); their tests carry the `unit` marker.
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist load` (`make test`): tests are handed to the workers one by one, so the long
+    files (the CLI's, the kill tests) spread over every worker instead of queueing on one,
+    except the files with a module- or class-scoped fixture (a server cluster, a fuzzed app),
+    which go to one worker whole so that fixture is built once. Other `--dist` modes are
+    xdist's own.
+
+    (xdist's `loadgroup` would do this with `xdist_group` marks, but with pytest 9 its renaming
+    of node ids has no effect, so the groups are ignored.)"""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    root = Path(str(config.rootpath))
+
+    class TestsApartSharedFixturesWhole(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if _has_shared_fixture(root / path) else nodeid
+
+    return TestsApartSharedFixturesWhole(config, log)
+
+
+@functools.cache
+def _has_shared_fixture(path: Path) -> bool:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return re.search(r"scope=[\"'](module|class|package)[\"']", text) is not None
+
+
 UNIT_FILES = frozenset(
     Path(line).name
     for line in (Path(__file__).parent / "unit_tests.txt").read_text(encoding="utf-8").split()
