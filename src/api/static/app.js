@@ -188,6 +188,13 @@ function siblingsOf(node) {
 function renderMessages() {
   const box = $("messages");
   const path = currentPath();
+  // A re-render while someone edits keeps their caret or selection, not only the draft: typing
+  // (or replacing a selection) goes on where it was instead of at the end of the text.
+  const old = box.querySelector(".edit-box textarea");
+  const caret =
+    old && document.activeElement === old
+      ? [old.selectionStart, old.selectionEnd, old.selectionDirection]
+      : null;
   box.replaceChildren();
   if (!path.length) {
     box.innerHTML = `<div id="empty" class="empty"><h1>What should the agents work on?</h1>
@@ -197,7 +204,10 @@ function renderMessages() {
   for (const id of path) {
     const turn = renderTurn(state.nodes.get(id));
     box.append(turn);
-    if (turn.editor) turn.editor.focus();
+    if (turn.editor) {
+      turn.editor.focus();
+      if (caret) turn.editor.setSelectionRange(...caret);
+    }
   }
   if (!state.editing) box.scrollTop = box.scrollHeight;
 }
