@@ -93,6 +93,13 @@ def mcp() -> None:
     """Serve the assistants as MCP tools over stdin/stdout, for desktop MCP clients (Claude
     Desktop, Cursor): `{"command": "artifactflow", "args": ["mcp"]}` in their config."""
 
+    from ..api.mcp_optional import MCP_EXTRA_HINT, mcp_installed
+
+    if not mcp_installed():  # before any settings or database: nothing to serve without it
+        from ..errors import ConfigError
+
+        raise ConfigError(f"artifactflow mcp: {MCP_EXTRA_HINT}")
+
     async def work(client: Client) -> int | None:
         from ..api.mcp_server import serve_stdio
 
