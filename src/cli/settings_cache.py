@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 ENV_INPUTS = ("HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME")
 APP_DB_NAME = "artifactflow.db"  # settings.data_dir.APP_DB_NAME (that package imports pydantic)
-CACHE_ENV = "ARTIFACTFLOW_CACHE_DIR"  # where the file goes (tests); else the user cache folder
 
 
 @dataclass(frozen=True)
@@ -83,13 +82,9 @@ def _signature(config_dir: Path) -> list[list[Any]]:
 
 
 def _file(inputs: dict[str, Any]) -> Path:
-    explicit = os.environ.get(CACHE_ENV)
-    if explicit:
-        folder = Path(explicit)
-    else:
-        from platformdirs import user_cache_dir
+    from platformdirs import user_cache_dir  # honours XDG_CACHE_HOME
 
-        folder = Path(user_cache_dir("artifactflow", appauthor=False))
+    folder = Path(user_cache_dir("artifactflow", appauthor=False))
     key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:24]
     return folder / f"settings-{key}.json"
 
