@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from .app import JsonOption, app, command, execute, present
 from .options import argument
+from .text import Table
 
 if TYPE_CHECKING:
     from rich.console import Console
