@@ -31,6 +31,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..client import Run
 from ..errors import ArtifactFlowError, NotFoundError, ResumeConflictError, UserError
 from ..protocol.assistants_store import find
 from ..protocol.deps import caller, protocol_of
@@ -195,9 +196,13 @@ def _decisions(message: A2AMessage, calls: int) -> Any:
     raise RpcError(-32602, "the task waits for approval: answer 'approve' or 'deny' (or a data part with decisions)")
 
 
-async def send(p: Protocol, assistant_id: str, params: SendParams, user: str | None) -> tuple[str, int]:
-    """Start (or resume) the run the message asks for; the task (message) id and the event id
-    its segment starts after."""
+async def send(
+    p: Protocol, assistant_id: str, params: SendParams, user: str | None
+) -> tuple[str, int, Run | None]:
+    """Start (or resume) the run the message asks for; the task (message) id, the event id
+    its segment starts after, and the handle of the segment this process started (None when
+    it was queued): only that handle still has the answer's chunks if the run ends before
+    the stream reads it."""
     message = params.message
     if message.task_id:
         paused = await _task_message(p, message.task_id, user)
@@ -205,8 +210,8 @@ async def send(p: Protocol, assistant_id: str, params: SendParams, user: str | N
             raise RpcError(-32002, f"task {message.task_id} is {STATES.get(paused['status'], 'unknown')}, not input-required")
         calls = len((paused.get("waiting_for") or {}).get("calls") or [])
         body = {"assistant_id": assistant_id, "command": {"resume": _decisions(message, calls)}}
-        run, _ = await p.create(paused["conversation_id"], RunCreate.model_validate(body), user)
-        return str(run["message_id"]), int(run["cursor"])
+        run, handle = await p.create(paused["conversation_id"], RunCreate.model_validate(body), user)
+        return str(run["message_id"]), int(run["cursor"]), handle
     text = _text_of(message)
     if not text:
         raise RpcError(-32602, "the message has no text part")
@@ -214,8 +219,8 @@ async def send(p: Protocol, assistant_id: str, params: SendParams, user: str | N
     thread_id = message.context_id
     if thread_id is not None:
         body["if_not_exists"] = "create"
-    run, _ = await p.create(thread_id, RunCreate.model_validate(body), user)
-    return str(run["message_id"]), int(run["cursor"])
+    run, handle = await p.create(thread_id, RunCreate.model_validate(body), user)
+    return str(run["message_id"]), int(run["cursor"]), handle
 
 
 async def _until_settled(p: Protocol, message_id: str, cursor: int) -> None:
@@ -227,7 +232,7 @@ async def dispatch(p: Protocol, assistant_id: str, rpc: RpcRequest, user: str | 
     try:
         if rpc.method == "message/send":
             params = SendParams.model_validate(rpc.params)
-            task_id, cursor = await send(p, assistant_id, params, user)
+            task_id, cursor, _ = await send(p, assistant_id, params, user)
             if params.configuration.blocking is not False:  # else: answer at once, poll tasks/get
                 await _until_settled(p, task_id, cursor)
             return await task_view(p, task_id)
@@ -264,7 +269,7 @@ async def stream(p: Protocol, assistant_id: str, rpc: RpcRequest, user: str | No
     """`message/stream`: the task, the answer's text as it is written (artifact updates), then
     the final status (`final: true`)."""
     try:
-        task_id, cursor = await send(p, assistant_id, SendParams.model_validate(rpc.params), user)
+        task_id, cursor, started = await send(p, assistant_id, SendParams.model_validate(rpc.params), user)
     except ValidationError as exc:
         yield _sse(_response(rpc.id, error=RpcError(-32602, f"invalid params: {exc.errors()[0]['msg']}")))
         return
@@ -278,7 +283,7 @@ async def stream(p: Protocol, assistant_id: str, rpc: RpcRequest, user: str | No
     context_id = task["contextId"]
     yield _sse(_response(rpc.id, {**task, "status": {"state": "working", "timestamp": _now()}}))
     lead = p.client.admin.services.lead.name
-    handle = await p.client.runs.get(task_id, after_event_id=cursor)
+    handle = started if started is not None else await p.client.runs.get(task_id, after_event_id=cursor)
     async for event in handle:
         if event.type == "llm_chunk" and event.agent == lead:
             delta = getattr(event.data, "delta", "")
