@@ -1,5 +1,5 @@
 # `make run TASK="..."` sets up and runs a task; `make test` sets up and runs the tests (lint,
-# types, import contracts, then the whole suite); `make check` is the fast loop: the same
+# types, import contracts and the shape check, beside the whole suite); `make check` is the fast loop: the same
 # checks with the unit tests only (tests/unit_tests.txt), two at a time; `make test-fast` is
 # the same target under the name people look for.
 PY ?= python3
@@ -35,7 +35,12 @@ test-setup: $(VENV)/.test-installed
 run: setup
 	$(BIN)/artifactflow run "$(TASK)"
 
-test: lint types contracts shape
+# the checks run beside the suite, not before it: they use the cores while its tests wait
+# (output line by line; any failure fails the target)
+test: test-setup
+	$(MAKE) --no-print-directory -j2 --output-sync=line lint types contracts shape suite
+
+suite: test-setup
 	$(BIN)/python -m pytest -q -rs -p no:cacheprovider $(PYTEST_PARALLEL) --durations=20
 
 check: test-setup
@@ -67,4 +72,4 @@ bench: setup
 	$(BIN)/pip install -q -e ".[bench]"
 	$(BIN)/python benchmarks/peers.py
 
-.PHONY: setup test-setup run test check test-fast test-loaded lint types contracts shape unit bench
+.PHONY: setup test-setup run test suite check test-fast test-loaded lint types contracts shape unit bench
