@@ -87,9 +87,11 @@ def reaper() -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def user_data_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A test that configures no data folder (nor a subprocess it starts) writes to a fresh
-    user data folder (`XDG_DATA_HOME`, read by platformdirs), never the real one."""
+    user data folder (`XDG_DATA_HOME`, read by platformdirs), never the real one; the same for
+    the user cache folder (`XDG_CACHE_HOME`: the command line's remembered settings)."""
     home = tmp_path_factory.mktemp("user-data")
     monkeypatch.setenv("XDG_DATA_HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("user-cache")))
     return home
 
 

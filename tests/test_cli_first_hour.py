@@ -284,3 +284,47 @@ def test_the_research_path_says_once_which_search_provider_to_configure(
     llm.script(Text("third answer"))
     code, _, _, err = _probe(["run", "third", "--no-input", *where[:2], "--data-dir", str(tmp_path / "d2")], **key)
     assert code == 0 and "web search is not configured" not in err
+
+
+# --- listings start without pydantic: the store's place remembered (cli/settings_cache.py) -------
+
+QUICK_HEAVY = {"pydantic", "pydantic_settings", "yaml", "sqlalchemy", *ENGINE}
+
+
+def test_a_listing_on_a_fresh_data_folder_creates_nothing(tmp_path: Path) -> None:
+    config, data = make_config(tmp_path), tmp_path / "data"
+    where = ["--config-dir", str(config), "--data-dir", str(data)]
+    for args, said in ((["conversations"], "No conversations (0 in all)"), (["pending"], "No paused messages")):
+        code, modules, out, err = _probe([*args, *where])
+        assert (code, said in out) == (0, True), err
+        assert sorted(modules & {"sqlalchemy", *ENGINE}) == []
+    assert not data.exists()
+
+
+async def test_the_second_listing_uses_the_remembered_settings_until_a_file_changes(
+    tmp_path: Path, make_client, llm
+) -> None:
+    config, data = make_config(tmp_path), tmp_path / "data"
+    llm.script(Text("Stored."))
+    client = await make_client(config_dir=config, data_dir=data)
+    await client.run("the first conversation")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "ARTIFACTFLOW_CONFIG_DIR": str(config),
+           "ARTIFACTFLOW_DATA_DIR": str(data)}
+
+    code, first, out, _ = _probe(["conversations", "--json"], **env)  # loads, remembers
+    assert code == 0 and "the first conversation" in out and "pydantic_settings" in first
+    code, second, again, _ = _probe(["conversations", "--json"], **env)
+    assert (code, again) == (0, out)
+    assert sorted(second & QUICK_HEAVY) == []  # no pydantic, YAML, SQLAlchemy or engine
+    code, modules, _, _ = _probe(["pending"], **env)
+    assert code == 0 and sorted(modules & QUICK_HEAVY) == []
+
+    (config / "artifactflow.yaml").write_text("run:\n  max_rounds: 3\n")  # an unknown key
+    code, modules, _, err = _probe(["conversations"], **env)
+    assert code == 2 and "max_rounds" in err and "pydantic_settings" in modules
+
+    (config / "artifactflow.yaml").write_text(f"data_dir: {tmp_path / 'elsewhere'}\n")
+    code, _, out, _ = _probe(["conversations"], **{**env, "ARTIFACTFLOW_DATA_DIR": None})
+    assert code == 0 and "No conversations (0 in all)" in out  # the new folder, not the cached one
+    code, _, out, _ = _probe(["conversations"], **env)  # the environment's folder again
+    assert code == 0 and "the first conversation" in out

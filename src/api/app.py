@@ -38,7 +38,7 @@ from .cors import LazyCORS
 from .deps import API_PREFIX
 from .errors import CatchAllMiddleware, install_error_handlers
 from .limits import BodyLimitMiddleware, RunLimiter
-from .mcp_server import McpEndpoint
+from .mcp_optional import mcp_endpoint
 from .openapi import install_openapi
 from .page import install_page
 from .page import router as page_router
@@ -121,7 +121,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.client = None
-    mcp = McpEndpoint(app.state)
+    mcp = mcp_endpoint(app.state)  # 501 naming the `mcp` extra when it is not installed
     app.state.streams = set()
     app.state.max_request_bytes = ServerSettings().max_request_bytes  # until settings are known
     if client is not None:

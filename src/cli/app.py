@@ -31,6 +31,7 @@ from .text import console
 if TYPE_CHECKING:
     from ..agents.spec import AgentSpec
     from ..client import Client, Reader
+    from ..client.quick import StoreAt
     from ..settings import Settings
     from .session import Session
 
@@ -41,7 +42,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="markdown",
+    # Plain help and usage errors (click's own formatting): typer's rich help imports
+    # rich.markdown, markdown-it, pygments and rich.traceback (~40% of `--help`'s CPU, issue 38)
+    rich_markup_mode=None,
 )
 token_app = typer.Typer(help="Manage API tokens for `artifactflow serve`.", no_args_is_help=True)
 app.add_typer(token_app, name="token")
@@ -137,6 +140,21 @@ def read(work: Callable[[Reader], Awaitable[int | None]]) -> None:
     _execute(open_reader, work)
 
 
+def store_location() -> StoreAt:
+    """Where the store is, for the quick readers: remembered from an earlier command with the
+    same flags, environment and config files (`settings_cache`: no pydantic), else the checked
+    settings (then remembered)."""
+    from . import settings_cache
+
+    remembered = settings_cache.cached(GLOBALS)
+    if remembered is not None:
+        return remembered
+    settings = GLOBALS.settings()
+    check_config_files(settings)
+    settings_cache.remember(GLOBALS, settings)
+    return settings
+
+
 def check_config_files(settings: Settings) -> dict[str, AgentSpec]:
     """Refuse a broken config (`ConfigError`, exit 2) in a command that only reads, as every
     command did when each opened the whole engine: the agent files must parse and the plugins
@@ -212,14 +230,12 @@ def show(
     json_: bool,
     as_json: Callable[[T], Any] | None = None,
     *,
-    quick: Callable[[Settings], T | None] | None = None,
+    quick: Callable[[StoreAt], T | None] | None = None,
 ) -> None:
-    """`read` one stored thing and `present` it. `quick(settings)`, when given, may answer
+    """`read` one stored thing and `present` it. `quick(store)`, when given, may answer
     first without opening a `Reader` (`artifactflow.client.quick`; None: it cannot)."""
     if quick is not None:
-        settings = GLOBALS.settings()
-        check_config_files(settings)
-        value = quick(settings)
+        value = quick(store_location())
         if value is not None:
             code = present(value, view, json_, as_json)
             if code:

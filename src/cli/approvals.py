@@ -18,14 +18,14 @@ import os
 import select
 import sys
 from collections.abc import Mapping
-from typing import Any, TypedDict
-
-from rich.console import Console
-from rich.text import Text
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..errors import UserError
 from ..shapes import AskedCall, DecisionInput, JsonObject
-from .text import short
+from .text import Text, short
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 PROMPT = "Decision: [a]pprove, [d]eny, [e]dit arguments, a[l]ways allow this tool: "
 CHOICES = {

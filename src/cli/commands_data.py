@@ -13,8 +13,8 @@ import typer
 
 from ..events.status import EventType
 from . import views
-from .app import JsonOption, check_config_files, command, execute, read, show
-from .options import GLOBALS, argument, option
+from .app import JsonOption, command, execute, read, show, store_location
+from .options import argument, option
 from .text import console
 
 if TYPE_CHECKING:
@@ -61,9 +61,7 @@ def conversations(
 
     from ..client import quick  # SQLite: no SQLAlchemy (see there)
 
-    settings = GLOBALS.settings()
-    check_config_files(settings)
-    page = quick.conversation_page(settings, limit=limit, offset=offset, project=project)
+    page = quick.conversation_page(store_location(), limit=limit, offset=offset, project=project)
     if page is None:
         read(work)
     else:

@@ -8,12 +8,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
-from rich.markup import escape
 
 from . import views
 from .app import JsonOption, app, command, execute
 from .options import argument, option
-from .text import console, short
+from .text import console, escape, short
 
 if TYPE_CHECKING:
     from ..client import Client

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from .app import JsonOption, app, command, execute, present
 from .options import argument
+from .text import Table
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -92,6 +92,13 @@ def assistants(json_: JsonOption = False) -> None:
 def mcp() -> None:
     """Serve the assistants as MCP tools over stdin/stdout, for desktop MCP clients (Claude
     Desktop, Cursor): `{"command": "artifactflow", "args": ["mcp"]}` in their config."""
+
+    from ..api.mcp_optional import MCP_EXTRA_HINT, mcp_installed
+
+    if not mcp_installed():  # before any settings or database: nothing to serve without it
+        from ..errors import ConfigError
+
+        raise ConfigError(f"artifactflow mcp: {MCP_EXTRA_HINT}")
 
     async def work(client: Client) -> int | None:
         from ..api.mcp_server import serve_stdio

@@ -11,16 +11,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.text import Text
 
 from . import views
 from .app import JsonOption, command, execute
 from .options import GLOBALS, argument, option
-from .text import console
+from .text import Text, console, escape
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from ..client import Client
     from ..replay.report import ReplayReport
 

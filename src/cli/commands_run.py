@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.text import Text
 
 from ..errors import UserError
 from . import exitcodes
@@ -15,7 +14,7 @@ from .app import JsonOption, NoInputOption, YesOption, command, drive
 from .approvals import ResumeData, decisions_from_flags
 from .options import argument, option
 from .preflight import before_run
-from .text import console
+from .text import Text, console
 
 if TYPE_CHECKING:
     from ..settings import Settings

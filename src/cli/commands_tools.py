@@ -9,13 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated
 
-from rich.markup import escape
-
 from ..errors import NotFoundError
 from . import views
 from .app import JsonOption, command, execute
 from .options import option
-from .text import console, short
+from .text import console, escape, short
 
 if TYPE_CHECKING:
     from ..client import Client

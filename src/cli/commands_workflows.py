@@ -14,16 +14,16 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
 from ..errors import UserError
 from . import exitcodes, views
 from .app import JsonOption, NoInputOption, YesOption, app, command, drive, show
 from .options import GLOBALS, argument, option
-from .text import console
+from .text import Text, console
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from ..shapes import JsonObject
     from .session import Session
 

@@ -11,13 +11,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from rich.console import Console
-from rich.text import Text
-
 from .approvals import call_line
-from .text import short
+from .text import Text, short
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text as RichText
+
     from ..events.envelope import Event
 
 STATUS_STYLES = {
@@ -101,7 +101,7 @@ def conversations(console: Console, rows: Sequence[Mapping[str, Any]], total: in
     console.print(Text(f"{offset + 1}–{offset + len(rows)} of {total}, newest first", style="dim"))
 
 
-def _node_label(node: Mapping[str, Any], active_tip: str | None) -> Text:
+def _node_label(node: Mapping[str, Any], active_tip: str | None) -> RichText:
     status = node.get("status") or "?"
     label = Text(
         "● " if node.get("active") else "○ ", style="green" if node.get("active") else "dim"
@@ -153,7 +153,7 @@ def history(console: Console, tree: Mapping[str, Any]) -> None:
         console.print(Text(f"conversation: {usage['messages']} messages · {total}", style="dim"))
 
 
-def event_line(event: Event) -> Text:
+def event_line(event: Event) -> RichText:
     from .render import summary  # knows every event payload: imported by `events` alone
 
     return (

@@ -229,6 +229,16 @@ class Settings(BaseSettings):
                 )
         return value
 
+    @field_validator("mcp_servers")
+    @classmethod
+    def _check_mcp_installed(cls, value: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
+        if value and importlib.util.find_spec("mcp") is None:
+            raise ValueError(
+                "names MCP servers, but the MCP client (the `mcp` package) is not installed: "
+                "pip install 'artifactflow[mcp]'"
+            )
+        return value
+
     @field_validator("permissions", mode="before")
     @classmethod
     def _parse_permissions(cls, value: Any) -> Any:

@@ -2,7 +2,8 @@
 following a reference path (`output.category`) into a schema, and the schema part of a step's
 prompt with the check of its answer (shared by agent and group steps).
 
-Validation uses `jsonschema-rs` (fast, maintained, already used by the API fuzzer).
+Validation uses `jsonschema` (the reference implementation, also used for tool arguments; a
+step's answer is one small document, so a compiled validator would buy nothing worth its 15 MB).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import json
 import re
 from typing import Any
 
-import jsonschema_rs
+from jsonschema.exceptions import SchemaError
+from jsonschema.validators import validator_for
 
 from ..shapes import JsonObject  # JSON Schema: open by nature
 
@@ -23,9 +25,10 @@ def schema_problem(schema: Any) -> str | None:
     if not isinstance(schema, dict):
         return "a JSON Schema must be a mapping"
     try:
-        jsonschema_rs.validator_for(schema)
-    except jsonschema_rs.ValidationError as exc:
-        return "not a valid JSON Schema: " + str(exc).splitlines()[0]
+        validator_for(schema).check_schema(schema)
+    except SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path)
+        return "not a valid JSON Schema: " + exc.message + (f" (at {where})" if where else "")
     except Exception as exc:  # unresolvable $ref and the like
         return f"not a valid JSON Schema: {exc}"
     return None
@@ -33,9 +36,15 @@ def schema_problem(schema: Any) -> str | None:
 
 def problems(schema: JsonObject, value: Any, limit: int = 5) -> list[str]:
     """Validation errors of `value` against `schema`, each with where it is."""
-    out = []
-    for error in jsonschema_rs.validator_for(schema).iter_errors(value):
-        where = "/".join(str(p) for p in error.instance_path) or "the value"
+    out: list[str] = []
+    try:
+        errors = sorted(
+            validator_for(schema)(schema).iter_errors(value), key=lambda e: [str(p) for p in e.path]
+        )
+    except Exception as exc:  # an unresolvable $ref shows only when validation reaches it
+        return [f"the schema cannot be checked: {exc}"]
+    for error in errors:
+        where = "/".join(str(p) for p in error.path) or "the value"
         out.append(f"{where}: {error.message}")
         if len(out) >= limit:
             break
