@@ -40,10 +40,14 @@ test-setup: $(VENV)/.test-installed
 run: setup
 	$(BIN)/artifactflow run "$(TASK)"
 
-# the checks run beside the suite, not before it: they use the cores while its tests wait
-# (output line by line; any failure fails the target)
+# the checks run beside the suite, not before it: they use the cores while its tests wait; each
+# check prints its output whole when it ends, the suite streams its progress; any failure
+# fails the target
 test: test-setup
-	$(MAKE) --no-print-directory -j2 --output-sync=line lint types contracts shape suite
+	$(MAKE) --no-print-directory -j2 checks suite
+
+checks: test-setup
+	$(MAKE) --no-print-directory --output-sync=target lint types contracts shape
 
 suite: test-setup
 	$(BIN)/python -m pytest -q -rs -p no:cacheprovider $(PYTEST_PARALLEL) --durations=20
@@ -77,4 +81,4 @@ bench: setup
 	$(BIN)/pip install -q -e ".[bench]"
 	$(BIN)/python benchmarks/peers.py
 
-.PHONY: setup test-setup run test suite check test-fast test-loaded lint types contracts shape unit bench
+.PHONY: setup test-setup run test suite checks check test-fast test-loaded lint types contracts shape unit bench
