@@ -9,6 +9,7 @@ means installed). No node or npm: skipped locally, a failure under `CI=1`."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import shutil
@@ -42,13 +43,20 @@ async def _run(*command: str, env: dict[str, str] | None = None) -> tuple[int, s
 
 
 async def _npm_ci() -> None:
+    """`npm ci` once, whichever test worker comes first: the others wait on a file lock (two
+    `npm ci` into one `node_modules` at once leave it half-installed)."""
     npm = _require("npm")
     installed = JS / "node_modules" / ".package-lock.json"
     lock = JS / "package-lock.json"
-    if installed.exists() and installed.stat().st_mtime >= lock.stat().st_mtime:
-        return
-    code, out, err = await _run(npm, "ci", "--no-audit", "--no-fund", "--prefer-offline")
-    assert code == 0, f"npm ci failed:\n{out}\n{err}"
+    with open(JS / ".npm-ci.lock", "w") as guard:
+        await asyncio.to_thread(fcntl.flock, guard.fileno(), fcntl.LOCK_EX)
+        try:
+            if installed.exists() and installed.stat().st_mtime >= lock.stat().st_mtime:
+                return
+            code, out, err = await _run(npm, "ci", "--no-audit", "--no-fund", "--prefer-offline")
+            assert code == 0, f"npm ci failed:\n{out}\n{err}"
+        finally:
+            fcntl.flock(guard.fileno(), fcntl.LOCK_UN)
 
 
 async def test_use_stream_flow_with_the_js_sdk(server: Server) -> None:

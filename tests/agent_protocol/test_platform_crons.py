@@ -219,16 +219,24 @@ async def test_cron_runs_from_the_server_loop(llm_env: Any, tmp_path: Path) -> N
         await store.write(table.update().values(next_run_at=datetime.now(UTC).timestamp() - 1))
         client = get_client(url=p.url, api_key=None)
 
-        async def started() -> list[Any]:
+        async def started() -> tuple[str, list[Any]] | None:
+            """The cron's thread and its runs, once the run is stored (the thread is created
+            first: on a busy machine a search can see it before its run)."""
             threads = await client.threads.search(limit=10)
-            return [t for t in threads if t["metadata"].get("assistant_id")]
+            for thread in threads:
+                if thread["metadata"].get("assistant_id"):
+                    runs = await client.runs.list(thread["thread_id"])
+                    if runs:
+                        return thread["thread_id"], runs
+            return None
 
-        from waiting import wait_until
+        from waiting import ceiling, wait_until
 
-        threads = await wait_until(started, timeout=120, what="the cron's run")
-        runs = await client.runs.list(threads[0]["thread_id"])
+        found = await wait_until(started, timeout=ceiling(120), what="the cron's run")
+        assert found is not None
+        thread_id, runs = found
         assert runs[0]["metadata"]["cron_id"] == made["cron_id"]
-        await client.runs.join(threads[0]["thread_id"], runs[0]["run_id"])
+        await client.runs.join(thread_id, runs[0]["run_id"])
 
 
 async def _store_of(p: Platform) -> Any:
