@@ -27,6 +27,7 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -368,9 +369,12 @@ async def settled(http: Http, base: str, tid: str, tally: ProtocolTally, token: 
     return status
 
 
-async def resume_pair(w: Any, bases: list[str], rng: random.Random, tally: ProtocolTally) -> None:
-    """Two resumes of one paused thread at the same instant, each to a random server: one
-    accepted, one 409; the approved effect once; the thread ends idle."""
+@contextlib.asynccontextmanager
+async def paused_trial(
+    bases: list[str], rng: random.Random, tally: ProtocolTally
+) -> AsyncIterator[tuple[str, Http, str | None]]:
+    """One racing trial: its token, an HTTP client that counts 5xx, and a thread paused for
+    approval on a random server (None, counted wrong, when it did not pause)."""
     token = "T" + uuid.uuid4().hex[:10]
     tally.trials += 1
     async with httpx.AsyncClient(timeout=120) as client:
@@ -379,6 +383,14 @@ async def resume_pair(w: Any, bases: list[str], rng: random.Random, tally: Proto
         if tid is None:
             tally.wrong += 1
             tally.note(f"{token}: the thread did not pause")
+        yield token, http, tid
+
+
+async def resume_pair(w: Any, bases: list[str], rng: random.Random, tally: ProtocolTally) -> None:
+    """Two resumes of one paused thread at the same instant, each to a random server: one
+    accepted, one 409; the approved effect once; the thread ends idle."""
+    async with paused_trial(bases, rng, tally) as (token, http, tid):
+        if tid is None:
             return
         answers = await asyncio.gather(
             *(
@@ -405,14 +417,8 @@ async def cancel_pair(w: Any, bases: list[str], rng: random.Random, tally: Proto
     soon as that run is listed: one winner. Cancel accepted (202): the run ends `interrupted`
     and its message `cancelled`; cancel refused (404, the run had ended): the run succeeded and
     the effect happened once. Never both, never neither; the effect never twice."""
-    token = "T" + uuid.uuid4().hex[:10]
-    tally.trials += 1
-    async with httpx.AsyncClient(timeout=120) as client:
-        http = Http(client, tally)
-        tid = await paused_thread(rng.choice(bases), token, http)
+    async with paused_trial(bases, rng, tally) as (token, http, tid):
         if tid is None:
-            tally.wrong += 1
-            tally.note(f"{token}: the thread did not pause")
             return
         before = await http.call("GET", f"{bases[0]}/threads/{tid}/runs")
         old = {r["run_id"] for r in (before.json() if before is not None else [])}
