@@ -15,6 +15,7 @@ Another branch is reached by naming one of its checkpoints (`checkpoint` of `get
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError
@@ -27,6 +28,38 @@ if TYPE_CHECKING:
     from ..client import Client
 
 JSON = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class BranchValues:
+    """A state's `values` before they are read: the message's messages after the step, behind
+    the branch's messages before it (shared by every state after them). A branch of n messages
+    has ~4n states, and each state's own copy of the branch's messages made a 1,000-message
+    thread's head cost 4,000 list copies of ~2,000 items, to return one of them
+    (`materialised` builds only the states a route returns)."""
+
+    before: BranchValues | None
+    messages: list[JSON]
+
+    def as_values(self) -> JSON:
+        chunks: list[list[JSON]] = []
+        node: BranchValues | None = self
+        while node is not None:
+            chunks.append(node.messages)
+            node = node.before
+        out: list[JSON] = []
+        for chunk in reversed(chunks):
+            out += chunk
+        return {"messages": out}
+
+
+def materialised(states: list[JSON]) -> list[JSON]:
+    """`states` with their `values` built (history.py's states keep them as `BranchValues`
+    until a route picks the ones it returns)."""
+    for state in states:
+        if isinstance(state["values"], BranchValues):
+            state["values"] = state["values"].as_values()
+    return states
 
 
 def _task(task_id: str, name: str, interrupts: list[JSON]) -> JSON:
@@ -58,7 +91,7 @@ def _root(thread_id: str) -> JSON:
 async def branch_states(client: Client, thread_id: str, path: list[JSON]) -> list[JSON]:
     """Every state of the branch root → `path[-1]`, oldest first."""
     states = [_root(thread_id)]
-    base: list[JSON] = []
+    base: BranchValues | None = None
     events = await events_by_message(client, path)
     for message in path:
         mine, base = _message_states(thread_id, message, events[message["id"]], base, states[-1])
@@ -68,13 +101,14 @@ async def branch_states(client: Client, thread_id: str, path: list[JSON]) -> lis
 
 async def thread_states(client: Client, thread_id: str, messages: list[JSON]) -> list[JSON]:
     """Every state of every branch of the thread, newest first (LangGraph lists a thread's
-    checkpoints across its branches, and `useStream` builds its branch switcher from them)."""
+    checkpoints across its branches, and `useStream` builds its branch switcher from them);
+    `values` unbuilt (`materialised`)."""
     children: dict[str | None, list[JSON]] = {}
     for message in messages:
         children.setdefault(message["parent_id"], []).append(message)
     root = _root(thread_id)
     found: list[tuple[tuple[float, int], JSON]] = [((0.0, -1), root)]
-    todo: list[tuple[str | None, list[JSON], JSON]] = [(None, [], root)]
+    todo: list[tuple[str | None, BranchValues | None, JSON]] = [(None, None, root)]
     events = await events_by_message(client, messages)
     while todo:
         parent_id, base, parent_state = todo.pop()
@@ -87,8 +121,8 @@ async def thread_states(client: Client, thread_id: str, messages: list[JSON]) ->
 
 
 def _message_states(
-    thread_id: str, message: JSON, events: list[Event], base: list[JSON], parent: JSON
-) -> tuple[list[JSON], list[JSON]]:
+    thread_id: str, message: JSON, events: list[Event], base: BranchValues | None, parent: JSON
+) -> tuple[list[JSON], BranchValues]:
     """The states of one message's steps after `parent` (the state its input follows), and
     the branch's messages after it."""
     states: list[JSON] = []
@@ -108,7 +142,7 @@ def _message_states(
             upcoming = TOOL_NODE if node == LEAD_NODE and _calls(writes) else LEAD_NODE
             tasks = [_task(message["id"], upcoming, [])]
         state = {
-            "values": {"messages": base + messages},
+            "values": BranchValues(base, messages),
             "next": [t["name"] for t in tasks],
             "tasks": tasks,
             "checkpoint": checkpoint(
@@ -129,7 +163,7 @@ def _message_states(
         }
         states.append(state)
         previous = state
-    return states, base + steps[-1][3]
+    return states, BranchValues(base, steps[-1][3])
 
 
 def _calls(writes: list[JSON]) -> bool:
@@ -149,7 +183,8 @@ async def states_to(
     client: Client, thread_id: str, messages: list[JSON], checkpoint_id: str | None
 ) -> list[JSON]:
     """The branch's states up to and including `checkpoint_id` (the thread's states up to a
-    message, its step, or `root`), oldest first; 404 for an id not in the thread."""
+    message, its step, or `root`), oldest first, the last one's `values` built (the others'
+    with `materialised`); 404 for an id not in the thread."""
     if checkpoint_id in (None, ROOT):
         return [_root(thread_id)]
     by_id = {m["id"]: m for m in messages}
@@ -159,5 +194,6 @@ async def states_to(
     states = await branch_states(client, thread_id, path_to(by_id, message_id))
     for index, state in enumerate(states):
         if _matches(state, checkpoint_id):
+            materialised([state])
             return states[: index + 1]
     raise NotFoundError(f"checkpoint {checkpoint_id} not found in thread {thread_id}")

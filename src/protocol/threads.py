@@ -8,7 +8,7 @@ from fastapi import APIRouter, Body, Query, Response
 
 from .convert import turns_of
 from .deps import JSON, Ctx, CtxDep, ProtocolError, plain
-from .history import states_to, thread_states
+from .history import materialised, states_to, thread_states
 from .steps import parse_step_id
 from .views import ROOT, thread_status, thread_view
 from .wire import (
@@ -187,7 +187,7 @@ async def _history(ctx: Ctx, thread_id: str, body: History) -> list[JSON]:
     if before:
         ids = [s["checkpoint"]["checkpoint_id"] for s in states]
         states = states[ids.index(before) + 1 :] if before in ids else states
-    return states[: body.limit]
+    return materialised(states[: body.limit])
 
 
 async def _search(ctx: Ctx, body: ThreadSearch) -> tuple[list[JSON], int]:
