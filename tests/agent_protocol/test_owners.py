@@ -152,6 +152,8 @@ async def test_saved_assistants_are_their_creators(two: Two) -> None:
             "graph": await http.get(f"/assistants/{a}/graph"),
             "schemas": await http.get(f"/assistants/{a}/schemas"),
             "run": await http.post("/runs/wait", json={"assistant_id": a, "input": human("hi")}),
+            "chat": await http.post("/api/v1/chat", json={"content": "hi", "assistant": a}),
+            "card": await http.get("/.well-known/agent-card.json", params={"assistant_id": a}),
             "delete": await http.delete(f"/assistants/{a}"),
         }
         wrong = {k: (r.status_code, r.text[:200]) for k, r in answers.items() if r.status_code != 404}
