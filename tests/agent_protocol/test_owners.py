@@ -24,6 +24,7 @@ from langgraph_sdk.client import LangGraphClient
 
 from .conftest import REFERENCE_URL, _database
 from .helpers import human, last_ai, text_of
+from .test_platform import WEBHOOKS, _receiver, _until
 from .toy import ANSWER, toy_route
 
 pytestmark = pytest.mark.skipif(bool(REFERENCE_URL), reason="artifactflow's users (auth), not protocol")
@@ -45,7 +46,7 @@ async def two(request: pytest.FixtureRequest, llm_env: Any, make_client: Any) ->
 
     llm_env.route(toy_route)
     async with _database(request.param) as database:
-        af = await make_client(yaml_text=database + "auth:\n  enabled: true\n")
+        af = await make_client(yaml_text=database + "auth:\n  enabled: true\n" + WEBHOOKS)
         _, alice = await af.admin.store.create_token("alice")
         _, bob = await af.admin.store.create_token("bob")
         async with serving(create_app(client=af)) as url:
@@ -96,10 +97,14 @@ async def test_two_users_each_hold_a_thread_of_the_same_id(two: Two) -> None:
                                                 stream_mode=["values"])]
     values = [p.data for p in parts if p.event == "values"]
     assert values and len(values[-1]["messages"]) == 4
-    background = await bob.runs.create(x, "lead_agent", input=human("and once more"))
-    assert background["thread_id"] == x
-    joined = await bob.runs.join(x, background["run_id"])
-    assert len(joined["messages"]) == 6
+    async with _receiver() as receiver:  # its webhook, sent when it ends, names his id too
+        background = await bob.runs.create(x, "lead_agent", input=human("and once more"),
+                                           webhook=receiver.url)
+        assert background["thread_id"] == x
+        joined = await bob.runs.join(x, background["run_id"])
+        assert len(joined["messages"]) == 6
+        await _until(lambda: receiver.hits)
+        assert receiver.hits[0][0]["thread_id"] == x
     async with httpx.AsyncClient(base_url=two.url, headers=two.bob_headers) as http:
         created = await http.post(f"/threads/{x}/runs", json={"assistant_id": "lead_agent",
                                                                "input": human("where am I")})
