@@ -38,6 +38,8 @@ class Two:
     alice_headers: dict[str, str]
     bob_headers: dict[str, str]
     af: Any
+    bob_id: str
+    carol: LangGraphClient
 
 
 @pytest_asyncio.fixture(params=["sqlite", "postgres"])
@@ -48,7 +50,8 @@ async def two(request: pytest.FixtureRequest, llm_env: Any, make_client: Any) ->
     async with _database(request.param) as database:
         af = await make_client(yaml_text=database + "auth:\n  enabled: true\n" + WEBHOOKS)
         _, alice = await af.admin.store.create_token("alice")
-        _, bob = await af.admin.store.create_token("bob")
+        bob_id, bob = await af.admin.store.create_token("bob")
+        _, carol = await af.admin.store.create_token("carol")
         async with serving(create_app(client=af)) as url:
             yield Two(
                 url,
@@ -57,6 +60,8 @@ async def two(request: pytest.FixtureRequest, llm_env: Any, make_client: Any) ->
                 {"Authorization": f"Bearer {alice}"},
                 {"Authorization": f"Bearer {bob}"},
                 af,
+                bob_id,
+                get_client(url=url, api_key=carol),
             )
 
 
@@ -140,6 +145,27 @@ async def test_two_users_each_hold_a_thread_of_the_same_id(two: Two) -> None:
     made = await bob.threads.get(x)
     assert made["thread_id"] == x and "who" not in made["metadata"]
     assert (await alice.threads.get(x))["metadata"]["who"] == "alice"
+
+
+async def test_a_derived_key_taken_on_purpose_moves_one_step_on(two: Two) -> None:
+    """Carol, knowing Bob's user id, takes the key Bob's thread X would get while Alice holds
+    X: Bob's X goes to the next key of his chain, still shown as X, and Carol's stays hers."""
+    from artifactflow.protocol.thread_ids import chain
+
+    x = str(uuid.uuid4())
+    await two.alice.threads.create(thread_id=x, metadata={"who": "alice"})
+    first, second = chain(x, two.bob_id)[1:]
+    await two.carol.threads.create(thread_id=first, metadata={"who": "carol"})
+    his = await two.bob.threads.create(thread_id=x, metadata={"who": "bob"})
+    assert his["thread_id"] == x and his["metadata"] == {"who": "bob"}
+    async with httpx.AsyncClient(base_url=two.url, headers=two.bob_headers) as http:
+        # /api/v1 names conversations by key: his is the second derived one
+        assert (await http.get(f"/api/v1/conversations/{second}")).status_code == 200
+        assert (await http.get(f"/api/v1/conversations/{first}")).status_code == 404
+    await two.bob.runs.wait(x, "lead_agent", input=human("still mine"))
+    assert [t["metadata"]["who"] for t in await two.bob.threads.search(ids=[x])] == ["bob"]
+    assert (await two.carol.threads.get(first))["metadata"] == {"who": "carol"}
+    assert (await two.alice.threads.get(x))["metadata"] == {"who": "alice"}
 
 
 async def test_saved_assistants_are_their_creators(two: Two) -> None:
