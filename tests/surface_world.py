@@ -80,6 +80,9 @@ async def _settled(http: httpx.AsyncClient, headers: dict[str, str], message_id:
 async def _populate(http: httpx.AsyncClient, world: World, tmp_path: Path) -> None:
     a, ids = world.alice, world.ids
     ids["assistant_id"] = (await _ok(await http.post("/assistants/search", json={}, headers=a)))[0]["assistant_id"]
+    saved = await _ok(await http.post("/assistants", headers=a, json={
+        "graph_id": "agent", "name": f"helper {MARK}", "metadata": {"m": MARK}}))
+    ids["saved_assistant_id"] = saved["assistant_id"]  # hers: a 404 to anyone else (issue 34)
     for key, text in (("thread_id", "hello"), ("paused_thread_id", "write a note: milk")):
         thread = await _ok(await http.post("/threads", json={"metadata": {"m": MARK}}, headers=a))
         ids[key] = thread["thread_id"]
@@ -239,6 +242,8 @@ def targets(path: str, ids: dict[str, str]) -> list[dict[str, str]]:
     names = re.findall(r"{(\w+)}", path)
     owned = [n for n in names if n in OWNED]
     shared = {n: ids[n] for n in names if n not in OWNED}
+    if path.startswith("/assistants/{assistant_id}"):  # a built-in one (shared), then her own
+        return [shared, {"assistant_id": ids["saved_assistant_id"]}]
     if not owned:
         return [shared]
     found = [{**shared, **{n: h[n] for n in owned}} for h in holdings(ids) if all(n in h for n in owned)]
@@ -276,6 +281,11 @@ def valid_bodies(method: str, path: str, ids: dict[str, str], target: dict[str, 
             ["john", "smith@example", "com"], [ids["alice_id"], "john.smith@example.com"])],
         ("POST", "/store/namespaces"): [{}, {"prefix": ["notes"]}, {"prefix": ["john"]},
                                         {"prefix": ["john.smith@example.com"]}],
+        ("POST", "/assistants"): [{"graph_id": "agent", "assistant_id": ids["saved_assistant_id"]},
+                                  {"graph_id": "agent", "assistant_id": ids["saved_assistant_id"],
+                                   "if_exists": "do_nothing"}],
+        ("POST", "/assistants/{assistant_id}/latest"): [{"version": 1}],
+        ("PATCH", "/assistants/{assistant_id}"): [{"name": "bob's", "metadata": {"m": "bob"}}],
         ("POST", "/assistants/search"): [{}],
         ("POST", "/assistants/count"): [{}],
         ("POST", "/api/v1/chat"): [{"content": "hi", "conversation_id": ids["conversation_id"]},

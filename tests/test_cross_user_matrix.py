@@ -23,15 +23,11 @@ from surface_world import MARK, OWNED, World, snapshot, targets, valid_bodies, w
 EXCUSED = {
     ("GET", "/mcp"): "the MCP session's event stream: names no resource (tools/call is in the matrix)",
     ("DELETE", "/mcp"): "ends an MCP session: names no resource",
-    ("POST", "/assistants"): "assistants are shared by all users (no owner): not a cross-user route",
-    ("PATCH", "/assistants/{assistant_id}"): "assistants are shared by all users (no owner)",
-    ("DELETE", "/assistants/{assistant_id}"): "assistants are shared by all users (no owner)",
-    ("POST", "/assistants/{assistant_id}/versions"): "assistants are shared by all users (no owner)",
-    ("POST", "/assistants/{assistant_id}/latest"): "assistants are shared by all users (no owner)",
 }
-# Known and documented: thread ids are one space for all users (docs/agent-protocol.md), so
-# creating a thread with an id someone holds is a 409, whoever holds it.
-TAKEN = {("POST", "/threads")}
+# Known and documented (docs/agent-protocol.md): assistant ids are one space for all users, so
+# creating an assistant with an id someone holds is a 409 (never its content), whoever holds it.
+# Thread ids are a space per user (issue 34): Bob's `POST /threads` with Alice's id makes his own.
+TAKEN = {("POST", "/assistants")}
 
 
 STORE_GETS = ["notes", "john.smith@example.com.notes", "john", "{alice_id}.notes"]
@@ -52,15 +48,16 @@ def _cases(w: World) -> list[tuple[str, str, str, Any, dict[str, str], bool]]:
             continue
         for target in targets(path, ids):
             url = path.format(**target)
-            owned = any(n in OWNED for n in target)
+            owned = any(n in OWNED for n in target) or target.get("assistant_id") == ids["saved_assistant_id"]
             for body in valid_bodies(method, path, ids, target):
                 if (method, path) == ("GET", "/store/items"):  # Alice's namespaces, dotted too
                     cases.extend((method, path, url, body, {"namespace": n.format(**ids), "key": "k1"}, True)
                                  for n in STORE_GETS)
                     continue
                 cases.append((method, path, url, body, _queries(path, ids), owned))
-    # reads first, so Bob's own writes (a store item under his "notes") cannot mask a 404
-    return sorted(cases, key=lambda c: c[0] != "GET")
+    # reads first, so Bob's own writes (a store item under his "notes") cannot mask a 404; his
+    # thread of the same id as hers last: from then on that id names his own thread for him
+    return sorted(cases, key=lambda c: (c[0] != "GET", (c[0], c[1]) == ("POST", "/threads")))
 
 
 def _refused(method: str, path: str, answer: httpx.Response, owned: bool) -> str | None:
@@ -71,6 +68,9 @@ def _refused(method: str, path: str, answer: httpx.Response, owned: bool) -> str
         return "5xx"
     if (method, path) in TAKEN:
         return None if answer.status_code == 409 else "expected 409"
+    if (method, path) == ("POST", "/threads"):  # his own thread, by the id he gave
+        mine = answer.json() if answer.status_code == 200 else {}
+        return None if mine.get("metadata") == {} and mine.get("values") == {} else "not his own new thread"
     if owned and answer.status_code not in (403, 404):
         return f"expected 404/403, got {answer.status_code}"
     if path.startswith("/a2a/"):

@@ -59,3 +59,37 @@ async def test_protocol_tables_come_from_the_schema_step(backend: str, tmp_path:
     else:
         async with fresh_database() as url:
             await scenario(url)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_version_7_threads_get_public_ids_and_keep_their_rows(backend: str, tmp_path: Path) -> None:
+    """Issue 34: a version 7 database (no `ap_threads.public_id`) gains the column; its
+    threads keep their rows, and their id is their key (public_id NULL)."""
+    from pg import fresh_database
+
+    async def scenario(url: str | None) -> None:
+        store = await _open(backend, tmp_path, url)
+        try:
+            now = time.time()
+            async with store.engine.begin() as conn:
+                await conn.execute(sa.text("ALTER TABLE ap_threads DROP COLUMN public_id"))
+                await conn.execute(sa.text(
+                    "INSERT INTO ap_threads (thread_id, user_id, metadata, created_at, updated_at) "
+                    f"VALUES ('t1', 'u', '{{\"k\": 1}}', {now}, {now})"
+                ))
+                await conn.execute(t.meta.update().where(t.meta.c.key == "schema").values(value="7"))
+        finally:
+            await store.close()
+        store = await _open(backend, tmp_path, url)
+        try:
+            assert await store.schema_version() == t.SCHEMA_VERSION
+            rows = await store.fetch_rows(sa.select(t.ap_threads))
+            assert [(r["thread_id"], r["metadata"], r["public_id"]) for r in rows] == [("t1", '{"k": 1}', None)]
+        finally:
+            await store.close()
+
+    if backend == "sqlite":
+        await scenario(None)
+    else:
+        async with fresh_database() as url:
+            await scenario(url)

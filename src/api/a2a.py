@@ -336,10 +336,10 @@ def agent_card(request: Request, view: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def _assistant(p: Protocol, assistant_id: str) -> dict[str, Any]:
+async def _assistant(p: Protocol, assistant_id: str, user: str | None) -> dict[str, Any]:
     from ..protocol.assistants_store import builtin_view, saved_view
 
-    found: Any = await find(p, assistant_id)
+    found: Any = await find(p, assistant_id, user=user)
     row = getattr(found, "row", None)
     return saved_view(row) if row is not None else builtin_view(found)
 
@@ -351,7 +351,7 @@ async def card(
     p = protocol_of(request)
     await p.records.ready()
     try:
-        view = await _assistant(p, assistant_id or p.client.admin.services.lead.name)
+        view = await _assistant(p, assistant_id or p.client.admin.services.lead.name, user)
     except NotFoundError as exc:
         return JSONResponse({"detail": str(exc)}, 404)
     return JSONResponse(agent_card(request, view))
@@ -373,7 +373,7 @@ async def a2a(
         rpc_id = raw.get("id") if isinstance(raw, dict) else None
         return JSONResponse(_response(rpc_id, error=RpcError(-32600, f"invalid request: {exc.errors()[0]['msg']}")))
     try:
-        view = await _assistant(p, assistant_id)
+        view = await _assistant(p, assistant_id, user)
     except NotFoundError as exc:
         return JSONResponse(_response(rpc.id, error=RpcError(-32001, str(exc))))
     if rpc.method == "message/stream":

@@ -92,8 +92,10 @@ class AssistantTools:
     async def list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
         p = self.protocol()
         await p.records.ready()
+        request = getattr(ctx, "request", None)
+        user = request.scope.get(USER_KEY) if request is not None else None
         tools = []
-        for view in await all_views(p):
+        for view in await all_views(p, user):  # the caller's saved assistants, not others'
             workflow = view["graph_id"].startswith("workflow:")
             title = view["name"] or view["assistant_id"]
             tools.append(
@@ -112,7 +114,7 @@ class AssistantTools:
         await p.records.ready()
         request = getattr(ctx, "request", None)
         user = request.scope.get(USER_KEY) if request is not None else None
-        views = {tool_name(v["assistant_id"]): v for v in await all_views(p)}
+        views = {tool_name(v["assistant_id"]): v for v in await all_views(p, user)}
         view = views.get(params.name)
         if view is None:
             return _error(f"no assistant is served as tool {params.name!r}; tools/list names them")

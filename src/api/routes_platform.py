@@ -32,7 +32,7 @@ class AssistantList(BaseModel):
     "/assistants", response_model=AssistantList, responses=error_docs(), summary="Assistants to chat with"
 )
 async def list_assistants(caller: Caller = Depends(caller)) -> AssistantList:
-    views = await all_views(Protocol(caller.client))
+    views = await all_views(Protocol(caller.client), caller.user)
     return AssistantList(
         assistants=[
             AssistantSummary(

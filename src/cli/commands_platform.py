@@ -83,7 +83,7 @@ def assistants(json_: JsonOption = False) -> None:
         from ..protocol.assistants_store import all_views
         from ..protocol.service import Protocol
 
-        return present(await all_views(Protocol(client)), _assistants_table, json_)
+        return present(await all_views(Protocol(client), None), _assistants_table, json_)
 
     execute(work)
 

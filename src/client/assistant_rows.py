@@ -39,6 +39,12 @@ class AssistantRow:
     version: int
     created_at: float
     updated_at: float
+    user_id: str | None = None  # its owner (None: saved before issue 34, or with auth off)
+
+    def visible_to(self, user: str | None) -> bool:
+        """Whether `user` may see and change it: its owner; anyone when it has none or auth
+        is off (`user` None)."""
+        return user is None or self.user_id is None or self.user_id == user
 
     @property
     def agent_config(self) -> AgentConfig:
@@ -57,6 +63,7 @@ def _row(r: Mapping[Any, Any], *, version: int | None = None, updated_at: float 
         version=version if version is not None else r["version"],
         created_at=r["created_at"],
         updated_at=updated_at if updated_at is not None else r.get("updated_at", r["created_at"]),
+        user_id=r.get("user_id"),
     )
 
 
@@ -84,6 +91,7 @@ async def create(
     description: str | None,
     assistant_id: str | None = None,
     if_exists: str = "raise",
+    user_id: str | None = None,
 ) -> AssistantRow:
     check_config(config, context)
     assistant_id = assistant_id or str(uuid.uuid4())
@@ -104,7 +112,7 @@ async def create(
         created_at=now,
     )
     await store.write(
-        assistants.insert().values(**values, version=1, updated_at=now),
+        assistants.insert().values(**values, version=1, updated_at=now, user_id=user_id),
         assistant_versions.insert().values(**values, version=1),
     )
     row = await get(store, assistant_id)
@@ -195,7 +203,10 @@ async def set_latest(store: AppStore, assistant_id: str, version: int) -> Assist
     return row
 
 
-async def search(store: AppStore) -> list[AssistantRow]:
-    """Every stored assistant, newest first (the caller filters: few rows)."""
-    rows = await store.fetch_rows(sa.select(assistants).order_by(assistants.c.created_at.desc()))
-    return [_row(r) for r in rows]
+async def search(store: AppStore, user_id: str | None = None) -> list[AssistantRow]:
+    """The stored assistants `user_id` may see (`AssistantRow.visible_to`; every one for
+    None), newest first (the caller filters the rest: few rows)."""
+    query = sa.select(assistants).order_by(assistants.c.created_at.desc())
+    if user_id is not None:
+        query = query.where(sa.or_(assistants.c.user_id.is_(None), assistants.c.user_id == user_id))
+    return [_row(r) for r in await store.fetch_rows(query)]

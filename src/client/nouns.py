@@ -53,7 +53,7 @@ class Runs(_View, StoredRuns):
         if isinstance(request, str):
             request = Task(request)
         if isinstance(request, Task):
-            config = await self._agent_config(request)
+            config = await self._agent_config(request, user_id)
             services = None if config is None else run_services(engine.services, config)
             ids = await engine.start(
                 request.content, request.conversation_id, request.parent_message_id,
@@ -95,7 +95,7 @@ class Runs(_View, StoredRuns):
         }
         return Run(engine, message, after_event_id=0, started=True)
 
-    async def _agent_config(self, task: Task) -> AgentConfig | None:
+    async def _agent_config(self, task: Task, user_id: str | None) -> AgentConfig | None:
         """The task's agent configuration: its assistant's, then its own `config`; None when
         it has neither (the agent files as they are)."""
         if task.assistant is None and not task.config:
@@ -103,6 +103,7 @@ class Runs(_View, StoredRuns):
         base = None
         if task.assistant is not None:
             row = await assistant_rows.get(self._engine.store, task.assistant)
+            row = row if row is not None and row.visible_to(user_id) else None  # another's: none
             base = row.agent_config.set() if row is not None else None
             if row is None and task.assistant != self._engine.services.lead.name:
                 raise NotFoundError(f"assistant {task.assistant} not found")

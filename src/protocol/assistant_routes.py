@@ -3,7 +3,9 @@ get, update (a new version), delete, search, count, versions, set latest, graph,
 
 Bodies are pydantic models shaped after the SDK's payloads: a wrong type is a 422 before
 anything is read or written. Built-in assistants (the config-file agents, the workflows) are
-read-only: changing one is a 409 that says to create an assistant on its graph instead.
+read-only: changing one is a 409 that says to create an assistant on its graph instead. A saved
+assistant is its creator's: to anyone else it is a 404 on every route and absent from searches
+(its id stays taken: `POST /assistants` with it is a 409, as for your own).
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ def _matches(view: JSON, body: AssistantSearch | VersionsSearch, graphs: set[str
 
 
 async def _saved(ctx: Ctx, assistant_id: str) -> SavedAssistant:
-    assistant = await find(ctx.p, assistant_id)
+    assistant = await find(ctx.p, assistant_id, user=ctx.user)
     if not isinstance(assistant, SavedAssistant):
         raise ProtocolError(
             409,
@@ -105,8 +107,11 @@ def add_assistants(router: APIRouter) -> None:
         graph = graph_of(ctx.p, body.graph_id)
         if body.assistant_id is not None and _is_builtin(ctx, body.assistant_id):
             raise ProtocolError(409, f"assistant {body.assistant_id} is built in")
-        if body.assistant_id is not None and body.if_exists == "raise":
-            if await assistant_rows.get(ctx.p.client.admin.store, body.assistant_id) is not None:
+        if body.assistant_id is not None:
+            held = await assistant_rows.get(ctx.p.client.admin.store, body.assistant_id)
+            if held is not None:  # another user's too: its id is taken (never its content)
+                if body.if_exists == "do_nothing" and held.visible_to(ctx.user):
+                    return saved_view(held)
                 raise ProtocolError(409, f"assistant {body.assistant_id} already exists")
         check_saved(ctx.p, graph, body.config, body.context)
         row = await assistant_rows.create(
@@ -119,6 +124,7 @@ def add_assistants(router: APIRouter) -> None:
             description=body.description,
             assistant_id=body.assistant_id,
             if_exists=body.if_exists,
+            user_id=ctx.user,
         )
         return saved_view(row)
 
@@ -126,7 +132,7 @@ def add_assistants(router: APIRouter) -> None:
     async def search(body: AssistantSearch | None = None, ctx: Ctx = CtxDep) -> list[JSON]:
         body = body or AssistantSearch()
         graphs = ctx.p.graph_ids(body.graph_id) if body.graph_id else None
-        out = [v for v in await all_views(ctx.p) if _matches(v, body, graphs)]
+        out = [v for v in await all_views(ctx.p, ctx.user) if _matches(v, body, graphs)]
         key = body.sort_by
         if key in ("assistant_id", "graph_id", "name", "created_at", "updated_at"):
             out.sort(key=lambda a: str(a[key] or ""), reverse=body.sort_order == "desc")
@@ -139,12 +145,12 @@ def add_assistants(router: APIRouter) -> None:
     async def count(body: AssistantSearch | None = None, ctx: Ctx = CtxDep) -> int:
         body = body or AssistantSearch()
         graphs = ctx.p.graph_ids(body.graph_id) if body.graph_id else None
-        return len([v for v in await all_views(ctx.p) if _matches(v, body, graphs)])
+        return len([v for v in await all_views(ctx.p, ctx.user) if _matches(v, body, graphs)])
 
     @router.get("/assistants/{assistant_id}")
     async def get(assistant_id: str, ctx: Ctx = CtxDep) -> JSON:
-        assistant = await find(ctx.p, assistant_id)
-        views = {v["assistant_id"]: v for v in await all_views(ctx.p)}
+        assistant = await find(ctx.p, assistant_id, user=ctx.user)
+        views = {v["assistant_id"]: v for v in await all_views(ctx.p, ctx.user)}
         return views[assistant.assistant_id]
 
     @router.patch("/assistants/{assistant_id}")
@@ -169,7 +175,7 @@ def add_assistants(router: APIRouter) -> None:
         assistant_id: str, body: VersionsSearch | None = None, ctx: Ctx = CtxDep
     ) -> list[JSON]:
         body = body or VersionsSearch()
-        assistant = await find(ctx.p, assistant_id)
+        assistant = await find(ctx.p, assistant_id, user=ctx.user)
         if not isinstance(assistant, SavedAssistant):
             return []  # a built-in assistant has one version, never stored
         rows = await assistant_rows.versions(ctx.p.client.admin.store, assistant_id)
@@ -185,7 +191,7 @@ def add_assistants(router: APIRouter) -> None:
 
     @router.get("/assistants/{assistant_id}/graph")
     async def graph(assistant_id: str, ctx: Ctx = CtxDep) -> JSON:
-        await find(ctx.p, assistant_id)
+        await find(ctx.p, assistant_id, user=ctx.user)
         nodes = ["__start__", "lead_agent", NODE, "subagent", "__end__"]
         edges = [
             ("__start__", "lead_agent", False),
@@ -202,7 +208,7 @@ def add_assistants(router: APIRouter) -> None:
 
     @router.get("/assistants/{assistant_id}/schemas")
     async def schemas(assistant_id: str, ctx: Ctx = CtxDep) -> JSON:
-        a = await find(ctx.p, assistant_id)
+        a = await find(ctx.p, assistant_id, user=ctx.user)
         messages = {
             "type": "object",
             "properties": {"messages": {"type": "array", "items": {"type": "object"}}},
@@ -220,5 +226,5 @@ def add_assistants(router: APIRouter) -> None:
 
     @router.get("/assistants/{assistant_id}/subgraphs")
     async def subgraphs(assistant_id: str, ctx: Ctx = CtxDep) -> JSON:
-        await find(ctx.p, assistant_id)
+        await find(ctx.p, assistant_id, user=ctx.user)
         return {}

@@ -1,6 +1,7 @@
 """Assistants as the protocol sees them: the built-in ones (the config-file lead agent and the
-workflows, read-only) and the saved ones (`client/assistant_rows.py`), one lookup for both; and
-the agent configuration a run gets from its assistant and its own `config` / `context`.
+workflows, read-only, shared by all) and the saved ones (`client/assistant_rows.py`, each its
+creator's: another user's is a 404 and absent from lists), one lookup for both; and the agent
+configuration a run gets from its assistant and its own `config` / `context`.
 
 A saved assistant names a built-in graph (`graph_id`); its runs run that graph with its
 configuration. A run's `config.configurable` and `context` override the assistant's key by key,
@@ -62,13 +63,14 @@ def graph_of(p: Assistants, graph_id: str) -> Assistant:
     raise UserError(f"graph_id {graph_id!r} is not a graph of this server; known: {known}")
 
 
-async def find(p: Assistants, assistant_id: str) -> Assistant:
-    """A built-in or saved assistant by id (`NotFoundError` when neither)."""
+async def find(p: Assistants, assistant_id: str, *, user: str | None) -> Assistant:
+    """A built-in assistant, or a saved one `user` may see (its owner's: another user's is
+    as missing as none), by id; `NotFoundError` when neither."""
     try:
         return p.assistant(assistant_id)
     except NotFoundError:
         row = await assistant_rows.get(p.client.admin.store, assistant_id)
-        if row is None:
+        if row is None or not row.visible_to(user):
             raise
         return SavedAssistant(row, graph_of(p, row.graph_id))
 
@@ -132,7 +134,7 @@ def saved_view(row: AssistantRow) -> dict[str, Any]:
     }
 
 
-async def all_views(p: Assistants) -> list[dict[str, Any]]:
-    """Built-in assistants first, then the saved ones, newest first."""
-    saved = await assistant_rows.search(p.client.admin.store)
+async def all_views(p: Assistants, user: str | None) -> list[dict[str, Any]]:
+    """Built-in assistants first, then the saved ones `user` may see, newest first."""
+    saved = await assistant_rows.search(p.client.admin.store, user)
     return [builtin_view(a) for a in p.assistants()] + [saved_view(r) for r in saved]

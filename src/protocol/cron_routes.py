@@ -5,12 +5,13 @@ configuration or webhook too, with a message that names it."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, Field
 
-from . import assistants_store, webhooks
+from . import assistants_store, thread_ids, webhooks
 from .crons import Crons, cron_view, parse_time
 from .deps import JSON, Ctx, CtxDep
 from .wire import AnyJSON, Id, JSONObject, Limit, Offset, StreamMode, Text, Wire
@@ -63,10 +64,22 @@ class CronSearch(Wire):
 async def _checked_payload(ctx: Ctx, assistant_id: str, body: BaseModel) -> dict[str, Any]:
     """The run body each tick starts, checked now as a run would be (nothing stored if not)."""
     payload = {k: v for k, v in body.model_dump().items() if k in RUN_KEYS and v is not None}
-    assistant = await assistants_store.find(ctx.p, assistant_id)
+    assistant = await assistants_store.find(ctx.p, assistant_id, user=ctx.user)
     assistants_store.run_config(ctx.p, assistant, payload)
     await webhooks.check(ctx.p.client.settings.webhooks, payload.get("webhook"))
     return payload
+
+
+async def _views(ctx: Ctx, rows: list[dict[str, Any]]) -> list[JSON]:
+    """The crons as shown, each thread by the id its owner knows (`thread_ids.py`)."""
+    threads = await ctx.p.records.thread_rows([r["thread_id"] for r in rows if r["thread_id"]])
+    for key, thread in threads.items():
+        thread_ids.show_as(key, thread.get("public_id"))
+    views = [cron_view(r) for r in rows]
+    for view in views:
+        if view["thread_id"] is not None:
+            view["thread_id"] = thread_ids.shown(view["thread_id"])
+    return views
 
 
 def add_crons(router: APIRouter) -> None:
@@ -87,7 +100,7 @@ def add_crons(router: APIRouter) -> None:
             payload=payload,
             metadata=body.metadata,
         )
-        return cron_view(row)
+        return (await _views(ctx, [row]))[0]
 
     @router.post("/runs/crons")
     async def create_threadless(body: CronCreate, ctx: Ctx = CtxDep) -> JSON:
@@ -98,14 +111,18 @@ def add_crons(router: APIRouter) -> None:
         return await create(ctx, thread_id, body)
 
     async def found(ctx: Ctx, body: CronSearch) -> list[JSON]:
+        thread_id = body.thread_id
+        if thread_id is not None:  # the caller's thread of that id (`thread_ids.py`)
+            with contextlib.suppress(thread_ids.TakenError):
+                thread_id = await thread_ids.resolve(ctx.p.client.admin.store, thread_id, ctx.user)
         rows = await Crons(ctx.p).search(
             ctx.user,
             assistant_id=body.assistant_id,
-            thread_id=body.thread_id,
+            thread_id=thread_id,
             enabled=body.enabled,
             metadata=body.metadata,
         )
-        views = [cron_view(r) for r in rows]
+        views = await _views(ctx, rows)
         if body.sort_by:
             views.sort(key=lambda v: str(v.get(body.sort_by or "") or ""), reverse=body.sort_order == "desc")
         return views
@@ -133,7 +150,7 @@ def add_crons(router: APIRouter) -> None:
         }
         probe = CronCreate(assistant_id=row["assistant_id"], schedule=row["schedule"], **changes["payload"])
         await _checked_payload(ctx, row["assistant_id"], probe)
-        return cron_view(await crons.update(cron_id, ctx.user, changes))
+        return (await _views(ctx, [await crons.update(cron_id, ctx.user, changes)]))[0]
 
     @router.delete("/runs/crons/{cron_id}", status_code=204)
     async def delete(cron_id: str, ctx: Ctx = CtxDep) -> Response:

@@ -21,6 +21,7 @@ from ..errors import (
     ResumeConflictError,
     UserError,
 )
+from . import thread_ids
 from .service import Protocol
 from .wire import clean_text
 
@@ -149,8 +150,20 @@ class Ctx:
 
 
 async def context(request: Request, user: str | None = Depends(caller)) -> Ctx:
+    """The request's `Ctx`; a `thread_id` in the path is mapped here to the key of the
+    caller's thread of that id (`thread_ids.py`), so the endpoint gets the key (FastAPI
+    solves dependencies before it reads path parameters) and every view shows the id back."""
     protocol = protocol_of(request)
     await protocol.records.ready()
+    thread_ids.new_context()
+    public = request.path_params.get("thread_id")
+    if isinstance(public, str):
+        try:
+            key = await thread_ids.resolve(protocol.client.admin.store, public, user)
+        except thread_ids.TakenError:
+            raise ProtocolError(404, f"thread {public} not found") from None
+        thread_ids.show_as(key, public)
+        request.scope["path_params"] = {**request.path_params, "thread_id": key}
     return Ctx(protocol, user, float(getattr(request.app.state, "heartbeat_seconds", 0) or 0))
 
 

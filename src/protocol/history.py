@@ -22,6 +22,7 @@ from ..errors import NotFoundError
 from ..events.envelope import Event
 from .convert import interrupt_of
 from .steps import LEAD_NODE, TOOL_NODE, message_steps, parse_step_id, step_id
+from .thread_ids import shown
 from .views import ROOT, checkpoint, events_by_message, iso, path_to
 
 if TYPE_CHECKING:
@@ -190,10 +191,10 @@ async def states_to(
     by_id = {m["id"]: m for m in messages}
     message_id, _ = parse_step_id(checkpoint_id)
     if message_id not in by_id:
-        raise NotFoundError(f"checkpoint {checkpoint_id} not found in thread {thread_id}")
+        raise NotFoundError(f"checkpoint {checkpoint_id} not found in thread {shown(thread_id)}")
     states = await branch_states(client, thread_id, path_to(by_id, message_id))
     for index, state in enumerate(states):
         if _matches(state, checkpoint_id):
             materialised([state])
             return states[: index + 1]
-    raise NotFoundError(f"checkpoint {checkpoint_id} not found in thread {thread_id}")
+    raise NotFoundError(f"checkpoint {checkpoint_id} not found in thread {shown(thread_id)}")

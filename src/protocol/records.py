@@ -2,7 +2,9 @@
 protocol's runs (one per started segment: a new message, a resume, a workflow; or a queued
 request not started yet).
 
-A thread IS a conversation (same id); `ap_threads` only adds its free-form metadata. A run row
+A thread IS a conversation (its key is the conversation's id); `ap_threads` only adds its
+free-form metadata and, for a key derived from its owner's id (`thread_ids.py`), the id its
+owner knows it by (`public_id`). A run row
 points at the message whose segment it is (`message_id`, `cursor`: the event id its segment
 starts after), so its events, status and answer are read from our event log, never copied.
 The tables are declared with the app store's (`core/store/schema.py`) and made by its schema
@@ -71,9 +73,14 @@ class ProtocolRecords:
         return {r["thread_id"]: _decoded(r) for r in rows}
 
     async def put_thread(
-        self, thread_id: str, user_id: str | None, meta: dict[str, Any]
+        self,
+        thread_id: str,
+        user_id: str | None,
+        meta: dict[str, Any],
+        public_id: str | None = None,
     ) -> dict[str, Any]:
-        """Insert or replace the thread's metadata row."""
+        """Insert or replace the thread's metadata row; a new row keeps `public_id`, the id
+        its owner knows it by when it differs from the key (`thread_ids.py`)."""
         now = time.time()
         existing = await self.thread_row(thread_id)
         if existing is None:
@@ -81,6 +88,7 @@ class ProtocolRecords:
                 threads.insert().values(
                     thread_id=thread_id,
                     user_id=user_id,
+                    public_id=public_id if public_id != thread_id else None,
                     metadata=json.dumps(meta),
                     created_at=now,
                     updated_at=now,
@@ -100,11 +108,15 @@ class ProtocolRecords:
         return row
 
     async def merge_thread_metadata(
-        self, thread_id: str, user_id: str | None, extra: dict[str, Any]
+        self,
+        thread_id: str,
+        user_id: str | None,
+        extra: dict[str, Any],
+        public_id: str | None = None,
     ) -> dict[str, Any]:
         row = await self.thread_row(thread_id)
         meta = {**(row["metadata"] if row else {}), **extra}
-        return await self.put_thread(thread_id, user_id, meta)
+        return await self.put_thread(thread_id, user_id, meta, public_id)
 
     async def delete_thread(self, thread_id: str) -> None:
         await self.store.write(

@@ -15,6 +15,7 @@ from .convert import LEAD
 from .deps import JSON, Ctx, CtxDep, ProtocolError, plain
 from .records import FINAL
 from .stream import MODES, Frames, ResumeAt, frames_of, modes_of, sse, with_heartbeat
+from .thread_ids import shown
 from .threads import state_of
 from .views import path_messages, path_to, run_view
 from .wire import MAX_EVENT_ID, MAX_LIMIT, MAX_OFFSET, RunCreate, RunStatus
@@ -23,7 +24,7 @@ from .wire import MAX_EVENT_ID, MAX_LIMIT, MAX_OFFSET, RunCreate, RunStatus
 
 
 def _run_location(run: JSON, *, stream: bool) -> dict[str, str]:
-    base = f"/threads/{run['thread_id']}/runs/{run['run_id']}"
+    base = f"/threads/{shown(run['thread_id'])}/runs/{run['run_id']}"
     return {"Location": base + ("/stream" if stream else ""), "Content-Location": base}
 
 
@@ -76,7 +77,7 @@ async def _frames(
     frames = Frames(
         modes,
         run_id=run["run_id"],
-        thread_id=run["thread_id"],
+        thread_id=shown(run["thread_id"]),
         message=message,
         base=await path_messages(p.client, base_path),
         prior=prior,
@@ -275,7 +276,7 @@ def add_runs(router: APIRouter) -> None:
         active = await ctx.p.active_runs(thread_id)
         runs = active or await ctx.p.records.thread_runs(thread_id, limit=1)
         if not runs:
-            raise ProtocolError(404, f"thread {thread_id} has no runs")
+            raise ProtocolError(404, f"thread {shown(thread_id)} has no runs")
         run = runs[0]
         return _joined(ctx, run, request, stream_mode)
 

@@ -29,6 +29,7 @@ from ..errors import NotFoundError
 from . import assistants_store, catalog, starting, webhooks
 from .catalog import Assistant
 from .records import FINAL, ProtocolRecords
+from .thread_ids import shown
 from .views import run_view
 from .wire import RunCreate
 
@@ -72,7 +73,7 @@ class Protocol:
             return dict(await self.client.conversations.get(thread_id, user_id=user))
         except NotFoundError:
             await self.records.forget_if_orphan(thread_id)  # deleted below us: drop its rows
-            raise NotFoundError(f"thread {thread_id} not found") from None
+            raise NotFoundError(f"thread {shown(thread_id)} not found") from None
 
     async def tip(self, conversation: dict[str, Any]) -> dict[str, Any] | None:
         active = conversation.get("active_message_id")
@@ -178,7 +179,16 @@ class Protocol:
     def ended(self, run: dict[str, Any]) -> None:
         """The run has ended: its webhook, if it has one, in a task of its own (webhooks.py)."""
         key = f"webhook:{run['run_id']}"
-        task = self._watchers[key] = asyncio.create_task(webhooks.send(self.client, run_view(run)))
+
+        async def send() -> None:
+            view = run_view(run)
+            if view["thread_id"] == run["thread_id"]:  # no request maps it here: its row does
+                with contextlib.suppress(Exception):  # the database away: the key, as sent
+                    row = await self.records.thread_row(run["thread_id"])
+                    view["thread_id"] = (row or {}).get("public_id") or run["thread_id"]
+            await webhooks.send(self.client, view)
+
+        task = self._watchers[key] = asyncio.create_task(send())
         task.add_done_callback(lambda _: self._watchers.pop(key, None))
 
     async def move_head(self, thread_id: str, message_id: str | None) -> None:
@@ -204,7 +214,9 @@ class Protocol:
             body = RunCreate.model_validate(
                 {"assistant_id": run["assistant_id"], **(run["request"] or {})}
             )
-            assistant: Any = await assistants_store.find(self, run["assistant_id"])
+            assistant: Any = await assistants_store.find(
+                self, run["assistant_id"], user=run["user_id"]
+            )
             values = dict(
                 thread_id=thread_id,
                 user_id=run["user_id"],

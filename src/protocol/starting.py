@@ -21,6 +21,7 @@ from . import assistants_store, webhooks
 from .catalog import Assistant
 from .convert import decisions_of, task_text
 from .history import states_to
+from .thread_ids import shown
 from .views import ROOT
 from .wire import RunCreate
 
@@ -58,12 +59,12 @@ async def create(
 ) -> tuple[JSON, Run | None]:
     # platform (issue 35): saved assistants, the run's agent configuration and its webhook,
     # checked before anything is stored
-    assistant: Any = await assistants_store.find(p, body.assistant_id)
+    assistant: Any = await assistants_store.find(p, body.assistant_id, user=user)
     _agent_config(p, assistant, body)
     await webhooks.check(p.client.settings.webhooks, body.webhook)
     exists = thread_id is not None and (await p.client.admin.store.get_conversation(thread_id))
     if thread_id is not None and not exists and body.if_not_exists != "create":
-        raise NotFoundError(f"thread {thread_id} not found")
+        raise NotFoundError(f"thread {shown(thread_id)} not found")
     if exists and thread_id is not None:
         await p.conversation(thread_id, user)  # another user's thread: 404
     parent: Any = ACTIVE_BRANCH
@@ -87,7 +88,8 @@ async def create(
     if thread_id is None or not exists:
         thread_id = (await p.client.admin.store.create_conversation(thread_id, user_id=user))["id"]
     values = _values(thread_id, user, assistant, body)
-    await p.records.merge_thread_metadata(thread_id, user, await _first_run_metadata(p, thread_id, assistant))
+    first = await _first_run_metadata(p, thread_id, assistant)
+    await p.records.merge_thread_metadata(thread_id, user, first, public_id=shown(thread_id))
     active = await p.active_runs(thread_id)
     if body.after_seconds:  # queued now, started by the first to see it due (see `dispatch`)
         request = {**body.queued(), "not_before": time.time() + body.after_seconds}
@@ -97,7 +99,7 @@ async def create(
     if active:
         if body.strategy == "reject":
             raise ConflictError(
-                f"thread {thread_id} is busy with run {active[0]['run_id']}; "
+                f"thread {shown(thread_id)} is busy with run {active[0]['run_id']}; "
                 'pass multitask_strategy "enqueue", "interrupt" or "rollback"'
             )
         if body.strategy == "enqueue":
@@ -212,7 +214,7 @@ async def _resume(
     assert body.command is not None
     tip = await p.tip(await p.conversation(thread_id, user))
     if tip is None or tip["status"] != "waiting":
-        raise ConflictError(f"thread {thread_id} is not interrupted: nothing to resume")
+        raise ConflictError(f"thread {shown(thread_id)} is not interrupted: nothing to resume")
     decisions = decisions_of(body.command.resume, tip.get("waiting_for") or {})
     run = await p.client.runs.start(Resume(tip["id"], decisions), user_id=user)
     values = _values(thread_id, user, assistant, body)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Query, Response
+from sqlalchemy.exc import IntegrityError
 
+from . import thread_ids
 from .convert import turns_of
 from .deps import JSON, Ctx, CtxDep, ProtocolError, plain
 from .history import materialised, states_to, thread_states
@@ -48,20 +51,14 @@ def add_threads(router: APIRouter) -> None:
     async def create(
         body: Annotated[ThreadCreate, Body()] = ThreadCreate(), ctx: Ctx = CtxDep
     ) -> JSON:
-        """A thread id is one space for all users: an id someone else holds answers the same
-        409 as one of your own (not whose it is; its content stays 404 to you)."""
-        store = ctx.p.client.admin.store
-        thread_id = body.thread_id
-        if thread_id:
-            existing = await store.get_conversation(thread_id)
-            if existing is not None:
-                mine = ctx.user is None or existing["user_id"] == ctx.user
-                if body.if_exists == "do_nothing" and mine:
-                    return await _thread(ctx, thread_id)
-                raise ProtocolError(409, f"thread id {thread_id} is taken; choose another")
-        conversation = await store.create_conversation(thread_id, user_id=ctx.user)
-        await ctx.p.records.put_thread(conversation["id"], ctx.user, dict(body.metadata or {}))
-        return await _thread(ctx, conversation["id"])
+        """Thread ids are a space per user (`thread_ids.py`): an id another user holds is
+        free to you (nothing says it is theirs), and `if_exists` acts on your own only."""
+        key, made = await _made(ctx, body.thread_id, body.if_exists)
+        if made:
+            meta = dict(body.metadata or {})
+            await ctx.p.records.put_thread(key, ctx.user, meta, public_id=body.thread_id)
+        thread_ids.show_as(key, body.thread_id)
+        return await _thread(ctx, key)
 
     @router.get("/threads/{thread_id}")
     async def get(thread_id: str, ctx: Ctx = CtxDep) -> JSON:
@@ -130,7 +127,7 @@ def add_threads(router: APIRouter) -> None:
                 422, "give checkpoint_id (where to move the head) or values.messages"
             )
         if await ctx.p.busy(thread_id):
-            raise ProtocolError(409, f"thread {thread_id} is busy")
+            raise ProtocolError(409, f"thread {thread_ids.shown(thread_id)} is busy")
         head = conversation.get("active_message_id")
         if checkpoint_id:
             head = (await state_of(ctx, conversation, checkpoint_id))["checkpoint"]["checkpoint_id"]
@@ -168,6 +165,29 @@ def add_threads(router: APIRouter) -> None:
         return await _history(ctx, thread_id, History(limit=limit, before=before))
 
 
+async def _made(ctx: Ctx, public: str | None, if_exists: str | None) -> tuple[str, bool]:
+    """The key of the caller's thread `public` (a new id when None) and whether it was made
+    now; 409 when it exists and `if_exists` is not `do_nothing`."""
+    store = ctx.p.client.admin.store
+    if not public:
+        return (await store.create_conversation(None, user_id=ctx.user))["id"], True
+    for _ in range(3):  # another request may take a free key between our read and our write
+        try:
+            key = await thread_ids.resolve(store, public, ctx.user)
+        except thread_ids.TakenError:
+            break
+        existing = await store.get_conversation(key)
+        if existing is not None and (ctx.user is None or existing["user_id"] == ctx.user):
+            if if_exists == "do_nothing":
+                return key, False
+            raise ProtocolError(409, f"thread {public} already exists")
+        if existing is None:
+            with contextlib.suppress(IntegrityError):
+                await store.create_conversation(key, user_id=ctx.user)
+                return key, True
+    raise ProtocolError(409, f"thread id {public} cannot be made now; retry or choose another")
+
+
 async def _history(ctx: Ctx, thread_id: str, body: History) -> list[JSON]:
     """A state per super-step (`history.py`), newest first: of every branch of the thread
     (as LangGraph lists them), or with `checkpoint` of the branch that ends there."""
@@ -195,20 +215,25 @@ async def _search(ctx: Ctx, body: ThreadSearch) -> tuple[list[JSON], int]:
     await p.records.purge_orphans()  # threads whose conversation was deleted elsewhere
     conversations = plain(await p.client.conversations.list(user_id=ctx.user, limit=10_000))
     rows = await p.records.thread_rows([c["id"] for c in conversations])
-    if body.ids:
-        conversations = [c for c in conversations if c["id"] in set(body.ids)]
+    if body.ids:  # the ids the caller knows: a derived key's public id
+        wanted_ids = set(body.ids)
+        conversations = [
+            c for c in conversations
+            if ((rows.get(c["id"]) or {}).get("public_id") or c["id"]) in wanted_ids
+        ]
     wanted = body.metadata or {}
     conversations = [
         c
         for c in conversations
         if _metadata_matches(ctx, (rows.get(c["id"]) or {}).get("metadata", {}), wanted)
     ]
-    out = []
+    out, keys = [], {}
     for c in conversations:
         tip = await p.tip(c)
         out.append(
             thread_view(c, rows.get(c["id"]), status=thread_status(tip, await p.busy(c["id"])))
         )
+        keys[out[-1]["thread_id"]] = c["id"]
     if body.status:
         out = [t for t in out if t["status"] == body.status]
     key = body.sort_by or "updated_at"
@@ -216,9 +241,8 @@ async def _search(ctx: Ctx, body: ThreadSearch) -> tuple[list[JSON], int]:
     total = len(out)
     page = out[body.offset : body.offset + body.limit]
     for t in page:  # values only for the page
-        t["values"] = (await state_of(ctx, await p.conversation(t["thread_id"], ctx.user)))[
-            "values"
-        ]
+        conversation = await p.conversation(keys[t["thread_id"]], ctx.user)
+        t["values"] = (await state_of(ctx, conversation))["values"]
     return page, total
 
 

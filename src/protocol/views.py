@@ -1,5 +1,6 @@
 """Threads, checkpoints and runs as the Agent Protocol shows them, read from our records
-(the states themselves are built in `history.py`)"""
+(the states themselves are built in `history.py`); a thread's id as its owner knows it
+(`thread_ids.shown`), never a key derived from it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from ..core.run.eventlog import stored_event
 from ..core.store.thread_reads import events_of
 from ..events.envelope import Event
 from .convert import message_messages
+from .thread_ids import show_as, shown
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -49,7 +51,7 @@ def path_to(by_id: dict[str, dict[str, Any]], tip: str | None) -> list[dict[str,
 
 def checkpoint(thread_id: str, checkpoint_id: str | None) -> dict[str, Any]:
     return {
-        "thread_id": thread_id,
+        "thread_id": shown(thread_id),
         "checkpoint_ns": "",
         "checkpoint_id": checkpoint_id,
         "checkpoint_map": None,
@@ -72,8 +74,9 @@ def thread_view(
     interrupts = {
         t["id"]: t["interrupts"] for t in (state or {}).get("tasks", []) if t["interrupts"]
     }
+    show_as(conversation["id"], (row or {}).get("public_id"))
     return {
-        "thread_id": conversation["id"],
+        "thread_id": shown(conversation["id"]),
         "created_at": iso(conversation["created_at"]),
         "updated_at": iso(max(conversation["updated_at"], (row or {}).get("updated_at", 0))),
         "metadata": (row or {}).get("metadata", {}),
@@ -88,7 +91,7 @@ def thread_view(
 def run_view(run: dict[str, Any]) -> dict[str, Any]:
     return {
         "run_id": run["run_id"],
-        "thread_id": run["thread_id"],
+        "thread_id": shown(run["thread_id"]),
         "assistant_id": run["assistant_id"],
         "created_at": iso(run["created_at"]),
         "updated_at": iso(run["updated_at"]),

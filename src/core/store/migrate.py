@@ -126,12 +126,26 @@ def _escaped_key(user: str, old: str) -> str:
 # tables only: `create_all` makes them, so it has no step.
 
 
+def _v8_thread_public_ids(conn: Connection) -> None:
+    """Version 8: `ap_threads.public_id` (issue 34: thread ids are a space per user). Existing
+    threads keep their id as both key and public id (NULL)."""
+    table = t.ap_threads.name
+    present = {c["name"] for c in sa.inspect(conn).get_columns(table)}
+    for column in t.AP_THREAD_COLUMNS_V8:
+        added = column()
+        if added.name in present:  # made at this version by `create_all` (a version 6 database)
+            continue
+        kind = added.type.compile(dialect=conn.dialect)
+        conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {added.name} {kind}"))
+
+
 # version → step that upgrades a database from version - 1. Version 1 has no step.
 STEPS: dict[int, Callable[[Connection], None]] = {
     2: _v2_message_columns,
     3: _v3_result_references,
     5: _v5_conversation_project,
     6: _v6_memory_namespaces,
+    8: _v8_thread_public_ids,
 }
 
 

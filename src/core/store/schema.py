@@ -384,6 +384,11 @@ store_ttl = sa.Table("af_store_ttl", metadata,
 
 # The Agent Protocol's own records (`protocol/records.py`): a thread's metadata beside its
 # conversation, and the protocol's runs. Version 7 (before, the protocol made them on first use).
+# Version 8 (issue 34): `public_id`, the id its owner gave a thread whose key was derived
+# because another user holds that id (`protocol/thread_ids.py`); NULL: the key itself.
+AP_THREAD_COLUMNS_V8: list[Callable[[], sa.Column[Any]]] = [
+    lambda: sa.Column("public_id", sa.String(200), nullable=True),
+]
 ap_threads = sa.Table(
     "ap_threads",
     metadata,
@@ -392,6 +397,7 @@ ap_threads = sa.Table(
     sa.Column("metadata", sa.Text, nullable=False, default="{}"),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
+    *[column() for column in AP_THREAD_COLUMNS_V8],
 )
 
 ap_runs = sa.Table(
