@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError
-from ..events.envelope import Event
 from .convert import interrupt_of
-from .steps import LEAD_NODE, TOOL_NODE, message_steps, parse_step_id, step_id
+from .steps import LEAD_NODE, TOOL_NODE, parse_step_id, step_id
+from .steps_cache import Steps, steps_by_message
 from .thread_ids import shown
-from .views import ROOT, checkpoint, events_by_message, iso, path_to
+from .views import ROOT, checkpoint, iso, path_to
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -93,9 +93,9 @@ async def branch_states(client: Client, thread_id: str, path: list[JSON]) -> lis
     """Every state of the branch root → `path[-1]`, oldest first."""
     states = [_root(thread_id)]
     base: BranchValues | None = None
-    events = await events_by_message(client, path)
+    steps = await steps_by_message(client, path)
     for message in path:
-        mine, base = _message_states(thread_id, message, events[message["id"]], base, states[-1])
+        mine, base = _message_states(thread_id, message, steps[message["id"]], base, states[-1])
         states += mine
     return states
 
@@ -110,11 +110,11 @@ async def thread_states(client: Client, thread_id: str, messages: list[JSON]) ->
     root = _root(thread_id)
     found: list[tuple[tuple[float, int], JSON]] = [((0.0, -1), root)]
     todo: list[tuple[str | None, BranchValues | None, JSON]] = [(None, None, root)]
-    events = await events_by_message(client, messages)
+    steps = await steps_by_message(client, messages)
     while todo:
         parent_id, base, parent_state = todo.pop()
         for message in children.get(parent_id, []):
-            mine, after = _message_states(thread_id, message, events[message["id"]], base, parent_state)
+            mine, after = _message_states(thread_id, message, steps[message["id"]], base, parent_state)
             found += [((message["created_at"], i), state) for i, state in enumerate(mine)]
             todo.append((message["id"], after, mine[-1]))
     found.sort(key=lambda pair: pair[0], reverse=True)
@@ -122,13 +122,12 @@ async def thread_states(client: Client, thread_id: str, messages: list[JSON]) ->
 
 
 def _message_states(
-    thread_id: str, message: JSON, events: list[Event], base: BranchValues | None, parent: JSON
+    thread_id: str, message: JSON, steps: Steps, base: BranchValues | None, parent: JSON
 ) -> tuple[list[JSON], BranchValues]:
-    """The states of one message's steps after `parent` (the state its input follows), and
+    """The states of one message's `steps` after `parent` (the state its input follows), and
     the branch's messages after it."""
     states: list[JSON] = []
     previous = parent
-    steps = message_steps(message, events)
     for index, (step, node, writes, messages) in enumerate(steps):
         last = index == len(steps) - 1
         interrupts: list[JSON] = []

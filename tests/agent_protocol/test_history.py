@@ -108,3 +108,32 @@ async def test_regenerate_and_edit_answer_from_that_step(server: Server, llm_env
         await client.threads.get_state(thread_id, checkpoint_id=before_answer)
     _chain([h for h in everything if h["checkpoint"]["checkpoint_id"] in {
         h2["checkpoint"]["checkpoint_id"] for h2 in old}])
+
+
+async def test_ended_messages_are_built_once_and_reads_stay_current(server: Server) -> None:
+    """An ended message's steps are kept between reads (protocol/steps_cache.py): a second
+    read builds none again, says exactly what a build from the events says, and a message
+    that was waiting shows its new steps once it ends."""
+    client = server.client
+    thread_id = (await client.threads.create())["thread_id"]
+    await client.runs.wait(thread_id, server.assistant_id, input=human("write a note: milk"))
+    paused = await client.threads.get_state(thread_id)
+    assert paused["tasks"][0]["interrupts"]
+    await client.runs.wait(thread_id, server.assistant_id, command=approve())
+    ended = await client.threads.get_state(thread_id)
+    assert [m["type"] for m in messages_of(ended["values"])] == ["human", "ai", "tool", "ai"]
+    await client.runs.wait(thread_id, server.assistant_id, input=human("hello again"))
+    history = await client.threads.get_history(thread_id, limit=100)
+    if not server.local:
+        return
+    from artifactflow.protocol.steps_cache import CACHES
+
+    first_id = ended["checkpoint"]["checkpoint_id"]
+    cache = next(c for c in list(CACHES.values()) if any(k[0] == first_id for k in c.entries))
+    hits, misses = cache.hits, cache.misses
+    again = await client.threads.get_history(thread_id, limit=100)
+    assert cache.misses == misses and cache.hits >= hits + 2  # both messages, none built again
+    assert again == history
+    cache.clear()  # built from the events once more: the same states
+    assert await client.threads.get_history(thread_id, limit=100) == history
+    assert cache.misses == misses + 2
