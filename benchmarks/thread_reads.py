@@ -24,6 +24,10 @@ ASGI against a served client: `GET /threads/{id}` (open), `GET /threads/{id}/sta
 their values). Their conversations are copies of one real run's message and events (one tool
 round with a 4 KB result, then the answer, on the peers' fake model), so the protocol reads
 events of the shapes a run writes; the state must hold 4 messages per message of the thread.
+The server keeps ended messages' steps between reads (src/protocol/steps_cache.py): the
+`(cold)` rows clear that cache first, as the first read after a restart; the others read
+with it, as agent-chat-ui's reads after each run do. The protocol's state carries the whole
+branch's messages by contract (values), so its reads stay O(thread) in bytes.
 
 Run: `python benchmarks/thread_reads.py [--sizes 10,100,1000] [--repeats 15] [--pg URL]
 [--protocol]` (`--pg`: also on PostgreSQL, an empty database at URL).
@@ -243,6 +247,8 @@ async def protocol_run(url: str | None, sizes: list[int], repeats: int) -> str:
 async def measure_protocol(
     http: Any, built: dict[int, tuple[str, list[str]]], sizes: list[int], repeats: int
 ) -> dict[tuple[str, int], list[float]]:
+    from artifactflow.protocol.steps_cache import CACHES
+
     def check(response: Any) -> Any:
         assert response.status_code == 200, (response.status_code, response.text[:200])
         return response.json()
@@ -260,7 +266,17 @@ async def measure_protocol(
         async def search() -> None:
             assert len(check(await http.post("/threads/search", json={"limit": 20}))) >= 1
 
-        return {"GET /threads/{id}": open_thread, "GET /threads/{id}/state": state,
+        def cold(read: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+            async def first_read() -> None:  # every message built from its events again
+                for cache in list(CACHES.values()):
+                    cache.clear()
+                await read()
+
+            return first_read
+
+        return {"GET /threads/{id} (cold)": cold(open_thread), "GET /threads/{id}": open_thread,
+                "GET /threads/{id}/state": state,
+                "POST /threads/{id}/history (10) (cold)": cold(history),
                 "POST /threads/{id}/history (10)": history, "POST /threads/search (20)": search}
 
     timings: dict[tuple[str, int], list[float]] = {}
