@@ -179,6 +179,15 @@ def _matches(state: JSON, checkpoint_id: str) -> bool:
     )
 
 
+def _path(thread_id: str, messages: list[JSON], checkpoint_id: str) -> list[JSON]:
+    """The messages root → the one `checkpoint_id` names; 404 for an id not in the thread."""
+    by_id = {m["id"]: m for m in messages}
+    message_id, _ = parse_step_id(checkpoint_id)
+    if message_id not in by_id:
+        raise NotFoundError(f"checkpoint {checkpoint_id} not found in thread {shown(thread_id)}")
+    return path_to(by_id, message_id)
+
+
 async def states_to(
     client: Client, thread_id: str, messages: list[JSON], checkpoint_id: str | None
 ) -> list[JSON]:
@@ -187,13 +196,34 @@ async def states_to(
     with `materialised`); 404 for an id not in the thread."""
     if checkpoint_id in (None, ROOT):
         return [_root(thread_id)]
-    by_id = {m["id"]: m for m in messages}
-    message_id, _ = parse_step_id(checkpoint_id)
-    if message_id not in by_id:
-        raise NotFoundError(f"checkpoint {checkpoint_id} not found in thread {shown(thread_id)}")
-    states = await branch_states(client, thread_id, path_to(by_id, message_id))
+    states = await branch_states(client, thread_id, _path(thread_id, messages, checkpoint_id))
     for index, state in enumerate(states):
         if _matches(state, checkpoint_id):
             materialised([state])
             return states[: index + 1]
+    raise NotFoundError(f"checkpoint {checkpoint_id} not found in thread {shown(thread_id)}")
+
+
+async def state_at(
+    client: Client, thread_id: str, messages: list[JSON], checkpoint_id: str | None
+) -> JSON:
+    """`states_to(...)[-1]`, values built, without building the states of the messages before
+    the one it names: their steps are only counted (a thread's head on a 1,000-message branch
+    built ~4,000 states to return one)."""
+    if checkpoint_id in (None, ROOT):
+        return _root(thread_id)
+    path = _path(thread_id, messages, checkpoint_id)
+    steps = await steps_by_message(client, path)
+    base: BranchValues | None = None
+    step = -1  # the root's
+    for message in path[:-1]:
+        own = steps[message["id"]]
+        base, step = BranchValues(base, own[-1][3]), step + len(own)
+    previous = _root(thread_id)
+    if len(path) > 1:  # what `_message_states` reads of the state before: its id and step
+        previous = {"checkpoint": checkpoint(thread_id, path[-2]["id"]), "metadata": {"step": step}}
+    mine, _ = _message_states(thread_id, path[-1], steps[path[-1]["id"]], base, previous)
+    for state in mine:
+        if _matches(state, checkpoint_id):
+            return materialised([state])[0]
     raise NotFoundError(f"checkpoint {checkpoint_id} not found in thread {shown(thread_id)}")

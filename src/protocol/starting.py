@@ -20,7 +20,7 @@ from ..errors import NotFoundError, ResumeConflictError, UserError
 from . import assistants_store, webhooks
 from .catalog import Assistant
 from .convert import decisions_of, task_text
-from .history import states_to
+from .history import state_at
 from .thread_ids import shown
 from .views import ROOT
 from .wire import RunCreate
@@ -147,7 +147,7 @@ async def _fork_point(p: Protocol, thread_id: str, checkpoint_id: str) -> tuple[
     if checkpoint_id == ROOT:
         return None, None
     messages = [cast(JSON, dict(m)) for m in await p.client.conversations.messages(thread_id)]
-    state = (await states_to(p.client, thread_id, messages, checkpoint_id))[-1]
+    state = await state_at(p.client, thread_id, messages, checkpoint_id)
     message_id = state["metadata"]["message_id"]
     if state["checkpoint"]["checkpoint_id"] == message_id:
         return message_id, None

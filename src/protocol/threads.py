@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from . import thread_ids
 from .convert import turns_of
 from .deps import JSON, Ctx, CtxDep, ProtocolError, plain
-from .history import materialised, states_to, thread_states
+from .history import materialised, state_at, states_to, thread_states
 from .steps import parse_step_id
 from .views import ROOT, thread_status, thread_view
 from .wire import (
@@ -43,7 +43,7 @@ async def state_of(ctx: Ctx, conversation: JSON, checkpoint_id: str | None = Non
     thread's head."""
     messages = plain(await ctx.p.client.conversations.messages(conversation["id"]))
     at = conversation.get("active_message_id") if checkpoint_id is None else checkpoint_id
-    return (await states_to(ctx.p.client, conversation["id"], messages, at))[-1]
+    return await state_at(ctx.p.client, conversation["id"], messages, at)
 
 
 def add_threads(router: APIRouter) -> None:

@@ -124,6 +124,9 @@ async def test_ended_messages_are_built_once_and_reads_stay_current(server: Serv
     assert [m["type"] for m in messages_of(ended["values"])] == ["human", "ai", "tool", "ai"]
     await client.runs.wait(thread_id, server.assistant_id, input=human("hello again"))
     history = await client.threads.get_history(thread_id, limit=100)
+    for h in history:  # each state read alone (history.state_at) is the one history lists
+        alone = await client.threads.get_state(thread_id, checkpoint_id=h["checkpoint"]["checkpoint_id"])
+        assert alone == h
     if not server.local:
         return
     from artifactflow.protocol.steps_cache import CACHES
