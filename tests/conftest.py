@@ -79,6 +79,9 @@ def reaper() -> Iterator[None]:
 
     token = procs.mark()
     yield
+    fork_server = sys.modules.get("cli_fork")  # tests/cli_fork.py's server, if one started
+    if fork_server is not None:
+        fork_server.stop()
     left = procs.reap(token)
     if left:
         print(f"\nreaper: ended {len(left)} process(es) the tests left running: {left}")
