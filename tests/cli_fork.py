@@ -25,12 +25,14 @@ import contextlib
 import json
 import os
 import select
+import selectors
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -227,6 +229,46 @@ class AsyncForkedCLI(ForkedCLI):
         if self.transport is not None:
             self.transport.close()
         return self.returncode
+
+
+def fork_cli(args: list[str], env: dict[str, str], timeout: float, cwd: str | None = None) -> tuple[int, str, str]:
+    """`artifactflow *args` forked from the server, run to its end: (exit code, stdout,
+    stderr); stdin is /dev/null. A child still running after `timeout` seconds (a hang) is
+    killed and the call fails."""
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        conn = _request(args, env, cwd, [devnull, out_w, err_w])
+    finally:
+        for fd in (out_w, err_w, devnull):
+            os.close(fd)
+    deadline = time.monotonic() + timeout
+    streams = {out_r: bytearray(), err_r: bytearray()}
+    try:
+        pid = int(_read_line(conn))
+        with selectors.DefaultSelector() as selector:
+            for fd in streams:
+                selector.register(fd, selectors.EVENT_READ)
+            while selector.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                    raise AssertionError(f"artifactflow {args} still ran after {timeout:.0f} s")
+                for key, _ in selector.select(left):
+                    chunk = os.read(key.fd, 65536)
+                    if chunk:
+                        streams[key.fd] += chunk
+                    else:
+                        selector.unregister(key.fd)
+        conn.settimeout(max(deadline - time.monotonic(), 1.0))
+        code = int(_read_line(conn))
+    finally:
+        conn.close()
+        for fd in streams:
+            os.close(fd)
+    return code, streams[out_r].decode(), streams[err_r].decode()
 
 
 async def fork_cli_async(args: list[str], env: dict[str, str], *, stderr_to_null: bool = True) -> AsyncForkedCLI:
