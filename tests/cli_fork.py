@@ -21,6 +21,7 @@ The server runs no thread and no event loop, so forking it is safe; it ends when
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import json
 import os
@@ -35,11 +36,28 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 _MAX_FDS = 3
 
 
 # --- the server ------------------------------------------------------------------------------
+
+
+def _exit_like_the_interpreter(code: int) -> NoReturn:
+    """End a forked child as the console script's `sys.exit(main())` ends: wait for the
+    threads that are not daemons (a CLI that left one running never exits, here too), run
+    the `atexit` functions, flush the standard streams; then exit at once, skipping the
+    teardown of every module (half a CPU second that shows nothing)."""
+    current = threading.current_thread()
+    for thread in threading.enumerate():
+        if thread is not current and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def _serve(path: str) -> None:
@@ -108,14 +126,11 @@ def _serve(path: str) -> None:
                 os.chdir(request["cwd"])
                 random.seed()
                 sys.argv = ["artifactflow", *request["args"]]
-                code = 1
                 try:
                     code = cli_main.main(request["args"])
-                finally:
-                    with contextlib.suppress(Exception):
-                        sys.stdout.flush()
-                        sys.stderr.flush()
-                    os._exit(code if isinstance(code, int) else 1)
+                except SystemExit as stop:  # as the interpreter maps it
+                    code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+                _exit_like_the_interpreter(code)
             for fd in fds:
                 os.close(fd)
             conn.sendall(f"{pid}\n".encode())
