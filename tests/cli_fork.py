@@ -292,7 +292,8 @@ async def fork_cli_async(args: list[str], env: dict[str, str], *, stderr_to_null
     read_end, write_end = os.pipe()
     devnull = os.open(os.devnull, os.O_RDWR)
     try:
-        conn = _request(args, env, None, [devnull, write_end, devnull if stderr_to_null else 2])
+        # in a thread: the first request waits for the server's imports (seconds)
+        conn = await asyncio.to_thread(_request, args, env, None, [devnull, write_end, devnull if stderr_to_null else 2])
     finally:
         os.close(write_end)
         os.close(devnull)
