@@ -196,9 +196,11 @@ def _request(args: list[str], env: dict[str, str], cwd: str | None, fds: list[in
 
 
 def _read_line(conn: socket.socket) -> bytes:
+    """One line of the server's (a byte at a time: the pid and the exit code can arrive
+    together, and the second is read later)."""
     data = b""
     while not data.endswith(b"\n"):
-        chunk = conn.recv(64)
+        chunk = conn.recv(1)
         if not chunk:
             raise RuntimeError("the CLI fork server closed the connection")
         data += chunk
@@ -235,7 +237,7 @@ class AsyncForkedCLI(ForkedCLI):
             self.conn.setblocking(False)
             data = b""
             while not data.endswith(b"\n"):
-                chunk = await loop.sock_recv(self.conn, 64)
+                chunk = await loop.sock_recv(self.conn, 1)  # only what is left after the pid
                 if not chunk:
                     raise RuntimeError("the CLI fork server closed the connection")
                 data += chunk
