@@ -70,7 +70,9 @@ def _serve(path: str) -> None:
     import langgraph.graph  # noqa: F401
     import openai  # noqa: F401
     import sqlalchemy.ext.asyncio  # noqa: F401
+    import uvicorn  # noqa: F401  (`serve`)
 
+    import artifactflow.api.app  # noqa: F401
     import artifactflow.client  # noqa: F401
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -222,6 +224,52 @@ class ForkedCLI:
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
+
+
+class ForkedProcess(ForkedCLI):
+    """A forked CLI that runs on (a server: `serve`), used as `subprocess.Popen` is:
+    `poll`, `wait`, `send_signal`, `kill`, `terminate`."""
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.conn.setblocking(False)
+            try:
+                ended = self.conn.recv(1, socket.MSG_PEEK)
+            except BlockingIOError:
+                return None
+            finally:
+                self.conn.setblocking(True)
+            if ended:
+                self.returncode = int(_read_line(self.conn))
+                self.conn.close()
+            else:
+                raise RuntimeError("the CLI fork server closed the connection")
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            self.conn.settimeout(timeout)
+            try:
+                self.returncode = int(_read_line(self.conn))
+            except TimeoutError:
+                self.conn.settimeout(None)
+                raise subprocess.TimeoutExpired(["artifactflow"], timeout or 0.0) from None
+            self.conn.close()
+        return self.returncode
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+
+def fork_process(args: list[str], env: dict[str, str]) -> ForkedProcess:
+    """`artifactflow *args` forked from the server and left running, its standard streams on
+    /dev/null (what `subprocess.Popen(..., stdout=DEVNULL, stderr=DEVNULL)` gives)."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        conn = _request(args, env, None, [devnull, devnull, devnull])
+    finally:
+        os.close(devnull)
+    return ForkedProcess(int(_read_line(conn)), conn)
 
 
 class AsyncForkedCLI(ForkedCLI):
