@@ -60,6 +60,30 @@ def _exit_like_the_interpreter(code: int) -> NoReturn:
     os._exit(code)
 
 
+def _exit_code(stop: SystemExit) -> int:
+    if isinstance(stop.code, int):
+        return stop.code
+    if stop.code is not None:
+        print(stop.code, file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run_code(source: str) -> int:
+    """Run a `python -c` script as `__main__`; its exit code as the interpreter gives it
+    (an uncaught exception: the traceback on stderr, 1)."""
+    import traceback
+
+    try:
+        exec(compile(source, "<string>", "exec"), {"__name__": "__main__"})
+    except SystemExit as stop:
+        return _exit_code(stop)
+    except BaseException:
+        traceback.print_exc()
+        return 1
+    return 0
+
+
 def _serve(path: str) -> None:
     import random
 
@@ -127,11 +151,14 @@ def _serve(path: str) -> None:
                 os.environ.update(request["env"])
                 os.chdir(request["cwd"])
                 random.seed()
+                if "code" in request:  # `python -c CODE ARGS...`
+                    sys.argv = ["-c", *request["args"]]
+                    _exit_like_the_interpreter(_run_code(request["code"]))
                 sys.argv = ["artifactflow", *request["args"]]
                 try:
                     code = cli_main.main(request["args"])
                 except SystemExit as stop:  # as the interpreter maps it
-                    code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+                    code = _exit_code(stop)
                 _exit_like_the_interpreter(code)
             for fd in fds:
                 os.close(fd)
@@ -189,10 +216,15 @@ def stop() -> None:
     _Server.stop()
 
 
-def _request(args: list[str], env: dict[str, str], cwd: str | None, fds: list[int]) -> socket.socket:
+def _request(
+    args: list[str], env: dict[str, str], cwd: str | None, fds: list[int], code: str | None = None
+) -> socket.socket:
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.connect(_Server.path())
-    body = json.dumps({"args": args, "env": env, "cwd": cwd or os.getcwd()}).encode()
+    request: dict[str, object] = {"args": args, "env": env, "cwd": cwd or os.getcwd()}
+    if code is not None:
+        request["code"] = code
+    body = json.dumps(request).encode()
     socket.send_fds(conn, [body], fds)
     return conn
 
@@ -261,12 +293,22 @@ class ForkedProcess(ForkedCLI):
         self.send_signal(signal.SIGTERM)
 
 
-def fork_process(args: list[str], env: dict[str, str]) -> ForkedProcess:
-    """`artifactflow *args` forked from the server and left running, its standard streams on
-    /dev/null (what `subprocess.Popen(..., stdout=DEVNULL, stderr=DEVNULL)` gives)."""
+def fork_python(
+    code: str, args: list[str], env: dict[str, str], timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """`python -c code *args` forked from the server (the run path already imported), run to
+    its end, as `subprocess.run(..., capture_output=True, text=True)` returns it."""
+    returncode, out, err = fork_cli(args, env, timeout, code=code)
+    return subprocess.CompletedProcess(["python", "-c", "...", *args], returncode, out, err)
+
+
+def fork_process(args: list[str], env: dict[str, str], *, code: str | None = None) -> ForkedProcess:
+    """`artifactflow *args` (or `python -c code *args`) forked from the server and left
+    running, its standard streams on /dev/null (what `subprocess.Popen(..., stdout=DEVNULL,
+    stderr=DEVNULL)` gives)."""
     devnull = os.open(os.devnull, os.O_RDWR)
     try:
-        conn = _request(args, env, None, [devnull, devnull, devnull])
+        conn = _request(args, env, None, [devnull, devnull, devnull], code)
     finally:
         os.close(devnull)
     return ForkedProcess(int(_read_line(conn)), conn)
@@ -296,15 +338,17 @@ class AsyncForkedCLI(ForkedCLI):
         return self.returncode
 
 
-def fork_cli(args: list[str], env: dict[str, str], timeout: float, cwd: str | None = None) -> tuple[int, str, str]:
-    """`artifactflow *args` forked from the server, run to its end: (exit code, stdout,
-    stderr); stdin is /dev/null. A child still running after `timeout` seconds (a hang) is
-    killed and the call fails."""
+def fork_cli(
+    args: list[str], env: dict[str, str], timeout: float, cwd: str | None = None, *, code: str | None = None
+) -> tuple[int, str, str]:
+    """`artifactflow *args` (or, with `code`, `python -c code *args`) forked from the server,
+    run to its end: (exit code, stdout, stderr); stdin is /dev/null. A child still running
+    after `timeout` seconds (a hang) is killed and the call fails."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     devnull = os.open(os.devnull, os.O_RDWR)
     try:
-        conn = _request(args, env, cwd, [devnull, out_w, err_w])
+        conn = _request(args, env, cwd, [devnull, out_w, err_w], code)
     finally:
         for fd in (out_w, err_w, devnull):
             os.close(fd)
