@@ -380,6 +380,17 @@ def fork_cli(
     return code, streams[out_r].decode(), streams[err_r].decode()
 
 
+async def fork_python_async(code: str, args: list[str], env: dict[str, str]) -> AsyncForkedCLI:
+    """`python -c code *args` forked from the server and left running, its standard streams
+    on /dev/null; `kill()` and `await wait()` as an `asyncio.subprocess.Process`."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        conn = await asyncio.to_thread(_request, args, env, None, [devnull, devnull, devnull], code)
+    finally:
+        os.close(devnull)
+    return AsyncForkedCLI(int(await asyncio.to_thread(_read_line, conn)), conn)
+
+
 async def fork_cli_async(args: list[str], env: dict[str, str], *, stderr_to_null: bool = True) -> AsyncForkedCLI:
     """`artifactflow *args` forked from the server, its stdout piped to this event loop
     (stdin and, unless told otherwise, stderr: /dev/null)."""

@@ -5,13 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
-from cli_fork import fork_python
+from cli_fork import fork_python, fork_python_async
 from conftest import make_config
 from scripted_llm import Call, Delay, Text, ToolCalls
 from waiting import ceiling, wait_until
@@ -323,10 +322,7 @@ async def test_process_dies_after_approval_tool_runs_once(make_client, config, l
     await client.aclose()
     llm.script(Delay(30, Text("never delivered")))
     env = dict(os.environ, ARTIFACTFLOW_RUN__LEASE_SECONDS="2")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", RESUMER, str(config), str(data), mid, "resume", env=env,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-    )
+    proc = await fork_python_async(RESUMER, [str(config), str(data), mid, "resume"], env)
     try:
         await wait_until(lambda: lines(journal), what="the journal line")
         assert lines(journal) == ["exactly-once"]
