@@ -1,4 +1,6 @@
-"""CLI processes without the import cost: a fork server for tests that kill a CLI mid-run.
+"""CLI processes without the import cost: a fork server for tests that need a process of
+their own (a run SIGKILLed mid-way, a pause answered by another process, a `serve` worker
+killed under load) but are not about the console script's start-up.
 
 A test that SIGKILLs `artifactflow run` at some point of its work needs a real process to
 kill, but not a fresh interpreter: what it asserts is what the stored state looks like after
@@ -9,7 +11,7 @@ machine) every time; a test with ten kill points spends most of its CPU there.
 `python tests/cli_fork.py` (the server, one per test process, started on first use) imports
 that path once and then, per request, forks a child that calls `artifactflow.cli.main.main`
 with the request's arguments, environment, working folder and standard streams (passed over a
-Unix socket), and exits with its code. The child is a separate process like the console
+Unix socket), and exits with its code (or runs a `python -c` script: `fork_python`). The child is a separate process like the console
 script's: it is killed with real signals, holds its own database connections and leases, and
 its exit status comes back through the socket. Tests about the process itself (startup,
 exit codes of the installed binary, signals before `main()` runs) keep the console script.
