@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_fork import fork_cli
 from conftest import make_config
 from scripted_llm import Call, ToolCalls
 from waiting import ceiling
@@ -86,6 +87,15 @@ class CLI:
             timeout=TIMEOUT,
         )
         return Result(proc.returncode, proc.stdout, proc.stderr)
+
+    def fork(self, *args: str, env: dict[str, str] | None = None) -> Result:
+        """`main()` in a new process forked from a server that imported the CLI once
+        (tests/cli_fork.py): its own process, stdout, stderr and exit code, as the console
+        script's, without the console script's start-up (stdin is not a terminal). For what
+        crosses processes (a pause answered by another process); the start-up itself is
+        `sub`'s."""
+        code, out, err = fork_cli(self.args(*args), env or self.env(), TIMEOUT)
+        return Result(code, out, err)
 
     def call(self, *args: str) -> Result:
         """`main()` in this process, for commands that only read stored data."""

@@ -8,6 +8,7 @@ to the scripted server over real HTTP with the real `openai` client.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import sys
 import textwrap
@@ -19,6 +20,14 @@ import pytest
 import pytest_asyncio
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+# One OpenBLAS thread in the test processes and every process they start (set before numpy
+# loads). The suite runs six workers on two cores; OpenBLAS otherwise spreads each small
+# matmul (a memory search's cosine over a few thousand rows) over a thread per core, whose
+# spin-waits burn CPU the other workers need: tests/test_memory_no_loss.py took 47 CPU
+# seconds with them, 37 without (issue 37). The results are the same; a caller that sets
+# its own value keeps it.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from scripted_llm import ScriptedLLM  # noqa: E402
 
@@ -79,6 +88,9 @@ def reaper() -> Iterator[None]:
 
     token = procs.mark()
     yield
+    fork_server = sys.modules.get("cli_fork")  # tests/cli_fork.py's server, if one started
+    if fork_server is not None:
+        fork_server.stop()
     left = procs.reap(token)
     if left:
         print(f"\nreaper: ended {len(left)} process(es) the tests left running: {left}")

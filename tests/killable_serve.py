@@ -41,12 +41,16 @@ def free_port() -> int:
 class Serve:
     """One `serve` process on a fixed port: `kill()` is a SIGKILL, `start()` brings it back."""
 
-    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+    def __init__(self, command: list[str], env: dict[str, str], *, forked: bool = False) -> None:
+        """`command`: the console script and its global options. `forked`: the process is
+        forked from the tests' CLI fork server (tests/cli_fork.py: no start-up imports, the
+        same `main()` and signals) instead of started from the console script."""
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self._command = [*command, "serve", "--host", "127.0.0.1", "--port", str(self.port)]
         self._env = {**env, **SERVE_ENV}
-        self.proc: subprocess.Popen[bytes] | None = None
+        self._forked = forked
+        self.proc: Any = None  # a subprocess.Popen, or cli_fork.ForkedProcess (the same calls)
         self.kills = 0
 
     @property
@@ -54,9 +58,14 @@ class Serve:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self, timeout: float = 120.0) -> None:
-        self.proc = subprocess.Popen(
-            self._command, env=self._env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        if self._forked:
+            from cli_fork import fork_process
+
+            self.proc = fork_process(self._command[1:], self._env)
+        else:
+            self.proc = subprocess.Popen(
+                self._command, env=self._env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with contextlib.suppress(httpx.HTTPError):

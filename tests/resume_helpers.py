@@ -2,7 +2,8 @@
 
 `RESUMER` is the script (run with ``python -c RESUMER CONFIG DATA MESSAGE_ID``): it opens
 its own client, approves the pending calls and prints one JSON line with the result's
-status, response, pending call ids and event types. `resume_elsewhere` runs it to the end;
+status, response, pending call ids and event types. `resume_elsewhere` runs it to the end, in
+a process forked from the tests' CLI fork server (tests/cli_fork.py: the imports done once);
 tests that kill it midway start it themselves.
 """
 
@@ -10,12 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import textwrap
 from pathlib import Path
-from subprocess import run
 from typing import Any
 
+from cli_fork import fork_python
 from waiting import ceiling
 
 RESUMER = textwrap.dedent(
@@ -43,9 +43,8 @@ def resume_elsewhere(
     config: Path, data: Path, mid: str, env: dict[str, str] | None = None
 ) -> dict[str, Any]:
     """Resume `mid` with approval in a new process; its printed result (stderr under "stderr")."""
-    out = run(
-        [sys.executable, "-c", RESUMER, str(config), str(data), mid],
-        capture_output=True, text=True, timeout=ceiling(300), env=env or dict(os.environ),
+    out = fork_python(  # forked from the tests' CLI fork server (tests/cli_fork.py)
+        RESUMER, [str(config), str(data), mid], env or dict(os.environ), ceiling(300)
     )
     assert out.returncode == 0, out.stderr
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "stderr": out.stderr}

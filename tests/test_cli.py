@@ -1,9 +1,11 @@
 """The `artifactflow` command line, end to end.
 
-Runs, pauses, resumes and Ctrl-C go through the real console script in subprocesses (so a
-pause answered by another process is proven to work), talking to the scripted model over
-HTTP. Commands that only read stored data run in-process through `main()` to keep the file
-fast. An interactive approval runs under a real pseudo-terminal (`pty`).
+Runs, pauses and resumes go through processes of their own (so a pause answered by another
+process is proven to work), talking to the scripted model over HTTP: the real console script
+where the process is the point (a first run's output, missing credentials, Ctrl-C, a
+terminal), else `main()` forked from a server that imported the CLI once (`CLI.fork`,
+tests/cli_fork.py). Commands that only read stored data run in-process through `main()` to
+keep the file fast. An interactive approval runs under a real pseudo-terminal (`pty`).
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ def test_run_prints_streamed_answer_and_closing_line(cli: CLI, llm: ScriptedLLM)
 
 def test_run_json_prints_only_event_lines(cli: CLI, llm: ScriptedLLM) -> None:
     llm.script(Text("Hi from JSON.", chunk_size=3))
-    result = cli.sub("run", "Say hi", "--json")
+    result = cli.fork("run", "Say hi", "--json")
     assert result.code == 0, result.err
     events = [json.loads(line) for line in result.out.splitlines()]
     types = [e["type"] for e in events]
@@ -113,23 +115,23 @@ def test_pause_pending_resume_and_conflict_across_processes(
 ) -> None:
     target = tmp_path / "out.txt"
     llm.script(append_call(target), Text("Appended."))
-    paused = cli.sub("run", "append a line", "--no-input")
+    paused = cli.fork("run", "append a line", "--no-input")
     assert paused.code == 3, paused.out + paused.err
     message_id = MESSAGE_ID.search(paused.out).group(1)  # type: ignore[union-attr]
     assert f"artifactflow resume {message_id} --approve" in paused.out
     assert "call_a" in paused.out and "append_line" in paused.out
     assert not target.exists()
 
-    listed = cli.sub("pending")
+    listed = cli.fork("pending")
     assert listed.code == 0
     assert message_id in listed.out and "call_a" in listed.out and "append_line" in listed.out
 
-    resumed = cli.sub("resume", message_id, "--approve")
+    resumed = cli.fork("resume", message_id, "--approve")
     assert resumed.code == 0, resumed.out + resumed.err
     assert "Appended." in resumed.out and "✓ append_line" in resumed.out
     assert lines_of(target) == ["hello"]
 
-    again = cli.sub("resume", message_id, "--approve")
+    again = cli.fork("resume", message_id, "--approve")
     assert again.code == 5
     assert "not waiting" in again.err and "Traceback" not in again.err
     assert lines_of(target) == ["hello"]
@@ -145,7 +147,7 @@ def test_deny_with_reason_reaches_the_model(cli: CLI, llm: ScriptedLLM, tmp_path
     assert events[-1]["type"] == "permission_request"
     message_id = events[-1]["message_id"]
     assert f"artifactflow resume {message_id} --approve" in paused.err
-    result = cli.sub("resume", message_id, "--deny", "--reason", "not on a Friday")
+    result = cli.fork("resume", message_id, "--deny", "--reason", "not on a Friday")
     assert result.code == 0, result.out + result.err
     assert "denied" in result.out
     assert not target.exists()
@@ -162,9 +164,9 @@ def test_always_allows_the_tool_for_the_conversation(
     assert paused.code == 3
     message_id = MESSAGE_ID.search(paused.out).group(1)  # type: ignore[union-attr]
     conversation_id = CONVERSATION_ID.search(paused.out).group(1)  # type: ignore[union-attr]
-    assert cli.sub("resume", message_id, "--decision", "call_a=always").code == 0
+    assert cli.fork("resume", message_id, "--decision", "call_a=always").code == 0
     llm.script(append_call(target, "two", "call_b"), Text("Second."))
-    second = cli.sub("run", "append again", "--conversation", conversation_id, "--no-input")
+    second = cli.fork("run", "append again", "--conversation", conversation_id, "--no-input")
     assert second.code == 0, second.out + second.err
     assert "paused" not in second.out
     assert lines_of(target) == ["one", "two"]
@@ -173,7 +175,7 @@ def test_always_allows_the_tool_for_the_conversation(
 def test_yes_approves_automatically(cli: CLI, llm: ScriptedLLM, tmp_path: Path) -> None:
     target = tmp_path / "out.txt"
     llm.script(append_call(target), Text("Done."))
-    result = cli.sub("run", "append", "--yes")
+    result = cli.fork("run", "append", "--yes")
     assert result.code == 0, result.out + result.err
     assert lines_of(target) == ["hello"]
 

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_fork import fork_cli
 from conftest import make_config
 from scripted_llm import Text
 
@@ -270,8 +271,9 @@ def test_the_research_path_says_once_which_search_provider_to_configure(
     where = ["--config-dir", str(config), "--data-dir", str(data)]
     key = {"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": llm.base_url}
     said = []
+    # full runs, not start-up: forked from the CLI fork server (tests/cli_fork.py), not probed
     for question in ("first", "second"):
-        code, _, out, err = _probe(["run", question, "--no-input", *where], **key)
+        code, out, err = fork_cli(["run", question, "--no-input", *where], _env(**key), TIMEOUT)
         assert code == 0, err
         said.append(err)
     assert "web search is not configured" in said[0] and "web.search.provider" in said[0]
@@ -282,7 +284,9 @@ def test_the_research_path_says_once_which_search_provider_to_configure(
         (config / "artifactflow.yaml").read_text().replace("provider: null", "provider: brave")
     )
     llm.script(Text("third answer"))
-    code, _, _, err = _probe(["run", "third", "--no-input", *where[:2], "--data-dir", str(tmp_path / "d2")], **key)
+    code, _, err = fork_cli(
+        ["run", "third", "--no-input", *where[:2], "--data-dir", str(tmp_path / "d2")], _env(**key), TIMEOUT
+    )
     assert code == 0 and "web search is not configured" not in err
 
 

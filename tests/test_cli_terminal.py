@@ -2,9 +2,12 @@
 answers and a spinner on a terminal (plain text in a pipe), Ctrl-C while starting or
 streaming, and one data folder whatever the working directory.
 
-Everything runs the real console script against the scripted model over HTTP. A terminal is
-either a real pseudo-terminal (`in_pty`) or rich's own switch `TTY_COMPATIBLE=1` on a pipe
-(with `TTY_INTERACTIVE=0`, no spinner, so the output is just the rendered text).
+Everything runs in processes of its own against the scripted model over HTTP: the real console
+script where the test is about the process (a pseudo-terminal, Ctrl-C), else `main()` forked
+from a server that imported the CLI once (`CLI.fork`, tests/cli_fork.py: a pause answered by
+another process, output to a pipe, the working directory). A terminal is either a real
+pseudo-terminal (`in_pty`) or rich's own switch `TTY_COMPATIBLE=1` on a pipe (with
+`TTY_INTERACTIVE=0`, no spinner, so the output is just the rendered text).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cli_fork import fork_cli
 from cli_helpers import (
     ANSI,
     ARTIFACTFLOW,
@@ -53,7 +57,7 @@ def two_calls(path: Path) -> ToolCalls:
 
 def paused_with_two_calls(cli: CLI, llm: ScriptedLLM, target: Path) -> str:
     llm.script(two_calls(target), Text("Done."))
-    paused = cli.sub("run", "append twice", "--no-input")
+    paused = cli.fork("run", "append twice", "--no-input")
     assert paused.code == 3, paused.err
     assert "#1  call_first_long_id  append_line" in paused.out
     assert "#2  call_second_long_id  append_line" in paused.out
@@ -68,7 +72,7 @@ def test_decisions_take_the_numbers_shown(cli: CLI, llm: ScriptedLLM, tmp_path: 
     message_id = paused_with_two_calls(cli, llm, target)
     assert "#2  call_second_long_id" in cli.call("pending").out
 
-    resumed = cli.sub("resume", message_id, "--decision", "#1=approve", "--decision", "2=deny")
+    resumed = cli.fork("resume", message_id, "--decision", "#1=approve", "--decision", "2=deny")
 
     assert resumed.code == 0, resumed.err
     assert lines_of(target) == ["first"]
@@ -81,13 +85,13 @@ def test_a_full_id_still_works_and_an_unknown_handle_lists_the_valid_ones(
     target = tmp_path / "out.txt"
     message_id = paused_with_two_calls(cli, llm, target)
 
-    refused = cli.sub("resume", message_id, "--decision", "#3=approve", "--decision", "1=approve")
+    refused = cli.fork("resume", message_id, "--decision", "#3=approve", "--decision", "1=approve")
 
     assert refused.code == 2
     assert "no pending tool call '#3'" in refused.err
     assert "#1 (call_first_long_id), #2 (call_second_long_id)" in refused.err
     assert message_id in cli.call("pending").out and not target.exists()  # still paused
-    both = cli.sub(
+    both = cli.fork(
         "resume", message_id, "--decision", "call_first_long_id=approve", "--decision", "#2=approve"
     )
     assert both.code == 0, both.err
@@ -102,8 +106,8 @@ def test_the_answer_is_markdown_on_a_terminal_and_plain_in_a_pipe(
 ) -> None:
     llm.script(Text(ANSWER), Text(ANSWER))
 
-    piped = cli.sub("run", "plan it")
-    terminal = cli.sub("run", "plan it", env=cli.env(TTY_COMPATIBLE="1", TTY_INTERACTIVE="0"))
+    piped = cli.fork("run", "plan it")
+    terminal = cli.fork("run", "plan it", env=cli.env(TTY_COMPATIBLE="1", TTY_INTERACTIVE="0"))
 
     assert piped.code == terminal.code == 0, (piped.err, terminal.err)
     assert "Use **SQLite** first, then `PostgreSQL`." in piped.out  # the text as the model wrote it
@@ -195,18 +199,12 @@ def test_ctrl_c_while_streaming_prints_one_line_with_the_message(
 
 
 def run_in(folder: Path, config: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """The console script in `folder` with no data folder configured."""
+    """The command line in a process of its own working in `folder`, with no data folder
+    configured (forked: tests/cli_fork.py)."""
     folder.mkdir(parents=True, exist_ok=True)
-    environ = CLI.env(**env)
-    return subprocess.run(
-        [ARTIFACTFLOW, "--config-dir", str(config), *args],
-        cwd=folder,
-        env=environ,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
+    argv = ["--config-dir", str(config), *args]
+    code, out, err = fork_cli(argv, CLI.env(**env), TIMEOUT, cwd=str(folder))
+    return subprocess.CompletedProcess(argv, code, out, err)
 
 
 def listed(proc: subprocess.CompletedProcess[str]) -> list[str]:
@@ -257,7 +255,7 @@ def test_an_old_data_folder_is_reported_not_used_and_never_moved(
 
 def test_the_spinner_stays_out_of_pipes(cli: CLI, llm: ScriptedLLM) -> None:
     llm.script(Text("word " * 10, chunk_size=5, chunk_delay=0.05))
-    piped = cli.sub("run", "talk")
+    piped = cli.fork("run", "talk")
     assert piped.code == 0, piped.err
     assert "…" not in piped.out and "\x1b" not in piped.out + piped.err
     assert os.linesep.join(["word " * 10]).strip() in piped.out

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
+from cli_fork import fork_python
 from conftest import make_config
 from pg import fresh_database
 from sample_tools import echo, guarded, sleepy
@@ -216,9 +215,8 @@ async def test_process_killed_mid_run_leaves_consistent_log_and_recoverable(tmp_
     llm.route(lambda request: Delay(30, Text("never")) if any(
         m["role"] == "tool" for m in request["messages"]) else None)
     env = dict(os.environ, ARTIFACTFLOW_RUN__LEASE_SECONDS="2")
-    out = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-c", KILLER, str(config), str(data)],
-        capture_output=True, text=True, timeout=ceiling(300), env=env,
+    out = await asyncio.to_thread(  # a process of its own, forked (tests/cli_fork.py)
+        fork_python, KILLER, [str(config), str(data)], env, ceiling(300)
     )
     assert out.returncode == 9, out.stderr
     mid = out.stdout.strip().splitlines()[-1]

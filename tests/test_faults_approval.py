@@ -1,7 +1,7 @@
 """An approval survives a crash (issue 22, D5).
 
-The CLI (`artifactflow run ... --yes --json`, the real console script) approves a pause and is
-SIGKILLed right after, at varying points: as the approval is recorded, while the approved tool
+The CLI (`artifactflow run ... --yes --json`, its `main()` in a process forked from a server that
+imported it once: tests/cli_fork.py) approves a pause and is SIGKILLed right after, at varying points: as the approval is recorded, while the approved tool
 runs (after its side effect), after it. This process then recovers the message (its lease is
 made to expire, as a dead process's would). The resume's claim stored the decision
 (`af_messages.decisions`), so the recovered run uses it: nobody is asked again, the log holds one
@@ -10,14 +10,13 @@ made to expire, as a dead process's would). The resume's claim stored the decisi
 
 from __future__ import annotations
 
-import asyncio
-import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from cli_helpers import ARTIFACTFLOW, CLI, kill_at
+from cli_fork import fork_cli_async
+from cli_helpers import CLI, kill_at
 from conftest import make_config
 from scripted_llm import Call, Text, ToolCalls
 
@@ -67,19 +66,8 @@ def _route(request: dict[str, Any]) -> Any:
 async def _run_and_kill(config: Path, data: Path, task: str, point: str, delay: float) -> set[str]:
     """Run the CLI until it printed `point` (its n-th, with `#n`), wait `delay`, SIGKILL it;
     the event types it printed."""
-    proc = await asyncio.create_subprocess_exec(
-        ARTIFACTFLOW,
-        "--config-dir",
-        str(config),
-        "--data-dir",
-        str(data),
-        "run",
-        task,
-        "--yes",
-        "--json",
-        env=CLI.env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+    proc = await fork_cli_async(
+        ["--config-dir", str(config), "--data-dir", str(data), "run", task, "--yes", "--json"], CLI.env()
     )
     seen = await kill_at(proc, point, delay, 30)
     assert seen["permission_result"], f"killed at {point}: the CLI never approved"

@@ -215,20 +215,20 @@ def test_reading_commands_work_in_a_read_only_data_folder(
     capsys: pytest.CaptureFixture[str],
     read_only_folder: Callable[[Path], None],
 ) -> None:
-    cli = make_cli(tmp_path, capsys)
+    cli = make_cli(tmp_path, capsys)  # each command a process of its own (forked: cli_fork.py)
     llm_env.script(Text("stored answer"))
-    first = cli.sub("run", "answer once")
+    first = cli.fork("run", "answer once")
     assert first.code == 0, first.err
     message_id = MESSAGE_ID.search(first.out + first.err)
     assert message_id is not None, first.out
     read_only_folder(cli.data)
 
-    listing = cli.sub("conversations")
+    listing = cli.fork("conversations")
     assert listing.code == 0, listing.err
-    events = cli.sub("events", message_id.group(1))
+    events = cli.fork("events", message_id.group(1))
     assert events.code == 0, events.err
     assert "stored answer" in events.out
-    write = cli.sub("run", "answer again")
+    write = cli.fork("run", "answer again")
     assert write.code != 0
     assert "read-only" in write.out + write.err, write
     assert "Traceback" not in write.err

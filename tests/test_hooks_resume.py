@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
+from cli_fork import fork_python_async
 from conftest import make_config
 from hooks_recorder import SUB, by_agent
 from resume_helpers import RESUMER, resume_elsewhere
@@ -218,10 +218,7 @@ async def test_process_killed_mid_round_recovers_without_firing_twice(tmp_path, 
         await first.aclose()
     mid = paused.message_id
     env = dict(os.environ, ARTIFACTFLOW_RUN__LEASE_SECONDS="2")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", RESUMER, str(config), str(data), mid, env=env,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-    )
+    proc = await fork_python_async(RESUMER, [str(config), str(data), mid], env)  # tests/cli_fork.py
     store = await AppStore.open(None, sqlite_path=load_settings(config, data).app_db_path)
     try:
         async def fast_done_slow_running() -> bool:  # the fast call's ledger row is closed

@@ -1,7 +1,8 @@
 """A memory saved in a round that a crash cuts off is saved once (issue 24).
 
-The CLI (`artifactflow run ... --json`, the real console script) runs a lead whose model calls
-`memory_save`, and is SIGKILLed at points around that call: as the tool starts, after its
+The CLI (`artifactflow run ... --json`, its `main()` in a process forked from a server that
+imported it once: tests/cli_fork.py) runs a lead whose model calls `memory_save`, and is
+SIGKILLed at points around that call: as the tool starts, after its
 result, as the next model call starts. This process then recovers the message as a surviving
 worker would (its lease made to expire) and the run re-executes the cut-off round from its
 last checkpoint. The save's id comes from the message id and the tool call id, so however
@@ -10,13 +11,12 @@ often the round runs, the store holds the memory once.
 
 from __future__ import annotations
 
-import asyncio
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from cli_helpers import ARTIFACTFLOW, CLI, kill_at
+from cli_fork import fork_cli_async
+from cli_helpers import CLI, kill_at
 from conftest import make_config
 from scripted_llm import Call, Text, ToolCalls
 
@@ -51,9 +51,8 @@ def _route(request: dict[str, Any]) -> Any:
 
 
 async def _run_and_kill(config: Path, data: Path, task: str, point: str, delay: float) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        ARTIFACTFLOW, "--config-dir", str(config), "--data-dir", str(data), "run", task, "--json",
-        env=CLI.env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    proc = await fork_cli_async(  # a process of its own, forked (tests/cli_fork.py)
+        ["--config-dir", str(config), "--data-dir", str(data), "run", task, "--json"], CLI.env()
     )
     seen = await kill_at(proc, point, delay, 60)
     assert seen[point.partition("#")[0]], f"the CLI never printed {point}"

@@ -5,13 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
+from cli_fork import fork_python, fork_python_async
 from conftest import make_config
 from scripted_llm import Call, Delay, Text, ToolCalls
 from waiting import ceiling, wait_until
@@ -261,9 +260,8 @@ RESUMER = textwrap.dedent(
 
 
 def run_resumer(config: Path, data: Path, mid: str, mode: str = "resume") -> dict:
-    out = subprocess.run(
-        [sys.executable, "-c", RESUMER, str(config), str(data), mid, mode],
-        capture_output=True, text=True, timeout=ceiling(300), env=dict(os.environ),
+    out = fork_python(  # a process of its own, forked (tests/cli_fork.py)
+        RESUMER, [str(config), str(data), mid, mode], dict(os.environ), ceiling(300)
     )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -301,10 +299,8 @@ PAUSER = textwrap.dedent(
 async def test_process_killed_after_pause_then_resumed(make_client, config, llm, journal, tmp_path):
     data = tmp_path / "data"
     llm.script(ToolCalls([Call("append_line", {"text": "survivor"}, id="c1")]))
-    out = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-c", PAUSER, str(config), str(data)],
-        capture_output=True, text=True, timeout=ceiling(300), env=dict(os.environ),
+    out = await asyncio.to_thread(  # a process of its own, forked (tests/cli_fork.py)
+        fork_python, PAUSER, [str(config), str(data)], dict(os.environ), ceiling(300)
     )
     assert out.returncode == 9, out.stderr
     mid = out.stdout.strip().splitlines()[-1]
@@ -326,10 +322,7 @@ async def test_process_dies_after_approval_tool_runs_once(make_client, config, l
     await client.aclose()
     llm.script(Delay(30, Text("never delivered")))
     env = dict(os.environ, ARTIFACTFLOW_RUN__LEASE_SECONDS="2")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", RESUMER, str(config), str(data), mid, "resume", env=env,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-    )
+    proc = await fork_python_async(RESUMER, [str(config), str(data), mid, "resume"], env)
     try:
         await wait_until(lambda: lines(journal), what="the journal line")
         assert lines(journal) == ["exactly-once"]

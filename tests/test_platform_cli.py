@@ -52,13 +52,13 @@ def _seed(cli: CLI) -> tuple[str, str]:
 def test_run_with_assistant_and_crons_commands(cli: CLI, llm: ScriptedLLM) -> None:
     assistant_id, cron_id = _seed(cli)
     llm.script(Text("Done as configured."), Text("Done plainly."))
-    result = cli.sub("run", "hi", "--assistant", assistant_id)
+    result = cli.fork("run", "hi", "--assistant", assistant_id)
     assert result.code == 0, result.err
     assert llm.requests[0]["model"] == "model-cli"
-    result = cli.sub("run", "hi")  # without it: the agent file's model
+    result = cli.fork("run", "hi")  # without it: the agent file's model
     assert result.code == 0, result.err
     assert llm.requests[1]["model"] != "model-cli"
-    missing = cli.sub("run", "hi", "--assistant", "nobody")
+    missing = cli.fork("run", "hi", "--assistant", "nobody")
     assert missing.code == 2 and "assistant nobody not found" in missing.err
 
     listed = json.loads(cli.call("assistants", "--json").out)

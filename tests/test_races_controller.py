@@ -15,13 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sys
+import os
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_fork import fork_python_async
 from conftest import make_config
 from langgraph.checkpoint.base import empty_checkpoint
 from pg import fresh_database
@@ -223,9 +224,8 @@ async def test_d4_no_denial_is_recorded_for_a_call_that_ran(
     data = first.settings.data_dir
     await first.aclose()
     (tmp_path / "journal.txt.block").touch()
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", RESUMER, str(config), str(data), paused.message_id,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    proc = await fork_python_async(  # a process of its own, forked (tests/cli_fork.py)
+        RESUMER, [str(config), str(data), paused.message_id], dict(os.environ)
     )
     try:
         await wait_until(lambda: journal.exists() and journal.read_text() == "prod\n")

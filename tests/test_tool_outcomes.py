@@ -14,10 +14,11 @@ except the configured timeouts themselves.
 from __future__ import annotations
 
 import asyncio
-import sys
+import os
 import threading
 
 import pytest
+from cli_fork import fork_python_async
 from conftest import make_config
 from resume_helpers import RESUMER
 from scripted_llm import Call, Text, ToolCalls
@@ -198,9 +199,8 @@ async def test_crash_mid_tool_reruns_only_idempotent_tools(
     data = first.settings.data_dir
     await first.aclose()
     (tmp_path / "journal.txt.block").touch()
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", RESUMER, str(config), str(data), paused.message_id,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    proc = await fork_python_async(  # a process of its own, forked (tests/cli_fork.py)
+        RESUMER, [str(config), str(data), paused.message_id], dict(os.environ)
     )
     try:
         await wait_until(lambda: journal.exists() and journal.read_text() == "prod\n")

@@ -7,11 +7,11 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
+from cli_fork import fork_cli
 from scripted_llm import Call, Text, ToolCalls
 from test_api import events_of, parse_sse
 from waiting import ceiling
@@ -21,7 +21,6 @@ from artifactflow.api.app import create_app
 from artifactflow.cli.main import main
 
 API = "/api/v1"
-ARTIFACTFLOW = str(Path(sys.executable).parent / "artifactflow")
 CONFIG = Path(__file__).resolve().parent.parent / "config" / "workflows"
 TRIAGE_AGENTS = {"classifier": [], "bug_triager": ["note"], "billing_agent": [], "support_agent": []}
 PLUGIN = '''
@@ -64,10 +63,13 @@ def cli(config: Path, data: Path, capsys, *args: str) -> tuple[int, str, str]:
 
 
 def sub(config: Path, data: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The command line in a process of its own (forked from the server that imported it
+    once: tests/cli_fork.py)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARTIFACTFLOW_")}
     env.update(NO_COLOR="1", PYTHONUNBUFFERED="1", COLUMNS="200")
-    return subprocess.run([ARTIFACTFLOW, "--config-dir", str(config), "--data-dir", str(data), *args],
-                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=ceiling(300))
+    argv = ["--config-dir", str(config), "--data-dir", str(data), *args]
+    code, out, err = fork_cli(argv, env, ceiling(300))
+    return subprocess.CompletedProcess(argv, code, out, err)
 
 
 def test_cli_list_validate_and_graph(config, tmp_path, capsys):

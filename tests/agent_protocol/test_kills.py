@@ -9,7 +9,9 @@ behind a busy one (`enqueue`) survives the kill of the worker that queued it; a 
 sender dies mid-delivery is never delivered twice; a cron tick during a worker's kill never
 starts two runs, and the survivor keeps the schedule.
 
-Why subprocesses and not the in-process app: the subject is a process dying.
+Why processes and not the in-process app: the subject is a process dying. Each `serve` is
+forked from the tests' CLI fork server (tests/cli_fork.py): a process of its own, SIGKILLed for
+real, without the console script's start-up imports at every start and restart.
 """
 
 from __future__ import annotations
@@ -112,7 +114,7 @@ def _cluster(root: Path, backend: str, workers: int) -> Iterator[Cluster]:
         env.update(OPENAI_BASE_URL=llm.base_url, OPENAI_API_KEY="test-key", AF_JOURNAL=str(journal))
         command = [str(Path(sys.executable).parent / "artifactflow"), "--config-dir", str(config),
                    "--data-dir", str(root / "data")]
-        servers = [Serve(command, env) for _ in range(workers)]
+        servers = [Serve(command, env, forked=True) for _ in range(workers)]
         try:
             for server in servers:  # one after another: the first creates the schema
                 server.start(ceiling(120))
