@@ -30,6 +30,7 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from .blas import one_thread
 from .records import changed_since, m, namespace_versions
 from .vector_file import Snapshot, VectorFiles, samples
 
@@ -77,7 +78,8 @@ class Candidates:
         """Cosine of every row with `query` (0 where a row has no usable vector)."""
         if not self.blocks:
             return np.zeros(self.size)
-        out = np.concatenate([block @ query for block in self.blocks]).astype(np.float64)
+        with one_thread():  # blas.py: no spinning BLAS threads on a busy machine
+            out = np.concatenate([block @ query for block in self.blocks]).astype(np.float64)
         out[~self.has_vector] = 0.0
         return out
 

