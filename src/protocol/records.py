@@ -71,40 +71,53 @@ class ProtocolRecords:
         return {r["thread_id"]: _decoded(r) for r in rows}
 
     async def put_thread(
-        self, thread_id: str, user_id: str | None, meta: dict[str, Any]
+        self,
+        thread_id: str,
+        user_id: str | None,
+        meta: dict[str, Any],
+        *,
+        existing: dict[str, Any] | None | bool = True,
     ) -> dict[str, Any]:
-        """Insert or replace the thread's metadata row."""
+        """Insert or replace the thread's metadata row; the row as written. `existing`: the
+        row as the caller just read it (None: it has none), so it is not read again; True
+        (the default): read it here."""
         now = time.time()
-        existing = await self.thread_row(thread_id)
-        if existing is None:
-            await self.store.insert_once(
-                threads.insert().values(
-                    thread_id=thread_id,
-                    user_id=user_id,
-                    metadata=json.dumps(meta),
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
-        else:
+        if existing is True:
+            existing = await self.thread_row(thread_id)
+        if isinstance(existing, dict):
             await self.store.write(
                 threads.update()
                 .where(threads.c.thread_id == thread_id)
-                .values(
-                    metadata=json.dumps(meta),
-                    updated_at=now,
-                )
+                .values(metadata=json.dumps(meta), updated_at=now)
             )
-        row = await self.thread_row(thread_id)
-        assert row is not None
-        return row
+            return {**existing, "metadata": meta, "updated_at": now}
+        row = {"thread_id": thread_id, "user_id": user_id, "metadata": meta,
+               "created_at": now, "updated_at": now}
+        if await self.store.insert_once(
+            threads.insert().values(**{**row, "metadata": json.dumps(meta)})
+        ):
+            return row
+        # another request made it between the read and the insert: write over it, as before
+        return await self.put_thread(thread_id, user_id, meta)
 
     async def merge_thread_metadata(
         self, thread_id: str, user_id: str | None, extra: dict[str, Any]
     ) -> dict[str, Any]:
         row = await self.thread_row(thread_id)
         meta = {**(row["metadata"] if row else {}), **extra}
-        return await self.put_thread(thread_id, user_id, meta)
+        return await self.put_thread(thread_id, user_id, meta, existing=row)
+
+    async def add_thread_defaults(
+        self, thread_id: str, user_id: str | None, defaults: dict[str, Any]
+    ) -> None:
+        """Set the keys of `defaults` the thread's metadata does not have yet (a run's
+        `assistant_id` and `graph_id`, as the first run sets them): one read, and a write only
+        when a key is missing (not on a thread's later runs)."""
+        row = await self.thread_row(thread_id)
+        meta = row["metadata"] if row else {}
+        missing = {k: v for k, v in defaults.items() if k not in meta}
+        if missing or row is None:
+            await self.put_thread(thread_id, user_id, {**meta, **missing}, existing=row)
 
     async def delete_thread(self, thread_id: str) -> None:
         await self.store.write(
@@ -144,15 +157,19 @@ class ProtocolRecords:
     # --- runs ------------------------------------------------------------------------------
 
     async def add_run(self, **values: Any) -> dict[str, Any]:
+        """Insert a run row; the row as stored (not read back: every column is known here)."""
         now = time.time()
-        values.setdefault("run_id", str(uuid.uuid4()))
-        values["metadata"] = json.dumps(values.get("metadata") or {})
-        if values.get("request") is not None:
-            values["request"] = json.dumps(values["request"])
-        await self.store.write(runs.insert().values(created_at=now, updated_at=now, **values))
-        run = await self.run(values["run_id"])
-        assert run is not None
-        return run
+        row: dict[str, Any] = {
+            "message_id": None, "cursor": 0, "user_id": None, "request": None,
+            **values, "created_at": now, "updated_at": now,
+        }
+        row.setdefault("run_id", str(uuid.uuid4()))
+        row["metadata"] = row.get("metadata") or {}
+        stored = {**row, "metadata": json.dumps(row["metadata"])}
+        if row["request"] is not None:
+            stored["request"] = json.dumps(row["request"])
+        await self.store.write(runs.insert().values(**stored))
+        return row
 
     async def run(self, run_id: str) -> dict[str, Any] | None:
         rows = await self.store.fetch_rows(sa.select(runs).where(runs.c.run_id == run_id))
@@ -182,10 +199,18 @@ class ProtocolRecords:
     async def set_run(self, run_id: str, *, when: tuple[str, ...] = (), **values: Any) -> bool:
         """Update the run; with `when`, only if its status is one of those (compare-and-set:
         the row count says who won)."""
+        return await self.update_run(run_id, when=when, **values) is not None
+
+    async def update_run(
+        self, run_id: str, *, when: tuple[str, ...] = (), **values: Any
+    ) -> float | None:
+        """`set_run`, returning the `updated_at` it wrote when it did (None when it did not),
+        so a caller holding the row has it as stored without reading it again."""
+        now = time.time()
         query = runs.update().where(runs.c.run_id == run_id)
         if when:
             query = query.where(runs.c.status.in_(when))
-        return await self.store.write(query.values(updated_at=time.time(), **values)) == 1
+        return now if await self.store.write(query.values(updated_at=now, **values)) == 1 else None
 
     async def delete_run(self, run_id: str) -> None:
         await self.store.write(runs.delete().where(runs.c.run_id == run_id))
