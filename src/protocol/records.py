@@ -20,20 +20,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from ..core.store import ap_statements as fast
 from ..core.store.schema import ap_runs as runs
 from ..core.store.schema import ap_threads as threads
 from ..core.store.schema import conversations
+from ..core.store.sqlite_writer import sqlite_writer_for
 
 if TYPE_CHECKING:
     from ..core.store.repository import AppStore
 
 FINAL = frozenset({"success", "error", "interrupted", "timeout"})
+_SLOW = object()  # `_on_writer`: take the SQLAlchemy path
 
 
 class ProtocolRecords:
@@ -54,9 +59,28 @@ class ProtocolRecords:
                     await self.purge_orphans()
         return self
 
+    async def _on_writer(self, job: Callable[[sqlite3.Connection], Any]) -> Any:
+        """`job` on a SQLite store's writer thread (`ap_statements.py`: fixed SQL, one hop);
+        `_SLOW` for PostgreSQL and memory stores, or when the driver failed (the SQLAlchemy
+        path then repeats the statement and raises what callers expect)."""
+        writer = sqlite_writer_for(self.store)
+        if writer is None:
+            return _SLOW
+        try:
+            return await writer.run(job)
+        except sqlite3.Error:
+            return _SLOW
+
+    @property
+    def _dialect(self) -> Any:
+        return self.store.engine.dialect
+
     # --- threads ---------------------------------------------------------------------------
 
     async def thread_row(self, thread_id: str) -> dict[str, Any] | None:
+        row = await self._on_writer(fast.thread_job(thread_id))
+        if row is not _SLOW:
+            return None if row is None else _decoded(row)
         rows = await self.store.fetch_rows(
             sa.select(threads).where(threads.c.thread_id == thread_id)
         )
@@ -85,17 +109,21 @@ class ProtocolRecords:
         if existing is True:
             existing = await self.thread_row(thread_id)
         if isinstance(existing, dict):
-            await self.store.write(
-                threads.update()
-                .where(threads.c.thread_id == thread_id)
-                .values(metadata=json.dumps(meta), updated_at=now)
-            )
+            values = {"metadata": json.dumps(meta), "updated_at": now}
+            job = fast.update_thread_job(self._dialect, thread_id, values)
+            if await self._on_writer(job) is _SLOW:
+                await self.store.write(
+                    threads.update().where(threads.c.thread_id == thread_id).values(**values)
+                )
             return {**existing, "metadata": meta, "updated_at": now}
         row = {"thread_id": thread_id, "user_id": user_id, "metadata": meta,
                "created_at": now, "updated_at": now}
-        if await self.store.insert_once(
-            threads.insert().values(**{**row, "metadata": json.dumps(meta)})
-        ):
+        stored = {**row, "metadata": json.dumps(meta)}
+        # a key taken (a driver error) goes the SQLAlchemy way: `insert_once` says False
+        inserted = await self._on_writer(fast.insert_job(self._dialect, "ap_threads", stored))
+        if inserted is _SLOW:
+            inserted = await self.store.insert_once(threads.insert().values(**stored))
+        if inserted:
             return row
         # another request made it between the read and the insert: write over it, as before
         return await self.put_thread(thread_id, user_id, meta)
@@ -168,10 +196,14 @@ class ProtocolRecords:
         stored = {**row, "metadata": json.dumps(row["metadata"])}
         if row["request"] is not None:
             stored["request"] = json.dumps(row["request"])
-        await self.store.write(runs.insert().values(**stored))
+        if await self._on_writer(fast.insert_job(self._dialect, "ap_runs", stored)) is _SLOW:
+            await self.store.write(runs.insert().values(**stored))
         return row
 
     async def run(self, run_id: str) -> dict[str, Any] | None:
+        row = await self._on_writer(fast.run_job(run_id))
+        if row is not _SLOW:
+            return None if row is None else _decoded(row)
         rows = await self.store.fetch_rows(sa.select(runs).where(runs.c.run_id == run_id))
         return _decoded(rows[0]) if rows else None
 
@@ -184,6 +216,10 @@ class ProtocolRecords:
         offset: int = 0,
         oldest_first: bool = False,
     ) -> list[dict[str, Any]]:
+        job = fast.thread_runs_job(thread_id, statuses, limit, offset, oldest_first)
+        found = await self._on_writer(job)
+        if found is not _SLOW:
+            return [_decoded(r) for r in found]
         order = runs.c.created_at.asc() if oldest_first else runs.c.created_at.desc()
         query = sa.select(runs).where(runs.c.thread_id == thread_id).order_by(order, runs.c.run_id)
         if statuses:
@@ -207,6 +243,11 @@ class ProtocolRecords:
         """`set_run`, returning the `updated_at` it wrote when it did (None when it did not),
         so a caller holding the row has it as stored without reading it again."""
         now = time.time()
+        count = await self._on_writer(
+            fast.update_run_job(self._dialect, run_id, when, {**values, "updated_at": now})
+        )
+        if count is not _SLOW:
+            return now if count == 1 else None
         query = runs.update().where(runs.c.run_id == run_id)
         if when:
             query = query.where(runs.c.status.in_(when))

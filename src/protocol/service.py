@@ -181,7 +181,9 @@ class Protocol:
             try:
                 if handle is None or not await handle.finished_here():
                     await (await self.client.runs.get(message_id, after_event_id=cursor)).result()
-                row = await self.settle(await self.records.run(run_id) or run)
+                # the row as started: settling is a compare-and-set on its status, so one
+                # moved meanwhile (a cancel, another reader) is read then, not before
+                row = await self.settle(run)
                 settled.set_result(row)
                 await self.dispatch(run["thread_id"])
             except Exception:  # a watcher must never take the server down

@@ -66,8 +66,8 @@ async def create(
     exists = thread_id is not None and (await p.client.admin.store.get_conversation(thread_id))
     if thread_id is not None and not exists and body.if_not_exists != "create":
         raise NotFoundError(f"thread {thread_id} not found")
-    if exists and thread_id is not None:
-        await p.conversation(thread_id, user)  # another user's thread: 404
+    if exists and thread_id is not None and user is not None:
+        await p.conversation(thread_id, user)  # another user's thread: 404 (no user: no owner)
     parent: Any = ACTIVE_BRANCH
     again: str | None = None  # the question of a turn re-run from inside it (Regenerate)
     if body.checkpoint_at is not None:
