@@ -90,13 +90,16 @@ async def _frames(
         if fresh_handle is not None and after is None
         else await p.client.runs.get(run["message_id"], after_event_id=read_after)
     )
+    ended = False
     try:
         async for chunk in frames_of(frames, aiter(handle), start=start, resume=after):
             yield chunk
+        ended = True
     finally:
         # settled when the stream ends (a client reads the run next): by its watcher, if it
-        # runs here, else by this reader
-        if await p.settled_here(run["run_id"]) is None:
+        # runs here and the run's segment ended (the watcher settles it next); else (another
+        # worker's run, a client gone mid-run) by this reader, at once
+        if not ended or await p.settled_here(run["run_id"]) is None:
             await p.settle(await p.records.run(run["run_id"]) or run)
 
 
