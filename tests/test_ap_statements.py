@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy import event
 
 from artifactflow.core.store.schema import ap_runs, ap_threads
 from artifactflow.protocol.records import ProtocolRecords
@@ -18,7 +19,7 @@ def _count_statements(store: Any) -> list[str]:
         if "ap_runs" in statement or "ap_threads" in statement:
             seen.append(statement)
 
-    sa.event.listen(store.engine.sync_engine, "before_cursor_execute", before)
+    event.listen(store.engine.sync_engine, "before_cursor_execute", before)
     return seen
 
 

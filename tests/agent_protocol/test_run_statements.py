@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-import sqlalchemy as sa
+from sqlalchemy import event
 
 from artifactflow.api.app import create_app
 from artifactflow.testing.scripted_llm import Text
@@ -29,7 +29,7 @@ async def test_a_protocol_run_keeps_its_rows_off_sqlalchemy(make_client: Any, ll
         transport=httpx.ASGITransport(app=app), base_url="http://testserver", timeout=600
     ) as client:
         thread_id = (await client.post("/threads", json={})).json()["thread_id"]
-        sa.event.listen(af.admin.store.engine.sync_engine, "before_cursor_execute", seen)
+        event.listen(af.admin.store.engine.sync_engine, "before_cursor_execute", seen)
         body = {
             "assistant_id": "agent",
             "input": {"messages": [{"role": "user", "content": "hello"}]},
@@ -37,7 +37,7 @@ async def test_a_protocol_run_keeps_its_rows_off_sqlalchemy(make_client: Any, ll
         }
         response = await client.post(f"/threads/{thread_id}/runs/stream", json=body)
         assert response.status_code == 200, response.text
-        sa.event.remove(af.admin.store.engine.sync_engine, "before_cursor_execute", seen)
+        event.remove(af.admin.store.engine.sync_engine, "before_cursor_execute", seen)
         assert "event: updates" in response.text and "event: error" not in response.text
         runs = (await client.get(f"/threads/{thread_id}/runs")).json()
     assert [r["status"] for r in runs] == ["success"]  # settled by the time the stream ended
