@@ -9,6 +9,7 @@ where it stopped.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -116,6 +117,16 @@ class Run:
             error=message.get("error"),
             events=list(self._segment),
         )
+
+    async def finished_here(self) -> bool:
+        """Wait for the segment this handle started in this process to end, without reading
+        its events (a watcher that only needs to know it ended); False at once when there is
+        none here to wait for (then `result()` follows it from the log)."""
+        live = self._live
+        if live is None or live.task is None:
+            return False
+        await asyncio.wait({live.task})  # its own failure is the run's, not the waiter's
+        return True
 
     async def respond(self, decisions: Decisions) -> Run:
         """Answer the pause (`InvalidResumeError` for decisions that do not fit it,

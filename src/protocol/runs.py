@@ -14,7 +14,7 @@ from starlette.responses import StreamingResponse
 from .convert import LEAD
 from .deps import JSON, Ctx, CtxDep, ProtocolError, plain
 from .records import FINAL
-from .stream import MODES, Frames, ResumeAt, frames_of, modes_of, sse, with_heartbeat
+from .stream import MODES, STATE_MODES, Frames, ResumeAt, frames_of, modes_of, sse, with_heartbeat
 from .thread_ids import shown
 from .threads import state_of
 from .views import path_messages, path_to, run_view
@@ -71,15 +71,17 @@ async def _frames(
     # Re-read from the event whose group the client is inside (its frames are made again and
     # the ones it saw skipped).
     read_after = start if after is None or after[0] == start else after[0] - 1
-    prior = [e for e in await p.client.runs.events(run["message_id"]) if e.event_id <= read_after]
-    messages = plain(await p.client.conversations.messages(run["thread_id"]))
-    base_path = path_to({m["id"]: m for m in messages}, message["parent_id"])
+    prior = (  # a new message's run starts at 0: nothing before it to read
+        [e for e in await p.client.runs.events(run["message_id"]) if e.event_id <= read_after]
+        if read_after > 0
+        else []
+    )
     frames = Frames(
         modes,
         run_id=run["run_id"],
         thread_id=shown(run["thread_id"]),
         message=message,
-        base=await path_messages(p.client, base_path),
+        base=await _base(p, run["thread_id"], message["parent_id"], modes),
         prior=prior,
         graph_id=run["assistant_id"] or LEAD,
         subgraphs=bool(request.get("stream_subgraphs")),
@@ -89,11 +91,26 @@ async def _frames(
         if fresh_handle is not None and after is None
         else await p.client.runs.get(run["message_id"], after_event_id=read_after)
     )
+    ended = False
     try:
         async for chunk in frames_of(frames, aiter(handle), start=start, resume=after):
             yield chunk
+        ended = True
     finally:
-        await p.settle(await p.records.run(run["run_id"]) or run)
+        # settled when the stream ends (a client reads the run next): by its watcher, if it
+        # runs here and the run's segment ended (the watcher settles it next); else (another
+        # worker's run, a client gone mid-run) by this reader, at once
+        if not ended or await p.settled_here(run["run_id"]) is None:
+            await p.settle(await p.records.run(run["run_id"]) or run)
+
+
+async def _base(p: Any, thread_id: str, parent_id: str | None, modes: list[str]) -> list[JSON]:
+    """The branch's messages before the run's own (what its states start from): read only
+    for the modes that send states, and not at all for a thread's first message."""
+    if parent_id is None or not STATE_MODES.intersection(modes):
+        return []
+    messages = plain(await p.client.conversations.messages(thread_id))
+    return await path_messages(p.client, path_to({m["id"]: m for m in messages}, parent_id))
 
 
 class _SSE(StreamingResponse):

@@ -54,6 +54,8 @@ class Protocol:
         self.client = client
         self.records = ProtocolRecords(client.admin.store)
         self._watchers: dict[str, asyncio.Task[None]] = {}
+        self._settled: dict[str, asyncio.Future[dict[str, Any]]] = {}  # by run id, see `watch`
+        self._quiet: set[str] = set()  # runs started here without a webhook, until they end
 
     # --- assistants ----------------------------------------------------------------------------
 
@@ -120,10 +122,11 @@ class Protocol:
             ]
             status = "success" if later else None  # a later segment (a resume) took over
         if status is not None:
-            moved = await self.records.set_run(run["run_id"], when=("running",), status=status)
-            settled = {**run, **(await self.records.run(run["run_id"]) or {})}
-            if moved:  # this reader ended it: its webhook goes out here, whoever watched it
-                self.ended(settled)
+            moved = await self.records.update_run(run["run_id"], when=("running",), status=status)
+            if moved is None:  # another reader settled it first: the row as they left it
+                return {**run, **(await self.records.run(run["run_id"]) or {})}
+            settled = {**run, "status": status, "updated_at": moved}
+            self.ended(settled)  # this reader ended it: its webhook goes out here
             return settled
         return run
 
@@ -157,27 +160,62 @@ class Protocol:
 
     # --- watching, queueing, stopping ----------------------------------------------------------
 
-    def watch(self, run: dict[str, Any], message_id: str, cursor: int) -> None:
-        """Follow the run here to its end, then settle it and start the thread's next queued run."""
+    def watch(
+        self,
+        run: dict[str, Any],
+        message_id: str,
+        cursor: int,
+        *,
+        handle: Run | None = None,
+        webhook: bool = True,
+    ) -> None:
+        """Follow the run here to its end, then settle it and start the thread's next queued
+        run. `handle`: the run's handle from starting it here, whose segment is awaited without
+        reading its events (else they are followed from `cursor`); `webhook` False: the run was
+        started here without one, so its end sends none (no claim on the deliveries table)."""
+        run_id = run["run_id"]
+        if not webhook:
+            self._quiet.add(run_id)
+        settled: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
 
         async def follow() -> None:
             try:
-                handle = await self.client.runs.get(message_id, after_event_id=cursor)
-                await handle.result()
-                settled = await self.settle(await self.records.run(run["run_id"]) or run)
-                self.ended(settled)  # platform (issue 35): its webhook
+                if handle is None or not await handle.finished_here():
+                    await (await self.client.runs.get(message_id, after_event_id=cursor)).result()
+                # the row as started: settling is a compare-and-set on its status, so one
+                # moved meanwhile (a cancel, another reader) is read then, not before
+                row = await self.settle(run)
+                settled.set_result(row)
                 await self.dispatch(run["thread_id"])
             except Exception:  # a watcher must never take the server down
-                log.exception("watching protocol run %s", run["run_id"])
+                log.exception("watching protocol run %s", run_id)
             finally:
-                self._watchers.pop(run["run_id"], None)
+                if not settled.done():
+                    settled.cancel()
+                self._watchers.pop(run_id, None)
+                self._settled.pop(run_id, None)
+                self._quiet.discard(run_id)
 
-        self._watchers[run["run_id"]] = asyncio.create_task(
-            follow(), name=f"protocol-run-{run['run_id']}"
-        )
+        self._settled[run_id] = settled
+        self._watchers[run_id] = asyncio.create_task(follow(), name=f"protocol-run-{run_id}")
+
+    async def settled_here(self, run_id: str) -> dict[str, Any] | None:
+        """The run's settled row once the watcher here has settled it (a stream ending here
+        needs no read of its own); None when no watcher here follows it."""
+        settled = self._settled.get(run_id)
+        if settled is None:
+            return None
+        try:
+            return await asyncio.shield(settled)
+        except asyncio.CancelledError:
+            if settled.cancelled():  # the watcher failed: the caller settles it itself
+                return None
+            raise
 
     def ended(self, run: dict[str, Any]) -> None:
         """The run has ended: its webhook, if it has one, in a task of its own (webhooks.py)."""
+        if run["run_id"] in self._quiet:  # started here without one
+            return
         key = f"webhook:{run['run_id']}"
 
         async def send() -> None:

@@ -44,7 +44,9 @@ class Protocol(TypingProtocol):
     async def conversation(self, thread_id: str, user: str | None) -> JSON: ...
     async def tip(self, conversation: JSON) -> JSON | None: ...
     async def active_runs(self, thread_id: str) -> list[JSON]: ...
-    def watch(self, run: JSON, message_id: str, cursor: int) -> None: ...
+    def watch(
+        self, run: JSON, message_id: str, cursor: int, *, handle: Run | None = ..., webhook: bool = ...
+    ) -> None: ...
     def later(self, thread_id: str, delay: float) -> None: ...
     async def _stop(self, run: JSON, *, rollback: bool) -> str | None: ...
 
@@ -65,8 +67,8 @@ async def create(
     exists = thread_id is not None and (await p.client.admin.store.get_conversation(thread_id))
     if thread_id is not None and not exists and body.if_not_exists != "create":
         raise NotFoundError(f"thread {shown(thread_id)} not found")
-    if exists and thread_id is not None:
-        await p.conversation(thread_id, user)  # another user's thread: 404
+    if exists and thread_id is not None and user is not None:
+        await p.conversation(thread_id, user)  # another user's thread: 404 (no user: no owner)
     parent: Any = ACTIVE_BRANCH
     again: str | None = None  # the question of a turn re-run from inside it (Regenerate)
     if body.checkpoint_at is not None:
@@ -88,8 +90,12 @@ async def create(
     if thread_id is None or not exists:
         thread_id = (await p.client.admin.store.create_conversation(thread_id, user_id=user))["id"]
     values = _values(thread_id, user, assistant, body)
-    first = await _first_run_metadata(p, thread_id, assistant)
-    await p.records.merge_thread_metadata(thread_id, user, first, public_id=shown(thread_id))
+    await p.records.add_thread_defaults(
+        thread_id,
+        user,
+        {"assistant_id": assistant.assistant_id, "graph_id": assistant.graph_id},
+        public_id=shown(thread_id),
+    )
     active = await p.active_runs(thread_id)
     if body.after_seconds:  # queued now, started by the first to see it due (see `dispatch`)
         request = {**body.queued(), "not_before": time.time() + body.after_seconds}
@@ -109,7 +115,10 @@ async def create(
             rolled = await p._stop(run, rollback=body.strategy == "rollback")
             if rolled is not None and parent is ACTIVE_BRANCH:
                 parent = rolled or None
-    await close_pause(p, thread_id)
+    # a thread made just now has no pause to close; one with nothing stopped is as read above,
+    # so only a thread whose runs were stopped is read again
+    if exists:
+        await close_pause(p, thread_id, None if active else dict(exists))
     return await start(p, thread_id, assistant, body, parent, values, user, text=again)
 
 
@@ -129,16 +138,6 @@ def _values(thread_id: str, user: str | None, assistant: Assistant, body: RunCre
     )
 
 
-async def _first_run_metadata(p: Protocol, thread_id: str, assistant: Assistant) -> JSON:
-    row = await p.records.thread_row(thread_id)
-    meta = row["metadata"] if row else {}
-    return {
-        k: v
-        for k, v in (("assistant_id", assistant.assistant_id), ("graph_id", assistant.graph_id))
-        if k not in meta
-    }
-
-
 async def _fork_point(p: Protocol, thread_id: str, checkpoint_id: str) -> tuple[Any, str | None]:
     """Where a run from `checkpoint_id` answers: (the parent message, None) after a turn's end
     or `root`; for a step inside a turn (after its input, a model turn or a tool round), its
@@ -155,9 +154,12 @@ async def _fork_point(p: Protocol, thread_id: str, checkpoint_id: str) -> tuple[
     return message["parent_id"], message["content"]
 
 
-async def close_pause(p: Protocol, thread_id: str) -> None:
-    """A new input on a thread paused for a decision closes the pause (as a cancel does)."""
-    tip = await p.tip(await p.conversation(thread_id, None))
+async def close_pause(p: Protocol, thread_id: str, conversation: JSON | None = None) -> None:
+    """A new input on a thread paused for a decision closes the pause (as a cancel does).
+    `conversation`: its row as just read (else read here)."""
+    if conversation is None:
+        conversation = await p.conversation(thread_id, None)
+    tip = await p.tip(conversation)
     if tip is not None and tip["status"] == "waiting":
         await p.client.runs.cancel(tip["id"])
 
@@ -204,7 +206,7 @@ async def start(
         row = await p.records.run(run_id) or {}
     if body.webhook:  # platform (issue 35): checked when the run was asked for
         await webhooks.register(p.client.admin.store, row["run_id"], body.webhook)
-    p.watch(row, run.message_id, 0)
+    p.watch(row, run.message_id, 0, handle=run, webhook=bool(body.webhook))
     return row, run
 
 
@@ -223,5 +225,5 @@ async def _resume(
     )
     if body.webhook:  # platform (issue 35)
         await webhooks.register(p.client.admin.store, row["run_id"], body.webhook)
-    p.watch(row, tip["id"], run.cursor)
+    p.watch(row, tip["id"], run.cursor, handle=run, webhook=bool(body.webhook))
     return row, run

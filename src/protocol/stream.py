@@ -45,6 +45,9 @@ MODES = (
     "tasks",
     "checkpoints",
 )
+# the modes whose frames carry a whole state (the branch before the run, then the run's own
+# messages): only they need the branch read when a run's stream starts
+STATE_MODES = frozenset({"values", "events", "checkpoints", "debug", "tasks"})
 ResumeAt = tuple[int, int]  # (event id, index of the last frame seen in its group)
 
 

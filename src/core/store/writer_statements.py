@@ -52,7 +52,8 @@ def _processor(table: sa.Table, column: str, dialect: Dialect) -> Callable[[Any]
     return table.c[column].type.bind_processor(dialect)
 
 
-def _bind(table: sa.Table, dialect: Dialect, values: Mapping[str, Any]) -> list[Any]:
+def bind_values(table: sa.Table, dialect: Dialect, values: Mapping[str, Any]) -> list[Any]:
+    """`values` as the driver takes them: each through its column's bind processor."""
     out = []
     for name, value in values.items():
         process = _processor(table, name, dialect)
@@ -100,7 +101,7 @@ def status_change_job(
     (won, status, stored event); the status found when it lost."""
     mode, expected_token = token
     sql = _status_sql(tuple(values), len(expected), mode, guard_cancel, stale_before is not None)
-    params = [*_bind(t.messages, dialect, values), message_id, *expected]
+    params = [*bind_values(t.messages, dialect, values), message_id, *expected]
     if mode == "equal":
         params.append(expected_token)
     if stale_before is not None:
@@ -123,7 +124,7 @@ def status_change_job(
             data=dict(event.get("data") or {}),
         )
         row = event_row(message_id, record)
-        conn.execute(_insert_event_sql(), _bind(t.events, dialect, {c: row[c] for c in _EVENT_COLUMNS}))  # type: ignore[literal-required]
+        conn.execute(_insert_event_sql(), bind_values(t.events, dialect, {c: row[c] for c in _EVENT_COLUMNS}))  # type: ignore[literal-required]
         return True, status, record
 
     return job
@@ -160,10 +161,10 @@ def add_message_job(
     any), the message's, and with `activate` the conversation's active message and title."""
     rows = [] if conversation is None else [(t.conversations, conversation)]
     rows.append((t.messages, message))
-    inserts = [(_insert_sql(table, tuple(row)), _bind(table, dialect, row)) for table, row in rows]
+    inserts = [(_insert_sql(table, tuple(row)), bind_values(table, dialect, row)) for table, row in rows]
     touch = None
     if activate is not None:
-        title = _bind(t.conversations, dialect, {"title": activate})[0]
+        title = bind_values(t.conversations, dialect, {"title": activate})[0]
         touch = (message["created_at"], message["id"], title, message["conversation_id"])
 
     def job(conn: sqlite3.Connection) -> None:
