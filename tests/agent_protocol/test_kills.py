@@ -345,17 +345,27 @@ async def test_webhooks_across_kills_once_each(pg_cluster: Cluster) -> None:
 # --- crons -------------------------------------------------------------------------------------
 
 SCHEDULER = '''
-import asyncio, sys
+import asyncio, os, signal, sys
 from pathlib import Path
 from artifactflow import Client, load_settings
 from artifactflow.protocol.crons import CronScheduler
 from artifactflow.protocol.service import Protocol
 
-async def main(config, data, clock_file):
+class DiesAfterItsClaim(CronScheduler):
+    """SIGKILLs its own process the moment it has claimed a tick, before starting its run."""
+
+    async def claim(self, *args, **kwargs):
+        won = await super().claim(*args, **kwargs)
+        if won is not None:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return won
+
+async def main(config, data, clock_file, dies="no"):
     client = await Client.open(load_settings(Path(config), Path(data)))
     protocol = Protocol(client)
     await protocol.records.ready()
-    scheduler = CronScheduler(protocol, clock=lambda: float(Path(clock_file).read_text()))
+    kind = DiesAfterItsClaim if dies == "dies" else CronScheduler
+    scheduler = kind(protocol, clock=lambda: float(Path(clock_file).read_text()))
     print("ready", flush=True)
     while True:
         await scheduler.tick()
@@ -441,3 +451,93 @@ async def test_a_cron_tick_during_a_worker_kill_starts_one_run(pg_cluster: Clust
 async def _has_minute(cron_runs: Any, minute: int, start: float) -> bool:
     due = datetime.fromtimestamp(start + 60 * minute - 30, UTC).isoformat()
     return due in await cron_runs()
+
+
+async def test_a_cron_tick_claimed_by_a_worker_killed_before_its_start_runs_once_sqlite(
+    sqlite_server: Cluster, tmp_path: Path
+) -> None:
+    await _claimed_tick_runs_once(sqlite_server, 1, tmp_path)
+
+
+async def test_a_cron_tick_claimed_by_a_worker_killed_before_its_start_runs_once_postgres(
+    pg_cluster: Cluster, tmp_path: Path
+) -> None:
+    await _claimed_tick_runs_once(pg_cluster, 2, tmp_path)
+
+
+async def _claimed_tick_runs_once(cluster: Cluster, workers: int, tmp_path: Path) -> None:
+    """A scheduler SIGKILLed right after it claimed a tick (the cron's next time moved on, its
+    run not started): the restarted worker (on PostgreSQL, two) starts that tick's run, once,
+    and keeps the schedule. Before the claim stored the run, the tick was lost."""
+    from artifactflow import Client, load_settings
+    from artifactflow.protocol.crons import Crons
+    from artifactflow.protocol.service import Protocol
+
+    data = cluster.root / "data"
+    start = 1_900_000_050.0  # 30 s past a minute
+    clock = tmp_path / "clock"
+
+    def set_clock(now: float) -> None:
+        (tmp_path / "clock.new").write_text(str(now))
+        os.replace(tmp_path / "clock.new", clock)
+
+    set_clock(start)
+    script = tmp_path / "scheduler.py"
+    script.write_text(SCHEDULER)
+
+    def scheduler(dies: bool = False) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(cluster.config), str(data), str(clock), "dies" if dies else "no"],
+            env={**cluster.env, "ARTIFACTFLOW_RUN__RECOVER_ON_START": "true", "ARTIFACTFLOW_RUN__LEASE_SECONDS": "2"},
+            stdout=subprocess.PIPE, stderr=(tmp_path / f"sched-{uuid.uuid4().hex[:4]}.log").open("wb"),
+        )
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        return proc
+
+    client = await Client.open(load_settings(cluster.config, data))
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        crons = Crons(Protocol(client), lambda: start)
+        cron = await crons.create(
+            assistant_id=LEAD, thread_id=None, user_id=None, schedule="* * * * *", timezone=None,
+            end_time=None, enabled=True, payload={"input": {"messages": [{"role": "user", "content": "hi"}]}},
+            metadata={},
+        )
+
+        async def cron_runs() -> dict[str, list[str]]:
+            """The statuses of the cron's runs, by the tick they belong to."""
+            found: dict[str, list[str]] = {}
+            for row in await client.admin.store.fetch_rows(sa.select(ap_runs.c.metadata, ap_runs.c.status)):
+                meta = json.loads(row["metadata"] or "{}")
+                if meta.get("cron_id") == cron["cron_id"]:
+                    found.setdefault(meta["cron_scheduled_at"], []).append(row["status"])
+            return found
+
+        def minute(n: int) -> str:
+            return datetime.fromtimestamp(start + 60 * n - 30, UTC).isoformat()
+
+        async def ran(n: int) -> bool:
+            return (await cron_runs()).get(minute(n)) == ["success"]
+
+        victim = await asyncio.to_thread(scheduler, True)
+        procs.append(victim)
+        set_clock(start + 60)  # minute 1 comes due: the victim claims it and dies
+        assert await asyncio.to_thread(victim.wait, ceiling(60)) == -9
+        assert (await crons.get(cron["cron_id"], None))["next_run_at"] > start + 60  # claimed
+
+        for _ in range(workers):  # the restarted worker(s)
+            procs.append(await asyncio.to_thread(scheduler))
+        await wait_until(lambda: ran(1), timeout=ceiling(120), interval=0.1, what="minute 1's run, once")
+        set_clock(start + 120)  # the schedule goes on, once a tick
+        await wait_until(lambda: ran(2), timeout=ceiling(120), interval=0.1, what="minute 2's run")
+        counts = await cron_runs()
+        assert counts == {minute(1): ["success"], minute(2): ["success"]}, counts
+        runs = [r for r in await client.admin.store.fetch_rows(sa.select(ap_runs))
+                if json.loads(r["metadata"] or "{}").get("cron_id") == cron["cron_id"]]
+        for run in runs:  # each tick's thread holds one message: the run started once
+            assert len(await client.conversations.messages(run["thread_id"])) == 1, run
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+        await client.aclose()
