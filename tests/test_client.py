@@ -91,6 +91,20 @@ async def test_a_task_runs_to_completion(make_client, llm):
     assert await client.runs.last_event_id(run.message_id) == run.events_seen
 
 
+async def test_a_task_with_a_message_id_starts_once(make_client, llm):
+    """`Task(message_id=X)`: the message gets that id; a second start with X is refused and
+    nothing changes (no second message, no model call), whoever asks."""
+    client = await make_client()
+    llm.script(Text("once"), Text("never"))
+    run = await client.runs.start(Task("only once", message_id="m-fixed-1"))
+    assert run.message_id == "m-fixed-1"
+    assert (await run.result()).response == "once"
+    with pytest.raises(ResumeConflictError, match="m-fixed-1"):
+        await client.runs.start(Task("again", conversation_id=run.conversation_id, message_id="m-fixed-1"))
+    assert [m["id"] for m in await client.conversations.messages(run.conversation_id)] == ["m-fixed-1"]
+    assert llm.request_count == 1
+
+
 async def test_a_pause_is_answered_on_the_handle(make_client, llm):
     client = await make_client(extra_tools=[guarded], lead_tools=["guarded"])
     run = await paused(client, llm, Call("guarded", {"text": "x"}, id="c1"))

@@ -58,6 +58,7 @@ class Runs(_View, StoredRuns):
             ids = await engine.start(
                 request.content, request.conversation_id, request.parent_message_id,
                 user_id=user_id, project=request.project, services=services,
+                message_id=request.message_id,
             )
             if config is not None:  # before any pause: a resume anywhere finds it
                 await RunConfigs(engine.store).save(ids["message_id"], config)

@@ -27,7 +27,10 @@ class Task:
     `project`: the project a new conversation belongs to (default: the `project` setting);
     its runs recall that project's memories. `assistant`: a saved assistant (`client.assistants`)
     whose configuration the run uses; `config`: `AgentConfig` keys (model, system_prompt, tools,
-    permissions, ...) over the assistant's, for this run only (`client/agent_config.py`)."""
+    permissions, ...) over the assistant's, for this run only (`client/agent_config.py`).
+    `message_id`: the new message's id (default: a new one); a start whose id is taken is
+    refused (`ResumeConflictError`) and changes nothing, so a starter that may have died after
+    starting can start again safely (the Agent Protocol's queued runs do)."""
 
     content: str
     conversation_id: str | None = None
@@ -35,6 +38,7 @@ class Task:
     project: str | None = None
     assistant: str | None = None
     config: Mapping[str, Any] | None = None
+    message_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -233,12 +233,13 @@ class Engine:
         user_id: str | None = None,
         project: str | None = None,
         services: Services | None = None,
+        message_id: str | None = None,
     ) -> dict[str, Any]:
         """Create the message and start its run in the background; return its ids.
-        `services`: the run's own (see `start_message`)."""
+        `services`, `message_id`: see `start_message`."""
         return await start_message(
             self.rt, self.conversations, content, conversation_id, parent_message_id,
-            user_id=user_id, project=project, services=services,
+            user_id=user_id, project=project, services=services, message_id=message_id,
         )
 
     async def resume(self, message_id: str, decisions: Any) -> None:

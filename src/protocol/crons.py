@@ -3,9 +3,15 @@ thread per run (threadless).
 
 - Schedules are standard 5-field cron expressions read by `croniter`, in UTC or a named IANA
   zone (`timezone`); `end_time` stops them (no run is due after it).
-- Exactly once across workers: every worker's scheduler looks for crons whose `next_run_at` has
-  come, and moves it on with a compare-and-set (`UPDATE ... WHERE next_run_at = <the value
-  read>`); only the worker whose update changed the row starts the run.
+- Exactly once across workers and kills: every worker's scheduler looks for crons whose
+  `next_run_at` has come, and moves it on with a compare-and-set (`UPDATE ... WHERE next_run_at
+  = <the value read>`). The same transaction stores the tick's run as a queued (`pending`) row
+  whose id is derived from (cron, scheduled time) with uuid5 (and, for a threadless cron, its
+  new thread, id derived alike): a tick is claimed and recorded at once, or neither. The run is
+  then started like any queued run (`Protocol.dispatch`: a compare-and-set on the row), so a
+  worker killed between the claim and the start leaves a `pending` row that the next tick of
+  any worker (the restarted one, or another) starts; a second claim of the same tick is refused
+  by the row's key. What a kill after the start leaves is the engine's (leases, recovery).
 - The next due time is the first one after *now*, not after the tick that was due: after a
   downtime the missed ticks are one late run, not one per missed minute.
 - A run made by a cron says so: `metadata.cron_id` and `metadata.cron_scheduled_at`.
@@ -26,15 +32,27 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import sqlalchemy as sa
+import sqlalchemy.exc
 from croniter import croniter
 
+from ..core.store.conversation_records import new_conversation
+from ..core.store.schema import ap_runs, ap_threads, conversations
 from ..core.store.schema import crons as table
 from ..errors import NotFoundError, UserError
+from . import assistants_store
 from .service import Protocol
 from .views import iso
 from .wire import RunCreate
 
 log = logging.getLogger("artifactflow.crons")
+TICKS = uuid.UUID("6f1c3a52-2f0e-4d55-9a8b-0c2a7d3e9b41")  # the uuid5 namespace of cron ticks
+
+
+def tick_ids(cron_id: str, scheduled: float) -> tuple[str, str]:
+    """The run id and the new-thread id of the tick of `cron_id` due at `scheduled`: the same
+    on every worker and after any restart, so a tick has one run whoever starts it."""
+    tick = f"{cron_id}@{scheduled!r}"
+    return str(uuid.uuid5(TICKS, tick)), uuid.uuid5(TICKS, tick + "/thread").hex
 
 
 def zone(name: str | None) -> ZoneInfo:
@@ -191,7 +209,8 @@ class CronScheduler(Crons):
         self.cleanups: set[asyncio.Task[None]] = set()  # threads to delete after their run
 
     async def tick(self) -> list[dict[str, Any]]:
-        """Start every cron run due now that this worker wins; the protocol runs it started."""
+        """Start every cron run due now that this worker wins, and every tick claimed but not
+        started (its claimer was killed); the protocol runs it started."""
         now = self.clock()
         due = await self.store.fetch_rows(
             sa.select(table).where(
@@ -205,18 +224,29 @@ class CronScheduler(Crons):
             run = await self._fire(_decoded(row), now)
             if run is not None:
                 started.append(run)
+        await self.start_claimed()
         return started
+
+    async def start_claimed(self) -> None:
+        """Start the cron runs still queued with nothing in their way: a tick whose claimer
+        died before starting it is started here (`dispatch` decides who, once)."""
+        for thread_id in await self._waiting_threads():
+            try:
+                await self.p.dispatch(thread_id)
+            except Exception:
+                log.exception("starting the claimed cron runs of thread %s", thread_id)
+
+    async def _waiting_threads(self) -> list[str]:
+        rows = await self.store.fetch_rows(
+            sa.select(ap_runs.c.thread_id, ap_runs.c.metadata).where(
+                ap_runs.c.status.in_(("pending", "starting"))
+            )
+        )
+        threads = {r["thread_id"] for r in rows if '"cron_id"' in (r["metadata"] or "")}
+        return sorted(threads)
 
     async def _fire(self, cron: dict[str, Any], now: float) -> dict[str, Any] | None:
         scheduled = cron["next_run_at"]
-        following = self._next(cron["schedule"], cron["timezone"], cron["end_time"], now)
-        won = await self.store.write(
-            table.update()
-            .where(table.c.cron_id == cron["cron_id"], table.c.next_run_at == scheduled)
-            .values(next_run_at=following, updated_at=now)
-        )
-        if won != 1:
-            return None  # another worker took this tick
         body = {k: v for k, v in cron["payload"].items() if k != "on_run_completed"}
         body["assistant_id"] = cron["assistant_id"]
         body["metadata"] = {
@@ -228,7 +258,9 @@ class CronScheduler(Crons):
             body.setdefault("multitask_strategy", "enqueue")  # never refused by a busy thread
         try:
             request = RunCreate.model_validate(body)  # the typed request a client's run is
-            run, _ = await self.p.create(cron["thread_id"], request, cron["user_id"])
+            assistant: Any = await assistants_store.find(self.p, cron["assistant_id"])
+            if cron["thread_id"] is not None:
+                await self.p.conversation(cron["thread_id"], cron["user_id"])
         except NotFoundError as exc:  # its thread or assistant is gone: stop asking
             log.warning("cron %s disabled: %s", cron["cron_id"], exc)
             await self.store.write(
@@ -236,11 +268,94 @@ class CronScheduler(Crons):
             )
             return None
         except Exception:
-            log.exception("cron %s: starting its run", cron["cron_id"])
+            log.exception("cron %s: its run cannot be made; tick skipped", cron["cron_id"])
+            await self._advance(cron, now)
             return None
-        if cron["thread_id"] is None and cron["payload"].get("on_run_completed") == "delete":
+        run_id = await self.claim(cron, now, request, assistant)
+        if run_id is None:
+            return None  # another worker took this tick
+        if cron["thread_id"] is not None:  # as a client's first run on a thread would
+            await self._first_run_metadata(cron["thread_id"], cron["user_id"], assistant)
+        run = await self._start(run_id, request)
+        if run is not None and cron["thread_id"] is None and cron["payload"].get("on_run_completed") == "delete":
             self._delete_after(run)
         return run
+
+    def _advance_statement(self, cron: dict[str, Any], now: float) -> sa.Update:
+        following = self._next(cron["schedule"], cron["timezone"], cron["end_time"], now)
+        return (
+            table.update()
+            .where(table.c.cron_id == cron["cron_id"], table.c.next_run_at == cron["next_run_at"])
+            .values(next_run_at=following, updated_at=now)
+        )
+
+    async def _advance(self, cron: dict[str, Any], now: float) -> bool:
+        return await self.store.write(self._advance_statement(cron, now)) == 1
+
+    async def claim(
+        self, cron: dict[str, Any], now: float, request: RunCreate, assistant: Any
+    ) -> str | None:
+        """Claim the tick due and store its run, queued, in one transaction; the run's id, or
+        None when another worker claimed it first."""
+        run_id, new_thread = tick_ids(cron["cron_id"], cron["next_run_at"])
+        thread_id = cron["thread_id"] or new_thread
+        user = cron["user_id"]
+        at = time.time()
+        try:
+            async with self.store.transaction(durable=True) as conn:
+                if (await conn.execute(self._advance_statement(cron, now))).rowcount != 1:
+                    return None  # nothing changed: the commit is empty
+                if cron["thread_id"] is None:
+                    first = {"assistant_id": assistant.assistant_id, "graph_id": assistant.graph_id}
+                    await conn.execute(
+                        conversations.insert().values(**new_conversation(thread_id, user_id=user))
+                    )
+                    await conn.execute(
+                        ap_threads.insert().values(
+                            thread_id=thread_id, user_id=user, metadata=json.dumps(first),
+                            created_at=at, updated_at=at,
+                        )
+                    )
+                await conn.execute(
+                    ap_runs.insert().values(
+                        run_id=run_id, thread_id=thread_id, user_id=user,
+                        assistant_id=assistant.assistant_id, message_id=None, cursor=0,
+                        status="pending", multitask_strategy=request.strategy,
+                        metadata=json.dumps(request.metadata or {}),
+                        request=json.dumps(request.queued()), created_at=at, updated_at=at,
+                    )
+                )
+        except sqlalchemy.exc.IntegrityError:  # the tick's run is stored already: move on
+            log.warning("cron %s: the run of the tick due %s exists", cron["cron_id"], iso(cron["next_run_at"]))
+            await self._advance(cron, now)
+            return None
+        return run_id
+
+    async def _first_run_metadata(self, thread_id: str, user: str | None, assistant: Any) -> None:
+        row = await self.p.records.thread_row(thread_id)
+        meta = row["metadata"] if row else {}
+        first = {"assistant_id": assistant.assistant_id, "graph_id": assistant.graph_id}
+        missing = {k: v for k, v in first.items() if k not in meta}
+        if missing:
+            await self.p.records.merge_thread_metadata(thread_id, user, missing)
+
+    async def _start(self, run_id: str, request: RunCreate) -> dict[str, Any] | None:
+        """Start the claimed run as its strategy says: on a busy thread `enqueue` waits,
+        `interrupt` and `rollback` stop what runs first, `reject` drops the tick."""
+        run = await self.p.records.run(run_id)
+        if run is None:
+            return None
+        thread_id = run["thread_id"]
+        if request.strategy != "enqueue":
+            others = [r for r in await self.p.active_runs(thread_id) if r["run_id"] != run_id]
+            if others and request.strategy == "reject":
+                log.warning("cron run %s dropped: thread %s is busy (reject)", run_id, thread_id)
+                await self.p.records.delete_run(run_id)
+                return None
+            for other in reversed(others):
+                await self.p._stop(other, rollback=request.strategy == "rollback")
+        await self.p.dispatch(thread_id)
+        return await self.p.records.run(run_id) or run
 
     def _delete_after(self, run: dict[str, Any]) -> None:
         """`on_run_completed: "delete"`: the run's new thread is deleted once the run ends

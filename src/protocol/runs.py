@@ -14,7 +14,17 @@ from starlette.responses import StreamingResponse
 from .convert import LEAD
 from .deps import JSON, Ctx, CtxDep, ProtocolError, plain
 from .records import FINAL
-from .stream import MODES, STATE_MODES, Frames, ResumeAt, frames_of, modes_of, sse, with_heartbeat
+from .stream import (
+    MODES,
+    STATE_MODES,
+    Frames,
+    ResumeAt,
+    frames_of,
+    modes_of,
+    sse,
+    told_of_outage,
+    with_heartbeat,
+)
 from .thread_ids import shown
 from .threads import state_of
 from .views import path_messages, path_to, run_view
@@ -126,10 +136,12 @@ def _stream_response(
 ) -> Response:
     """The SSE response; `on_disconnect` runs (shielded) when the client leaves before the end."""
 
+    where = headers.get("Location", "a run's stream")
+
     async def guarded() -> AsyncIterator[bytes]:
         finished = False
         try:
-            async for chunk in with_heartbeat(body, ctx.heartbeat):
+            async for chunk in with_heartbeat(told_of_outage(body, where), ctx.heartbeat):
                 yield chunk
             finished = True
         finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from typing import TYPE_CHECKING, Any, cast
 from typing import Protocol as TypingProtocol
 
@@ -189,8 +190,16 @@ async def start(
             thread_id,
             parent,
             config=None if config is None else config.set(),
+            message_id=None if run_id is None else queued_message_id(run_id),
         )
-    run = await p.client.runs.start(task, user_id=user)
+    try:
+        run = await p.client.runs.start(task, user_id=user)
+    except ResumeConflictError:
+        if not isinstance(task, Task) or task.message_id is None:
+            raise
+        # A queued run's message exists: its earlier starter died between starting it and
+        # recording it here. The row takes that message; it is not started twice.
+        run = await p.client.runs.get(task.message_id)
     if run_id is None:
         row = await p.records.add_run(
             status="running", message_id=run.message_id, cursor=0, request=body.streaming(), **values
@@ -208,6 +217,15 @@ async def start(
         await webhooks.register(p.client.admin.store, row["run_id"], body.webhook)
     p.watch(row, run.message_id, 0, handle=run, webhook=bool(body.webhook))
     return row, run
+
+
+QUEUED = uuid.UUID("0d8e4b0a-5b7e-4c1e-8f3a-2a9c6f1d7e55")  # uuid5 namespace of queued runs' messages
+
+
+def queued_message_id(run_id: str) -> str:
+    """The message id of queued run `run_id`: every starter of the row (after a kill, another
+    one) asks for the same, so the engine refuses a second start."""
+    return uuid.uuid5(QUEUED, run_id).hex
 
 
 async def _resume(

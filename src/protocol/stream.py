@@ -19,6 +19,12 @@ client gave).
 | checkpoints | the checkpoint after the input and after each node (`<message>:<step>`) |
 | custom | every stored event of ours, as `{type, event_id, agent, data}` (artifacts, subagents, compactions, ...) |
 | debug | `{type: "checkpoint" | "task" | "task_result", step, timestamp, payload}` |
+
+A database outage under a stream that has begun (its 200 and headers are sent: a 503 is no
+longer possible) ends it with an `error` frame, `{"error": "DatabaseUnavailable", "message"}`
+(LangGraph's own `error` event), and a clean end, never a cut without a word: the run goes on
+once the database is back, and a join with `Last-Event-ID` reads the rest. A reader that
+attaches while the database is away gets the route's 503 with `Retry-After`.
 """
 
 from __future__ import annotations
@@ -26,13 +32,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 
+from ..client.faults import store_fault
 from ..events.envelope import Event, EventType
 from .frames import Frame, Frames
+
+log = logging.getLogger("artifactflow.protocol")
 
 MODES = (
     "values",
@@ -92,6 +102,25 @@ async def frames_of(
             group, index = event.event_id, 0
         for chunk in framed(frames.event(event)):
             yield chunk
+
+
+async def told_of_outage(body: AsyncIterator[bytes], what: str) -> AsyncIterator[bytes]:
+    """`body`, ended by an `error` frame when the database goes away under it (see the module
+    docstring); any other error propagates."""
+    async with contextlib.aclosing(body):  # type: ignore[type-var]
+        try:
+            async for chunk in body:
+                yield chunk
+        except Exception as exc:
+            fault = store_fault(exc)
+            if fault is None:
+                raise
+            log.warning("%s: stream ended by %s", what, fault)
+            message = (
+                f"{fault}; the stream ended here. The run goes on once the database is back: "
+                "join its stream again with Last-Event-ID to read the rest"
+            )
+            yield sse("error", {"error": "DatabaseUnavailable", "message": message}, None)
 
 
 PING = b": ping\n\n"

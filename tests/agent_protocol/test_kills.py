@@ -347,17 +347,41 @@ async def test_webhooks_across_kills_once_each(pg_cluster: Cluster) -> None:
 # --- crons -------------------------------------------------------------------------------------
 
 SCHEDULER = '''
-import asyncio, sys
+import asyncio, os, signal, sys
 from pathlib import Path
 from artifactflow import Client, load_settings
 from artifactflow.protocol.crons import CronScheduler
 from artifactflow.protocol.service import Protocol
 
-async def main(config, data, clock_file):
+class DiesAfterItsClaim(CronScheduler):
+    """SIGKILLs its own process the moment it has claimed a tick, before starting its run."""
+
+    async def claim(self, *args, **kwargs):
+        won = await super().claim(*args, **kwargs)
+        if won is not None:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return won
+
+def die_when_a_run_is_recorded_started():
+    """SIGKILL the moment a started run is about to be recorded (its message exists)."""
+    from artifactflow.protocol.records import ProtocolRecords
+    set_run = ProtocolRecords.set_run
+
+    async def dying(self, run_id, *, when=(), **values):
+        if values.get("status") == "running" and values.get("message_id"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return await set_run(self, run_id, when=when, **values)
+
+    ProtocolRecords.set_run = dying
+
+async def main(config, data, clock_file, dies="no"):
     client = await Client.open(load_settings(Path(config), Path(data)))
     protocol = Protocol(client)
     await protocol.records.ready()
-    scheduler = CronScheduler(protocol, clock=lambda: float(Path(clock_file).read_text()))
+    if dies == "starting":
+        die_when_a_run_is_recorded_started()
+    kind = DiesAfterItsClaim if dies == "claimed" else CronScheduler
+    scheduler = kind(protocol, clock=lambda: float(Path(clock_file).read_text()))
     print("ready", flush=True)
     while True:
         await scheduler.tick()
@@ -443,3 +467,116 @@ async def test_a_cron_tick_during_a_worker_kill_starts_one_run(pg_cluster: Clust
 async def _has_minute(cron_runs: Any, minute: int, start: float) -> bool:
     due = datetime.fromtimestamp(start + 60 * minute - 30, UTC).isoformat()
     return due in await cron_runs()
+
+
+async def test_a_cron_tick_claimed_by_a_worker_killed_before_its_start_runs_once_sqlite(
+    sqlite_server: Cluster, tmp_path: Path
+) -> None:
+    await _killed_tick_runs_once(sqlite_server, 1, tmp_path, "claimed")
+
+
+async def test_a_cron_tick_claimed_by_a_worker_killed_before_its_start_runs_once_postgres(
+    pg_cluster: Cluster, tmp_path: Path
+) -> None:
+    await _killed_tick_runs_once(pg_cluster, 2, tmp_path, "claimed")
+
+
+async def test_a_cron_tick_whose_worker_is_killed_as_its_run_starts_runs_once_sqlite(
+    sqlite_server: Cluster, tmp_path: Path
+) -> None:
+    await _killed_tick_runs_once(sqlite_server, 1, tmp_path, "starting")
+
+
+async def test_a_cron_tick_whose_worker_is_killed_as_its_run_starts_runs_once_postgres(
+    pg_cluster: Cluster, tmp_path: Path
+) -> None:
+    await _killed_tick_runs_once(pg_cluster, 2, tmp_path, "starting")
+
+
+async def _killed_tick_runs_once(cluster: Cluster, workers: int, tmp_path: Path, dies: str) -> None:
+    """A scheduler SIGKILLed right after it claimed a tick (`claimed`: the cron's next time
+    moved on, its run not started), or once the run's message exists but before the run row
+    says so (`starting`): the restarted worker (on PostgreSQL, two) runs that tick once (the
+    queued row is started again after `STARTING_SECONDS`, and takes the message already
+    started: its id is derived from the run's), and keeps the schedule. Before, the tick was
+    lost (`claimed`) or ran twice (`starting`)."""
+    from artifactflow import Client, load_settings
+    from artifactflow.protocol.crons import Crons
+    from artifactflow.protocol.service import Protocol
+
+    data = cluster.root / "data"
+    start = 1_900_000_050.0  # 30 s past a minute
+    clock = tmp_path / "clock"
+
+    def set_clock(now: float) -> None:
+        (tmp_path / "clock.new").write_text(str(now))
+        os.replace(tmp_path / "clock.new", clock)
+
+    set_clock(start)
+    script = tmp_path / "scheduler.py"
+    script.write_text(SCHEDULER)
+
+    def scheduler(mode: str = "no") -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(cluster.config), str(data), str(clock), mode],
+            env={**cluster.env, "ARTIFACTFLOW_RUN__RECOVER_ON_START": "true", "ARTIFACTFLOW_RUN__LEASE_SECONDS": "2"},
+            stdout=subprocess.PIPE, stderr=(tmp_path / f"sched-{uuid.uuid4().hex[:4]}.log").open("wb"),
+        )
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        return proc
+
+    client = await Client.open(load_settings(cluster.config, data))
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        crons = Crons(Protocol(client), lambda: start)
+        cron = await crons.create(
+            assistant_id=LEAD, thread_id=None, user_id=None, schedule="* * * * *", timezone=None,
+            end_time=None, enabled=True, payload={"input": {"messages": [{"role": "user", "content": "hi"}]}},
+            metadata={},
+        )
+
+        async def cron_runs() -> dict[str, list[str]]:
+            """The statuses of the cron's runs, by the tick they belong to."""
+            found: dict[str, list[str]] = {}
+            for row in await client.admin.store.fetch_rows(sa.select(ap_runs.c.metadata, ap_runs.c.status)):
+                meta = json.loads(row["metadata"] or "{}")
+                if meta.get("cron_id") == cron["cron_id"]:
+                    found.setdefault(meta["cron_scheduled_at"], []).append(row["status"])
+            return found
+
+        def minute(n: int) -> str:
+            return datetime.fromtimestamp(start + 60 * n - 30, UTC).isoformat()
+
+        async def ran(n: int, statuses: tuple[str, ...] = ("success",)) -> bool:
+            found = (await cron_runs()).get(minute(n)) or []
+            return len(found) == 1 and found[0] in statuses
+
+        victim = await asyncio.to_thread(scheduler, dies)
+        procs.append(victim)
+        set_clock(start + 60)  # minute 1 comes due: the victim claims it and dies
+        assert await asyncio.to_thread(victim.wait, ceiling(60)) == -9
+        assert (await crons.get(cron["cron_id"], None))["next_run_at"] > start + 60  # claimed
+
+        for _ in range(workers):  # the restarted worker(s)
+            procs.append(await asyncio.to_thread(scheduler))
+        # killed as it started, the run ends as the engine ends a run whose process died (before
+        # its first checkpoint: failed, "the process died ..."), once
+        first = ("success",) if dies == "claimed" else ("success", "error")
+        await wait_until(lambda: ran(1, first), timeout=ceiling(120) + 30, interval=0.1,
+                         what="minute 1's run, once")
+        set_clock(start + 120)  # the schedule goes on, once a tick
+        await wait_until(lambda: ran(2), timeout=ceiling(120), interval=0.1, what="minute 2's run")
+        counts = await cron_runs()
+        assert set(counts) == {minute(1), minute(2)} and counts[minute(2)] == ["success"], counts
+        runs = [r for r in await client.admin.store.fetch_rows(sa.select(ap_runs))
+                if json.loads(r["metadata"] or "{}").get("cron_id") == cron["cron_id"]]
+        for run in runs:  # each tick's thread holds one message, the run's: it started once
+            messages = await client.conversations.messages(run["thread_id"])
+            assert [m["id"] for m in messages] == [run["message_id"]], (run, messages)
+            if run["status"] == "error":
+                assert "process died" in (messages[0]["error"] or ""), messages[0]
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+        await client.aclose()

@@ -10,7 +10,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ...errors import NotFoundError, UserError
+import sqlalchemy.exc
+
+from ...errors import NotFoundError, ResumeConflictError, UserError
 from ...events.envelope import Emitted
 from ...events.payloads import MetadataData
 from ...hooks import runs as hook_runs
@@ -36,13 +38,15 @@ async def start_message(
     user_id: str | None,
     project: str | None = None,
     services: Services | None = None,
+    message_id: str | None = None,
 ) -> dict[str, Any]:
     """Store the user message, build the initial state, and launch its run.
 
     `project`: the project a new conversation belongs to (default: the `project` setting,
     `ARTIFACTFLOW_PROJECT`); an existing conversation keeps its own, and naming another one
     is a `UserError`. `services`: the run's own (an agent configuration over the process's,
-    `Runtime.services_for`); None: the process's."""
+    `Runtime.services_for`); None: the process's. `message_id`: the message's id (default: a
+    new one); taken already, the start is refused (`ResumeConflictError`), nothing stored."""
     if project is not None and (problem := project_name_problem(project)):
         raise UserError(problem)
     if not isinstance(content, str) or not content.strip():
@@ -65,7 +69,9 @@ async def start_message(
             "leave the project out to continue it, or start a new conversation"
         )
     conversation_id = conversation["id"] if conversation else uuid.uuid4().hex
-    run_token, message_id = uuid.uuid4().hex, uuid.uuid4().hex
+    if message_id is not None and await rt.store.get_message(message_id) is not None:
+        raise ResumeConflictError(f"message {message_id} exists already: it was started before")
+    run_token, message_id = uuid.uuid4().hex, message_id or uuid.uuid4().hex
     if rt.services.hooks.wants("before_run"):  # the original content is never stored
         stub = {"id": message_id, "conversation_id": conversation_id}
         run = hook_runs.run_info(stub, rt.services.lead.name, content=content, user_id=user_id)
@@ -77,16 +83,21 @@ async def start_message(
         conversation = new_conversation(
             conversation_id, user_id=user_id, project=project or rt.services.settings.project
         )
-    message = await conversations.add_message(
-        conversation["id"],
-        content,
-        parent_id=parent_message_id,
-        conversation=conversation,  # just read or made: not read again
-        new=new,
-        run_token=run_token,
-        lease_expires_at=rt.lease(),
-        message_id=message_id,
-    )
+    try:
+        message = await conversations.add_message(
+            conversation["id"],
+            content,
+            parent_id=parent_message_id,
+            conversation=conversation,  # just read or made: not read again
+            new=new,
+            run_token=run_token,
+            lease_expires_at=rt.lease(),
+            message_id=message_id,
+        )
+    except sqlalchemy.exc.IntegrityError:  # the same id started at the same moment elsewhere
+        if await rt.store.get_message(message_id) is None:
+            raise
+        raise ResumeConflictError(f"message {message_id} exists already: it was started before") from None
     history, compacted = await history_for(rt.services, conversations, message["parent_id"])
     state = create_initial_state(content, conversation_history=history)
     metadata = MetadataData(
