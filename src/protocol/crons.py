@@ -258,7 +258,7 @@ class CronScheduler(Crons):
             body.setdefault("multitask_strategy", "enqueue")  # never refused by a busy thread
         try:
             request = RunCreate.model_validate(body)  # the typed request a client's run is
-            assistant: Any = await assistants_store.find(self.p, cron["assistant_id"])
+            assistant: Any = await assistants_store.find(self.p, cron["assistant_id"], user=cron["user_id"])
             if cron["thread_id"] is not None:
                 await self.p.conversation(cron["thread_id"], cron["user_id"])
         except NotFoundError as exc:  # its thread or assistant is gone: stop asking
