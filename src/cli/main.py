@@ -12,7 +12,7 @@ Exit codes (stable; see `exitcodes`):
     3    paused waiting for approval and nobody could answer (no TTY or --no-input)
     4    the run stopped at max_tool_rounds, or by the loop guard
     5    conflict: already resumed, the message is running, or not retryable
-    6    the run stopped at a token or cost budget (the partial answer is saved)
+    6    the run stopped at a token, cost or time budget (the partial answer is saved)
     130  cancelled with Ctrl-C (the partial answer is saved)
     143  cancelled by SIGTERM, as Ctrl-C
 """
