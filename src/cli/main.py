@@ -95,18 +95,15 @@ def _configure_logging(debug: bool) -> None:
 def _report(exc: BaseException) -> int:
     import traceback
 
-    from rich.text import Text
-
     from ..client.faults import store_fault  # only on this error path: start-up stays lean
     from ..errors import ArtifactFlowError, scrub_secrets
     from . import exitcodes
+    from .app import plain_color
     from .options import GLOBALS
-    from .text import console
 
     if isinstance(exc, Exception):  # a database that is away is said so, in one line
         exc = store_fault(exc) or exc
     code = exitcodes.for_exception(exc)
-    err = console(stderr=True)
     if GLOBALS.debug:
         traceback.print_exception(exc)
     if isinstance(exc, ArtifactFlowError):
@@ -115,7 +112,8 @@ def _report(exc: BaseException) -> int:
         message = " ".join(scrub_secrets(f"{type(exc).__name__}: {exc}").split())  # one line
         if not GLOBALS.debug:
             message += " (run with --debug for the traceback)"
-    err.print(Text(f"error: {message}", style="red"))
+    sys.stdout.flush()  # printed plainly: a refused command never loads rich
+    print(plain_color(f"error: {message}", "31"), file=sys.stderr, flush=True)
     return code
 
 
