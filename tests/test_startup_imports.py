@@ -258,6 +258,7 @@ def test_run_and_resume_refuse_before_the_engine_is_imported(tmp_path: Path) -> 
     codes, modules, _ = _probe(["run", "hello", *where], ["resume", "0" * 32, "--approve", *where])
     assert codes == [2, 2]
     assert sorted(modules & {*ENGINE, "sqlalchemy", "aiosqlite", "numpy", "jsonschema_rs"}) == []
+    assert "rich" not in modules  # the checks run before the interrupt guard; the error is plain
     assert not (tmp_path / "data").exists()
 
 
