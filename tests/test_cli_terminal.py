@@ -172,7 +172,7 @@ def test_ctrl_c_while_starting_prints_one_line_and_exits_130(
 def test_ctrl_c_while_the_command_line_loads_is_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def loading() -> None:
+    def loading(argv: list[str] | None = None) -> None:
         raise KeyboardInterrupt  # as if Ctrl-C landed inside `import typer`
 
     monkeypatch.setattr(cli_main, "_load", loading)

@@ -9,16 +9,23 @@ OpenAI-compatible server over HTTP and a real SQLite store.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
-from scripted_llm import Call, Text, ToolCalls
+import pytest
+from scripted_llm import Call, Delay, Error, Text, ToolCalls
 
 from artifactflow import Task
+from artifactflow.agents.model import ModelRequest, OpenAIChatModel, ResolvedModel
 from artifactflow.core import loop_guard
+from artifactflow.errors import RetryableLLMError
+from artifactflow.settings import LLMSettings
 from artifactflow.testing import LLAMA_CPP_PYTHON
 
 SUBS = {"search_agent": [], "crawl_agent": []}
@@ -56,6 +63,32 @@ async def test_broken_json_of_varying_text_is_one_kind(make_client, llm):
     result = await client.run(Task("go"))
     assert result.outcome == "loop_detected" and llm.request_count == 5
     assert "arguments that are not one JSON object" in result.events[-1].data.reason
+
+
+async def test_malformed_edits_between_successful_reads_are_counted_in_a_window(make_client, llm):
+    """Measured with Gemma 3 270M and the default agents: `read_artifact` succeeded between
+    failing `update_artifact` and `rewrite_artifact` calls, so no streak formed and the run
+    ground on. Malformed calls of one family (here: invalid arguments, of two tools) are
+    counted within the last calls whatever succeeded between: told what is valid at the third,
+    stopped at the fifth."""
+    client = await make_client(lead_tools=["list_artifacts", "update_artifact", "rewrite_artifact"])
+    edits = [Call("update_artifact", {"id": "plan", "old": "a"}),
+             Call("rewrite_artifact", {"artifact": "plan"})] * 3
+    script = []
+    for i, edit in enumerate(edits):
+        script += [ToolCalls([edit], content=f"edit {i}"), ToolCalls([Call("list_artifacts", {})])]
+    llm.script(*script, Text("never"))
+    result = await client.run(Task("write a plan"))
+    assert result.outcome == "loop_detected", result.response
+    assert llm.request_count == 9  # the fifth malformed edit (the ninth call) ends it
+    reason = result.events[-1].data.reason
+    assert "5 malformed tool calls (invalid arguments) within its last 9 calls" in reason
+    third = tool_texts(llm.requests[5])[-1]  # the third edit's result, as the model saw it
+    assert "3 of your last 5 tool calls were malformed (invalid arguments: " in third
+    assert "rewrite_artifact, update_artifact" in third
+    schema = json.loads(third.split("JSON schema: ", 1)[1].rsplit(" Send one valid call", 1)[0])
+    assert set(schema["required"]) >= {"id", "old_str", "new_str"}
+    assert "[loop guard]" not in tool_texts(llm.requests[3])[-1]  # the second is not told
 
 
 async def test_invalid_calls_of_a_confirm_tool_go_back_to_the_model_without_asking(
@@ -112,6 +145,79 @@ async def test_llama_cpp_python_through_the_environment_variables_alone(make_cli
     offered = [r for r in llm.requests if r.get("tools")]
     assert all(r["tool_choice"] == "auto" for r in offered)
     assert [r.get("stream", False) for r in offered] == [True, False, False]
+
+
+async def test_the_empty_stream_is_reported_once_per_process_and_not_streamed_again_on_retry(
+    make_client, llm, caplog
+):
+    """A tool turn answered with an empty stream, then a failure of its unstreamed request:
+    the retry goes unstreamed at once (it used to stream again, get the empty stream again and
+    warn again, every retry), and a second client in the same process says nothing more."""
+    llm.quirks = LLAMA_CPP_PYTHON
+    caplog.set_level(logging.WARNING, logger="artifactflow.model")
+    for _ in range(2):
+        client = await make_client(lead_tools=["list_artifacts"])
+        llm.script(
+            ToolCalls([Call("list_artifacts", {})]),  # used up by the empty stream
+            Error(500, "busy"),
+            ToolCalls([Call("list_artifacts", {})]),
+            Text("None yet."),
+        )
+        start = llm.request_count
+        result = await client.run(Task("what is there?"))
+        assert result.response == "None yet."
+        offered = [r for r in llm.requests[start:] if r.get("tools")]
+        assert [r.get("stream", False) for r in offered] == [True, False, False, False]
+    said = [r for r in caplog.records if "sent an empty stream" in r.getMessage()]
+    assert len(said) == 1, [r.getMessage() for r in said]
+
+
+async def test_a_timed_out_call_is_tried_twice_not_four_times():
+    """A server silent for `llm.timeout`: measured with Gemma 3 270M, four tries at 120 s each
+    (8 minutes) before the run failed. A timeout is retried `llm.timeout_retries` (1) times
+    within `max_retries`, and the reason names the bound and what to change."""
+    connections = 0
+
+    def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    settings = LLMSettings(max_retries=3, timeout=0.3, backoff_base=0.01, backoff_max=0.02)
+    model = OpenAIChatModel(settings)
+    request = ModelRequest(ResolvedModel(None, "m", f"http://127.0.0.1:{port}/v1", "k"),
+                           [{"role": "user", "content": "hi"}], agent="lead_agent")
+    try:
+        with pytest.raises(RetryableLLMError) as caught:
+            await model.complete(request)
+    finally:
+        await model.aclose()
+        server.close()
+    assert connections == 2
+    text = str(caught.value)
+    assert "after 2 attempts: request timed out" in text
+    assert "llm.timeout = 0.3 s" in text and "max_output_tokens" in text
+
+
+async def test_a_run_stops_at_its_time_budget_inside_a_slow_model_call(make_client, llm):
+    """`budget.max_seconds` ends a run whose model is too slow, in the middle of a call that
+    would take a minute: outcome `budget_exceeded`, the lead's latest text kept, the reason
+    named, no further request."""
+    client = await make_client(lead_tools=["list_artifacts"],
+                               yaml_text="budget:\n  max_seconds: 1.5\n")
+    llm.script(ToolCalls([Call("list_artifacts", {})], content="Looking first."),
+               Delay(60, Text("far too late")))
+    started = time.monotonic()
+    result = await client.run(Task("plan something"))
+    took = time.monotonic() - started
+    assert result.status == "completed" and result.outcome == "budget_exceeded"
+    assert result.response == "Looking first."
+    reason = result.events[-1].data.reason
+    assert "time budget reached: the run worked 1.5 s (budget.max_seconds)" in reason
+    assert 1.5 <= took < 30 and llm.request_count == 2
+    message = await client.admin.store.get_message(result.message_id)
+    assert message["status"] == "completed" and message["outcome"] == "budget_exceeded"
 
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "real-model-check"

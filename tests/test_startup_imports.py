@@ -79,6 +79,41 @@ def test_help_lists_the_commands_without_heavy_imports() -> None:
     assert sorted(modules & {*HEAVY, *HELP_HEAVY}) == []
 
 
+REGISTERED = """
+import importlib, json
+from artifactflow.cli import app as cli_app
+from artifactflow.cli.main import COMMAND_MODULES
+homes = {}
+for module in COMMAND_MODULES:
+    before = {c.name or c.callback.__name__ for c in cli_app.app.registered_commands}
+    before |= {g.name for g in cli_app.app.registered_groups}
+    importlib.import_module("artifactflow.cli." + module)
+    after = {c.name or c.callback.__name__ for c in cli_app.app.registered_commands}
+    after |= {g.name for g in cli_app.app.registered_groups}
+    homes.update(dict.fromkeys(after - before, module))
+print(json.dumps(homes))
+"""
+
+
+def test_a_command_line_loads_the_module_of_its_command_alone() -> None:
+    """`COMMAND_HOMES` says where each command is registered (checked against the modules
+    themselves); `run` loads `commands_run` and no other command module."""
+    from artifactflow.cli.main import COMMAND_HOMES, _command_name
+
+    proc = subprocess.run([sys.executable, "-c", REGISTERED], capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == COMMAND_HOMES
+    assert _command_name(["--data-dir", "run", "--model", "m", "resume", "x"]) == "resume"
+    assert _command_name(["--debug", "--help", "run"]) is None
+    probe = ("import contextlib, io, sys\nfrom artifactflow.cli.main import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()): code = main(['run', '--help'])\n"
+             "print(code, sorted(m for m in sys.modules if m.startswith('artifactflow.cli.commands_')))")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    assert proc.stdout.split() == ["0", "['artifactflow.cli.commands_run']"], proc.stderr
+
+
 def test_console_script_help_works() -> None:
     script = Path(sys.executable).parent / "artifactflow"
     proc = subprocess.run(
@@ -223,6 +258,7 @@ def test_run_and_resume_refuse_before_the_engine_is_imported(tmp_path: Path) -> 
     codes, modules, _ = _probe(["run", "hello", *where], ["resume", "0" * 32, "--approve", *where])
     assert codes == [2, 2]
     assert sorted(modules & {*ENGINE, "sqlalchemy", "aiosqlite", "numpy", "jsonschema_rs"}) == []
+    assert "rich" not in modules  # the checks run before the interrupt guard; the error is plain
     assert not (tmp_path / "data").exists()
 
 

@@ -71,7 +71,7 @@ def test_context_and_budget_settings_from_yaml_and_environment(
 def test_packaged_defaults_document_every_context_and_budget_key(tmp_path: Path):
     settings = load_settings(Path(__file__).parent.parent / "config", tmp_path / "data")
     assert settings.context.model_dump() == type(settings.context)().model_dump()
-    assert settings.budget.model_dump() == {"max_tokens": None, "max_cost_usd": None}
+    assert settings.budget.model_dump() == {"max_tokens": None, "max_cost_usd": None, "max_seconds": None}
     text = (Path(__file__).parent.parent / "config" / "artifactflow.yaml").read_text()
     for key in [*settings.context.model_dump(), *settings.budget.model_dump()]:
         assert f"  {key}:" in text, key

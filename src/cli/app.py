@@ -11,8 +11,10 @@ settings and the stores inside the commands that use them, never at module level
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar
 
 import typer
@@ -172,11 +174,60 @@ def check_config_files(settings: Settings) -> dict[str, AgentSpec]:
     return agents
 
 
+@contextlib.contextmanager
+def checking() -> Iterator[None]:
+    """Ctrl-C or SIGTERM while the settings load and the checks run (a plugin may take its
+    time) as a command's `InterruptGuard` takes them, without the asyncio and rich it needs
+    (a refused command never loads them): the first signal is noted and acted on once the
+    checks end (one line, exit 130 or 143; nothing is cut in the middle of a plugin's import),
+    a second one exits at once."""
+    import signal
+
+    seen: list[int] = []
+
+    def note(signum: int, frame: object) -> None:
+        seen.append(signum)
+        if len(seen) > 1:
+            os._exit(exitcodes.CANCELLED if seen[0] == signal.SIGINT else exitcodes.TERMINATED)
+
+    previous: dict[int, Any] = {}
+    with contextlib.suppress(ValueError):  # not the main thread: no signals to take
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, note)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if seen:
+        ctrl_c = seen[0] == signal.SIGINT
+        _stopped("interrupted (Ctrl-C)" if ctrl_c else "terminated (SIGTERM)")
+        raise typer.Exit(exitcodes.CANCELLED if ctrl_c else exitcodes.TERMINATED)
+
+
+def _stopped(what: str) -> None:
+    sys.stdout.flush()
+    print(plain_color(f"✗ {what}: stopped", "33"), file=sys.stderr, flush=True)
+
+
+def plain_color(text: str, sgr: str) -> str:
+    """`text` in an ANSI colour on a terminal that takes it (not with NO_COLOR or TERM=dumb),
+    as rich would print it, without importing rich."""
+    if not sys.stderr.isatty() or os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return text
+    return f"\x1b[{sgr}m{text}\x1b[0m"
+
+
 def _execute(
     opener: Callable[[Settings], Awaitable[Opened]],
     work: Callable[[Opened], Awaitable[int | None]],
     check: Callable[[Settings], object] | None = None,
 ) -> None:
+    with checking():  # before asyncio, rich and the guard: a refusal costs none of them
+        settings = GLOBALS.settings()
+        if check is not None:
+            check(settings)
+
     import asyncio
 
     from .interrupts import InterruptGuard
@@ -184,10 +235,6 @@ def _execute(
     async def main() -> int | None:
         with InterruptGuard(console(stderr=True)) as guard:
             try:
-                settings = GLOBALS.settings()
-                if check is not None:
-                    check(settings)
-                    await asyncio.sleep(0)  # a Ctrl-C during the checks lands here
                 opened = await opener(settings)
                 try:
                     code = await work(opened)

@@ -61,11 +61,14 @@ def run(
     without a terminal the command prints the message id and exits 3. Ctrl-C cancels (the
     partial answer is saved); a second Ctrl-C quits at once. SIGTERM does the same (exit 143).
     """
-    from ..core.conversations import ACTIVE_BRANCH
-
     if parent is not None and new_root:
         raise UserError("use either --parent or --new-root, not both")
-    parent_id: Any = None if new_root else (parent if parent is not None else ACTIVE_BRANCH)
+
+    def parent_id() -> Any:  # the engine's marker, imported once the checks have passed
+        from ..core.conversations import ACTIVE_BRANCH
+
+        return None if new_root else (parent if parent is not None else ACTIVE_BRANCH)
+
     def check(settings: Settings) -> None:
         notice = before_run(settings, conversation=conversation, notice=True)
         if notice:
@@ -73,7 +76,7 @@ def run(
 
     drive(
         lambda session: session.run(
-            task, conversation, parent_id, project=project, assistant=assistant
+            task, conversation, parent_id(), project=project, assistant=assistant
         ),
         json_=json_, no_input=no_input, yes=yes, check=check,
     )

@@ -14,8 +14,8 @@
 | 4    | the run stopped at the agent's `max_tool_rounds` limit, or by the loop guard |
 | 5    | conflict: the pause was already answered, the message is running, or a      |
 |      | retry of a message that neither failed nor was cancelled                     |
-| 6    | the run stopped at a budget (`budget.max_tokens`, `budget.max_cost_usd` or   |
-|      | an agent's `max_tokens`); the partial answer is saved                        |
+| 6    | the run stopped at a budget (`budget.max_tokens`, `budget.max_cost_usd`,     |
+|      | `budget.max_seconds` or an agent's `max_tokens`); the partial answer is saved |
 | 7    | `serve`: the address is in use (another server on that port) or cannot be    |
 |      | bound; nothing was started                                                   |
 | 130  | cancelled (Ctrl-C); the partial answer is saved                              |
@@ -42,7 +42,7 @@ HELP = (
     "Exit codes: 0 success · 1 run failed or unexpected error · 2 bad usage, settings, "
     "missing credentials, invalid decisions or unknown id · 3 paused waiting for approval "
     "(non-interactive) · 4 stopped at max_tool_rounds or by the loop guard · 5 conflict (already resumed, running, "
-    "or not retryable) · 6 stopped at a token or cost budget · 130 cancelled (Ctrl-C) "
+    "or not retryable) · 6 stopped at a token, cost or time budget · 130 cancelled (Ctrl-C) "
     "· 143 cancelled (SIGTERM) · 7 serve: the port is in use."
 )
 

@@ -12,7 +12,7 @@ Exit codes (stable; see `exitcodes`):
     3    paused waiting for approval and nobody could answer (no TTY or --no-input)
     4    the run stopped at max_tool_rounds, or by the loop guard
     5    conflict: already resumed, the message is running, or not retryable
-    6    the run stopped at a token or cost budget (the partial answer is saved)
+    6    the run stopped at a token, cost or time budget (the partial answer is saved)
     130  cancelled with Ctrl-C (the partial answer is saved)
     143  cancelled by SIGTERM, as Ctrl-C
 """
@@ -34,20 +34,51 @@ COMMAND_MODULES = (
     "commands_platform",
 )
 STARTUP_INTERRUPTED = "✗ interrupted (Ctrl-C)"  # before (or after) a command's own handling
+# Where each command is registered: a command line naming one loads that module alone (typer
+# then builds one command, not all of them: `run` refuses a missing key sooner). Anything else
+# (`--help`, a group such as `token`, a misspelled command) loads every module.
+# `tests/test_startup_imports.py` checks this against what the modules register.
+COMMAND_HOMES = {
+    "run": "commands_run", "resume": "commands_run", "retry": "commands_run",
+    "artifact": "commands_data", "artifacts": "commands_data", "conversations": "commands_data",
+    "events": "commands_data", "history": "commands_data", "pending": "commands_data",
+    "tools": "commands_tools", "eval": "commands_replay", "export": "commands_replay",
+    "replay": "commands_replay", "gc": "commands_admin", "serve": "commands_admin",
+    "lineage": "commands_workflows", "workflow": "commands_workflows",
+    "workflows": "commands_workflows", "memory": "commands_memory",
+    "knowledge": "commands_knowledge", "demo": "commands_demo", "assistants": "commands_platform",
+    "crons": "commands_platform", "mcp": "commands_platform",
+}
+_VALUED = ("--config-dir", "--data-dir", "--model")  # the root's options that take a value
 
 __all__ = ["main"]  # `app` too, loaded on first use (`__getattr__`)
 
 
-def _load() -> typer.Typer:
-    """The Typer app with every command registered (importing a command module registers its
-    commands; `--help` lists them in this order)."""
+def _load(argv: list[str] | None = None) -> typer.Typer:
+    """The Typer app with the module of the command `argv` names registered, or every command
+    (importing a command module registers its commands; `--help` lists them in this order)."""
     import importlib
 
     from .app import app
 
-    for module in COMMAND_MODULES:
+    home = COMMAND_HOMES.get(_command_name(argv or []) or "")
+    for module in (home,) if home else COMMAND_MODULES:
         importlib.import_module(f"{__package__}.{module}")
     return app
+
+
+def _command_name(argv: list[str]) -> str | None:
+    """The first word of `argv` that is not a root option or its value (None: there is none,
+    or `--help`/`--version` comes first)."""
+    words = iter(argv)
+    for word in words:
+        if word in _VALUED:
+            next(words, None)
+        elif word in ("--help", "--version"):
+            return None
+        elif not word.startswith("-"):
+            return word
+    return None
 
 
 def __getattr__(name: str) -> Any:
@@ -95,18 +126,15 @@ def _configure_logging(debug: bool) -> None:
 def _report(exc: BaseException) -> int:
     import traceback
 
-    from rich.text import Text
-
     from ..client.faults import store_fault  # only on this error path: start-up stays lean
     from ..errors import ArtifactFlowError, scrub_secrets
     from . import exitcodes
+    from .app import plain_color
     from .options import GLOBALS
-    from .text import console
 
     if isinstance(exc, Exception):  # a database that is away is said so, in one line
         exc = store_fault(exc) or exc
     code = exitcodes.for_exception(exc)
-    err = console(stderr=True)
     if GLOBALS.debug:
         traceback.print_exception(exc)
     if isinstance(exc, ArtifactFlowError):
@@ -115,7 +143,8 @@ def _report(exc: BaseException) -> int:
         message = " ".join(scrub_secrets(f"{type(exc).__name__}: {exc}").split())  # one line
         if not GLOBALS.debug:
             message += " (run with --debug for the traceback)"
-    err.print(Text(f"error: {message}", style="red"))
+    sys.stdout.flush()  # printed plainly: a refused command never loads rich
+    print(plain_color(f"error: {message}", "31"), file=sys.stderr, flush=True)
     return code
 
 
@@ -134,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     it prints one line and exits 130; once a command runs, its `InterruptGuard` decides
     (see `interrupts`)."""
     try:
-        app = _load()
+        app = _load(sys.argv[1:] if argv is None else argv)
         from . import exitcodes
         from .options import GLOBALS
 

@@ -11,7 +11,13 @@ whatever its arguments (`failure_kind`: 30 calls to subagents named `agent1`,
 (`run.loop_guard: {warn_after: 3, stop_after: 5}`) the third identical failing call in a row
 gets a note in its result telling the model to change course, and the fifth ends the run with
 outcome `loop_detected`, the lead's latest text kept as the partial answer. 0 or null disables
-either step. In a workflow step (no chat run to end) the stop fails the step's invocation
+either step. A weak model also alternates: a failing edit, a successful read, the edit again
+(measured with Gemma 3 270M: `read_artifact` between malformed `update_artifact` and
+`rewrite_artifact` calls, so no streak formed). So malformed calls are also counted by their
+*family* (`family`: an unknown subagent, not JSON, an empty instruction, invalid arguments;
+any tool) within the invocation's last `window` calls (default 12) whatever comes between: the
+`warn_after`th such call in the window is told what is valid, the `stop_after`th ends the run
+the same way. In a workflow step (no chat run to end) the stop fails the step's invocation
 instead: the step ends with status `failed`, outcome `loop_detected` and the reason.
 
 Nothing is kept in state: the streak is read back from the invocation's memory (its assistant
@@ -44,6 +50,7 @@ Signature = tuple[str, str, str]  # tool, arguments (canonical), error text
 class LoopGuardConfig:
     warn_after: int | None = 3
     stop_after: int | None = 5
+    window: int | None = 12  # calls within which malformed calls of one family are counted
 
     @classmethod
     def of(cls, settings: Any) -> LoopGuardConfig:
@@ -51,7 +58,11 @@ class LoopGuardConfig:
         raw = getattr(getattr(settings, "run", None), "loop_guard", None)
         if raw is None:
             return cls()
-        return cls(warn_after=raw.warn_after or None, stop_after=raw.stop_after or None)
+        return cls(
+            warn_after=raw.warn_after or None,
+            stop_after=raw.stop_after or None,
+            window=getattr(raw, "window", cls.window) or None,
+        )
 
     @property
     def active(self) -> bool:
@@ -169,6 +180,44 @@ def _streak(
     return first, count
 
 
+def family(sig: Signature | None) -> str | None:
+    """The family of a malformed call, whatever the tool and the fields it names ("invalid
+    arguments" for any field): what the window counts. None for a call that did not fail
+    or failed in the tool."""
+    if sig is None or not sig[1].startswith(KIND):
+        return None
+    kind = sig[1][len(KIND) :]
+    return "invalid arguments" if kind.startswith("invalid arguments") else kind
+
+
+def _recent(memory: Sequence[ChatMessage], current: set[str], window: int) -> list[Signature | None]:
+    """The invocation's last `window` past calls' signatures, newest first (an answer between
+    rounds ends them, as it ends a streak)."""
+    found: list[Signature | None] = []
+    for sig in _history(memory, current):
+        if len(found) >= window:
+            break
+        found.append(sig)
+    return found
+
+
+def _window_note(sig: Signature, name: str, count: int, window: int, tools: list[str],
+                 shape: str | None, stop: bool) -> str:
+    """What the model is told when malformed calls of one family keep coming, other calls
+    between them: what is valid for the call it just made."""
+    head = (
+        f"{count} of your last {window} tool calls were malformed ({name}: "
+        f"{', '.join(sorted(set(tools)))})"
+    )
+    if stop:
+        return f"{head}; the run is stopped."
+    valid = f" {sig[0]}'s arguments must match this JSON schema: {shape}" if shape else ""
+    return (
+        f"{head}. This one: {sig[2][len(FAILED_PREFIX) :][:300]}{valid} "
+        "Send one valid call, use another tool, or answer with what you have."
+    )
+
+
 def _described(sig: Signature) -> str:
     name, arguments, error = sig
     if arguments.startswith(KIND):
@@ -208,9 +257,13 @@ def judge(
     if not config.active or not calls:
         return verdict
     bound = max(config.warn_after or 0, config.stop_after or 0)
-    current, count = _streak(memory, {c["id"] for c in calls}, bound)
+    ids = {c["id"] for c in calls}
+    current, count = _streak(memory, ids, bound)
+    window = config.window or 0
+    recent = _recent(memory, ids, window) if window else []  # newest first
     for call in calls:
         sig = signature(call["name"], call["arguments"], texts.get(call["id"]))
+        recent.insert(0, sig)
         if sig is None:
             current, count = None, 0
             continue
@@ -233,7 +286,31 @@ def judge(
                 "Repeating it will fail again: change course. Fix the arguments the error names, "
                 "use another tool, or answer with what you have."
             )
+        if call["id"] not in verdict.notes and window:
+            _judge_window(config, verdict, call["id"], sig, recent[:window], shapes)
     return verdict
+
+
+def _judge_window(
+    config: LoopGuardConfig, verdict: Verdict, call_id: str, sig: Signature,
+    recent: list[Signature | None], shapes: Shapes | None,
+) -> None:
+    """The window's verdict on a malformed call no streak has judged: its family counted in
+    the invocation's last calls (`recent`, newest first, this call included)."""
+    name = family(sig)
+    if name is None:
+        return
+    same = [s for s in recent if family(s) == name]
+    count, tools = len(same), [s[0] for s in same if s is not None]
+    if config.stop_after and count >= config.stop_after:
+        verdict.stop = (
+            f"the agent made {count} malformed tool calls ({name}) within its last "
+            f"{len(recent)} calls: {_described(sig)}"
+        )
+        verdict.notes[call_id] = _window_note(sig, name, count, len(recent), tools, None, True)
+    elif config.warn_after and count >= config.warn_after:
+        shape = shapes(sig[0]) if shapes is not None else None
+        verdict.notes[call_id] = _window_note(sig, name, count, len(recent), tools, shape, False)
 
 
 def with_note(text: str, note: str | None) -> str:

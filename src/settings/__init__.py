@@ -55,6 +55,8 @@ def packaged_config_dir() -> Path:
 
 class LLMSettings(BaseModel):
     max_retries: int = Field(default=3, ge=0, le=10)
+    # of those, retries after a timeout (a server silent for `timeout` seconds is slow, not flaky)
+    timeout_retries: int = Field(default=1, ge=0, le=10)
     backoff_base: float = Field(default=0.5, ge=0)
     backoff_max: float = Field(default=8.0, ge=0)
     timeout: float = Field(default=120.0, gt=0)  # seconds per read (connect, each streamed chunk)
@@ -96,6 +98,9 @@ class LoopGuardSettings(BaseModel):
 
     warn_after: int | None = Field(default=3, ge=0)
     stop_after: int | None = Field(default=5, ge=0)
+    # malformed calls of one family (any tool) are also counted within the last `window`
+    # calls, whatever succeeded between them; 0 or null: only calls in a row count
+    window: int | None = Field(default=12, ge=0)
 
 
 class RunSettings(BaseModel):
@@ -128,6 +133,9 @@ class BudgetSettings(BaseModel):
 
     max_tokens: int | None = Field(default=None, ge=1)  # prompt + completion, all agents
     max_cost_usd: float | None = Field(default=None, gt=0)  # from the model profiles' prices
+    # Seconds one segment of a run may work (from its start or resume to its end or pause; the
+    # time it waits for a person is not counted), a model call in progress included; None: none.
+    max_seconds: float | None = Field(default=None, gt=0)
 
 
 class AuthSettings(BaseModel):

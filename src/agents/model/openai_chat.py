@@ -41,6 +41,9 @@ from .retry import Attempt, Failure, Sleep, with_retries
 
 log = logging.getLogger("artifactflow.model")
 
+# endpoints whose empty stream to a streamed tool turn was already reported in this process
+_WARNED: set[tuple[str | None, str]] = set()
+
 
 class OpenAIChatModel:
     """Streamed chat completions with native tool calling and usage in the last chunk.
@@ -64,9 +67,13 @@ class OpenAIChatModel:
 
     def _stream_no_tools(self, request: ModelRequest) -> None:
         """Send this endpoint's turns that offer tools unstreamed from now on, and say so once
-        (its profile's `stream_tools: false` does the same from the start)."""
+        per process (its profile's `stream_tools: false` does the same from the start): the
+        model of every run, and every retry of a call, would otherwise say it again."""
         target = request.target
         self._unstreamed.add(target.client_key)
+        if target.client_key in _WARNED:
+            return
+        _WARNED.add(target.client_key)
         log.warning(
             "the model server at %s sent an empty stream to a streamed request offering tools "
             "(llama-cpp-python does): its tool turns are sent unstreamed from now on; set "
@@ -86,16 +93,18 @@ class OpenAIChatModel:
             await endpoint.aclose()
         self._endpoints.clear()
 
+    def _streams(self, request: ModelRequest) -> bool:
+        return not request.tools or (
+            request.target.stream_tools and request.target.client_key not in self._unstreamed
+        )
+
     async def complete(
         self, request: ModelRequest, on_delta: DeltaCallback | None = None
     ) -> ModelResponse:
-        stream = not request.tools or (
-            request.target.stream_tools and request.target.client_key not in self._unstreamed
-        )
-        body = request_body(request, self.settings, stream=stream)
+        body = request_body(request, self.settings, stream=self._streams(request))
 
         async def run(attempt: Attempt) -> ModelResponse:
-            if stream:
+            if self._streams(request):  # asked again: a retry after an empty stream is not streamed
                 response = await self._once(request, body, on_delta, attempt, stream=True)
                 if response is not None:
                     return response
@@ -161,7 +170,7 @@ def classify(exc: Exception) -> Failure:
     if isinstance(exc, LLMError):
         return Failure(type(exc), str(exc), getattr(exc, "retry_after", None))
     if isinstance(exc, openai.APITimeoutError):
-        return Failure(RetryableLLMError, "request timed out")
+        return Failure(RetryableLLMError, "request timed out", timed_out=True)
     if (dropped := connection_failure(exc)) is not None:
         return dropped
     if isinstance(exc, openai.APIStatusError):

@@ -10,6 +10,10 @@
   `stop_after(update)` after each graph step: a crossed budget ends the run there, with outcome
   `budget_exceeded` and the lead's latest text as the partial answer, before the next step
   starts, so never inside a tool call. A step that finishes the run is let through.
+- Time: `budget.max_seconds` bounds a segment's work by the clock (`time_limit`), a model call
+  in progress included (a small local model may take minutes per call: measured 806 s before
+  a run failed). The driver stops the graph where it is when the time is up; the run ends as
+  at a crossed budget, with outcome `budget_exceeded` (`time_exceeded` says why).
 - `preflight`: with `budget.max_cost_usd` set, every model must have prices, or the run
   refuses to start (a cost budget that cannot count a model's calls would not hold).
 """
@@ -28,6 +32,21 @@ from ..window.budget import unpriced_message, unpriced_models
 if TYPE_CHECKING:
     from ..context import Services
     from .runtime import Runtime
+
+
+def time_limit(services: Services) -> float | None:
+    """Seconds the segment may work (`budget.max_seconds`), or None."""
+    return services.settings.budget.max_seconds
+
+
+def time_exceeded(seconds: float) -> BudgetExceeded:
+    return BudgetExceeded(
+        "seconds", seconds, seconds,
+        f"time budget reached: the run worked {seconds:g} s (budget.max_seconds) without "
+        "finishing; the model may be too slow for the task (a small local model: a lower "
+        "max_output_tokens or a bigger model), or raise budget.max_seconds "
+        "(ARTIFACTFLOW_BUDGET__MAX_SECONDS) to allow longer runs",
+    )
 
 
 class StepLimitReached(ArtifactFlowError):

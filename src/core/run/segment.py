@@ -63,7 +63,7 @@ from ..store.rows import MessageRow
 from .cancel_poll import CancelPoll
 from .eventlog import new_event
 from .interrupted import mark_interrupted
-from .limits import Spending, step_limit, step_limit_error
+from .limits import Spending, step_limit, step_limit_error, time_exceeded, time_limit
 from .live import EventSink, LiveRun
 from .local_stop import cancel as cancel  # re-exported: `segment.cancel`
 from .maintenance import cleanup_checkpoints, final_metrics, keep_lease, run_metrics
@@ -193,18 +193,25 @@ class Segment:
                         stream_mode=["updates"] if context.emit_now else ["custom", "updates"],
                         durability="sync",
                     )
+                    seconds = time_limit(services)
+                    clock = asyncio.timeout(seconds)  # when it runs out: stops the step in progress
                     try:
-                        async for mode, chunk in stream:
-                            if mode == "custom":
-                                await self._relay(chunk)
-                            elif mode == "updates" and "__interrupt__" in chunk:
-                                interrupts.extend(chunk["__interrupt__"])
-                            elif mode == "updates":
-                                self._watch(chunk)
-                                if stopped := self.spending.stop_after(chunk):
-                                    break  # the next step never starts
-                                if await poll.requested():  # recorded by another process
-                                    raise CancelRequested(message_id)
+                        async with clock:
+                            async for mode, chunk in stream:
+                                if mode == "custom":
+                                    await self._relay(chunk)
+                                elif mode == "updates" and "__interrupt__" in chunk:
+                                    interrupts.extend(chunk["__interrupt__"])
+                                elif mode == "updates":
+                                    self._watch(chunk)
+                                    if stopped := self.spending.stop_after(chunk):
+                                        break  # the next step never starts
+                                    if await poll.requested():  # recorded by another process
+                                        raise CancelRequested(message_id)
+                    except TimeoutError:
+                        if seconds is None or not clock.expired():
+                            raise
+                        stopped, interrupts = time_exceeded(seconds), []
                     finally:
                         await stream.aclose()
                 await self._store_cut_off()

@@ -128,7 +128,7 @@ class Budget:
 class BudgetExceeded:
     """Which budget was crossed; `message` is what the user sees as the run's reason."""
 
-    kind: str  # "tokens" | "cost" | "agent_tokens"
+    kind: str  # "tokens" | "cost" | "agent_tokens" | "seconds" (run/limits.time_exceeded)
     limit: float
     used: float
     message: str
