@@ -275,7 +275,11 @@ class CronScheduler(Crons):
         if run_id is None:
             return None  # another worker took this tick
         if cron["thread_id"] is not None:  # as a client's first run on a thread would
-            await self._first_run_metadata(cron["thread_id"], cron["user_id"], assistant)
+            await self.p.records.add_thread_defaults(
+                cron["thread_id"],
+                cron["user_id"],
+                {"assistant_id": assistant.assistant_id, "graph_id": assistant.graph_id},
+            )
         run = await self._start(run_id, request)
         if run is not None and cron["thread_id"] is None and cron["payload"].get("on_run_completed") == "delete":
             self._delete_after(run)
@@ -330,14 +334,6 @@ class CronScheduler(Crons):
             await self._advance(cron, now)
             return None
         return run_id
-
-    async def _first_run_metadata(self, thread_id: str, user: str | None, assistant: Any) -> None:
-        row = await self.p.records.thread_row(thread_id)
-        meta = row["metadata"] if row else {}
-        first = {"assistant_id": assistant.assistant_id, "graph_id": assistant.graph_id}
-        missing = {k: v for k, v in first.items() if k not in meta}
-        if missing:
-            await self.p.records.merge_thread_metadata(thread_id, user, missing)
 
     async def _start(self, run_id: str, request: RunCreate) -> dict[str, Any] | None:
         """Start the claimed run as its strategy says: on a busy thread `enqueue` waits,
