@@ -194,7 +194,7 @@ async def sweep(memory: MemoryStore, names: dict[str, str], tune: list[dict[str,
     base = memory.settings
     for fusion in ("rrf", "weighted"):
         grid = [(0.5, 1.0), (0.5, 2.0), (1.0, 2.0), (1.0, 3.0)] if fusion == "rrf" else \
-            [(0.1, 0.1), (0.1, 0.4), (0.2, 0.6)]
+            [(0.0, 0.4), (0.03, 0.4), (0.05, 0.4), (0.05, 0.6), (0.1, 0.1), (0.1, 0.4), (0.2, 0.6)]
         for lexical, ident in grid:
             for k in ((10.0, 30.0) if fusion == "rrf" else (60.0,)):
                 weights = SearchWeights(fusion=fusion, lexical=lexical, lexical_identifiers=ident, rrf_k=k,

@@ -99,3 +99,20 @@ def test_ranking_through_the_cli(tmp_path: Path, llm_env: Any, capsys: pytest.Ca
         result = cli.call("memory", "search", target["natural"], "--limit", "3", "--json")
         assert result.code == 0, result.err
         assert ids[target["memory"]] in [h["id"] for h in json.loads(result.out)["hits"]], target["natural"]
+
+
+async def test_a_query_without_code_names_keeps_the_vectors_page(store: Any) -> None:
+    """Hybrid's page for a query without code names holds what the vectors' page holds (the
+    lexical side re-orders it, search.semantic_first); a code name still brings in the memory
+    that has it when the vectors alone miss it."""
+    memory = MemoryStore(store)
+    await _fill(memory)
+    user = [("local",)]
+    for target in TARGETS:
+        for question in (target["paraphrase"], target["natural"]):
+            hybrid = await memory.search_memories(user, question, mode="hybrid", limit=5)
+            semantic = await memory.search_memories(user, question, mode="semantic", limit=5)
+            assert {h.id for h in hybrid.hits} == {h.id for h in semantic.hits}, question
+    [named] = await memory.add_many(("local", "global"), ["rotate keys with kms_rotate_v2 --force monthly"])
+    hybrid = await memory.search_memories(user, "kms_rotate_v2", mode="hybrid", limit=3)
+    assert hybrid.hits[0].id == named

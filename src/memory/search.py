@@ -11,7 +11,8 @@ lexical look-alikes outrank what the vectors found (measured in issue 24: fusion
 top 3 against vectors' 15/20). Here a lexical miss costs nothing, and a hit (an exact name, a
 code) adds up to `w_lex`, enough to settle near-ties in cosine. On tests/data's 200 memories,
 w_lex 0.10 keeps the vectors' 17/20 on paraphrases with no shared word, where 0.2 drops to
-15/20 (tests/test_memory_ranking.py).
+15/20 (tests/test_memory_ranking.py). A query without code names keeps the vectors' page
+(`semantic_first`): the lexical side re-orders the `limit` closest memories.
 """
 
 from __future__ import annotations
@@ -105,28 +106,50 @@ def combine(
     lexical: list[tuple[int, float]],
     weights: SearchWeights,
     query: str = "",
+    limit: int = 0,
 ) -> np.ndarray:
     """One score per candidate for `mode` (recency | semantic | hybrid | lexical); -inf for
-    the cache's dead rows (cache.py)."""
-    scores = _combine(mode, candidates, query_vector, lexical, weights, query)
+    the cache's dead rows (cache.py). With `limit`, a hybrid query without code names keeps
+    the vectors' `limit` best (`semantic_first`)."""
+    if mode == "recency":
+        return np.where(candidates.dead, -np.inf, candidates.updated_at.astype(np.float64))  # newest first
+    if mode == "lexical":
+        lex = lexical_vector(candidates, lexical)
+        fresh = recency(candidates.updated_at, weights)
+        scores = np.where(lex > 0, weights.lexical * lex + weights.recency * fresh, -np.inf)
+        scores[candidates.dead] = -np.inf
+        return scores
+    assert query_vector is not None
+    cosine = candidates.cosine(query_vector)
+    cosine[candidates.dead] = -np.inf
+    if mode == "semantic":
+        return cosine
+    scores = _hybrid(candidates, cosine, lexical, weights, query)
     scores[candidates.dead] = -np.inf
+    if limit > 0 and identifier_share(query) == 0:
+        scores = semantic_first(scores, cosine, limit)
     return scores
 
 
-def _combine(
-    mode: str, candidates: Candidates, query_vector: np.ndarray | None, lexical: list[tuple[int, float]],
-    weights: SearchWeights, query: str,
+def semantic_first(scores: np.ndarray, cosine: np.ndarray, limit: int) -> np.ndarray:
+    """`scores` kept only for the `limit` rows closest to the query: for a query without code
+    names the lexical side re-orders what the vectors found but cannot push it out. A
+    paraphrase's words miss its target, so the words it shares with look-alikes were noise at
+    the edge of the page (on the tune split of benchmarks/memory_retrieval.py the only
+    paraphrase hybrid lost against cosine alone was one at rank 10 pushed out that way), while
+    the re-ordering still lifts answers that share a word (one from rank 7 to 3)."""
+    if cosine.size <= limit:
+        return scores
+    kept = np.full(scores.shape, -np.inf)
+    closest = np.argpartition(-cosine, limit - 1)[:limit]
+    kept[closest] = scores[closest]
+    return kept
+
+
+def _hybrid(
+    candidates: Candidates, cosine: np.ndarray, lexical: list[tuple[int, float]], weights: SearchWeights, query: str,
 ) -> np.ndarray:
     fresh = recency(candidates.updated_at, weights)
-    if mode == "recency":
-        return candidates.updated_at.astype(np.float64)  # newest first, exactly
-    if mode == "lexical":
-        lex = lexical_vector(candidates, lexical)
-        return np.where(lex > 0, weights.lexical * lex + weights.recency * fresh, -np.inf)
-    assert query_vector is not None
-    cosine = candidates.cosine(query_vector)
-    if mode == "semantic":
-        return cosine
     w_lex = lexical_weight(query, weights)
     if weights.fusion == "weighted":
         return weights.semantic * cosine + w_lex * lexical_vector(candidates, lexical) + weights.recency * fresh

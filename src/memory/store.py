@@ -267,7 +267,7 @@ class MemoryStore(DottedLabels):
             if ran in ("semantic", "hybrid"):
                 assert embedding is not None
                 query_vector = (await embedding)[0]
-            scores = combine(ran, candidates, query_vector, lexical, self.settings.weights, query)
+            scores = combine(ran, candidates, query_vector, lexical, self.settings.weights, query, limit)
             best = top(scores, limit)
             rows = await records.by_seqs(conn, [int(candidates.seqs[i]) for i in best])
         if ran == "recency":
