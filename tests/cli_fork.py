@@ -304,15 +304,20 @@ def fork_python(
     return subprocess.CompletedProcess(["python", "-c", "...", *args], returncode, out, err)
 
 
-def fork_process(args: list[str], env: dict[str, str], *, code: str | None = None) -> ForkedProcess:
+def fork_process(
+    args: list[str], env: dict[str, str], *, code: str | None = None, log: Path | None = None
+) -> ForkedProcess:
     """`artifactflow *args` (or `python -c code *args`) forked from the server and left
     running, its standard streams on /dev/null (what `subprocess.Popen(..., stdout=DEVNULL,
-    stderr=DEVNULL)` gives)."""
+    stderr=DEVNULL)` gives); with `log`, its stdout and stderr go to that file instead."""
     devnull = os.open(os.devnull, os.O_RDWR)
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if log is not None else devnull
     try:
-        conn = _request(args, env, None, [devnull, devnull, devnull], code)
+        conn = _request(args, env, None, [devnull, out, out], code)
     finally:
         os.close(devnull)
+        if out != devnull:
+            os.close(out)
     return ForkedProcess(int(_read_line(conn)), conn)
 
 
