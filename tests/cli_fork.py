@@ -296,11 +296,11 @@ class ForkedProcess(ForkedCLI):
 
 
 def fork_python(
-    code: str, args: list[str], env: dict[str, str], timeout: float
+    code: str, args: list[str], env: dict[str, str], timeout: float, cwd: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     """`python -c code *args` forked from the server (the run path already imported), run to
     its end, as `subprocess.run(..., capture_output=True, text=True)` returns it."""
-    returncode, out, err = fork_cli(args, env, timeout, code=code)
+    returncode, out, err = fork_cli(args, env, timeout, cwd, code=code)
     return subprocess.CompletedProcess(["python", "-c", "...", *args], returncode, out, err)
 
 
