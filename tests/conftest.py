@@ -21,6 +21,13 @@ import pytest_asyncio
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+# pytest's rewritten test modules (and the modules of its plugins' packages) are cached as
+# bytecode only where Python may write bytecode. With `PYTHONDONTWRITEBYTECODE=1` (set in some
+# environments, and by `make test-loaded`) every test process rewrote and compiled them all
+# again at each start: ~5 CPU seconds in each of the suite's seven processes (issue 37). This
+# process writes them; the processes the tests start keep the variable as it is set.
+sys.dont_write_bytecode = False
+
 # One OpenBLAS thread in the test processes and every process they start (set before numpy
 # loads). The suite runs six workers on two cores; OpenBLAS otherwise spreads each small
 # matmul (a memory search's cosine over a few thousand rows) over a thread per core, whose
