@@ -419,5 +419,29 @@ async def fork_cli_async(args: list[str], env: dict[str, str], *, stderr_to_null
     return proc
 
 
+def command(*, python: str = sys.executable) -> list[str]:
+    """A command that is `artifactflow` forked from this test process's server, for a program
+    the test starts that itself runs `artifactflow` (scripts/real-model-check): append the
+    arguments. It runs `_forward`: a process with no import but the standard library's."""
+    return [python, __file__, "--forward", _Server.path()]
+
+
+def _forward(path: str, args: list[str]) -> NoReturn:
+    """`artifactflow *args` forked from the server at `path`, with this process's environment,
+    folder and standard streams; exits with its exit code (128 + N for a signal N, as a shell
+    says it). A SIGTERM or SIGINT sent here is passed on to it."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.connect(path)
+    body = json.dumps({"args": args, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
+    socket.send_fds(conn, [body], [0, 1, 2])
+    pid = int(_read_line(conn))
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda number, _frame: os.kill(pid, number))
+    code = int(_read_line(conn))
+    os._exit(128 - code if code < 0 else code)
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--forward":
+        _forward(sys.argv[2], sys.argv[3:])
     _serve(sys.argv[1])
