@@ -314,6 +314,58 @@ class ForkedProcess(ForkedCLI):
         self.send_signal(signal.SIGTERM)
 
 
+@dataclass
+class PipedForkedProcess(ForkedProcess):
+    """A forked CLI whose stdout and stderr are pipes to this process (`stdout`, `stderr`:
+    their read ends), as `subprocess.Popen(..., stdout=PIPE, stderr=PIPE)` gives."""
+
+    stdout: int = -1
+    stderr: int = -1
+
+    def communicate(self, timeout: float) -> tuple[bytes, bytes]:
+        """The rest of its output, once it exited; `subprocess.TimeoutExpired` (it is left
+        running) when it has not closed its streams after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        out, err = bytearray(), bytearray()
+        streams = {fd: buffer for fd, buffer in ((self.stdout, out), (self.stderr, err)) if fd >= 0}
+        with selectors.DefaultSelector() as selector:
+            for fd in streams:
+                selector.register(fd, selectors.EVENT_READ)
+            while selector.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise subprocess.TimeoutExpired(["artifactflow"], timeout)
+                for key, _ in selector.select(left):
+                    chunk = os.read(key.fd, 65536)
+                    if chunk:
+                        streams[key.fd] += chunk
+                    else:
+                        selector.unregister(key.fd)
+        self.wait(max(deadline - time.monotonic(), 1.0))
+        self.close()
+        return bytes(out), bytes(err)
+
+    def close(self) -> None:
+        for fd in (self.stdout, self.stderr):
+            if fd >= 0:
+                os.close(fd)
+        self.stdout = self.stderr = -1
+
+
+def fork_piped(args: list[str], env: dict[str, str]) -> PipedForkedProcess:
+    """`artifactflow *args` forked from the server and left running, stdin on /dev/null, its
+    stdout and stderr piped here."""
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        conn = _request(args, env, None, [devnull, out_w, err_w])
+    finally:
+        for fd in (out_w, err_w, devnull):
+            os.close(fd)
+    return PipedForkedProcess(int(_read_line(conn)), conn, stdout=out_r, stderr=err_r)
+
+
 def fork_python(
     code: str, args: list[str], env: dict[str, str], timeout: float, cwd: str | None = None
 ) -> subprocess.CompletedProcess[str]:
