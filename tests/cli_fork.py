@@ -366,6 +366,14 @@ def fork_piped(args: list[str], env: dict[str, str]) -> PipedForkedProcess:
     return PipedForkedProcess(int(_read_line(conn)), conn, stdout=out_r, stderr=err_r)
 
 
+def fork_on(args: list[str], env: dict[str, str], fd: int) -> ForkedProcess:
+    """`artifactflow *args` forked from the server and left running, its stdin, stdout and
+    stderr on `fd` (a pseudo-terminal's side, as `subprocess.Popen(stdin=fd, stdout=fd,
+    stderr=fd)` puts them)."""
+    conn = _request(args, env, None, [fd, fd, fd])
+    return ForkedProcess(int(_read_line(conn)), conn)
+
+
 def fork_python(
     code: str, args: list[str], env: dict[str, str], timeout: float, cwd: str | None = None
 ) -> subprocess.CompletedProcess[str]:
