@@ -183,6 +183,9 @@ class _Server:
 
     @classmethod
     def path(cls) -> str:
+        shared = os.environ.get(SHARED)
+        if shared:  # the one the xdist controller started for every worker (`start_shared`)
+            return shared
         with cls._lock:
             if cls._proc is None or cls._proc.poll() is not None:
                 folder = tempfile.mkdtemp(prefix="af-fork-")
@@ -215,6 +218,22 @@ class _Server:
 
 
 def stop() -> None:
+    _Server.stop()
+
+
+# A fork server shared by the test processes of one run: its socket, in their environment.
+SHARED = "AF_TEST_FORK_SERVER"
+
+
+def start_shared() -> None:
+    """Start this process's server now and name it in the environment, so the processes it
+    starts next (pytest-xdist's workers) fork from it instead of each starting its own (the
+    imports, ~3.5 CPU seconds, once per run instead of once per worker). `stop()` ends it."""
+    os.environ[SHARED] = _Server.path()
+
+
+def stop_shared() -> None:
+    os.environ.pop(SHARED, None)
     _Server.stop()
 
 
@@ -295,24 +314,89 @@ class ForkedProcess(ForkedCLI):
         self.send_signal(signal.SIGTERM)
 
 
+@dataclass
+class PipedForkedProcess(ForkedProcess):
+    """A forked CLI whose stdout and stderr are pipes to this process (`stdout`, `stderr`:
+    their read ends), as `subprocess.Popen(..., stdout=PIPE, stderr=PIPE)` gives."""
+
+    stdout: int = -1
+    stderr: int = -1
+
+    def communicate(self, timeout: float) -> tuple[bytes, bytes]:
+        """The rest of its output, once it exited; `subprocess.TimeoutExpired` (it is left
+        running) when it has not closed its streams after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        out, err = bytearray(), bytearray()
+        streams = {fd: buffer for fd, buffer in ((self.stdout, out), (self.stderr, err)) if fd >= 0}
+        with selectors.DefaultSelector() as selector:
+            for fd in streams:
+                selector.register(fd, selectors.EVENT_READ)
+            while selector.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise subprocess.TimeoutExpired(["artifactflow"], timeout)
+                for key, _ in selector.select(left):
+                    chunk = os.read(key.fd, 65536)
+                    if chunk:
+                        streams[key.fd] += chunk
+                    else:
+                        selector.unregister(key.fd)
+        self.wait(max(deadline - time.monotonic(), 1.0))
+        self.close()
+        return bytes(out), bytes(err)
+
+    def close(self) -> None:
+        for fd in (self.stdout, self.stderr):
+            if fd >= 0:
+                os.close(fd)
+        self.stdout = self.stderr = -1
+
+
+def fork_piped(args: list[str], env: dict[str, str]) -> PipedForkedProcess:
+    """`artifactflow *args` forked from the server and left running, stdin on /dev/null, its
+    stdout and stderr piped here."""
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        conn = _request(args, env, None, [devnull, out_w, err_w])
+    finally:
+        for fd in (out_w, err_w, devnull):
+            os.close(fd)
+    return PipedForkedProcess(int(_read_line(conn)), conn, stdout=out_r, stderr=err_r)
+
+
+def fork_on(args: list[str], env: dict[str, str], fd: int) -> ForkedProcess:
+    """`artifactflow *args` forked from the server and left running, its stdin, stdout and
+    stderr on `fd` (a pseudo-terminal's side, as `subprocess.Popen(stdin=fd, stdout=fd,
+    stderr=fd)` puts them)."""
+    conn = _request(args, env, None, [fd, fd, fd])
+    return ForkedProcess(int(_read_line(conn)), conn)
+
+
 def fork_python(
-    code: str, args: list[str], env: dict[str, str], timeout: float
+    code: str, args: list[str], env: dict[str, str], timeout: float, cwd: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     """`python -c code *args` forked from the server (the run path already imported), run to
     its end, as `subprocess.run(..., capture_output=True, text=True)` returns it."""
-    returncode, out, err = fork_cli(args, env, timeout, code=code)
+    returncode, out, err = fork_cli(args, env, timeout, cwd, code=code)
     return subprocess.CompletedProcess(["python", "-c", "...", *args], returncode, out, err)
 
 
-def fork_process(args: list[str], env: dict[str, str], *, code: str | None = None) -> ForkedProcess:
+def fork_process(
+    args: list[str], env: dict[str, str], *, code: str | None = None, log: Path | None = None
+) -> ForkedProcess:
     """`artifactflow *args` (or `python -c code *args`) forked from the server and left
     running, its standard streams on /dev/null (what `subprocess.Popen(..., stdout=DEVNULL,
-    stderr=DEVNULL)` gives)."""
+    stderr=DEVNULL)` gives); with `log`, its stdout and stderr go to that file instead."""
     devnull = os.open(os.devnull, os.O_RDWR)
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if log is not None else devnull
     try:
-        conn = _request(args, env, None, [devnull, devnull, devnull], code)
+        conn = _request(args, env, None, [devnull, out, out], code)
     finally:
         os.close(devnull)
+        if out != devnull:
+            os.close(out)
     return ForkedProcess(int(_read_line(conn)), conn)
 
 
@@ -414,5 +498,29 @@ async def fork_cli_async(args: list[str], env: dict[str, str], *, stderr_to_null
     return proc
 
 
+def command(*, python: str = sys.executable) -> list[str]:
+    """A command that is `artifactflow` forked from this test process's server, for a program
+    the test starts that itself runs `artifactflow` (scripts/real-model-check): append the
+    arguments. It runs `_forward`: a process with no import but the standard library's."""
+    return [python, __file__, "--forward", _Server.path()]
+
+
+def _forward(path: str, args: list[str]) -> NoReturn:
+    """`artifactflow *args` forked from the server at `path`, with this process's environment,
+    folder and standard streams; exits with its exit code (128 + N for a signal N, as a shell
+    says it). A SIGTERM or SIGINT sent here is passed on to it."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.connect(path)
+    body = json.dumps({"args": args, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
+    socket.send_fds(conn, [body], [0, 1, 2])
+    pid = int(_read_line(conn))
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda number, _frame: os.kill(pid, number))
+    code = int(_read_line(conn))
+    os._exit(128 - code if code < 0 else code)
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--forward":
+        _forward(sys.argv[2], sys.argv[3:])
     _serve(sys.argv[1])

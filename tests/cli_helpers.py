@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_fork import fork_cli
+from cli_fork import ForkedProcess, PipedForkedProcess, fork_cli, fork_on, fork_piped
 from conftest import make_config
 from scripted_llm import Call, ToolCalls
 from waiting import ceiling
@@ -157,41 +157,35 @@ def make_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> CLI:
     return CLI(config, tmp_path / "data", capsys)
 
 
+# `spawn` and `in_pty` fork the CLI from the tests' fork server (tests/cli_fork.py): `main()`
+# in a process of its own, with signals as a fresh interpreter has them once `main()` runs,
+# and ending as the interpreter ends; what these tests check (signals during a run, prompts
+# and rendering on a terminal) comes after the start-up, which the console script's tests
+# check (test_cli_first_hour.py, `test_ctrl_c_while_starting_prints_one_line_and_exits_130`).
+
+
 @contextmanager
-def spawn(cli: CLI, *args: str, env: dict[str, str] | None = None) -> Iterator[tuple[subprocess.Popen[bytes], Reader]]:
-    """The console script with piped output; the reader follows its stdout."""
-    proc = subprocess.Popen(
-        [ARTIFACTFLOW, *cli.args(*args)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env or cli.env(),
-    )
-    assert proc.stdout is not None
+def spawn(cli: CLI, *args: str, env: dict[str, str] | None = None) -> Iterator[tuple[PipedForkedProcess, Reader]]:
+    """The CLI with piped output (`communicate`, `send_signal`, `wait` as on a `Popen`); the
+    reader follows its stdout."""
+    proc = fork_piped(cli.args(*args), env or cli.env())
     try:
-        yield proc, Reader(proc.stdout.fileno())
+        yield proc, Reader(proc.stdout)
     finally:
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+        proc.close()
 
 
 @contextmanager
-def in_pty(cli: CLI, *args: str) -> Iterator[tuple[subprocess.Popen[bytes], Reader]]:
-    """The console script with stdin, stdout and stderr on a pseudo-terminal."""
+def in_pty(cli: CLI, *args: str) -> Iterator[tuple[ForkedProcess, Reader]]:
+    """The CLI with stdin, stdout and stderr on a pseudo-terminal."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        [ARTIFACTFLOW, *cli.args(*args)],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env=cli.env(),
-        close_fds=True,
-    )
-    os.close(slave)
+    try:
+        proc = fork_on(cli.args(*args), cli.env(), slave)
+    finally:
+        os.close(slave)
     try:
         yield proc, Reader(master)
     finally:

@@ -21,6 +21,13 @@ import pytest_asyncio
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+# pytest's rewritten test modules (and the modules of its plugins' packages) are cached as
+# bytecode only where Python may write bytecode. With `PYTHONDONTWRITEBYTECODE=1` (set in some
+# environments, and by `make test-loaded`) every test process rewrote and compiled them all
+# again at each start: ~5 CPU seconds in each of the suite's seven processes (issue 37). This
+# process writes them; the processes the tests start keep the variable as it is set.
+sys.dont_write_bytecode = False
+
 # One OpenBLAS thread in the test processes and every process they start (set before numpy
 # loads). The suite runs six workers on two cores; OpenBLAS otherwise spreads each small
 # matmul (a memory search's cosine over a few thousand rows) over a thread per core, whose
@@ -68,6 +75,28 @@ def _patient_http_defaults() -> None:
 _patient_http_defaults()
 
 
+def _xdist_controller(config: pytest.Config) -> bool:
+    return bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist (`make test`), one CLI fork server (tests/cli_fork.py) for all the
+    workers, started by the controller before them: each worker started its own, importing
+    the run path again (~3.5 CPU seconds each, issue 37)."""
+    if _xdist_controller(config):
+        import cli_fork
+
+        _compile_source()  # before the server imports it
+        cli_fork.start_shared()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _xdist_controller(config):
+        import cli_fork
+
+        cli_fork.stop_shared()
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Compile the package's bytecode once before any test starts a subprocess.
 
@@ -75,6 +104,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     caches its bytecode, so every CLI or server subprocess would compile every module it
     imports again (seconds each on a busy machine). `compileall` writes the cache whatever
     that variable says; the subprocesses still read it."""
+    _compile_source()
+
+
+def _compile_source() -> None:
     import compileall
 
     source = Path(__file__).resolve().parent.parent / "src"

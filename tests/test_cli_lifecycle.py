@@ -172,7 +172,7 @@ def test_retry_runs_a_failed_message_again_as_a_sibling(cli: CLI, llm: ScriptedL
 
     llm.clear_routes()
     llm.script(Text("Second answer, at last."))
-    retried = cli.sub("retry", failed_id)
+    retried = cli.fork("retry", failed_id)  # a process of its own, forked (tests/cli_fork.py)
     assert retried.code == 0, retried.out + retried.err
     assert "Second answer, at last." in retried.out and "✓ done" in retried.out
     new_id = RETRIED_AS.search(retried.out).group(1)  # type: ignore[union-attr]

@@ -2,9 +2,12 @@
 
 `test_faults_disk.py` makes SQLite refuse writes with `PRAGMA max_page_count` inside one
 process. These tests use a real file system instead (a tmpfs, mounted for the test; root only)
-and the real console script, because what broke was the process: the CLI printed its final
+and a real CLI process, because what broke was the process: the CLI printed its final
 `error` and then never exited (its engine's close stopped at the first failed write and left
-connection threads alive), and the message stayed `running` for good.
+connection threads alive), and the message stayed `running` for good. Each CLI is forked from
+the tests' CLI fork server (tests/cli_fork.py: `main()` in a process of its own, which ends as
+the interpreter does, waiting for the threads that are not daemons), without the console
+script's start-up imports.
 
 What must hold:
 - the CLI exits with code 1 within seconds of the failed write, never hangs;
@@ -28,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import ARTIFACTFLOW, CLI
+from cli_fork import fork_cli, fork_cli_async, fork_piped
+from cli_helpers import CLI
 from conftest import make_config
 from scripted_llm import Text
 from waiting import wait_until
@@ -86,15 +90,11 @@ def _run_until_full(cli: CLI, llm: Any, *, take_spare: bool) -> tuple[int, float
     """Start `run` on the tmpfs, fill the disk mid-stream; (exit code, seconds from the full
     disk to the exit, stdout, stderr). Fails if the CLI does not exit in `EXIT_SECONDS`."""
     llm.script(Text("x" * 300_000, chunk_size=10_000, chunk_delay=0.1))  # ~3 s of streaming
-    proc = subprocess.Popen(
-        [ARTIFACTFLOW, *cli.args("run", "--json", "a long answer")],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli.env(),
-    )
-    assert proc.stdout is not None
+    proc = fork_piped(cli.args("run", "--json", "a long answer"), cli.env())
     seen = b""
     deadline = time.monotonic() + 120
     while b'"agent_start"' not in seen:
-        chunk = os.read(proc.stdout.fileno(), 65536)
+        chunk = os.read(proc.stdout, 65536)
         assert chunk and time.monotonic() < deadline, f"the run never started: {seen!r}"
         seen += chunk
     if take_spare:
@@ -105,7 +105,7 @@ def _run_until_full(cli: CLI, llm: Any, *, take_spare: bool) -> tuple[int, float
         out, err = proc.communicate(timeout=EXIT_SECONDS)
     except subprocess.TimeoutExpired:
         proc.kill()
-        out, err = proc.communicate()
+        out, err = proc.communicate(timeout=60)
         pytest.fail(f"the CLI did not exit within {EXIT_SECONDS} s of the full disk:\n{err.decode()[-3000:]}")
     took = time.monotonic() - full_at
     filler.unlink()  # space returns
@@ -151,12 +151,9 @@ def test_without_spare_space_the_next_process_ends_the_run(tmpfs: Path, llm_env:
         assert events[-1].type == "error" and "disk full" in events[-1].data.message
         assert not list((cli.data / "endings").iterdir())
         assert (cli.data / "artifactflow.spare").exists()  # kept again, now that there is room
-        resumed = subprocess.run(  # a generous ceiling: start-up alone takes seconds on a busy machine
-            [ARTIFACTFLOW, *cli.args("resume", message_id)], stdin=subprocess.DEVNULL,
-            capture_output=True, text=True, env=cli.env(), timeout=300,
-        )
-        assert resumed.returncode == 1, resumed
-        assert "disk full" in resumed.stdout + resumed.stderr, resumed
+        code, out, err = fork_cli(cli.args("resume", message_id), cli.env(), 300)
+        assert code == 1, (code, out, err)
+        assert "disk full" in out + err, (out, err)
 
 
 async def _reopen(cli: CLI, message_id: str) -> list[Any]:
@@ -197,10 +194,7 @@ async def test_a_running_server_stores_an_ending_left_by_a_stopped_process(
     server = await Client.open(load_settings(cli.config, cli.data))  # a server's engine
     try:
         llm_env.script(Hang())
-        proc = await asyncio.create_subprocess_exec(
-            ARTIFACTFLOW, *cli.args("run", "--json", "hang"), stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=cli.env(),
-        )
+        proc = await fork_cli_async(cli.args("run", "--json", "hang"), cli.env())
         assert proc.stdout is not None
         seen = b""
         while b'"agent_start"' not in seen:

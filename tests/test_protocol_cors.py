@@ -4,9 +4,9 @@ the protocol's rows of conversations deleted elsewhere, against a real uvicorn s
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -16,6 +16,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 from browser_helpers import serving
+from cli_fork import fork_cli, fork_process
 from conftest import make_config
 from langgraph_sdk import get_client
 from scripted_llm import Text
@@ -122,37 +123,27 @@ def _free_port() -> int:
 
 
 def test_serve_cors_origin_option(tmp_path: Path, llm_env: Any) -> None:
-    """`artifactflow serve --cors-origin` (repeatable), in a real process."""
+    """`artifactflow serve --cors-origin` (repeatable), in a real process (forked from the tests'
+    CLI fork server, tests/cli_fork.py: `main()` in a process of its own, without the console
+    script's start-up imports, which other tests check)."""
     config = make_config(tmp_path)
-    exe = Path(sys.executable).parent / "artifactflow"
-    base = [str(exe), "--config-dir", str(config), "--data-dir", str(tmp_path / "data"), "serve"]
-    bad = subprocess.run(
-        [*base, "--cors-origin", "localhost:3000"], capture_output=True, text=True, timeout=ceiling(300)
-    )
-    assert bad.returncode == 2
-    assert "is not an origin" in " ".join(bad.stderr.replace("│", " ").split())
+    base = ["--config-dir", str(config), "--data-dir", str(tmp_path / "data"), "serve"]
+    code, _, err = fork_cli([*base, "--cors-origin", "localhost:3000"], dict(os.environ), ceiling(300))
+    assert code == 2
+    assert "is not an origin" in " ".join(err.replace("│", " ").split())
 
     port = _free_port()
-    proc = subprocess.Popen(
-        [
-            *base,
-            "--port",
-            str(port),
-            "--cors-origin",
-            "http://localhost:5173",
-            "--cors-origin",
-            ALLOWED,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+    log = tmp_path / "serve.log"
+    proc = fork_process(
+        [*base, "--port", str(port), "--cors-origin", "http://localhost:5173", "--cors-origin", ALLOWED],
+        dict(os.environ),
+        log=log,
     )
     url = f"http://127.0.0.1:{port}"
 
     def up() -> bool:
         if proc.poll() is not None:
-            raise RuntimeError(
-                f"serve exited with {proc.returncode}: {proc.stderr.read().decode()[-2000:]}"
-            )  # type: ignore[union-attr]
+            raise RuntimeError(f"serve exited with {proc.returncode}: {log.read_text()[-2000:]}")
         try:
             return httpx.get(url + "/api/v1/conversations", timeout=1).status_code == 200
         except httpx.TransportError:

@@ -1,6 +1,8 @@
 """Any number of processes may start at once on a fresh data folder or database (D7).
 
-Each test starts real processes that wait at a file barrier and are released together. The
+Each test starts real processes (forked from the tests' CLI fork server, tests/cli_fork.py:
+each a process of its own, without the start-up imports) that wait at a file barrier and are
+released together. The
 race being tested is "check whether the schema exists, then create it"; to make it certain
 rather than 1-in-30, each child widens that window: SQLAlchemy's `has_table` answers and then
 waits (the app store), and the PostgreSQL saver's no-op migration step becomes a sleep.
@@ -12,13 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import subprocess
-import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from cli_fork import fork_python
 from conftest import make_config
 from pg import fresh_database
 from sqlalchemy.engine import Connection
@@ -77,38 +79,26 @@ CHILD = textwrap.dedent(
 def start_together(tmp_path: Path, count: int, url: str = "") -> list[tuple[int, str]]:
     """Start `count` children, release them at once, return (exit code, output) of each."""
     config = make_config(tmp_path)
-    script = tmp_path / "child.py"
-    script.write_text(CHILD, encoding="utf-8")
     barrier = tmp_path / "barrier"
     barrier.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARTIFACTFLOW_")}
     env["OPENAI_API_KEY"] = "test-key"
     args = [str(barrier), str(config), str(tmp_path / "data"), url]
-    children = [
-        subprocess.Popen(
-            [sys.executable, str(script), *args, str(i)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-            cwd=Path(__file__).parent,
-        )
-        for i in range(count)
-    ]
-    try:
-        wait_until_sync(  # or a child died before the barrier: its output says why
-            lambda: len(list(barrier.glob("ready-*"))) >= count
-            or any(c.poll() is not None for c in children),
-            timeout=ceiling(300),
-            what="every child at the barrier",
-        )
-        (barrier / "go").touch()
-        results = []
-        for child in children:
-            out, _ = child.communicate(timeout=ceiling(300))
-            results.append((child.returncode, out))
-        return results
-    finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
+    with ThreadPoolExecutor(count) as pool:  # each thread waits for its child's end
+        children = [
+            pool.submit(fork_python, CHILD, [*args, str(i)], env, ceiling(600), str(Path(__file__).parent))
+            for i in range(count)
+        ]
+        try:
+            wait_until_sync(  # or a child died before the barrier: its output says why
+                lambda: len(list(barrier.glob("ready-*"))) >= count or any(c.done() for c in children),
+                timeout=ceiling(300),
+                what="every child at the barrier",
+            )
+        finally:
+            (barrier / "go").touch()  # never leave a child waiting (a hang kills it at 600 s)
+        ended = [child.result() for child in children]
+    return [(proc.returncode, proc.stdout + proc.stderr) for proc in ended]
 
 
 def assert_all_opened(results: list[tuple[int, str]]) -> None:

@@ -57,12 +57,13 @@ def test_the_cli_prints_no_copy_of_the_key(
 ) -> None:
     cli = CLI(make_config(tmp_path), tmp_path / "data", capsys)
     _refuse(llm_env)
-    done = cli.sub("run", "hello", env=CLI.env(OPENAI_BASE_URL=llm_env.base_url, OPENAI_API_KEY=KEY))
+    # `main()` in a process of its own, forked (tests/cli_fork.py): what it prints is the subject
+    done = cli.fork("run", "hello", env=CLI.env(OPENAI_BASE_URL=llm_env.base_url, OPENAI_API_KEY=KEY))
     assert done.code == 1, done
     assert "[redacted]" in done.out + done.err, done
     assert KEY not in done.out + done.err
     _refuse(llm_env)
-    shown = cli.sub("run", "--debug", "hello", env=CLI.env(OPENAI_BASE_URL=llm_env.base_url, OPENAI_API_KEY=KEY))
+    shown = cli.fork("run", "--debug", "hello", env=CLI.env(OPENAI_BASE_URL=llm_env.base_url, OPENAI_API_KEY=KEY))
     assert KEY not in shown.out + shown.err
     assert KEY.encode() not in _stored_bytes(cli.data)
 

@@ -224,9 +224,16 @@ SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "real-model-check"
 
 
 def _dry_run(llm, python: str) -> subprocess.CompletedProcess[str]:
+    """The script on the scripted model; each `artifactflow` it runs is forked from the tests'
+    CLI fork server (`REAL_MODEL_CLI`, tests/cli_fork.py): the same `main()` in a process of
+    its own, without the console script's start-up imports (3 CPU seconds each)."""
+    import shlex
+
+    import cli_fork
+
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("ARTIFACTFLOW_", "OPENAI_", "REAL_MODEL_", "VIRTUAL_ENV"))}
-    env.update(REAL_MODEL_BASE_URL=llm.base_url, NO_COLOR="1")
+    env.update(REAL_MODEL_BASE_URL=llm.base_url, NO_COLOR="1", REAL_MODEL_CLI=shlex.join(cli_fork.command()))
     return subprocess.run([python, str(SCRIPT)], env=env, capture_output=True, text=True,
                           timeout=900, stdin=subprocess.DEVNULL)
 

@@ -19,7 +19,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from typing import Any
 
 import httpx
 import pytest
+from cli_fork import ForkedProcess, fork_process
 from pg import create_database, drop_database
 from scripted_llm import Call, Delay, ScriptedLLM, Text, ToolCalls
 from waiting import ceiling, wait_until, wait_until_sync
@@ -64,7 +64,7 @@ Handler = Callable[[int, dict[str, Any]], Any]
 @dataclass
 class Worker:
     url: str
-    proc: subprocess.Popen[bytes]
+    proc: ForkedProcess
 
 
 class Cluster:
@@ -98,17 +98,19 @@ def _free_port() -> int:
 
 
 def _start_worker(config: Path, data: Path, env: dict[str, str]) -> Worker:
+    """`artifactflow serve` forked from the tests' CLI fork server (tests/cli_fork.py): a
+    process of its own, SIGKILLed for real, without the console script's start-up imports
+    (what these tests check is how workers share a database, not how one starts)."""
     port = _free_port()
-    exe = Path(sys.executable).parent / "artifactflow"
-    proc = subprocess.Popen(
-        [str(exe), "--config-dir", str(config), "--data-dir", str(data), "serve", "--port", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    log = data.parent / f"serve-{port}.log"
+    proc = fork_process(
+        ["--config-dir", str(config), "--data-dir", str(data), "serve", "--port", str(port)], env, log=log
     )
     url = f"http://127.0.0.1:{port}"
 
     def serving() -> bool:
         if proc.poll() is not None:
-            raise RuntimeError(f"worker exited with {proc.returncode}: {proc.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+            raise RuntimeError(f"worker exited with {proc.returncode}: {log.read_text()[-2000:]}")
         try:
             return httpx.get(url + "/api/v1/conversations", timeout=1).status_code == 200
         except httpx.TransportError:

@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("artifactflow.protocol")
 
-STARTING_SECONDS = 30.0  # a claimed queued run not started by then is queued again
 MESSAGE_TO_RUN = {
     "waiting": "success",
     "completed": "success",
@@ -96,8 +95,9 @@ class Protocol:
             thread_id, statuses=("pending", "starting", "running"), oldest_first=True
         )
         out = []
+        restart_after = self.client.settings.server.queued_start_seconds
         for row in rows:
-            if row["status"] == "starting" and row["updated_at"] < time.time() - STARTING_SECONDS:
+            if row["status"] == "starting" and row["updated_at"] < time.time() - restart_after:
                 # its starter died between claiming it and starting it: queue it again
                 await self.records.set_run(row["run_id"], when=("starting",), status="pending")
                 row = {**row, "status": "pending"}

@@ -145,6 +145,11 @@ class AuthSettings(BaseModel):
 class ServerSettings(BaseModel):
     max_request_bytes: int = 1_000_000
     heartbeat_seconds: float = 15.0
+    # A queued protocol run (`enqueue`, a cron tick) claimed by a worker that has not started
+    # it after this many seconds is queued again, and the next reader starts it: its claimer
+    # died between the claim and the start. Starting takes well under a second; the engine
+    # refuses a second start of the same run, so a live but slow claimer is never doubled.
+    queued_start_seconds: float = Field(default=30.0, gt=0)
     # Browser origins allowed to call the server from another page (CORS), e.g.
     # ["http://localhost:3000"]; "*" allows any. Empty (default): no CORS headers.
     cors_origins: list[str] = []

@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -33,6 +32,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 import uvicorn
+from cli_fork import ForkedProcess, fork_process
 from killable_serve import Seen, Serve, read_sse
 from pg import create_database, drop_database
 from scripted_llm import Call, Delay, ScriptedLLM, Text, ToolCalls
@@ -40,7 +40,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from waiting import ceiling, wait_until
+from waiting import ceiling, wait_until, wait_until_sync
 
 from artifactflow.core.store.schema import ap_runs
 
@@ -374,7 +374,7 @@ def die_when_a_run_is_recorded_started():
 
     ProtocolRecords.set_run = dying
 
-async def main(config, data, clock_file, dies="no"):
+async def main(config, data, clock_file, ready_file, dies="no"):
     client = await Client.open(load_settings(Path(config), Path(data)))
     protocol = Protocol(client)
     await protocol.records.ready()
@@ -382,13 +382,35 @@ async def main(config, data, clock_file, dies="no"):
         die_when_a_run_is_recorded_started()
     kind = DiesAfterItsClaim if dies == "claimed" else CronScheduler
     scheduler = kind(protocol, clock=lambda: float(Path(clock_file).read_text()))
-    print("ready", flush=True)
+    Path(ready_file).touch()
     while True:
         await scheduler.tick()
         await asyncio.sleep(0.02)
 
 asyncio.run(main(*sys.argv[1:]))
 '''
+
+
+# A claimed queued run not started after this is queued again (`server.queued_start_seconds`,
+# 30 s by default): a few seconds, far more than a start takes, so the tests that kill a
+# scheduler between the claim and the start wait that long, not 30 s.
+QUEUED_START_SECONDS = round(ceiling(3.0), 1)
+
+
+def start_scheduler(cluster: Cluster, tmp_path: Path, data: Path, clock: Path, dies: str = "no") -> ForkedProcess:
+    """A scheduler process (`SCHEDULER`) on `clock`, forked from the tests' CLI fork server
+    (tests/cli_fork.py: a process of its own, SIGKILLed for real, without the start-up
+    imports), once it is ready."""
+    name = uuid.uuid4().hex[:6]
+    ready = tmp_path / f"ready-{name}"
+    env = {**cluster.env, "ARTIFACTFLOW_RUN__RECOVER_ON_START": "true", "ARTIFACTFLOW_RUN__LEASE_SECONDS": "2",
+           "ARTIFACTFLOW_SERVER__QUEUED_START_SECONDS": str(QUEUED_START_SECONDS)}
+    proc = fork_process([str(cluster.config), str(data), str(clock), str(ready), dies], env, code=SCHEDULER,
+                        log=tmp_path / f"sched-{name}.log")
+    wait_until_sync(lambda: ready.exists() or proc.poll() is not None, timeout=ceiling(120), interval=0.02,
+                    what="the scheduler ready")
+    assert ready.exists(), f"the scheduler exited with {proc.returncode}: see {tmp_path}/sched-{name}.log"
+    return proc
 
 
 async def test_a_cron_tick_during_a_worker_kill_starts_one_run(pg_cluster: Cluster, tmp_path: Path) -> None:
@@ -406,8 +428,6 @@ async def test_a_cron_tick_during_a_worker_kill_starts_one_run(pg_cluster: Clust
         os.replace(tmp_path / "clock.new", clock)
 
     set_clock(start)
-    script = tmp_path / "scheduler.py"
-    script.write_text(SCHEDULER)
     client = await Client.open(load_settings(pg_cluster.config, tmp_path / "data"))
     try:
         protocol = Protocol(client)
@@ -418,15 +438,8 @@ async def test_a_cron_tick_during_a_worker_kill_starts_one_run(pg_cluster: Clust
             metadata={},
         )
 
-        def scheduler() -> subprocess.Popen[bytes]:
-            proc = subprocess.Popen(
-                [sys.executable, str(script), str(pg_cluster.config), str(tmp_path / "data"), str(clock)],
-                env={**pg_cluster.env, "ARTIFACTFLOW_RUN__RECOVER_ON_START": "true",
-                     "ARTIFACTFLOW_RUN__LEASE_SECONDS": "2"},
-                stdout=subprocess.PIPE, stderr=(tmp_path / f"sched-{uuid.uuid4().hex[:4]}.log").open("wb"),
-            )
-            assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
-            return proc
+        def scheduler() -> ForkedProcess:
+            return start_scheduler(pg_cluster, tmp_path, tmp_path / "data", clock)
 
         async def cron_runs() -> dict[str, int]:
             found: dict[str, int] = {}
@@ -497,7 +510,7 @@ async def _killed_tick_runs_once(cluster: Cluster, workers: int, tmp_path: Path,
     """A scheduler SIGKILLed right after it claimed a tick (`claimed`: the cron's next time
     moved on, its run not started), or once the run's message exists but before the run row
     says so (`starting`): the restarted worker (on PostgreSQL, two) runs that tick once (the
-    queued row is started again after `STARTING_SECONDS`, and takes the message already
+    queued row is started again after `server.queued_start_seconds`, and takes the message already
     started: its id is derived from the run's), and keeps the schedule. Before, the tick was
     lost (`claimed`) or ran twice (`starting`)."""
     from artifactflow import Client, load_settings
@@ -513,20 +526,12 @@ async def _killed_tick_runs_once(cluster: Cluster, workers: int, tmp_path: Path,
         os.replace(tmp_path / "clock.new", clock)
 
     set_clock(start)
-    script = tmp_path / "scheduler.py"
-    script.write_text(SCHEDULER)
 
-    def scheduler(mode: str = "no") -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(
-            [sys.executable, str(script), str(cluster.config), str(data), str(clock), mode],
-            env={**cluster.env, "ARTIFACTFLOW_RUN__RECOVER_ON_START": "true", "ARTIFACTFLOW_RUN__LEASE_SECONDS": "2"},
-            stdout=subprocess.PIPE, stderr=(tmp_path / f"sched-{uuid.uuid4().hex[:4]}.log").open("wb"),
-        )
-        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
-        return proc
+    def scheduler(mode: str = "no") -> ForkedProcess:
+        return start_scheduler(cluster, tmp_path, data, clock, mode)
 
     client = await Client.open(load_settings(cluster.config, data))
-    procs: list[subprocess.Popen[bytes]] = []
+    procs: list[ForkedProcess] = []
     try:
         crons = Crons(Protocol(client), lambda: start)
         cron = await crons.create(
@@ -562,7 +567,7 @@ async def _killed_tick_runs_once(cluster: Cluster, workers: int, tmp_path: Path,
         # killed as it started, the run ends as the engine ends a run whose process died (before
         # its first checkpoint: failed, "the process died ..."), once
         first = ("success",) if dies == "claimed" else ("success", "error")
-        await wait_until(lambda: ran(1, first), timeout=ceiling(120) + 30, interval=0.1,
+        await wait_until(lambda: ran(1, first), timeout=ceiling(120) + QUEUED_START_SECONDS, interval=0.1,
                          what="minute 1's run, once")
         set_clock(start + 120)  # the schedule goes on, once a tick
         await wait_until(lambda: ran(2), timeout=ceiling(120), interval=0.1, what="minute 2's run")

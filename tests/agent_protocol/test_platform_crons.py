@@ -280,3 +280,37 @@ async def test_threadless_cron_can_delete_its_threads(workers: list[Protocol]) -
     await asyncio.gather(*scheduler.cleanups)
     with pytest.raises(NotFoundError):
         await p.client.conversations.get(run["thread_id"])
+
+
+async def test_a_claimed_run_not_started_in_time_is_queued_again(make_client: Any) -> None:
+    """`server.queued_start_seconds` (issue 37; 30 s, a constant before): a queued run claimed
+    (`starting`) longer ago than that is queued again by the next reader, its claimer having
+    died between the claim and the start; one claimed since is left to its claimer."""
+    import time
+
+    import sqlalchemy as sa
+
+    from artifactflow.core.store.schema import ap_runs
+
+    assert (await make_client()).settings.server.queued_start_seconds == 30.0  # the default
+    client = await make_client(yaml_text="server:\n  queued_start_seconds: 5\n")
+    protocol = Protocol(client)
+    await protocol.records.ready()
+    thread_id = (await client.admin.store.create_conversation(None))["id"]
+
+    async def claimed(seconds_ago: float) -> str:
+        row = await protocol.records.add_run(
+            thread_id=thread_id, assistant_id="lead_agent", status="starting", multitask_strategy="enqueue"
+        )
+        await client.admin.store.write(
+            ap_runs.update().where(ap_runs.c.run_id == row["run_id"]).values(updated_at=time.time() - seconds_ago)
+        )
+        return str(row["run_id"])
+
+    dead, alive = await claimed(8), await claimed(2)
+    statuses = {r["run_id"]: r["status"] for r in await protocol.active_runs(thread_id)}
+    assert statuses == {dead: "pending", alive: "starting"}
+    assert (await protocol.records.run(dead) or {})["status"] == "pending"  # as stored
+    await protocol.aclose()
+    stored = await client.admin.store.fetch_rows(sa.select(ap_runs.c.run_id, ap_runs.c.status))
+    assert {r["run_id"]: r["status"] for r in stored} == {dead: "pending", alive: "starting"}

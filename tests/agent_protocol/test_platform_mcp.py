@@ -5,7 +5,6 @@ the rest of the server, and `artifactflow mcp` over stdio."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -98,17 +97,21 @@ class _Streams:
 
 
 def test_stdio_server_answers(llm_env: Any, tmp_path: Path) -> None:
-    """`artifactflow mcp` in a subprocess, driven by the SDK's stdio client."""
+    """`artifactflow mcp` in a subprocess, driven by the SDK's stdio client over its stdin and
+    stdout (forked from the tests' CLI fork server, tests/cli_fork.py `command()`: a process of
+    its own on those pipes, without the console script's start-up imports)."""
     import anyio
+    from cli_fork import command
     from conftest import make_config
 
     config = make_config(tmp_path)
     llm_env.route(lambda request: Text(ANSWER))
+    forked = command()
 
     async def drive() -> tuple[list[str], str]:
         params = StdioServerParameters(
-            command=str(Path(sys.executable).parent / "artifactflow"),
-            args=["--config-dir", str(config), "--data-dir", str(tmp_path / "data"), "mcp"],
+            command=forked[0],
+            args=[*forked[1:], "--config-dir", str(config), "--data-dir", str(tmp_path / "data"), "mcp"],
             env={"OPENAI_BASE_URL": llm_env.base_url, "OPENAI_API_KEY": "test-key", "PATH": "/usr/bin:/bin"},
         )
         async with McpClient(params) as mcp:
