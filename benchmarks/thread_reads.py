@@ -265,7 +265,7 @@ def per_byte(
         for size in sizes:
             size_bytes = body_bytes[(name, size)]
             above = statistics.median(timings[(name, size)]) - statistics.median(
-                timings[(f"floor: {name.split(' (')[0]}", size)]
+                timings[(f"floor: {name}", size)]
             )
             cells.append(f"{size_bytes / 1024:,.0f}, {above / (size_bytes / 1e6):.1f}")
         lines.append(f"| {name} | {' | '.join(cells)} |")
@@ -324,7 +324,7 @@ async def measure_protocol(
         for size in sizes if repeat % 2 == 0 else sizes[::-1]:
             if size > 100 and repeat >= 5:
                 continue  # seconds per read at 1,000: five samples say enough
-            for name, (method, path, body, check) in reads(built[size][0], size).items():
+            for key, (name, (method, path, body, check)) in enumerate(reads(built[size][0], size).items()):
                 variants = [("", None)]
                 if name in cold:
                     variants = [(" (first)", True), (" (restart)", False), *variants]
@@ -337,10 +337,10 @@ async def measure_protocol(
                     assert response.status_code == 200, (response.status_code, response.text[:200])
                     assert check(response.json()), (name, size)
                     timings.setdefault((name + suffix, size), []).append(took)
-                bodies[name] = response.content
+                bodies[str(key)] = response.content
                 body_bytes[(name, size)] = len(response.content)
                 started = time.perf_counter()
-                echoed = await floor.get(f"/floor/{name}")
+                echoed = await floor.get(f"/floor/{key}")
                 took = (time.perf_counter() - started) * 1000
                 assert echoed.content == response.content
                 timings.setdefault((f"floor: {name}", size), []).append(took)

@@ -96,29 +96,31 @@ def _root(thread_id: str) -> JSON:
 @dataclass(slots=True)
 class _Slot:
     """One message of a thread, ready to build its states: its rendering, the branch's
-    messages before it and (what its first state reads of) the state before it."""
+    messages before it, and the id and step of the state before its first (its parent's
+    last, or the root)."""
 
     message: JSON
     rendering: Rendering
     base: BranchValues | None
-    parent: JSON
+    parent_id: str
+    parent_step: int
     states: list[JSON] | None = None
 
     def built(self, thread_id: str) -> list[JSON]:
         if self.states is None:
+            parent = {  # what `_message_states` reads of the state before
+                "checkpoint": checkpoint(thread_id, self.parent_id),
+                "metadata": {"step": self.parent_step},
+            }
             self.states, _ = _message_states(
-                thread_id, self.message, self.rendering, self.base, self.parent
+                thread_id, self.message, self.rendering, self.base, parent
             )
         return self.states
 
-
-def _after(thread_id: str, slot: _Slot) -> tuple[BranchValues, JSON]:
-    """The branch's messages after `slot`'s message, and what a following message's first
-    state reads of the state before it (its id and step)."""
-    step = slot.parent["metadata"]["step"] + slot.rendering.count
-    return BranchValues(slot.base, slot.rendering.part()), {
-        "checkpoint": checkpoint(thread_id, slot.message["id"]), "metadata": {"step": step}
-    }
+    def after(self) -> tuple[BranchValues, str, int]:
+        """What a following message's slot takes from this one (its base, parent, step)."""
+        step = self.parent_step + self.rendering.count
+        return BranchValues(self.base, self.rendering.part), self.message["id"], step
 
 
 async def thread_states(
@@ -135,13 +137,13 @@ async def thread_states(
     found = await renderings(client, messages)
     root = _root(thread_id)
     slots: list[_Slot] = []
-    todo: list[tuple[str | None, BranchValues | None, JSON]] = [(None, None, root)]
+    todo: list[tuple[str | None, BranchValues | None, str, int]] = [(None, None, ROOT, -1)]
     while todo:
-        parent_id, base, parent_state = todo.pop()
-        for message in children.get(parent_id, []):
-            slot = _Slot(message, found[message["id"]], base, parent_state)
+        key, base, parent_id, parent_step = todo.pop()
+        for message in children.get(key, []):
+            slot = _Slot(message, found[message["id"]], base, parent_id, parent_step)
             slots.append(slot)
-            todo.append((message["id"], *_after(thread_id, slot)))
+            todo.append((message["id"], *slot.after()))
     order: list[tuple[tuple[float, int], int]] = [((0.0, -1), -1)]
     for index, slot in enumerate(slots):
         created = slot.message["created_at"]
@@ -198,7 +200,7 @@ def _message_states(
         }
         states.append(state)
         previous = state
-    return states, BranchValues(base, rendering.part())
+    return states, BranchValues(base, rendering.part)
 
 
 def _calls(writes: list[JSON]) -> bool:
@@ -228,10 +230,10 @@ async def _branch(client: Client, thread_id: str, path: list[JSON]) -> list[_Slo
     found = await renderings(client, path)
     slots: list[_Slot] = []
     base: BranchValues | None = None
-    parent = _root(thread_id)
+    parent_id, parent_step = ROOT, -1
     for message in path:
-        slots.append(_Slot(message, found[message["id"]], base, parent))
-        base, parent = _after(thread_id, slots[-1])
+        slots.append(_Slot(message, found[message["id"]], base, parent_id, parent_step))
+        base, parent_id, parent_step = slots[-1].after()
     return slots
 
 

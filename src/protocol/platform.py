@@ -6,8 +6,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from . import webhooks
-from .body import json_response
 from .assistant_routes import add_assistants
+from .body import json_response
 from .cron_routes import add_crons
 from .deps import JSON, Ctx, CtxDep, ProtocolError
 from .thread_copy import copy_thread

@@ -35,6 +35,8 @@ import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..core.store import schema as t
+from ..core.store.thread_reads import messages_by_id
+from ..errors import NotFoundError
 from ..events.status import FINAL_STATUSES
 from .body import encode
 from .steps import message_steps
@@ -53,27 +55,32 @@ log = logging.getLogger("artifactflow.protocol")
 
 @dataclass(slots=True)
 class Rendering:
-    """One message's steps: `messages` (JSON list, after its last step) and `count` steps
-    for every read; the steps themselves decoded on first use (`steps()`)."""
+    """One message's steps: its messages after its last step (`part`: the JSON list's
+    elements, comma-joined, to join with other messages') and its `count` of steps for every
+    read; the steps themselves decoded on first use (`steps()`)."""
 
     count: int
-    messages: bytes
+    part: bytes
     blob: bytes | None  # `compact` steps as stored; None: `decoded` is all there is
     decoded: Steps | None = None
+
+    @classmethod
+    def of(cls, count: int, messages: bytes, blob: bytes | None, decoded: Steps | None = None) -> Rendering:
+        return cls(count, messages[1:-1], blob, decoded)  # `messages`: a JSON list
+
+    @property
+    def messages(self) -> bytes:
+        return b"[" + self.part + b"]"
 
     def steps(self) -> Steps:
         if self.decoded is None:
             self.decoded = expand(self.messages, self.blob or b"[]")
         return self.decoded
 
-    def part(self) -> bytes:
-        """`messages` without its brackets: to join with other messages' parts."""
-        return self.messages[1:-1]
-
     @property
     def size(self) -> int:
-        """What it holds, near enough (its decoded steps, when decoded, ~3× `messages`)."""
-        return len(self.messages) * 4 + len(self.blob or b"")
+        """What it holds, near enough (its decoded steps, when decoded, ~3× `part`)."""
+        return len(self.part) * 4 + len(self.blob or b"")
 
 
 def compact(steps: Steps) -> list[list[Any]]:
@@ -100,11 +107,11 @@ def render(message: JSON, events: list[Any]) -> Rendering:
     """The message's rendering from its events (`steps.message_steps`)."""
     steps = message_steps(message, events)
     try:  # what orjson writes, orjson reads back as it was
-        return Rendering(
+        return Rendering.of(
             len(steps), orjson.dumps(steps[-1][3]), orjson.dumps(compact(steps)), steps
         )
     except TypeError:  # e.g. an integer beyond 64 bits: sent as json.dumps writes it, not stored
-        return Rendering(len(steps), encode(steps[-1][3]), None, steps)
+        return Rendering.of(len(steps), encode(steps[-1][3]), None, steps)
 
 
 class RenderingCache:
@@ -186,6 +193,7 @@ async def renderings(client: Client, messages: list[JSON]) -> dict[str, Renderin
             out[message["id"]] = found
     if rest:
         cache.misses += len(rest)
+        rest = await _whole(client, rest)
         events = await events_by_message(client, rest)
         rows: list[JSON] = []
         for message in rest:
@@ -202,6 +210,19 @@ async def renderings(client: Client, messages: list[JSON]) -> dict[str, Renderin
 async def steps_by_message(client: Client, messages: list[JSON]) -> dict[str, Steps]:
     """Every listed message's steps, decoded (`renderings` for what to decode lazily)."""
     return {mid: found.steps() for mid, found in (await renderings(client, messages)).items()}
+
+
+async def _whole(client: Client, messages: list[JSON]) -> list[JSON]:
+    """`messages` as whole rows (a thread's read lists them without their texts,
+    `thread_reads.message_tree`; rendering one needs its question and answer)."""
+    partial = [m["id"] for m in messages if "content" not in m]
+    if not partial:
+        return messages
+    whole = await messages_by_id(client.admin.store, partial)
+    missing = [mid for mid in partial if mid not in whole]
+    if missing:
+        raise NotFoundError(f"message {missing[0]} was deleted during the read")
+    return [dict(whole[m["id"]]) if "content" not in m else m for m in messages]
 
 
 def _row(message: JSON, made: Rendering) -> JSON:
@@ -232,7 +253,7 @@ async def _stored(client: Client, messages: list[JSON]) -> dict[str, Rendering]:
             return out
         for row in rows:
             if wanted[row["message_id"]] == (row["status"], row["updated_at"]):
-                out[row["message_id"]] = Rendering(
+                out[row["message_id"]] = Rendering.of(
                     row["step_count"], bytes(row["messages"]), bytes(row["steps"])
                 )
     return out

@@ -10,6 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Query, Response
 from sqlalchemy.exc import IntegrityError
 
+from ..core.store.thread_reads import message_tree
 from . import thread_ids
 from .body import json_response
 from .convert import turns_of
@@ -44,7 +45,7 @@ async def _thread(ctx: Ctx, thread_id: str, *, with_values: bool = True) -> JSON
 async def state_of(ctx: Ctx, conversation: JSON, checkpoint_id: str | None = None) -> JSON:
     """The state at `checkpoint_id` (a message, one of its steps, or `root`), else the
     thread's head."""
-    messages = plain(await ctx.p.client.conversations.messages(conversation["id"]))
+    messages = await message_tree(ctx.p.client.admin.store, conversation["id"])
     at = conversation.get("active_message_id") if checkpoint_id is None else checkpoint_id
     return await state_at(ctx.p.client, conversation["id"], messages, at)
 
@@ -197,7 +198,7 @@ async def _history(ctx: Ctx, thread_id: str, body: History) -> list[JSON]:
     """A state per super-step (`history.py`), newest first: of every branch of the thread
     (as LangGraph lists them), or with `checkpoint` of the branch that ends there."""
     await ctx.p.conversation(thread_id, ctx.user)
-    messages = plain(await ctx.p.client.conversations.messages(thread_id))
+    messages = await message_tree(ctx.p.client.admin.store, thread_id)
     if not messages:
         return []
     start = body.checkpoint.checkpoint_id if body.checkpoint else None
