@@ -21,52 +21,70 @@ from fastapi import Response
 
 
 class Raw:
-    """A JSON value already serialised (UTF-8 bytes), written into a body as it is."""
+    """A JSON value already serialised: these UTF-8 chunks, one after the other (a state's
+    messages: each message's stored JSON, and the commas between), written into a body as
+    they are, copied once (into the body)."""
 
-    __slots__ = ("data",)
+    __slots__ = ("chunks",)
 
-    def __init__(self, data: bytes) -> None:
-        self.data = data
+    def __init__(self, *chunks: bytes) -> None:
+        self.chunks = chunks
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Raw) and other.data == self.data
+        return isinstance(other, Raw) and b"".join(other.chunks) == b"".join(self.chunks)
 
     __hash__ = None  # type: ignore[assignment]
 
     def value(self) -> Any:
         """The value it holds, decoded (for callers that read it, not send it)."""
-        return orjson.loads(self.data)
-
-
-def _fragment(value: Any) -> Any:
-    if isinstance(value, Raw):
-        return orjson.Fragment(value.data)
-    raise TypeError(f"{type(value).__name__} is not JSON")
+        return orjson.loads(b"".join(self.chunks))
 
 
 def encode(value: Any) -> bytes:
-    """`value` as JSON bytes: orjson, else as `json.dumps` writes it (see the module doc)."""
+    """`value` as JSON bytes: orjson, else as `json.dumps` writes it (see the module doc).
+    Each `Raw` is written as a mark (NUL, its index, NUL: JSON escapes NUL in any string, so
+    no other byte of the text is one), then the text is cut at the marks and joined with the
+    chunks in their place: the chunks are copied once, into the body."""
+    raws: list[Raw] = []
+
+    def fragment(found: Any) -> Any:
+        if isinstance(found, Raw):
+            raws.append(found)
+            return orjson.Fragment(b"\x00%d\x00" % (len(raws) - 1))
+        raise TypeError(f"{type(found).__name__} is not JSON")
+
     try:
-        return orjson.dumps(value, default=_fragment)
+        text = orjson.dumps(value, default=fragment)
     except TypeError:
-        return _slow(value)
+        raws.clear()
+        text = _slow(value, raws)
+    if not raws:
+        return text
+    pieces = text.split(b"\x00")
+    out: list[bytes] = []
+    for index, piece in enumerate(pieces):
+        if index % 2:
+            out += raws[int(piece)].chunks
+        else:
+            out.append(piece)
+    return b"".join(out)
 
 
-def _slow(value: Any) -> bytes:
-    raws: list[bytes] = []
+def _slow(value: Any, raws: list[Raw]) -> bytes:
     token = uuid.uuid4().hex  # no text holds it by chance
 
     def mark(found: Any) -> Any:
         if isinstance(found, Raw):
-            raws.append(found.data)
+            raws.append(found)
             return f"\x00{token}:{len(raws) - 1}\x00"
         raise TypeError(f"{type(found).__name__} is not JSON")
 
-    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=mark)
-    out = text.encode()
-    for index, data in enumerate(raws):
-        out = out.replace(json.dumps(f"\x00{token}:{index}\x00").encode(), data, 1)
-    return out
+    text = json.dumps(
+        value, ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=mark
+    )
+    for index in range(len(raws)):
+        text = text.replace(json.dumps(f"\x00{token}:{index}\x00"), f"\x00{index}\x00", 1)
+    return text.encode()
 
 
 def json_response(

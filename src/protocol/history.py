@@ -52,10 +52,11 @@ class BranchValues:
         while node is not None:
             part = node.part if node.messages is None else encode(node.messages)[1:-1]
             if part:
-                parts.append(part)
+                parts += (part, b",")
             node = node.before
         parts.reverse()
-        return {"messages": Raw(b"[" + b",".join(parts) + b"]")}
+        chunks = parts[1:] if parts else parts  # no comma before the first
+        return {"messages": Raw(b"[", *chunks, b"]")}
 
 
 def materialised(states: list[JSON]) -> list[JSON]:
@@ -144,15 +145,30 @@ async def thread_states(
             slot = _Slot(message, found[message["id"]], base, parent_id, parent_step)
             slots.append(slot)
             todo.append((message["id"], *slot.after()))
-    order: list[tuple[tuple[float, int], int]] = [((0.0, -1), -1)]
-    for index, slot in enumerate(slots):
-        created = slot.message["created_at"]
-        order += [((created, i), index) for i in range(slot.rendering.count)]
-    order.sort(key=lambda pair: pair[0], reverse=True)
+    # -1: the root, as a message of no step but its own (-1), created at 0
+    times = [0.0, *(slot.message["created_at"] for slot in slots)]
+    counts = [0, *(slot.rendering.count for slot in slots)]
+    by_time = sorted(range(len(times)), key=times.__getitem__, reverse=True)  # stable
+
+    def state(index: int, i: int) -> JSON:
+        return root if index == 0 else slots[index - 1].built(thread_id)[i]
 
     def newest_first() -> Iterator[JSON]:
-        for (_, i), index in order:
-            yield root if index < 0 else slots[index].built(thread_id)[i]
+        start = 0
+        while start < len(by_time):
+            end = start + 1
+            while end < len(by_time) and times[by_time[end]] == times[by_time[start]]:
+                end += 1
+            group = by_time[start:end]
+            if len(group) == 1:  # one message's states, newest first
+                index = group[0]
+                yield from (state(index, i) for i in range(max(counts[index], 1) - 1, -1, -1))
+            else:  # messages created at once: by step, then in the walk's order
+                steps = [(i if index else -1, index) for index in sorted(group)
+                         for i in range(max(counts[index], 1))]
+                steps.sort(key=lambda pair: pair[0], reverse=True)
+                yield from (state(index, max(i, 0)) for i, index in steps)
+            start = end
 
     return newest_first
 
