@@ -36,8 +36,10 @@ The protocol's state carries the whole branch's messages by contract (`values`; 
 server does the same and agent-chat-ui needs it), so its bytes grow with the thread: a
 history page of 10 states carries the branch 10 times. So the `floor` rows time sending the
 same bytes (each read's body at that size, answered as it is by a bare app over the same
-transport), and the table after gives each read's bytes and its time above the floor per MB
-(what the server does per byte it sends).
+transport: in process, ASGI hands a body over by reference, so this floor is near zero), the
+`floor over TCP` rows receiving them over a loopback socket (what a served body costs to
+move at least), and the table after gives each read's bytes and its time above the
+in-process floor per MB (what the server does per byte it sends).
 
 Run: `python benchmarks/thread_reads.py [--sizes 10,100,1000] [--repeats 15] [--pg URL]
 [--protocol | --protocol-only]` (`--pg`: also on PostgreSQL, an empty database at URL).
@@ -319,6 +321,7 @@ async def measure_protocol(
 
     timings: dict[tuple[str, int], list[float]] = {}
     body_bytes: dict[tuple[str, int], int] = {}
+    last: dict[tuple[str, int], bytes] = {}
     cold = {"GET /threads/{id}", "POST /threads/{id}/history (10)"}
     for repeat in range(repeats):
         for size in sizes if repeat % 2 == 0 else sizes[::-1]:
@@ -337,7 +340,7 @@ async def measure_protocol(
                     assert response.status_code == 200, (response.status_code, response.text[:200])
                     assert check(response.json()), (name, size)
                     timings.setdefault((name + suffix, size), []).append(took)
-                bodies[str(key)] = response.content
+                bodies[str(key)] = last[(name, size)] = response.content
                 body_bytes[(name, size)] = len(response.content)
                 started = time.perf_counter()
                 echoed = await floor.get(f"/floor/{key}")
@@ -345,7 +348,35 @@ async def measure_protocol(
                 assert echoed.content == response.content
                 timings.setdefault((f"floor: {name}", size), []).append(took)
     await floor.aclose()
+    for (name, size), data in last.items():
+        timings[(f"floor over TCP: {name}", size)] = await tcp_floor(data, 5)
     return timings, body_bytes
+
+
+async def tcp_floor(data: bytes, repeats: int) -> list[float]:
+    """ms to receive `data` over a loopback TCP connection (asyncio streams, both ends here):
+    what sending a body costs beyond the app, where ASGI in process hands it over by reference."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        writer.write(data)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"go\n")
+        got = await reader.read(-1)
+        times.append((time.perf_counter() - started) * 1000)
+        assert len(got) == len(data)
+        writer.close()
+    server.close()
+    await server.wait_closed()
+    return times
 
 
 def main() -> None:

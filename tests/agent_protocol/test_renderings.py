@@ -194,5 +194,10 @@ async def test_a_fresh_process_reads_stored_renderings_and_says_the_same(
         rendered.clear()
         assert await _reads(second, thread_id, middle) == changed
         assert len(rendered) == LENGTH
+        # the renderings go with their thread
+        async with _http(second) as http:
+            assert (await http.delete(f"/threads/{thread_id}")).status_code == 204
+        count = sa.select(sa.func.count()).select_from(t.ap_renderings)
+        assert await second.admin.store.fetch_value(count) == 0
     finally:
         await second.aclose()
