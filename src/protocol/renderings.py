@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 JSON = dict[str, Any]
 Steps = list[tuple[int, str | None, list[JSON], list[JSON]]]
 VERSION = 1  # of the renderer (steps.py, convert.py): a change renders every message again
-MAX_BYTES = 64 * 1024 * 1024  # per client: ~6 threads of 1,000 messages with 4 KB tool results
+MAX_BYTES = 64 * 1024 * 1024  # per client: ~4 threads of 1,000 messages with 4 KB tool results
 _FINAL = frozenset(str(status) for status in FINAL_STATUSES)
 log = logging.getLogger("artifactflow.protocol")
 
@@ -57,11 +57,11 @@ log = logging.getLogger("artifactflow.protocol")
 class Rendering:
     """One message's steps: its messages after its last step (`part`: the JSON list's
     elements, comma-joined, to join with other messages') and its `count` of steps for every
-    read; the steps themselves decoded on first use (`steps()`)."""
+    read; the steps themselves decoded when a read builds its states (`steps()`)."""
 
     count: int
     part: bytes
-    blob: bytes | None  # `compact` steps as stored; None: `decoded` is all there is
+    blob: bytes | None  # `compact` steps as stored; None: `decoded` holds them
     decoded: Steps | None = None
 
     @classmethod
@@ -73,14 +73,17 @@ class Rendering:
         return b"[" + self.part + b"]"
 
     def steps(self) -> Steps:
-        if self.decoded is None:
-            self.decoded = expand(self.messages, self.blob or b"[]")
-        return self.decoded
+        """Decoded on each call from the stored form (a read decodes the few messages whose
+        states it returns, and the memory holds bytes only); a rendering that has no stored
+        form keeps its steps."""
+        if self.blob is not None:
+            return expand(self.messages, self.blob)
+        return self.decoded or []
 
     @property
     def size(self) -> int:
-        """What it holds, near enough (its decoded steps, when decoded, ~3× `part`)."""
-        return len(self.part) * 4 + len(self.blob or b"")
+        """What it holds, near enough (steps kept decoded: ~4× their JSON)."""
+        return len(self.part) + len(self.blob) if self.blob is not None else len(self.part) * 4
 
 
 def compact(steps: Steps) -> list[list[Any]]:
@@ -107,9 +110,7 @@ def render(message: JSON, events: list[Any]) -> Rendering:
     """The message's rendering from its events (`steps.message_steps`)."""
     steps = message_steps(message, events)
     try:  # what orjson writes, orjson reads back as it was
-        return Rendering.of(
-            len(steps), orjson.dumps(steps[-1][3]), orjson.dumps(compact(steps)), steps
-        )
+        return Rendering.of(len(steps), orjson.dumps(steps[-1][3]), orjson.dumps(compact(steps)))
     except TypeError:  # e.g. an integer beyond 64 bits: sent as json.dumps writes it, not stored
         return Rendering.of(len(steps), encode(steps[-1][3]), None, steps)
 
@@ -205,11 +206,6 @@ async def renderings(client: Client, messages: list[JSON]) -> dict[str, Renderin
         if rows:
             await _keep(client, rows)
     return out
-
-
-async def steps_by_message(client: Client, messages: list[JSON]) -> dict[str, Steps]:
-    """Every listed message's steps, decoded (`renderings` for what to decode lazily)."""
-    return {mid: found.steps() for mid, found in (await renderings(client, messages)).items()}
 
 
 async def _whole(client: Client, messages: list[JSON]) -> list[JSON]:
