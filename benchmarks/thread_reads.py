@@ -20,17 +20,29 @@ The machine is shared: run it on an idle one for absolute figures; the ratios ar
 
 With `--protocol`, the Agent Protocol's reads of the same sizes are timed too, in process over
 ASGI against a served client: `GET /threads/{id}` (open), `GET /threads/{id}/state`, `POST
-/threads/{id}/history` (a page of 10 states) and `POST /threads/search` (a page of 20 with
-their values). Their conversations are copies of one real run's message and events (one tool
-round with a 4 KB result, then the answer, on the peers' fake model), so the protocol reads
-events of the shapes a run writes; the state must hold 4 messages per message of the thread.
-The server keeps ended messages' steps between reads (src/protocol/steps_cache.py): the
-`(cold)` rows clear that cache first, as the first read after a restart; the others read
-with it, as agent-chat-ui's reads after each run do. The protocol's state carries the whole
-branch's messages by contract (values), so its reads stay O(thread) in bytes.
+/threads/{id}/history` (a page of 10 states) and `POST /threads/search` (the page holding that
+size's thread, `ids`, with its values). Their conversations are copies of one real run's
+message and events (one tool round with a 4 KB result, then the answer, on the peers' fake
+model), so the protocol reads events of the shapes a run writes; the state must hold 4
+messages per message of the thread. A read is timed from the request to the last byte of
+the body received; decoding and checking it come after. The server renders each ended
+message once and keeps it (src/protocol/renderings.py: stored in `ap_renderings`, and in
+memory): plain rows read with both; `(restart)` rows clear the memory first, as the first
+read after a restart (renderings read from the database); `(first)` rows also delete the
+stored renderings, as the first read of a thread ever (every message rendered from its
+events). On code before stored renderings both are its cold read (memory cleared).
+
+The protocol's state carries the whole branch's messages by contract (`values`; LangGraph's
+server does the same and agent-chat-ui needs it), so its bytes grow with the thread: a
+history page of 10 states carries the branch 10 times. So the `floor` rows time sending the
+same bytes (each read's body at that size, answered as it is by a bare app over the same
+transport: in process, ASGI hands a body over by reference, so this floor is near zero), the
+`floor over TCP` rows receiving them over a loopback socket (what a served body costs to
+move at least), and the table after gives each read's bytes and its time above the
+in-process floor per MB (what the server does per byte it sends).
 
 Run: `python benchmarks/thread_reads.py [--sizes 10,100,1000] [--repeats 15] [--pg URL]
-[--protocol]` (`--pg`: also on PostgreSQL, an empty database at URL).
+[--protocol | --protocol-only]` (`--pg`: also on PostgreSQL, an empty database at URL).
 """
 
 from __future__ import annotations
@@ -231,7 +243,7 @@ async def protocol_run(url: str | None, sizes: list[int], repeats: int) -> str:
                 app = create_app(client=peer.client)
                 transport = httpx.ASGITransport(app=app)
                 async with httpx.AsyncClient(transport=transport, base_url="http://af") as http:
-                    timings = await measure_protocol(http, built, sizes, repeats)
+                    timings, body_bytes = await measure_protocol(http, store, built, sizes, repeats)
             finally:
                 await peer.close()
     finally:
@@ -241,54 +253,130 @@ async def protocol_run(url: str | None, sizes: list[int], repeats: int) -> str:
     return report(
         f"Agent Protocol, {label}: medians (min–max) of {repeats} interleaved repeats, ms "
         "(in process over ASGI)", sizes, timings,
-    )
+    ) + "\n" + per_byte(sizes, timings, body_bytes)
+
+
+def per_byte(
+    sizes: list[int], timings: dict[tuple[str, int], list[float]], body_bytes: dict[tuple[str, int], int]
+) -> str:
+    """Each read's body size and its median time above the floor's per MB."""
+    head = " | ".join(f"{s}: KB, ms/MB above floor" for s in sizes)
+    lines = ["", f"| read | {head} |", "|---|" + "---:|" * len(sizes)]
+    for name in dict.fromkeys(n for n, _ in body_bytes):
+        cells = []
+        for size in sizes:
+            size_bytes = body_bytes[(name, size)]
+            above = statistics.median(timings[(name, size)]) - statistics.median(
+                timings[(f"floor: {name}", size)]
+            )
+            cells.append(f"{size_bytes / 1024:,.0f}, {above / (size_bytes / 1e6):.1f}")
+        lines.append(f"| {name} | {' | '.join(cells)} |")
+    return "\n".join(lines)
 
 
 async def measure_protocol(
-    http: Any, built: dict[int, tuple[str, list[str]]], sizes: list[int], repeats: int
-) -> dict[tuple[str, int], list[float]]:
-    from artifactflow.protocol.steps_cache import CACHES
+    http: Any, store: AppStore, built: dict[int, tuple[str, list[str]]], sizes: list[int],
+    repeats: int,
+) -> tuple[dict[tuple[str, int], list[float]], dict[tuple[str, int], int]]:
+    import httpx
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
 
-    def check(response: Any) -> Any:
-        assert response.status_code == 200, (response.status_code, response.text[:200])
-        return response.json()
+    try:
+        from artifactflow.protocol.renderings import CACHES
+    except ImportError:  # before stored renderings
+        from artifactflow.protocol.steps_cache import CACHES  # type: ignore[no-redef]
 
-    def reads(cid: str, size: int) -> dict[str, Callable[[], Awaitable[None]]]:
-        async def open_thread() -> None:
-            assert len(check(await http.get(f"/threads/{cid}"))["values"]["messages"]) == 4 * size
+    async def forget(stored: bool) -> None:
+        for cache in list(CACHES.values()):
+            cache.clear()
+        if stored and hasattr(t, "ap_renderings"):
+            await store.write(t.ap_renderings.delete())
 
-        async def state() -> None:
-            assert len(check(await http.get(f"/threads/{cid}/state"))["values"]["messages"]) == 4 * size
+    bodies: dict[str, bytes] = {}  # the floor app answers each read's last body as it is
 
-        async def history() -> None:
-            assert len(check(await http.post(f"/threads/{cid}/history", json={"limit": 10}))) == 10
+    async def answer(request: Request) -> Response:
+        return Response(bodies[request.path_params["key"]], media_type="application/json")
 
-        async def search() -> None:
-            assert len(check(await http.post("/threads/search", json={"limit": 20}))) >= 1
+    floor_app = Starlette(routes=[Route("/floor/{key}", answer)])
+    floor = httpx.AsyncClient(transport=httpx.ASGITransport(app=floor_app), base_url="http://floor")
 
-        def cold(read: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
-            async def first_read() -> None:  # every message built from its events again
-                for cache in list(CACHES.values()):
-                    cache.clear()
-                await read()
+    def reads(cid: str, size: int) -> dict[str, tuple[str, str, Any, Callable[[Any], bool]]]:
+        def messages(body: Any) -> bool:
+            return len(body["values"]["messages"]) == 4 * size
 
-            return first_read
-
-        return {"GET /threads/{id} (cold)": cold(open_thread), "GET /threads/{id}": open_thread,
-                "GET /threads/{id}/state": state,
-                "POST /threads/{id}/history (10) (cold)": cold(history),
-                "POST /threads/{id}/history (10)": history, "POST /threads/search (20)": search}
+        return {
+            "GET /threads/{id}": ("GET", f"/threads/{cid}", None, messages),
+            "GET /threads/{id}/state": ("GET", f"/threads/{cid}/state", None, messages),
+            "POST /threads/{id}/history (10)": (
+                "POST", f"/threads/{cid}/history", {"limit": 10}, lambda body: len(body) == 10
+            ),
+            "POST /threads/search (ids)": (
+                "POST", "/threads/search", {"ids": [cid], "limit": 20},
+                lambda body: len(body) == 1 and messages(body[0]),
+            ),
+        }
 
     timings: dict[tuple[str, int], list[float]] = {}
+    body_bytes: dict[tuple[str, int], int] = {}
+    last: dict[tuple[str, int], bytes] = {}
+    cold = {"GET /threads/{id}", "POST /threads/{id}/history (10)"}
     for repeat in range(repeats):
         for size in sizes if repeat % 2 == 0 else sizes[::-1]:
-            for name, read in reads(built[size][0], size).items():
-                if size > 100 and repeat >= 3:
-                    continue  # seconds per read at 1,000: three samples say enough
+            if size > 100 and repeat >= 5:
+                continue  # seconds per read at 1,000: five samples say enough
+            for key, (name, (method, path, body, check)) in enumerate(reads(built[size][0], size).items()):
+                variants = [("", None)]
+                if name in cold:
+                    variants = [(" (first)", True), (" (restart)", False), *variants]
+                for suffix, stored in variants:
+                    if stored is not None:
+                        await forget(stored)
+                    started = time.perf_counter()
+                    response = await http.request(method, path, json=body)
+                    took = (time.perf_counter() - started) * 1000
+                    assert response.status_code == 200, (response.status_code, response.text[:200])
+                    assert check(response.json()), (name, size)
+                    timings.setdefault((name + suffix, size), []).append(took)
+                bodies[str(key)] = last[(name, size)] = response.content
+                body_bytes[(name, size)] = len(response.content)
                 started = time.perf_counter()
-                await read()
-                timings.setdefault((name, size), []).append((time.perf_counter() - started) * 1000)
-    return timings
+                echoed = await floor.get(f"/floor/{key}")
+                took = (time.perf_counter() - started) * 1000
+                assert echoed.content == response.content
+                timings.setdefault((f"floor: {name}", size), []).append(took)
+    await floor.aclose()
+    for (name, size), data in last.items():
+        timings[(f"floor over TCP: {name}", size)] = await tcp_floor(data, 5)
+    return timings, body_bytes
+
+
+async def tcp_floor(data: bytes, repeats: int) -> list[float]:
+    """ms to receive `data` over a loopback TCP connection (asyncio streams, both ends here):
+    what sending a body costs beyond the app, where ASGI in process hands it over by reference."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        writer.write(data)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"go\n")
+        got = await reader.read(-1)
+        times.append((time.perf_counter() - started) * 1000)
+        assert len(got) == len(data)
+        writer.close()
+    server.close()
+    await server.wait_closed()
+    return times
 
 
 def main() -> None:
@@ -297,14 +385,18 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--pg", metavar="URL", help="also on PostgreSQL (an empty database)")
     parser.add_argument("--protocol", action="store_true", help="also the Agent Protocol's reads")
+    parser.add_argument("--protocol-only", action="store_true", help="only the Agent Protocol's")
     args = parser.parse_args()
     sizes = sorted(int(x) for x in args.sizes.split(","))
     if len(sizes) < 2 or args.repeats < 3:
         sys.exit("give at least two sizes and --repeats ≥ 3")
+    args.protocol = args.protocol or args.protocol_only
     if args.protocol:  # first on PostgreSQL: the store reads' made-up events are no run's
         print(asyncio.run(protocol_run(None, sizes, args.repeats)))
         if args.pg:
             print(asyncio.run(protocol_run(args.pg, sizes, args.repeats)))
+        if args.protocol_only:
+            return
     print(asyncio.run(run(None, sizes, args.repeats)))
     if args.pg:
         print(asyncio.run(run(args.pg, sizes, args.repeats)))

@@ -3,10 +3,11 @@ assistants (`assistant_routes.py`), crons (`cron_routes.py`) and a run's webhook
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
 from . import webhooks
 from .assistant_routes import add_assistants
+from .body import json_response
 from .cron_routes import add_crons
 from .deps import JSON, Ctx, CtxDep, ProtocolError
 from .thread_copy import copy_thread
@@ -27,10 +28,10 @@ def add_platform(router: APIRouter) -> None:
         return row
 
     @router.post("/threads/{thread_id}/copy")
-    async def copy(thread_id: str, ctx: Ctx = CtxDep) -> JSON:
+    async def copy(thread_id: str, ctx: Ctx = CtxDep) -> Response:
         """A new thread with this one's values, metadata and finished history (thread_copy.py)."""
         await ctx.p.conversation(thread_id, ctx.user)
         new_id = await copy_thread(ctx.p.client.admin.store, thread_id, ctx.user)
         row = await ctx.p.records.thread_row(thread_id)
         await ctx.p.records.put_thread(new_id, ctx.user, dict(row["metadata"]) if row else {})
-        return await thread_view(ctx, new_id)
+        return json_response(await thread_view(ctx, new_id))

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Body, Query, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.responses import StreamingResponse
 
+from .body import json_response
 from .convert import LEAD
 from .deps import JSON, Ctx, CtxDep, ProtocolError, plain
 from .records import FINAL
@@ -215,7 +216,7 @@ def add_runs(router: APIRouter) -> None:
     async def wait(ctx: Ctx, thread_id: str | None, body: RunCreate) -> Response:
         run, _ = await ctx.p.create(thread_id, body, ctx.user)
         run = await ctx.p.join(run)
-        return JSONResponse(
+        return json_response(
             await _output(ctx, run["thread_id"], run), headers=_run_location(run, stream=False)
         )
 
@@ -278,9 +279,9 @@ def add_runs(router: APIRouter) -> None:
         return Response(status_code=204)
 
     @router.get("/threads/{thread_id}/runs/{run_id}/join")
-    async def join(thread_id: str, run_id: str, ctx: Ctx = CtxDep) -> JSON:
+    async def join(thread_id: str, run_id: str, ctx: Ctx = CtxDep) -> Response:
         run = await ctx.p.join(await ctx.p.run_row(thread_id, run_id, ctx.user))
-        return await _output(ctx, thread_id, run)
+        return json_response(await _output(ctx, thread_id, run))
 
     @router.get("/threads/{thread_id}/runs/{run_id}/stream")
     async def join_stream(

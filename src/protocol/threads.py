@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
+from itertools import islice
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Query, Response
 from sqlalchemy.exc import IntegrityError
 
+from ..core.store.thread_reads import message_tree
 from . import thread_ids
+from .body import json_response
 from .convert import turns_of
 from .deps import JSON, Ctx, CtxDep, ProtocolError, plain
 from .history import materialised, state_at, states_to, thread_states
@@ -41,7 +45,7 @@ async def _thread(ctx: Ctx, thread_id: str, *, with_values: bool = True) -> JSON
 async def state_of(ctx: Ctx, conversation: JSON, checkpoint_id: str | None = None) -> JSON:
     """The state at `checkpoint_id` (a message, one of its steps, or `root`), else the
     thread's head."""
-    messages = plain(await ctx.p.client.conversations.messages(conversation["id"]))
+    messages = await message_tree(ctx.p.client.admin.store, conversation["id"])
     at = conversation.get("active_message_id") if checkpoint_id is None else checkpoint_id
     return await state_at(ctx.p.client, conversation["id"], messages, at)
 
@@ -50,7 +54,7 @@ def add_threads(router: APIRouter) -> None:
     @router.post("/threads")
     async def create(
         body: Annotated[ThreadCreate, Body()] = ThreadCreate(), ctx: Ctx = CtxDep
-    ) -> JSON:
+    ) -> Response:
         """Thread ids are a space per user (`thread_ids.py`): an id another user holds is
         free to you (nothing says it is theirs), and `if_exists` acts on your own only."""
         key, made = await _made(ctx, body.thread_id, body.if_exists)
@@ -58,19 +62,19 @@ def add_threads(router: APIRouter) -> None:
             meta = dict(body.metadata or {})
             await ctx.p.records.put_thread(key, ctx.user, meta, public_id=body.thread_id)
         thread_ids.show_as(key, body.thread_id)
-        return await _thread(ctx, key)
+        return json_response(await _thread(ctx, key))
 
     @router.get("/threads/{thread_id}")
-    async def get(thread_id: str, ctx: Ctx = CtxDep) -> JSON:
-        return await _thread(ctx, thread_id)
+    async def get(thread_id: str, ctx: Ctx = CtxDep) -> Response:
+        return json_response(await _thread(ctx, thread_id))
 
     @router.patch("/threads/{thread_id}")
     async def patch(
         thread_id: str, body: Annotated[ThreadPatch, Body()] = ThreadPatch(), ctx: Ctx = CtxDep
-    ) -> JSON:
+    ) -> Response:
         await ctx.p.conversation(thread_id, ctx.user)
         await ctx.p.records.merge_thread_metadata(thread_id, ctx.user, dict(body.metadata or {}))
-        return await _thread(ctx, thread_id)
+        return json_response(await _thread(ctx, thread_id))
 
     @router.delete("/threads/{thread_id}", status_code=204)
     async def delete(thread_id: str, ctx: Ctx = CtxDep) -> Response:
@@ -82,11 +86,11 @@ def add_threads(router: APIRouter) -> None:
     @router.post("/threads/search")
     async def search(
         body: Annotated[ThreadSearch, Body()] = ThreadSearch(), ctx: Ctx = CtxDep
-    ) -> list[JSON]:
+    ) -> Response:
         page = (await _search(ctx, body))[0]
         if body.select:
             page = [{k: v for k, v in t.items() if k in body.select} for t in page]
-        return page
+        return json_response(page)
 
     @router.post("/threads/count")
     async def count(
@@ -96,19 +100,21 @@ def add_threads(router: APIRouter) -> None:
         return (await _search(ctx, wanted))[1]
 
     @router.get("/threads/{thread_id}/state")
-    async def state(thread_id: str, ctx: Ctx = CtxDep) -> JSON:
-        return await state_of(ctx, await ctx.p.conversation(thread_id, ctx.user))
+    async def state(thread_id: str, ctx: Ctx = CtxDep) -> Response:
+        return json_response(await state_of(ctx, await ctx.p.conversation(thread_id, ctx.user)))
 
     @router.get("/threads/{thread_id}/state/{checkpoint_id}")
-    async def state_at_checkpoint(thread_id: str, checkpoint_id: str, ctx: Ctx = CtxDep) -> JSON:
-        return await state_of(ctx, await ctx.p.conversation(thread_id, ctx.user), checkpoint_id)
+    async def state_at_checkpoint(thread_id: str, checkpoint_id: str, ctx: Ctx = CtxDep) -> Response:
+        conversation = await ctx.p.conversation(thread_id, ctx.user)
+        return json_response(await state_of(ctx, conversation, checkpoint_id))
 
     @router.post("/threads/{thread_id}/state/checkpoint")
     async def state_by_body(
         thread_id: str, body: Annotated[StateCheckpoint, Body()], ctx: Ctx = CtxDep
-    ) -> JSON:
+    ) -> Response:
         checkpoint_id = body.checkpoint.checkpoint_id
-        return await state_of(ctx, await ctx.p.conversation(thread_id, ctx.user), checkpoint_id)
+        conversation = await ctx.p.conversation(thread_id, ctx.user)
+        return json_response(await state_of(ctx, conversation, checkpoint_id))
 
     @router.post("/threads/{thread_id}/state")
     async def update_state(
@@ -152,8 +158,8 @@ def add_threads(router: APIRouter) -> None:
     @router.post("/threads/{thread_id}/history")
     async def history(
         thread_id: str, body: Annotated[History, Body()] = History(), ctx: Ctx = CtxDep
-    ) -> list[JSON]:
-        return await _history(ctx, thread_id, body)
+    ) -> Response:
+        return json_response(await _history(ctx, thread_id, body))
 
     @router.get("/threads/{thread_id}/history")
     async def history_by_query(
@@ -161,8 +167,8 @@ def add_threads(router: APIRouter) -> None:
         limit: int = Query(10, ge=1, le=MAX_LIMIT),
         before: str | None = Query(None, min_length=1, max_length=200),
         ctx: Ctx = CtxDep,
-    ) -> list[JSON]:
-        return await _history(ctx, thread_id, History(limit=limit, before=before))
+    ) -> Response:
+        return json_response(await _history(ctx, thread_id, History(limit=limit, before=before)))
 
 
 async def _made(ctx: Ctx, public: str | None, if_exists: str | None) -> tuple[str, bool]:
@@ -192,22 +198,35 @@ async def _history(ctx: Ctx, thread_id: str, body: History) -> list[JSON]:
     """A state per super-step (`history.py`), newest first: of every branch of the thread
     (as LangGraph lists them), or with `checkpoint` of the branch that ends there."""
     await ctx.p.conversation(thread_id, ctx.user)
-    messages = plain(await ctx.p.client.conversations.messages(thread_id))
+    messages = await message_tree(ctx.p.client.admin.store, thread_id)
     if not messages:
         return []
     start = body.checkpoint.checkpoint_id if body.checkpoint else None
     if start:
-        states = list(reversed(await states_to(ctx.p.client, thread_id, messages, start)))
+        states = await states_to(ctx.p.client, thread_id, messages, start)
     else:
         states = await thread_states(ctx.p.client, thread_id, messages)
-    if body.metadata:  # the states whose metadata has these values
-        wanted = body.metadata.items()
-        states = [st for st in states if all(st["metadata"].get(k) == v for k, v in wanted)]
-    before = body.before_id
+    return materialised(_page(states, body.metadata or {}, body.before_id, body.limit))
+
+
+def _page(
+    states: Callable[[], Iterator[JSON]], metadata: JSON, before: str | None, limit: int
+) -> list[JSON]:
+    """The first `limit` states whose metadata has `metadata`'s values, after the one named
+    `before` (from the newest when none is); only those are built (`history.py`)."""
+
+    def wanted() -> Iterator[JSON]:
+        items = metadata.items()
+        return (s for s in states() if all(s["metadata"].get(k) == v for k, v in items))
+
+    found = wanted()
     if before:
-        ids = [s["checkpoint"]["checkpoint_id"] for s in states]
-        states = states[ids.index(before) + 1 :] if before in ids else states
-    return materialised(states[: body.limit])
+        for state in found:
+            if state["checkpoint"]["checkpoint_id"] == before:
+                break
+        else:  # not among them: from the newest
+            found = wanted()
+    return list(islice(found, limit))
 
 
 async def _search(ctx: Ctx, body: ThreadSearch) -> tuple[list[JSON], int]:

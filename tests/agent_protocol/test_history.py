@@ -111,7 +111,7 @@ async def test_regenerate_and_edit_answer_from_that_step(server: Server, llm_env
 
 
 async def test_ended_messages_are_built_once_and_reads_stay_current(server: Server) -> None:
-    """An ended message's steps are kept between reads (protocol/steps_cache.py): a second
+    """An ended message's steps are kept between reads (protocol/renderings.py): a second
     read builds none again, says exactly what a build from the events says, and a message
     that was waiting shows its new steps once it ends."""
     client = server.client
@@ -129,14 +129,14 @@ async def test_ended_messages_are_built_once_and_reads_stay_current(server: Serv
         assert alone == h
     if not server.local:
         return
-    from artifactflow.protocol.steps_cache import CACHES
+    from artifactflow.protocol.renderings import CACHES
 
     first_id = ended["checkpoint"]["checkpoint_id"]
     cache = next(c for c in list(CACHES.values()) if any(k[0] == first_id for k in c.entries))
-    hits, misses = cache.hits, cache.misses
+    hits, misses, loaded = cache.hits, cache.misses, cache.loaded
     again = await client.threads.get_history(thread_id, limit=100)
     assert cache.misses == misses and cache.hits >= hits + 2  # both messages, none built again
     assert again == history
-    cache.clear()  # built from the events once more: the same states
+    cache.clear()  # read from their stored renderings (ap_renderings): the same states
     assert await client.threads.get_history(thread_id, limit=100) == history
-    assert cache.misses == misses + 2
+    assert cache.misses == misses and cache.loaded == loaded + 2

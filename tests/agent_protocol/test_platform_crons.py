@@ -200,11 +200,15 @@ async def test_thread_cron_end_time_and_answer(workers: list[Protocol]) -> None:
 
 
 async def _state(p: Protocol, thread_id: str) -> dict[str, Any]:
+    import json
+
+    from artifactflow.protocol.body import encode
     from artifactflow.protocol.deps import Ctx
     from artifactflow.protocol.threads import state_of
 
     conversation = await p.conversation(thread_id, None)
-    return dict((await state_of(Ctx(p, None), conversation))["values"])
+    values = (await state_of(Ctx(p, None), conversation))["values"]
+    return json.loads(encode(values))  # its messages are JSON already (protocol/body.py)
 
 
 async def test_cron_runs_from_the_server_loop(llm_env: Any, tmp_path: Path) -> None:

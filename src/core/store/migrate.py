@@ -139,6 +139,10 @@ def _v8_thread_public_ids(conn: Connection) -> None:
         conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {added.name} {kind}"))
 
 
+# Version 9 (`ap_renderings`, issue 36) adds a table only: `create_all` makes it, so it has no
+# step.
+
+
 # version → step that upgrades a database from version - 1. Version 1 has no step.
 STEPS: dict[int, Callable[[Connection], None]] = {
     2: _v2_message_columns,

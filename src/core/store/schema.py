@@ -417,3 +417,20 @@ ap_runs = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
 )
+
+# Version 9 (issue 36): each ended message as the Agent Protocol shows it (`protocol/
+# renderings.py`), so a thread's state and history are read, not rebuilt from every message's
+# events. Valid while the message's `status` and `updated_at` are these and `version` is the
+# renderer's; anything else is rendered again. Bytes: already-serialised JSON (orjson).
+ap_renderings = sa.Table(
+    "ap_renderings",
+    metadata,
+    _key("message_id"),
+    _conversation_id(),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("step_count", sa.Integer, nullable=False),
+    sa.Column("messages", sa.LargeBinary, nullable=False),  # JSON list: after its last step
+    sa.Column("steps", sa.LargeBinary, nullable=False),  # JSON: `renderings.compact`
+)

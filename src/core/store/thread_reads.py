@@ -29,7 +29,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 
 from . import schema as t
-from .codec import event_record
+from .codec import event_record, loads
 from .conversation_records import _message
 from .rows import ConversationRow, EventRow, MessageRow
 
@@ -231,4 +231,38 @@ async def events_of(store: AppStore, message_ids: list[str]) -> dict[str, list[E
         )
         for row in await store.fetch_rows(query):
             out[row["message_id"]].append(event_record(row))
+    return out
+
+
+# plain SQL text: no column types to apply to each of a long thread's rows (a `select` of the
+# same columns cost ~3× as much per row, most of it in SQLAlchemy's result processing)
+_TREE = sa.text(
+    "SELECT id, conversation_id, parent_id, status, waiting_for, created_at, updated_at "
+    "FROM af_messages WHERE conversation_id = :cid ORDER BY created_at, id"
+)
+_TREE_KEYS: tuple[str, ...] = ("id", "conversation_id", "parent_id", "status", "waiting_for", "created_at", "updated_at")
+
+
+async def message_tree(store: AppStore, conversation_id: str) -> list[dict[str, Any]]:
+    """Every message of the conversation, in `list_messages`' order, with what the thread's
+    shape and its states need (ids, parent, status, the pause it waits on, times), not its
+    texts, metrics or decisions: the protocol's thread reads show each message from its
+    stored rendering and read a whole row only to render one (`messages_by_id`)."""
+    async with store.reads.connect() as conn:
+        rows = (await conn.execute(_TREE, {"cid": conversation_id})).all()
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        record = dict(zip(_TREE_KEYS, row, strict=True))
+        if record["waiting_for"] is not None:
+            record["waiting_for"] = loads(record["waiting_for"])
+        out.append(record)
+    return out
+
+
+async def messages_by_id(store: AppStore, message_ids: list[str]) -> dict[str, MessageRow]:
+    """The whole rows of `message_ids` (one statement per 500)."""
+    out: dict[str, MessageRow] = {}
+    for start in range(0, len(message_ids), 500):
+        query = sa.select(t.messages).where(t.messages.c.id.in_(message_ids[start : start + 500]))
+        out.update((row["id"], _message(row)) for row in await store.fetch_rows(query))
     return out
