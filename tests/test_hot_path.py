@@ -196,6 +196,38 @@ async def test_objects_alive_at_the_first_opening_are_frozen_once(make_client, m
     assert gc.isenabled()
 
 
+async def test_the_model_client_is_built_before_the_freeze(make_client, llm, monkeypatch):
+    """The first engine builds its agents' model client (whose modules, `openai` and
+    `aiohttp`, are most of what a first run used to import) before it freezes the objects
+    alive, so they are frozen too; the runs use that same client."""
+    from artifactflow.core import engine
+
+    built_at_freeze: list[list[str]] = []
+    clients: list[object] = []
+
+    def freeze() -> None:
+        picker = clients[0] if clients else None
+        built_at_freeze.append(sorted(getattr(picker, "_models", {})))
+
+    real_prepare = engine.Services.prepare_models
+
+    def prepare(self: engine.Services) -> None:
+        clients.append(self.llm)
+        real_prepare(self)
+
+    monkeypatch.setattr(engine, "_FROZEN", [])
+    monkeypatch.setattr(engine.gc, "freeze", freeze)
+    monkeypatch.setattr(engine.Services, "prepare_models", prepare)
+    client = await make_client()
+    assert built_at_freeze == [["chat_completions"]]
+    picker = client._engine.services.llm
+    model = picker._models["chat_completions"]
+    llm.script(Text("hello"))
+    result = await client.run("hi")
+    assert result.status == "completed" and result.response == "hello"
+    assert picker._models == {"chat_completions": model}  # the run used the prepared one
+
+
 @tool
 def note_page(n: int, ctx: ToolContext) -> str:
     """Report an artifact from a sync tool's thread.
