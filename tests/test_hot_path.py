@@ -112,13 +112,18 @@ async def test_one_hop_checkpoint_saver_round_trip(make_client, llm):
     assert llm.requests[1]["messages"][-1]["content"] == "5"
 
 
-async def test_fresh_run_metrics_equal_those_read_from_the_log(make_client, llm):
-    """A first segment computes its metrics from the events it published; they are the
-    metrics the stored log gives."""
+async def test_fresh_run_metrics_equal_those_read_from_the_log(make_client, llm, monkeypatch):
+    """A first segment computes its metrics from the events it published (the forms its sink
+    stored, not serialised again); they are the metrics the stored log gives."""
+    from artifactflow.core.run import segment
+
+    dumped_again: list[object] = []
+    monkeypatch.setattr(segment, "metric_view", lambda e: dumped_again.append(e) or {})
     client = await make_client(lead_tools=["add"], extra_tools=[add])
     llm.script(ToolCalls([Call("add", {"a": 1, "b": 1})]), Text("two"))
     result = await client.run("add")
     assert result.status == "completed" and result.metrics
+    assert dumped_again == []
     from_log = await run_metrics(client._engine.rt, result.message_id, time.perf_counter())
     stored = dict(result.metrics)
     assert stored.pop("wall_ms") >= 0 and from_log.pop("wall_ms") >= 0
