@@ -107,3 +107,44 @@ async def test_the_wal_is_checkpointed_on_the_thread_every_so_many_inline_commit
         assert autocheckpoint == 0  # its commits never checkpoint (nor sync) on the loop
     finally:
         await store.close()
+
+
+async def test_checkpoint_trips_run_here_and_wait_for_a_lock_on_the_thread(tmp_path: Path):
+    """The checkpoint saver's trips run on the loop's thread when the file's write lock is
+    free; when another connection holds it, the trip goes to the connection's thread and
+    waits there (the loop goes on), and the checkpoint is stored once."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from artifactflow.core.checkpoints import CheckpointStore
+
+    store = await CheckpointStore.open_sqlite(tmp_path / "checkpoints.db")
+    saver = store.saver
+    puts: list[int] = []
+    raw = saver.conn._conn  # type: ignore[attr-defined]  # aiosqlite's sqlite3 connection
+    raw.set_trace_callback(
+        lambda sql: puts.append(threading.get_ident()) if "INTO checkpoints" in sql else None
+    )
+    here = threading.get_ident()
+
+    async def put(thread_id: str) -> None:
+        config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        await saver.aput(config, empty_checkpoint(), {}, {})  # type: ignore[arg-type]
+
+    other = sqlite3.connect(tmp_path / "checkpoints.db", isolation_level=None)
+    try:
+        await put("a")
+        assert puts == [here]
+        other.execute("BEGIN IMMEDIATE")
+        waiting = asyncio.ensure_future(put("b"))
+        # the loop runs meanwhile, while the INSERT waits for the lock on the thread
+        await wait_until(lambda: len(puts) == 2, what="the put on the connection's thread")
+        assert puts[1] != here and not waiting.done()
+        other.execute("COMMIT")
+        await waiting
+        assert len(puts) == 2
+        rows = other.execute("SELECT thread_id FROM checkpoints ORDER BY thread_id").fetchall()
+        assert rows == [("a",), ("b",)]
+        assert await saver.conn.execute_fetchall("PRAGMA wal_autocheckpoint") == [(0,)]  # type: ignore[attr-defined]
+    finally:
+        other.close()
+        await store.close()
