@@ -126,8 +126,8 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
         together; else nothing is kept and None says: make the trip (`_together`) there,
         where a lock held by another process is waited for and each operation runs alone."""
         raw = getattr(self.conn, "_conn", None)  # aiosqlite's sqlite3 connection
-        if raw is None or not self.inline_trips_ok:
-            return None
+        if raw is None or not self.inline_trips_ok or len(fns) > 1:
+            return None  # several runs' operations at once: the hop is shared (as the writer's)
         raw.execute(_NO_WAIT)
         try:
             raw.execute("BEGIN IMMEDIATE")
