@@ -195,7 +195,8 @@ class CheckpointStore:
     async def wal_checkpoint(self) -> None:
         """Fold the WAL into the main file (so file sizes measure what is stored)."""
         if isinstance(self.saver, AsyncSqliteSaver):
-            await self.saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            async with self.saver.lock:  # the saver may use the connection from the loop
+                await self.saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     async def vacuum(self) -> None:
         """Give the pages of deleted checkpoints back to the file system and empty the WAL
