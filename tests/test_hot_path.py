@@ -112,13 +112,18 @@ async def test_one_hop_checkpoint_saver_round_trip(make_client, llm):
     assert llm.requests[1]["messages"][-1]["content"] == "5"
 
 
-async def test_fresh_run_metrics_equal_those_read_from_the_log(make_client, llm):
-    """A first segment computes its metrics from the events it published; they are the
-    metrics the stored log gives."""
+async def test_fresh_run_metrics_equal_those_read_from_the_log(make_client, llm, monkeypatch):
+    """A first segment computes its metrics from the events it published (the forms its sink
+    stored, not serialised again); they are the metrics the stored log gives."""
+    from artifactflow.core.run import segment
+
+    dumped_again: list[object] = []
+    monkeypatch.setattr(segment, "metric_view", lambda e: dumped_again.append(e) or {})
     client = await make_client(lead_tools=["add"], extra_tools=[add])
     llm.script(ToolCalls([Call("add", {"a": 1, "b": 1})]), Text("two"))
     result = await client.run("add")
     assert result.status == "completed" and result.metrics
+    assert dumped_again == []
     from_log = await run_metrics(client._engine.rt, result.message_id, time.perf_counter())
     stored = dict(result.metrics)
     assert stored.pop("wall_ms") >= 0 and from_log.pop("wall_ms") >= 0
@@ -194,6 +199,38 @@ async def test_objects_alive_at_the_first_opening_are_frozen_once(make_client, m
     await make_client()
     assert calls == [1] and engine._FROZEN == [True]  # once per process
     assert gc.isenabled()
+
+
+async def test_the_model_client_is_built_before_the_freeze(make_client, llm, monkeypatch):
+    """The first engine builds its agents' model client (whose modules, `openai` and
+    `aiohttp`, are most of what a first run used to import) before it freezes the objects
+    alive, so they are frozen too; the runs use that same client."""
+    from artifactflow.core import engine
+
+    built_at_freeze: list[list[str]] = []
+    clients: list[object] = []
+
+    def freeze() -> None:
+        picker = clients[0] if clients else None
+        built_at_freeze.append(sorted(getattr(picker, "_models", {})))
+
+    real_prepare = engine.Services.prepare_models
+
+    def prepare(self: engine.Services) -> None:
+        clients.append(self.llm)
+        real_prepare(self)
+
+    monkeypatch.setattr(engine, "_FROZEN", [])
+    monkeypatch.setattr(engine.gc, "freeze", freeze)
+    monkeypatch.setattr(engine.Services, "prepare_models", prepare)
+    client = await make_client()
+    assert built_at_freeze == [["chat_completions"]]
+    picker = client._engine.services.llm
+    model = picker._models["chat_completions"]
+    llm.script(Text("hello"))
+    result = await client.run("hi")
+    assert result.status == "completed" and result.response == "hello"
+    assert picker._models == {"chat_completions": model}  # the run used the prepared one
 
 
 @tool

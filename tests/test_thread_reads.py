@@ -164,3 +164,22 @@ async def test_usage_sums_equal_the_fold_over_every_message(store):
     assert only.messages == 6 and only.cost_usd == pytest.approx(0.7625)
     empty = await usage_sums(store, "no-such-conversation", excluding=ids[0])
     assert (empty.messages, empty.total, empty.cost_usd) == (0, 0, 0.0)
+    if store.is_sqlite:  # asked at every run's end: on the writer, no SQLAlchemy statement
+        import sqlalchemy as sa
+
+        from artifactflow.core.store.thread_reads import UsageSums, _usage_query
+
+        statements: list[str] = []
+
+        def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+            statements.append(statement)
+
+        sa.event.listen(store.engine.sync_engine, "before_cursor_execute", seen)
+        try:
+            fast = await usage_sums(store, cid, excluding=ids[-1])
+        finally:
+            sa.event.remove(store.engine.sync_engine, "before_cursor_execute", seen)
+        assert statements == []
+        query = _usage_query("sqlite").params(cid=cid, skip=ids[-1])
+        slow = UsageSums(*(await store.fetch_rows(query))[0].values())
+        assert fast == sums == slow

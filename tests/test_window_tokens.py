@@ -116,3 +116,26 @@ def test_measuring_a_growing_memory_recounts_only_what_changed():
     edited = [dict(m) for m in messages]
     edited[-1]["content"] += " and more"
     assert counter.measure(edited).raw == request_tokens(edited)
+
+
+def test_tool_schemas_are_encoded_once_per_list_of_schema_objects(monkeypatch):
+    """A run offers the registry's same schema objects at every call: their count is kept,
+    not re-encoded; other schemas (a new object, one more, one fewer) are counted afresh."""
+    from artifactflow.core.window import tokens
+
+    encoded: list[str] = []
+    real_dumps = tokens.json.dumps
+
+    def dumps(value: object, **kwargs: object) -> str:
+        encoded.append(str(value))
+        return real_dumps(value, **kwargs)
+
+    monkeypatch.setattr(tokens.json, "dumps", dumps)
+    one = {"type": "function", "function": {"name": "fetch_page", "parameters": {}}}
+    two = {"type": "function", "function": {"name": "a_much_longer_tool_name", "parameters": {}}}
+    first = tokens.tools_tokens([one, two])
+    assert tokens.tools_tokens([one, two]) == first and len(encoded) == 2
+    assert tokens.tools_tokens([one]) < first and len(encoded) == 3
+    renamed = {**two, "function": {**two["function"], "name": "x"}}
+    assert tokens.tools_tokens([one, renamed]) < first and len(encoded) == 5
+    assert tokens.tools_tokens([one, two]) == first and len(encoded) == 5

@@ -109,14 +109,19 @@ class CheckpointStore:
         stack = AsyncExitStack()
         if not writable(path):  # a read-only data folder: read what is there (store/readonly.py)
             return await cls._open_read_only(path, stack, allowed_types)
-        conn = await stack.enter_async_context(aiosqlite.connect(str(path)))
+        # Usable from the event loop's thread too (`OneHopSqliteSaver._here`, under its lock).
+        conn = await stack.enter_async_context(aiosqlite.connect(str(path), check_same_thread=False))
         # The same pragmas as the app store's file (page size and WAL bounds included). The
         # saver's setup is then safe from several processes at once: it only creates tables
         # IF NOT EXISTS and tolerates a column another process just added; a stale WAL
         # snapshot fails at once, whatever busy_timeout says, and is retried briefly.
         for pragma in SQLITE_PRAGMAS:
             await conn.execute(pragma)
+        # Its commits do not checkpoint the WAL (a checkpoint syncs): the saver does it on
+        # the connection's thread every so many trips made on the loop's (`_here`).
+        await conn.execute("PRAGMA wal_autocheckpoint=0")
         saver = OneHopSqliteSaver(conn, serde=CompressingSerializer(allowed_types))
+        saver.inline_trips_ok = True
         await retry_when_locked(saver.setup, sqlite3.OperationalError)
         return cls(saver, stack, path)
 
@@ -190,7 +195,8 @@ class CheckpointStore:
     async def wal_checkpoint(self) -> None:
         """Fold the WAL into the main file (so file sizes measure what is stored)."""
         if isinstance(self.saver, AsyncSqliteSaver):
-            await self.saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            async with self.saver.lock:  # the saver may use the connection from the loop
+                await self.saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     async def vacuum(self) -> None:
         """Give the pages of deleted checkpoints back to the file system and empty the WAL

@@ -70,6 +70,17 @@ class Services:
             target = dataclasses.replace(target, context_window=self.settings.context.default_window)
         return target
 
+    def prepare_models(self) -> None:
+        """Build the model of every agent's profile now (`ModelPicker.prepare`); a profile
+        that does not resolve is left for its run to report, as before."""
+        targets = []
+        for spec in self.agents.values():
+            try:
+                targets.append(self.resolve(spec.model))
+            except Exception:  # noqa: BLE001  # reported by the run that uses it
+                continue
+        self.llm.prepare(targets)
+
     def use_model(self, model: Model) -> None:
         """Serve every agent with `model` (e.g. a `ScriptedModel` in tests); API keys are no
         longer required, since none is sent."""

@@ -192,6 +192,8 @@ class Engine:
         except BaseException:
             await engine.aclose()
             raise
+        if not _FROZEN:
+            services.prepare_models()  # their modules are long-lived too: frozen with the rest
         freeze_startup_objects()
         return engine
 

@@ -17,6 +17,7 @@ Everything else (setup, `alist`, delta-channel history, the sync API) is LangGra
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import sqlite3
@@ -37,6 +38,11 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.checkpoint.sqlite.utils import load_pending_writes, pending_writes_sql
 
 T = TypeVar("T")
+
+CHECKPOINT_EVERY = 64  # trips committed on the loop's thread between two WAL checkpoints
+_NO_WAIT = "PRAGMA busy_timeout=0"
+_WAIT = "PRAGMA busy_timeout=30000"  # the connection's own (SQLITE_PRAGMAS)
+_CHECKPOINT = "PRAGMA wal_checkpoint(PASSIVE)"
 
 _PUT = (
     "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
@@ -94,6 +100,12 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
 
     _waiting: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] | None = None
     _trips: asyncio.Task[None] | None = None
+    # Trips may run on the loop's thread (`_here`): set by `CheckpointStore.open` once the
+    # connection may be used from it (opened with `check_same_thread=False`, no
+    # checkpoint at commit: `wal_autocheckpoint=0`).
+    inline_trips_ok = False
+    _commits_here = 0
+    _background: set[asyncio.Task[None]] = set()  # noqa: RUF012  # strong refs, shared: tasks end
 
     async def setup(self) -> None:
         """LangGraph's, skipped once done: it takes the saver's lock before it looks, so every
@@ -105,6 +117,45 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
         """Run `fn(connection)` on the aiosqlite connection's own thread (its only user)."""
         conn = self.conn
         return await conn._execute(lambda: fn(conn._conn))  # noqa: SLF001  # aiosqlite's own queue
+
+    def _here(self, fns: Sequence[Callable[[sqlite3.Connection], Any]]) -> list[tuple[bool, Any]] | None:
+        """The trip on the event loop's own thread (the caller holds the saver's lock, so the
+        connection's thread is idle), without a hop: waking that thread while the loop holds
+        the GIL cost more than the statements (WAL, `synchronous=NORMAL`: a commit does not
+        sync). Taken when the write lock is free at once and every operation succeeds
+        together; else nothing is kept and None says: make the trip (`_together`) there,
+        where a lock held by another process is waited for and each operation runs alone."""
+        raw = getattr(self.conn, "_conn", None)  # aiosqlite's sqlite3 connection
+        if raw is None or not self.inline_trips_ok or len(fns) > 1:
+            return None  # several runs' operations at once: the hop is shared (as the writer's)
+        raw.execute(_NO_WAIT)
+        try:
+            raw.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:  # another connection writes: wait on the thread
+            return None
+        finally:
+            raw.execute(_WAIT)
+        try:
+            results = [fn(raw) for fn in fns]
+            raw.commit()
+        except Exception:  # noqa: BLE001  # each alone on the thread, as `_together` does
+            if raw.in_transaction:
+                raw.rollback()
+            return None
+        self._commits_here += 1
+        if self._commits_here >= CHECKPOINT_EVERY:
+            self._commits_here = 0
+            task = asyncio.get_running_loop().create_task(self._checkpoint())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        return [(True, value) for value in results]
+
+    async def _checkpoint(self) -> None:
+        """What `wal_autocheckpoint` does at a commit, on the connection's thread (its sync
+        off the loop): a passive checkpoint under the saver's lock."""
+        async with self.lock:
+            with contextlib.suppress(sqlite3.Error):
+                await self._on_thread(lambda conn: conn.execute(_CHECKPOINT).fetchall())
 
     async def _shared_trip(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """`fn(connection)` on the connection's thread, under the saver's lock, in the same trip
@@ -139,7 +190,9 @@ class OneHopSqliteSaver(AsyncSqliteSaver):
             fns = [fn for fn, _ in batch]
             try:
                 async with self.lock:
-                    outcomes = await self._on_thread(functools.partial(_together, fns))
+                    outcomes = self._here(fns)
+                    if outcomes is None:
+                        outcomes = await self._on_thread(functools.partial(_together, fns))
             except Exception as exc:  # the trip itself failed (the connection is closed)
                 for _, future in batch:
                     if not future.done():

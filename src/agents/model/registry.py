@@ -12,7 +12,7 @@ use and closes them at shutdown, or serves every agent with one fixed model (a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from ...errors import ConfigError
 from ...settings import LLMSettings
@@ -72,6 +72,18 @@ class ModelPicker:
                 )
             model = self._models[target.api] = factory(self.settings)
         return self.wrap(model) if self.wrap else model
+
+    def prepare(self, targets: Iterable[ResolvedModel]) -> None:
+        """Build now the models `targets` will need (each API once), so that the modules they
+        import (the chat-completions client brings `openai` and `aiohttp`: ~60k objects) are
+        loaded before the process freezes its long-lived objects (`core/engine.py`). Built on
+        a first run instead, they stayed in the collector's reach, re-walked by every full
+        collection under load. A target whose API is unknown is left for its run to report."""
+        if self.fixed is not None:
+            return
+        for target in targets:
+            if target.api in _APIS and target.api not in self._models:
+                self._models[target.api] = _APIS[target.api](self.settings)
 
     async def aclose(self) -> None:
         models = list(self._models.values())

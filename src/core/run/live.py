@@ -18,6 +18,7 @@ from typing import Any
 
 from ...errors import StoreUnavailableError
 from ...events.envelope import EPHEMERAL_TYPES, Event
+from ..metrics import METRIC_FIELDS
 from ..store.faults import UNAVAILABLE
 from ..store.group_commit import group_commit_for
 from ..store.outage_retry import is_outage, through_outage
@@ -41,6 +42,9 @@ class LiveRun:
     whole: bool = False  # the message's first segment (`launch(fresh=True)`): `events` is its whole log
     unstored_ending: bool = False  # its final write failed and is retried (`outage.py`)
     closing: bool = False  # the process is stopping: an ending the store refuses is marked (`endings.py`)
+    # The stored (JSON) form of its metric events by event id, as the sink wrote them: the
+    # run's metrics read these instead of serialising each event again (`Segment._metrics`).
+    stored_forms: dict[int, dict[str, Any]] = field(default_factory=dict)
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
     def first_stored(self) -> int | None:
@@ -214,7 +218,12 @@ class EventSink:
             while not self._queue.empty():
                 batch.append(self._queue.get_nowait())
             try:
-                stored = [e.model_dump(mode="json") for e in batch if e.type not in EPHEMERAL_TYPES]
+                stored = []
+                for event in batch:
+                    if event.type not in EPHEMERAL_TYPES:
+                        stored.append(form := event.model_dump(mode="json"))
+                        if event.type in METRIC_FIELDS:
+                            self._handle.stored_forms[event.event_id] = form
                 if stored:
                     await self._append(stored)
                 if self._bus is not None and self._announce(self._bus):

@@ -322,7 +322,12 @@ class Segment:
         """The run's metrics. A fresh message's first segment published its whole log to its
         handle (stored first), so its events and its row are at hand, not read back."""
         if self.fresh and self.handle.whole and not self.handle.lost:
-            events = [metric_view(e) for e in self.handle.events if e.type in METRIC_FIELDS]
+            forms = self.handle.stored_forms
+            events = [
+                forms.get(e.event_id) or metric_view(e)
+                for e in self.handle.events
+                if e.type in METRIC_FIELDS
+            ]
             return await run_metrics(self.rt, self.message["id"], self.started, events=events, message=self.message)
         return await run_metrics(self.rt, self.message["id"], self.started)
 

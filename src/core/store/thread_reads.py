@@ -22,16 +22,19 @@ keys them on their shape).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
 
 from . import schema as t
 from .codec import event_record, loads
 from .conversation_records import _message
 from .rows import ConversationRow, EventRow, MessageRow
+from .sqlite_writer import sqlite_writer_for
 
 if TYPE_CHECKING:
     from .repository import AppStore
@@ -206,12 +209,46 @@ def _usage_query(dialect: str) -> sa.Select[tuple[Any, ...]]:
     return query
 
 
+Bind = tuple[str, Any, "Callable[[Any], Any] | None"]  # (name, fixed value, bind processor)
+
+
+@functools.cache
+def _usage_sql(dialect: Dialect) -> tuple[str, tuple[Bind, ...]]:
+    """`_usage_query` compiled once for the SQLite writer: its text and its positional
+    parameters in order, each with its type's bind processor in this dialect (the JSON paths
+    become `$."tokens"."prompt"`, ids go through their NUL-free column type) and the value of
+    the literals; `cid` and `skip` are given per call. Through SQLAlchemy every call rebuilt
+    the statement's cache key (a walk of its JSON paths and CASE) and took a pooled
+    connection and a thread hop."""
+    compiled = _usage_query(dialect.name).compile(dialect=dialect)
+    order = []
+    for name in compiled.positiontup or ():
+        kind = dialect.type_descriptor(compiled.binds[name].type)
+        order.append((name, compiled.params.get(name), kind.bind_processor(dialect)))
+    return str(compiled), tuple(order)
+
+
+def _usage_params(binds: tuple[Bind, ...], conversation_id: str, excluding: str) -> tuple[Any, ...]:
+    given = {"cid": conversation_id, "skip": excluding}
+    out = []
+    for name, value, process in binds:
+        value = given.get(name, value)
+        out.append(value if process is None or value is None else process(value))
+    return tuple(out)
+
+
 async def usage_sums(store: AppStore, conversation_id: str, *, excluding: str) -> UsageSums:
     """The metrics of every message of the conversation but `excluding`, summed by the
     database in one statement: one row comes back however long the conversation is (its
     messages' rows, each with its list of calls, are not read and decoded here)."""
-    query = _usage_query(store.engine.dialect.name).params(cid=conversation_id, skip=excluding)
-    sums: list[Any] = list((await store.fetch_rows(query))[0].values())
+    writer = sqlite_writer_for(store)
+    if writer is not None:  # every run's end asks: one hop, the SQL text made once
+        sql, binds = _usage_sql(store.engine.dialect)
+        params = _usage_params(binds, conversation_id, excluding)
+        sums: list[Any] = list(await writer.run(lambda conn: conn.execute(sql, params).fetchone()))
+    else:
+        query = _usage_query(store.engine.dialect.name).params(cid=conversation_id, skip=excluding)
+        sums = list((await store.fetch_rows(query))[0].values())
     count, prompt, completion, total, cost, priced, unpriced = sums
     return UsageSums(
         int(count), int(prompt), int(completion), int(total), float(cost), int(priced), int(unpriced)

@@ -91,10 +91,28 @@ def messages_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
 
 
 def tools_tokens(tools: Sequence[Mapping[str, Any]] | None) -> int:
-    """Raw estimate of the tool schemas sent with a request (their compact JSON)."""
+    """Raw estimate of the tool schemas sent with a request (their compact JSON).
+
+    A run's requests offer the same schemas every time (the registry's cached `specs` list,
+    whose schemas are never changed in place), and each request is measured twice: the count
+    is kept per list of schema objects (`_TOOLS_SEEN`, by identity; the schemas are held so
+    their ids are not reused) instead of encoding them again at every call."""
     if not tools:
         return 0
-    return sum(text_tokens(json.dumps(t, separators=(",", ":"), ensure_ascii=False)) for t in tools)
+    key = tuple(map(id, tools))
+    seen = _TOOLS_SEEN.get(key)
+    if seen is not None and all(a is b for a, b in zip(seen[0], tools, strict=True)):
+        return seen[1]
+    raw = sum(text_tokens(json.dumps(t, separators=(",", ":"), ensure_ascii=False)) for t in tools)
+    if len(_TOOLS_SEEN) >= _TOOLS_SEEN_MAX:
+        _TOOLS_SEEN.pop(next(iter(_TOOLS_SEEN)))
+    _TOOLS_SEEN[key] = (tuple(tools), raw)
+    return raw
+
+
+# ids of a request's schemas -> (those schemas, their raw tokens); a few per process.
+_TOOLS_SEEN: dict[tuple[int, ...], tuple[tuple[Mapping[str, Any], ...], int]] = {}
+_TOOLS_SEEN_MAX = 64
 
 
 def request_tokens(
