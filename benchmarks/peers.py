@@ -3,7 +3,8 @@
 The task: one agent, one tool per round (`fetch_page`, returning 4 KB of text), N rounds, then
 the answer "done". Every peer talks over real HTTP (keep-alive) to one fake OpenAI-compatible
 chat-completions server in its own process (`fake_model.py`), which serves them all the same
-script, so this process's CPU time is the peer's own:
+script, and each measurement runs in a process of its own (`--same-process`: all in this one),
+so the measuring process's CPU time is the peer's own:
 
 - artifactflow: `artifactflow.Client` (SQLite in a temp folder; its model profile declares a
   context window large enough that compaction never triggers, as for a real long-context model);
@@ -43,6 +44,7 @@ import contextlib
 import cProfile
 import datetime
 import io
+import json
 import logging
 import os
 import platform
@@ -199,8 +201,36 @@ def rotated(names: list[str], repeat: int) -> list[str]:
     return names[k:] + names[:k]
 
 
+async def in_child(spec: dict[str, Any]) -> Any:
+    """One measurement (`one_run` or `concurrent_run`, as `spec` says) in a process of its own:
+    each framework runs in its own process in production, and in one shared process every
+    peer's collector also walked the modules and objects the other peers had imported (the
+    Agents SDK, langchain: ~10^5 objects), so a peer's CPU depended on which peers ran beside
+    it (artifactflow at 100 conversations: 2.3–2.9 s with only the SDK beside it, 3.5–3.8 s
+    with all four). The child's start-up and the peer's opening stay outside the timing."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(Path(__file__)), "--measure-one", json.dumps(spec),
+        stdout=subprocess.PIPE,
+    )
+    out, _ = await process.communicate()
+    if process.returncode != 0:
+        raise AssertionError(f"{spec['name']}: the measuring process failed ({process.returncode})")
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
+async def measure_one(spec: dict[str, Any]) -> Any:
+    """The child's side of `in_child`: one measurement, its result as JSON on the last line."""
+    model = Model(spec["url"])
+    try:
+        if spec["kind"] == "concurrent":
+            return list(await concurrent_run(spec["name"], model, Path(spec["root"])))
+        return await one_run(spec["name"], model, spec["rounds"], Path(spec["root"]), spec["storage"])
+    finally:
+        await model.http.aclose()
+
+
 async def measure(
-    names: list[str], sizes: list[int], repeats: int, concurrent_only: bool = False
+    names: list[str], sizes: list[int], repeats: int, concurrent_only: bool = False, same_process: bool = False
 ) -> dict[str, Any]:
     samples: dict[tuple[str, int], list[dict[str, float]]] = {}
     walls: dict[str, list[float]] = {}
@@ -208,12 +238,20 @@ async def measure(
     with fake_model() as url, tempfile.TemporaryDirectory() as folder:
         model = Model(url)
         root = Path(folder)
+
+        async def run(spec: dict[str, Any]) -> Any:
+            if not same_process:
+                return await in_child({**spec, "url": url, "root": folder})
+            if spec["kind"] == "concurrent":
+                return await concurrent_run(spec["name"], model, root)
+            return await one_run(spec["name"], model, spec["rounds"], root, spec["storage"])
+
         try:
             for repeat in range(repeats):
                 for rounds in [] if concurrent_only else sizes:
                     for name in rotated(names, repeat):
                         storage = rounds == max(sizes) and name in STORING
-                        result = await one_run(name, model, rounds, root, storage)
+                        result = await run({"kind": "rounds", "name": name, "rounds": rounds, "storage": storage})
                         samples.setdefault((name, rounds), []).append(result)
                         print(
                             f"  repeat {repeat + 1}, {rounds:>3} rounds, {name:<12} "
@@ -222,7 +260,7 @@ async def measure(
                             flush=True,
                         )
                 for name in rotated(names, repeat):
-                    wall, cpu = await concurrent_run(name, model, root)
+                    wall, cpu = await run({"kind": "concurrent", "name": name})
                     walls.setdefault(name, []).append(wall)
                     cpus.setdefault(name, []).append(cpu)
                     print(
@@ -332,7 +370,8 @@ def machine_note(command: str, repeats: int) -> str:
         f"`{command}` on {when}: {os.cpu_count()} CPUs (load average {load:.1f} at the end), "
         f"Python {platform.python_version()}, "
         f"{platform.system()} {platform.machine()}; medians of {repeats} interleaved repeat(s); "
-        f"{PAYLOAD_BYTES}-byte tool results; CPU is this process's only (the fake model runs in its own)."
+        f"{PAYLOAD_BYTES}-byte tool results; CPU is the measuring process's only (each measurement in a "
+        "process of its own; the fake model runs in its own)."
     )
 
 
@@ -428,9 +467,18 @@ def main() -> None:
         action="store_true",
         help=f"only the {CONCURRENT}-conversation figure (wall and CPU), interleaved and repeated",
     )
+    parser.add_argument(
+        "--same-process",
+        action="store_true",
+        help="every measurement in this one process (before: each in a process of its own)",
+    )
+    parser.add_argument("--measure-one", help=argparse.SUPPRESS)  # in_child's child
     args = parser.parse_args()
     logging.disable(logging.WARNING)
     os.environ.setdefault("OPENAI_API_KEY", "benchmark-no-network")
+    if args.measure_one:
+        print(json.dumps(asyncio.run(measure_one(json.loads(args.measure_one)))))
+        return
     names = [n.strip() for n in args.peers.split(",") if n.strip()]
     unknown = sorted(set(names) - set(PEERS))
     if unknown:
@@ -444,7 +492,7 @@ def main() -> None:
         sizes, args.repeats = [3, 20], 1
     check_installed(names)
     started = time.perf_counter()
-    found = asyncio.run(measure(names, sizes, args.repeats, args.concurrent))
+    found = asyncio.run(measure(names, sizes, args.repeats, args.concurrent, args.same_process))
     if args.concurrent:
         print(concurrent_table(names, args.repeats, found))
         return
