@@ -314,6 +314,25 @@ class ForkedProcess(ForkedCLI):
         self.send_signal(signal.SIGTERM)
 
 
+def _read_to_end(streams: dict[int, bytearray], deadline: float) -> bool:
+    """Read every pipe in `streams` into its buffer until all are closed (True) or until
+    `deadline` (False: the child still holds one open)."""
+    with selectors.DefaultSelector() as selector:
+        for fd in streams:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            for key, _ in selector.select(left):
+                chunk = os.read(key.fd, 65536)
+                if chunk:
+                    streams[key.fd] += chunk
+                else:
+                    selector.unregister(key.fd)
+    return True
+
+
 @dataclass
 class PipedForkedProcess(ForkedProcess):
     """A forked CLI whose stdout and stderr are pipes to this process (`stdout`, `stderr`:
@@ -328,19 +347,8 @@ class PipedForkedProcess(ForkedProcess):
         deadline = time.monotonic() + timeout
         out, err = bytearray(), bytearray()
         streams = {fd: buffer for fd, buffer in ((self.stdout, out), (self.stderr, err)) if fd >= 0}
-        with selectors.DefaultSelector() as selector:
-            for fd in streams:
-                selector.register(fd, selectors.EVENT_READ)
-            while selector.get_map():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise subprocess.TimeoutExpired(["artifactflow"], timeout)
-                for key, _ in selector.select(left):
-                    chunk = os.read(key.fd, 65536)
-                    if chunk:
-                        streams[key.fd] += chunk
-                    else:
-                        selector.unregister(key.fd)
+        if not _read_to_end(streams, deadline):
+            raise subprocess.TimeoutExpired(["artifactflow"], timeout)
         self.wait(max(deadline - time.monotonic(), 1.0))
         self.close()
         return bytes(out), bytes(err)
@@ -442,21 +450,10 @@ def fork_cli(
     streams = {out_r: bytearray(), err_r: bytearray()}
     try:
         pid = int(_read_line(conn))
-        with selectors.DefaultSelector() as selector:
-            for fd in streams:
-                selector.register(fd, selectors.EVENT_READ)
-            while selector.get_map():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-                    raise AssertionError(f"artifactflow {args} still ran after {timeout:.0f} s")
-                for key, _ in selector.select(left):
-                    chunk = os.read(key.fd, 65536)
-                    if chunk:
-                        streams[key.fd] += chunk
-                    else:
-                        selector.unregister(key.fd)
+        if not _read_to_end(streams, deadline):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            raise AssertionError(f"artifactflow {args} still ran after {timeout:.0f} s")
         conn.settimeout(max(deadline - time.monotonic(), 1.0))
         code = int(_read_line(conn))
     finally:
