@@ -19,9 +19,10 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from waiting import ceiling
@@ -124,3 +125,19 @@ def private_postgres() -> Iterator[PrivatePostgres]:
     finally:
         server.stop("immediate")
         shutil.rmtree(root, ignore_errors=True)
+
+
+@asynccontextmanager
+async def served_on_private_postgres(make_client: Any, monkeypatch: Any) -> AsyncIterator[tuple[str, PrivatePostgres]]:
+    """The HTTP app of a client on a private PostgreSQL (a pool of 4), served on a local port:
+    (its URL, the server to stop and start)."""
+    from browser_helpers import serving
+
+    from artifactflow.api.app import create_app
+
+    with private_postgres() as pg:
+        monkeypatch.setenv("ARTIFACTFLOW_DATABASE_URL", pg.url)
+        monkeypatch.setenv("ARTIFACTFLOW_DATABASE_POOL_SIZE", "4")
+        client = await make_client()
+        async with serving(create_app(client=client)) as url:
+            yield url, pg

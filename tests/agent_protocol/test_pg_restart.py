@@ -17,14 +17,10 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
-from browser_helpers import serving
 from killable_serve import FINAL_EVENTS, Seen, read_sse
-from private_pg import PrivatePostgres, private_postgres
+from private_pg import PrivatePostgres, served_on_private_postgres
 from scripted_llm import Text
 from waiting import ceiling, wait_until
-
-from artifactflow import Client
-from artifactflow.api.app import create_app
 
 ENDED = {"complete", "error", "cancelled"}
 
@@ -32,12 +28,8 @@ ENDED = {"complete", "error", "cancelled"}
 @pytest_asyncio.fixture
 async def served(make_client: Any, monkeypatch: pytest.MonkeyPatch, llm_env: Any) -> AsyncIterator[tuple[str, PrivatePostgres]]:
     llm_env.route(lambda request: Text("a slow answer " * 6, chunk_size=6, chunk_delay=0.1))
-    with private_postgres() as pg:
-        monkeypatch.setenv("ARTIFACTFLOW_DATABASE_URL", pg.url)
-        monkeypatch.setenv("ARTIFACTFLOW_DATABASE_POOL_SIZE", "4")
-        client: Client = await make_client()
-        async with serving(create_app(client=client)) as url:
-            yield url, pg
+    async with served_on_private_postgres(make_client, monkeypatch) as (url, pg):
+        yield url, pg
 
 
 class Watch:

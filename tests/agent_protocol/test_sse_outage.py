@@ -16,14 +16,10 @@ from typing import Any
 
 import httpx
 import pytest_asyncio
-from browser_helpers import serving
 from killable_serve import Seen, read_sse
-from private_pg import PrivatePostgres, private_postgres
+from private_pg import PrivatePostgres, served_on_private_postgres
 from scripted_llm import Text
 from waiting import ceiling, wait_until
-
-from artifactflow import Client
-from artifactflow.api.app import create_app
 
 STREAM = {"stream_mode": ["values", "custom"]}
 
@@ -35,12 +31,8 @@ async def served(make_client: Any, monkeypatch: Any, llm_env: Any) -> AsyncItera
         return Text("a slow answer " * 10, chunk_size=5, chunk_delay=0.4) if slow else Text("an answer")
 
     llm_env.route(route)
-    with private_postgres() as pg:
-        monkeypatch.setenv("ARTIFACTFLOW_DATABASE_URL", pg.url)
-        monkeypatch.setenv("ARTIFACTFLOW_DATABASE_POOL_SIZE", "4")
-        client: Client = await make_client()
-        async with serving(create_app(client=client)) as url:
-            yield url, pg
+    async with served_on_private_postgres(make_client, monkeypatch) as (url, pg):
+        yield url, pg
 
 
 Frames = list[tuple[str, Any]]
